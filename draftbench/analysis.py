@@ -1,0 +1,219 @@
+"""From request records to rows, and from rows to verdicts.
+
+Everything here is a pure function of the data in a results file, so a sweep, a resumed
+sweep and ``--chart-only`` all reach the same numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import replace
+
+from . import stats, theory
+from .results import RequestRecord, ResultsFile, Row
+
+
+def _sum(values) -> int | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) if vals else None
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def acceptance(records) -> tuple[int | None, int | None, float | None]:
+    """Σ accepted / Σ drafted over all requests. None when nothing was measured; 0.0 is a real 0."""
+    drafted = _sum(r.draft_n for r in records)
+    accepted = _sum(r.draft_n_accepted for r in records)
+    if drafted is None:
+        return None, None, None
+    if drafted == 0:
+        return 0, accepted or 0, None
+    return drafted, accepted, round((accepted or 0) / drafted, 4)
+
+
+def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: int) -> dict:
+    """Row fields computed from the measured requests."""
+    ok = [r for r in records if r.error is None]
+    tps = stats.summarize(r.decode_tps for r in ok)
+    drafted, accepted, rate = acceptance(ok)
+    steps = _sum(r.verify_steps for r in ok)
+    by_prompt: dict[str, list[float]] = {}
+    for r in ok:
+        by_prompt.setdefault(r.prompt_id, []).append(r.decode_tps)
+    by_category: dict[str, dict] = {}
+    for category in dict.fromkeys(r.category for r in ok):
+        group = [r for r in ok if r.category == category]
+        _, _, cat_rate = acceptance(group)
+        by_category[category] = {"n": len(group), "mean_tps": _round(_mean(r.decode_tps for r in group), 2),
+                                 "acceptance_rate": cat_rate}
+    run_cv = stats.run_to_run_cv(by_prompt)
+    warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
+                                        tps_values=[r.decode_tps for r in ok],
+                                        completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens)
+    server_tps = stats.summarize(r.server_decode_tps for r in ok)
+    if tps and server_tps and tps["median"] and server_tps["median"]:
+        gap = abs(tps["median"] / server_tps["median"] - 1)
+        if gap > 0.05:
+            warnings.append(f"client-side tok/s differs from the server's own figure by {gap:.0%} — the network or a "
+                            "proxy may distort timings; benchmark on the server machine")
+    ttft = stats.summarize(r.ttft_s for r in ok)
+    total = stats.summarize(r.total_s for r in ok)
+    return {
+        "mean_tps": _round(tps["mean"], 2) if tps else None,
+        "median_tps": _round(tps["median"], 2) if tps else None,
+        "mean_ttft": _round(ttft["mean"], 3) if ttft else None,
+        "mean_total_time": _round(total["mean"], 2) if total else None,
+        "acceptance_rate": rate,
+        "draft_n": drafted, "draft_n_accepted": accepted, "verify_steps": steps,
+        "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
+        "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
+        "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
+    }
+
+
+def _round(x, digits):
+    return None if x is None else round(x, digits)
+
+
+def _tps_by_key(row: Row) -> dict[tuple, float]:
+    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests if r.error is None and r.decode_tps}
+
+
+def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> dict | None:
+    """Speed-up with a CI; falls back to the summary means for upstream rows (no CI there)."""
+    if row.requests and baseline.requests:
+        return stats.speedup(_tps_by_key(baseline), _tps_by_key(row), noise_floor=noise_floor)
+    if row.mean_tps and baseline.mean_tps:
+        ratio = row.mean_tps / baseline.mean_tps
+        return {"ratio": round(ratio, 4), "ci95_low": None, "ci95_high": None, "significant": None,
+                "method": "ratio-of-means", "n_pairs": 0, "percent": round((ratio - 1) * 100, 2)}
+    return None
+
+
+def equivalence(row: Row, baseline: Row, *, temperature: float) -> dict | None:
+    """Compare completions with the baseline's, per (prompt, repetition), at temperature 0."""
+    if not row.requests or not baseline.requests:
+        return None
+    if temperature and temperature > 0:
+        return {"checked": False, "reason": f"temperature is {temperature:g}; outputs are only comparable at 0"}
+    base = {(r.prompt_id, r.run): r.text for r in baseline.requests if r.error is None and r.text is not None}
+    compared, matched, mismatches = 0, 0, []
+    for r in row.requests:
+        key = (r.prompt_id, r.run)
+        if r.error is not None or r.text is None or key not in base:
+            continue
+        compared += 1
+        expected, got = base[key], r.text
+        if expected == got:
+            matched += 1
+            continue
+        pos = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
+        mismatches.append({"prompt_id": r.prompt_id, "run": r.run, "char_pos": pos,
+                           "baseline_len": len(expected), "candidate_len": len(got),
+                           "baseline_excerpt": expected[max(0, pos - 20): pos + 40],
+                           "candidate_excerpt": got[max(0, pos - 20): pos + 40]})
+    if not compared:
+        return None
+    return {"checked": True, "compared": compared, "matched": matched, "match_rate": round(matched / compared, 4),
+            "mismatches": mismatches}
+
+
+def _file_size(path: str | None) -> int | None:
+    try:
+        return os.path.getsize(path) if path else None
+    except OSError:
+        return None
+
+
+def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
+    if not row.is_speculative or row.acceptance_rate is None:
+        return None
+    cost, cost_source = None, None
+    if draft_alone and draft_alone.ok and draft_alone.mean_tps and baseline.mean_tps:
+        cost, cost_source = baseline.mean_tps / draft_alone.mean_tps, "measured (draft alone vs target alone)"
+    else:
+        ds, ts = _file_size(row.draft_path), _file_size(row.target_path)
+        if ds and ts:
+            cost, cost_source = ds / ts, "estimated from file sizes (set settings.draft_alone to measure it)"
+    k_mean = None
+    if row.draft_n and row.verify_steps:
+        k_mean = row.draft_n / row.verify_steps
+    elif row.draft_max:
+        k_mean = float(row.draft_max)
+    return theory.evaluate(acceptance_rate=row.acceptance_rate, mean_accepted_len=row.mean_accepted_len,
+                           k_mean=k_mean, cost_ratio=cost, cost_source=cost_source,
+                           measured_ratio=row.speedup["ratio"] if row.speedup else None)
+
+
+def analyze(results: ResultsFile) -> ResultsFile:
+    """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
+    settings = results.settings or {}
+    noise_floor = settings.get("noise_floor") if isinstance(settings.get("noise_floor"), (int, float)) else 0.02
+    temperature = settings.get("temperature") or 0.0
+    rows = []
+    for row in results.results:
+        baseline = results.baseline_for(row.target)
+        if row.ok and row.role in ("speculative", "control") and baseline is not None:
+            speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
+            if row.role == "speculative" and row.speculation_active is False and speed:
+                speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
+            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature))
+            if row.role == "speculative":
+                alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
+                row = replace(row, theory=theory_for(row, baseline, alone))
+        rows.append(row)
+    results = replace(results, results=tuple(rows))
+    return replace(results, summary=recommend(results))
+
+
+# --------------------------------------------------------------------------- verdicts
+
+def recommend(results: ResultsFile) -> dict:
+    """Per target: the best draft among significant, speculating rows, and a plain sentence."""
+    targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
+    per_target = []
+    for target in targets:
+        baseline = results.baseline_for(target)
+        candidates = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup]
+        winners = [r for r in candidates if r.speedup.get("significant") and r.speedup["ratio"] > 1]
+        winners.sort(key=lambda r: (r.speedup.get("ci95_low") or r.speedup["ratio"], r.speedup["ratio"]), reverse=True)
+        inactive = [r.draft for r in results.results
+                    if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
+        entry = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
+                 "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
+                 "inactive_drafts": inactive, "verdict": ""}
+        if baseline is None:
+            entry["verdict"] = f"{target}: no baseline was measured, so no draft can be judged."
+        elif winners:
+            best = winners[0]
+            label = best.draft + (f" (k={best.draft_max})" if best.draft_max else "")
+            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=best.speedup,
+                         acceptance_rate=best.acceptance_rate)
+            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
+                                f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
+                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+        elif candidates:
+            best = max(candidates, key=lambda r: r.speedup["ratio"])
+            if results.is_upstream or best.speedup.get("significant") is None:
+                entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
+                entry["verdict"] = (f"{target}: best measured draft is {best.draft} "
+                                    f"({stats.describe_speedup(best.speedup)}); this file has no per-request data, "
+                                    "so significance cannot be judged.")
+            else:
+                entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
+                                    f"faster than the baseline (best: {best.draft}, "
+                                    f"{stats.describe_speedup(best.speedup)}).")
+        else:
+            entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
+        if inactive:
+            entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
+        per_target.append(entry)
+    return {"targets": per_target}
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.0%}"

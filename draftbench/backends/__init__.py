@@ -1,0 +1,32 @@
+"""Backend registry: name → backend. Unknown names list the valid ones."""
+
+from __future__ import annotations
+
+from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus
+from .llamacpp import LlamaCppBackend
+from .lmstudio import LMStudioBackend
+from .vllm import VLLMBackend
+
+REGISTRY: dict[str, Backend] = {
+    "llamacpp": LlamaCppBackend(),
+    "vllm": VLLMBackend(),
+    "lmstudio": LMStudioBackend(),
+}
+
+_ALIASES = {alias: key for key, backend in REGISTRY.items() for alias in (key, backend.name, *backend.aliases)}
+
+
+def backend_names() -> list[str]:
+    return list(REGISTRY)
+
+
+def get_backend(name: str) -> Backend:
+    """Look a backend up by its config name or an alias (``llama-cpp``, ``lm-studio``…)."""
+    key = _ALIASES.get(name.strip().lower())
+    if key is None:
+        raise KeyError(f"unknown backend {name!r}; valid: {', '.join(backend_names())}")
+    return REGISTRY[key]
+
+
+__all__ = ["Backend", "DraftCounts", "LaunchSpec", "Server", "SpeculationStatus", "REGISTRY", "backend_names",
+           "get_backend"]

@@ -1,0 +1,221 @@
+"""``python bench.py``: measure a running OpenAI-compatible server (and optionally compare two)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import requests
+
+from . import run_main
+from ..analysis import acceptance, equivalence, summarize_records
+from ..backends import backend_names, get_backend
+from ..backends.base import Server
+from ..client import normalise_base_url
+from ..errors import DraftbenchError, UsageError
+from ..measure import MeasureOptions, MeasurementFailed, run_prompts
+from ..prompts import CATEGORIES, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
+from ..results import Row, now_iso
+from ..stats import describe_speedup, speedup
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bench.py", description="Stream chat completions from a running server and "
+                                "report TTFT, decode tok/s and draft acceptance (from the server's own counters).")
+    p.add_argument("--url", "--base-url", dest="url", required=True,
+                   help="server address, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)")
+    p.add_argument("--model", default=None, help="model name sent in requests (needed by vLLM / LM Studio)")
+    p.add_argument("--api-key", default=None, help="API key for the server (never written to files)")
+    p.add_argument("--label", default=None, help="display label for --url")
+    p.add_argument("--backend", default="auto", help=f"server kind: auto (detect llama.cpp), openai, "
+                   f"{', '.join(backend_names())}")
+    p.add_argument("--compare-url", default=None, help="a second server to compare against --url (same prompts)")
+    p.add_argument("--compare-model", default=None, help="model name for --compare-url (default: --model)")
+    p.add_argument("--compare-api-key", default=None, help="API key for --compare-url")
+    p.add_argument("--compare-label", default=None, help="display label for --compare-url")
+    p.add_argument("--requests", type=int, default=None, help="measured requests per run (cycles through the "
+                   "prompts; default: one per prompt)")
+    p.add_argument("--runs", type=int, default=1, help="repetitions of the prompt set (default 1)")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up requests, not measured (default 1)")
+    p.add_argument("--max-tokens", type=int, default=512, help="tokens per request (default 512)")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--seed", type=int, default=42, help="base seed; each (prompt, run) gets its own (default 42)")
+    p.add_argument("--prompt", action="append", default=None, help="your own prompt (repeatable); replaces the "
+                   "built-in set")
+    p.add_argument("--prompt-file", default=None, help="prompts from a .txt (--- separates prompts, or one per line) "
+                   "or .jsonl file ({\"prompt\": …, \"category\": …} per line)")
+    p.add_argument("--category", action="append", default=None, choices=CATEGORIES,
+                   help="use only these built-in categories (repeatable)")
+    p.add_argument("--request-timeout", type=float, default=900.0, help="seconds per request (default 900)")
+    p.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without data before a request "
+                   "counts as stalled (default 120)")
+    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file")
+    return p
+
+
+def choose_prompts(args) -> list[Prompt]:
+    if args.prompt and args.prompt_file:
+        raise UsageError("use either --prompt or --prompt-file, not both")
+    if args.prompt:
+        prompts = custom_prompts(args.prompt)
+    elif args.prompt_file:
+        prompts = load_prompt_file(args.prompt_file)
+    else:
+        prompts = [p for p in BUILTIN_PROMPTS if not args.category or p.category in args.category]
+    if args.requests is not None:
+        if args.requests < 1:
+            raise UsageError(f"--requests must be at least 1 (got {args.requests})")
+        cycled = []
+        for i in range(args.requests):
+            p = prompts[i % len(prompts)]
+            rep = i // len(prompts)
+            cycled.append(p if rep == 0 else Prompt(f"{p.id}#{rep + 1}", p.category, p.messages))
+        prompts = cycled
+    return prompts
+
+
+def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Server:
+    base = normalise_base_url(url)
+    if kind == "openai":
+        from ..backends.base import AttachedServer
+        return AttachedServer(base, model=model or "default", api_key=api_key)
+    if kind == "auto":
+        try:
+            props = requests.get(base + "/props", timeout=5,
+                                 headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+            is_llama = props.status_code == 200 and isinstance(props.json(), dict) and "build_info" in props.json()
+        except (requests.RequestException, ValueError):
+            is_llama = False
+        if not is_llama:
+            try:
+                requests.get(base + "/v1/models", timeout=5)
+            except requests.RequestException as exc:
+                raise DraftbenchError(f"cannot reach {base}: {type(exc).__name__}", "is the server running? "
+                                      "start one with python server.py") from None
+        kind = "llamacpp" if is_llama else "openai"
+        if kind == "openai":
+            from ..backends.base import AttachedServer
+            return AttachedServer(base, model=model or "default", api_key=api_key)
+    try:
+        backend = get_backend(kind)
+    except KeyError:
+        raise UsageError(f"unknown --backend {kind!r}", f"use auto, openai, or one of {', '.join(backend_names())}") \
+            from None
+    return backend.attach(base, model=model, api_key=api_key)
+
+
+def measure(server: Server, label: str, prompts: list[Prompt], options: MeasureOptions) -> Row:
+    print(f"  [{label}] {server.base_url} ", end="", flush=True)
+    records = run_prompts(server, prompts, options, on_request=lambda i, n, r: print(".", end="", flush=True))
+    print(" done", flush=True)
+    fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs)
+    fields["warnings"] = tuple(fields["warnings"])
+    return Row(target=label, role="baseline", requests=tuple(records), started_at=now_iso(), **fields)
+
+
+def _fmt(value, unit: str, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def print_table(row: Row) -> None:
+    print(f"\n{'=' * 78}\n  RESULTS: {row.target}\n{'=' * 78}")
+    metrics = [("ttft", row.ttft_s, "s", 3), ("decode tok/s", row.tps, "", 2), ("server tok/s", row.server_tps, "", 2),
+               ("total time", row.total_s, "s", 2)]
+    from ..stats import summarize
+    tokens = summarize(r.completion_tokens for r in row.requests)
+    metrics.append(("completion tokens", tokens, "", 0))
+    for name, s, unit, d in metrics:
+        if not s:
+            print(f"  {name:<18} n/a")
+            continue
+        print(f"  {name:<18} min={_fmt(s['min'], unit, d):>9}  median={_fmt(s['median'], unit, d):>9}  "
+              f"mean={_fmt(s['mean'], unit, d):>9}  p95={_fmt(s['p95'], unit, d):>9}  max={_fmt(s['max'], unit, d):>9}")
+    if row.tps and row.tps.get("ci95_low") is not None:
+        print(f"  {'':<18} mean tok/s 95% CI [{row.tps['ci95_low']:.2f}, {row.tps['ci95_high']:.2f}], "
+              f"CV {row.tps['cv']:.1%}")
+    if row.acceptance_rate is not None:
+        line = f"  acceptance         {row.acceptance_rate:.1%} ({row.draft_n_accepted} accepted / {row.draft_n} drafted)"
+        if row.mean_accepted_len:
+            line += f", {row.mean_accepted_len:.2f} tokens per verify step"
+        print(line)
+    elif row.draft_n == 0:
+        print("  acceptance         n/a — the server drafted nothing (speculation not active)")
+    else:
+        print("  acceptance         n/a (the server reports no draft counters)")
+    if row.by_category and len(row.by_category) > 1:
+        print("  by category:")
+        for cat, v in row.by_category.items():
+            acc = "n/a" if v["acceptance_rate"] is None else f"{v['acceptance_rate']:.0%}"
+            print(f"    {cat:<16} {_fmt(v['mean_tps'], ' tok/s')}  acceptance {acc}")
+    for w in row.warnings:
+        print(f"  ! {w}")
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    for name in ("runs", "max_tokens"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")
+    if args.warmup < 0 or not math.isfinite(args.temperature) or args.temperature < 0:
+        raise UsageError("--warmup and --temperature must not be negative")
+    prompts = choose_prompts(args)
+    options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
+                             temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
+                             stall_timeout_s=args.stall_timeout)
+    label_a = args.label or "baseline"
+    print(f"{'=' * 78}\n  draftbench bench — {len(prompts)} prompts x {args.runs} run(s), max_tokens {args.max_tokens}, "
+          f"temperature {args.temperature:g}\n{'=' * 78}")
+    servers = [(label_a, attach(args.url, args.backend, args.model, args.api_key))]
+    if args.compare_url:
+        servers.append((args.compare_label or "speculative",
+                        attach(args.compare_url, args.backend, args.compare_model or args.model,
+                               args.compare_api_key)))
+    rows = []
+    try:
+        for label, server in servers:
+            try:
+                rows.append(measure(server, label, prompts, options))
+            except MeasurementFailed as failure:
+                print(" failed", flush=True)
+                raise failure.error from None
+    finally:
+        for _, server in servers:
+            server.stop()
+    for row in rows:
+        print_table(row)
+    comparison = None
+    if len(rows) == 2:
+        a, b = rows
+        ratio = speedup({(r.prompt_id, r.run): r.decode_tps for r in a.requests},
+                        {(r.prompt_id, r.run): r.decode_tps for r in b.requests})
+        eq = equivalence(b, a, temperature=args.temperature)
+        comparison = {"speedup": ratio, "equivalence": eq}
+        print(f"\n{'=' * 78}\n  COMPARISON ({b.target} vs {a.target})\n{'=' * 78}")
+        print(f"  Mean tok/s : {_fmt(a.mean_tps, '')} -> {_fmt(b.mean_tps, '')}   speed-up {describe_speedup(ratio)}")
+        print(f"  Mean TTFT  : {_fmt(a.mean_ttft, 's', 3)} -> {_fmt(b.mean_ttft, 's', 3)}")
+        if eq and eq.get("checked"):
+            print(f"  Output     : identical on {eq['matched']}/{eq['compared']} requests"
+                  + (f"; first difference in {eq['mismatches'][0]['prompt_id']} at character "
+                     f"{eq['mismatches'][0]['char_pos']}" if eq["mismatches"] else ""))
+    if args.json_path:
+        payload = {"timestamp": now_iso(), "tool": "draftbench bench",
+                   "settings": {"runs": args.runs, "warmup": args.warmup, "max_tokens": args.max_tokens,
+                                "temperature": args.temperature, "seed": args.seed, "prompts": [p.to_dict() for p in prompts]},
+                   "servers": [{"label": label, "url": server.base_url, "version": server.version}
+                               for label, server in servers],
+                   "results": [r.to_dict() for r in rows], "comparison": comparison}
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        print(f"\nPer-request values written to {args.json_path}")
+    return 0
+
+
+def entry() -> None:
+    sys.exit(run_main(main))
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,87 @@
+"""Errors that reach the user. Each names the cause, where it happened, and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class DraftbenchError(Exception):
+    """An expected failure with a message for a person, not a traceback."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  Fix: {self.fix}" if self.fix else self.message
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in a config file: where (a JSON path such as ``$.settings.runs``), what, and the fix."""
+
+    path: str
+    message: str
+    fix: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" + (f" — {self.fix}" if self.fix else "")
+
+
+class ConfigError(DraftbenchError):
+    exit_code = 2
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = list(problems)
+        n = len(self.problems)
+        lines = [f"{source}: {n} problem{'s' if n != 1 else ''} in the config (nothing was started)"]
+        lines += [f"  - {p}" for p in self.problems]
+        super().__init__("\n".join(lines))
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(DraftbenchError):
+    exit_code = 2
+
+
+class ModelFileError(DraftbenchError):
+    def __init__(self, path: str, problem: str, fix: str | None = None):
+        self.path = path
+        self.problem = problem
+        super().__init__(f"model file {path} {problem}", fix)
+
+
+class BinaryNotFoundError(DraftbenchError):
+    pass
+
+
+class ServerError(DraftbenchError):
+    """The server failed to start, died, or misbehaved. ``log_tail`` holds its last log lines."""
+
+    def __init__(self, message: str, fix: str | None = None, log_tail: str = "", log_path: str | None = None,
+                 kind: str = "server"):
+        super().__init__(message, fix)
+        self.log_tail = log_tail
+        self.log_path = log_path
+        self.kind = kind  # "port_in_use", "model", "draft_model", "flags", "oom", "crash", "timeout", "foreign"…
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.log_tail:
+            text += "\n  Last lines of the server log" + (f" ({self.log_path})" if self.log_path else "") + ":\n"
+            text += "\n".join("    | " + line for line in self.log_tail.splitlines())
+        return text
+
+
+class RequestError(DraftbenchError):
+    """A benchmark request failed (HTTP error, stall, malformed stream)."""
+
+
+class ResultsFileError(DraftbenchError):
+    pass

@@ -1,0 +1,160 @@
+"""Read a GGUF file's header without third-party packages.
+
+Used before a server is started, to turn a bad model file into a named error (not a GGUF,
+truncated, a folder) instead of a crash minutes into a sweep, to derive size classes for the
+report (``general.size_label`` or the parameter count) and to warn early when a draft's
+vocabulary cannot match the target's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ModelFileError
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+# Arrays longer than this are summarised (count + digest) rather than kept.
+_KEEP_ARRAY_ITEMS = 64
+
+
+@dataclass(frozen=True)
+class ArraySummary:
+    count: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class GGUFInfo:
+    path: str
+    version: int
+    metadata: dict
+    n_tensors: int
+    n_params: int
+    data_end: int        # bytes the tensor data needs, counted from the file start (lower bound)
+    file_size: int
+
+    def get(self, key, default=None):
+        return self.metadata.get(key, default)
+
+    @property
+    def architecture(self) -> str | None:
+        return self.metadata.get("general.architecture")
+
+    @property
+    def size_label(self) -> str | None:
+        """``general.size_label`` when present, else the parameter count as e.g. ``135M``."""
+        label = self.metadata.get("general.size_label")
+        if isinstance(label, str) and label:
+            return label
+        return format_params(self.n_params) if self.n_params else None
+
+    def vocab_signature(self) -> tuple | None:
+        tokens = self.metadata.get("tokenizer.ggml.tokens")
+        if tokens is None:
+            return None
+        digest = tokens.sha256 if isinstance(tokens, ArraySummary) else hashlib.sha256(
+            "\0".join(tokens).encode()).hexdigest()
+        count = tokens.count if isinstance(tokens, ArraySummary) else len(tokens)
+        return (self.metadata.get("tokenizer.ggml.model"), count, digest)
+
+
+def format_params(n: int) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:.1f}B".replace(".0B", "B")
+    return f"{round(n / 1e6)}M"
+
+
+class _Reader:
+    def __init__(self, fh, path):
+        self.fh, self.path = fh, path
+
+    def read(self, n: int) -> bytes:
+        data = self.fh.read(n)
+        if len(data) != n:
+            raise ModelFileError(self.path, "ends inside its header (truncated download?)",
+                                 "download the model again")
+        return data
+
+    def scalar(self, vtype: int):
+        fmt = _SCALARS[vtype]
+        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        (n,) = struct.unpack("<Q", self.read(8))
+        if n > 1 << 30:
+            raise ModelFileError(self.path, "holds an impossible string length in its header (corrupt file)",
+                                 "download the model again")
+        return self.read(n).decode("utf-8", errors="replace")
+
+    def value(self, vtype: int):
+        if vtype in _SCALARS:
+            return self.scalar(vtype)
+        if vtype == _STRING:
+            return self.string()
+        if vtype == _ARRAY:
+            (item_type,) = struct.unpack("<I", self.read(4))
+            (count,) = struct.unpack("<Q", self.read(8))
+            if count <= _KEEP_ARRAY_ITEMS:
+                return [self.value(item_type) for _ in range(count)]
+            digest = hashlib.sha256()
+            for i in range(count):
+                item = self.value(item_type)
+                digest.update((str(item) + "\0").encode())
+            return ArraySummary(count, digest.hexdigest())
+        raise ModelFileError(self.path, f"uses unknown metadata value type {vtype} (corrupt file, or a GGUF "
+                             "version newer than this tool understands)", "check the file")
+
+
+def read_info(path: str | os.PathLike) -> GGUFInfo:
+    """Parse the header; raise :class:`ModelFileError` naming what is wrong."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelFileError(str(p), "does not exist", "check the path (relative paths are resolved "
+                             "against the config file's folder)")
+    if p.is_dir():
+        raise ModelFileError(str(p), "is a folder, not a model file", "point at the .gguf file inside it")
+    if not os.access(p, os.R_OK):
+        raise ModelFileError(str(p), "is not readable by this user", f"fix its permissions (chmod a+r {p})")
+    size = p.stat().st_size
+    with open(p, "rb") as fh:
+        r = _Reader(fh, str(p))
+        magic = fh.read(4)
+        if magic != b"GGUF":
+            raise ModelFileError(str(p), f"is not a GGUF file (starts with {magic!r})",
+                                 "use a .gguf model (convert others with llama.cpp's convert_hf_to_gguf.py)")
+        (version,) = struct.unpack("<I", r.read(4))
+        n_tensors, n_kv = struct.unpack("<QQ", r.read(16))
+        metadata = {}
+        for _ in range(n_kv):
+            key = r.string()
+            (vtype,) = struct.unpack("<I", r.read(4))
+            metadata[key] = r.value(vtype)
+        n_params = 0
+        max_offset = 0
+        for _ in range(n_tensors):
+            r.string()
+            (n_dims,) = struct.unpack("<I", r.read(4))
+            dims = struct.unpack(f"<{n_dims}Q", r.read(8 * n_dims))
+            r.read(4)  # ggml type
+            (offset,) = struct.unpack("<Q", r.read(8))
+            count = 1
+            for d in dims:
+                count *= d
+            n_params += count
+            max_offset = max(max_offset, offset)
+        alignment = int(metadata.get("general.alignment", 32) or 32)
+        data_start = (fh.tell() + alignment - 1) // alignment * alignment
+    data_end = data_start + max_offset
+    if n_tensors and data_end >= size:
+        raise ModelFileError(str(p), f"is truncated: its tensors need more than {data_end:,} bytes but the "
+                             f"file has {size:,}", "download the model again")
+    return GGUFInfo(str(p), version, metadata, n_tensors, n_params, data_end, size)
+
+
+def read_metadata(path) -> dict:
+    return read_info(path).metadata

@@ -1,0 +1,292 @@
+"""Results files: rows as frozen dataclasses, a schema version, atomic saves, upstream loading.
+
+A results file is upstream draftbench's JSON (top-level ``timestamp, name, hardware, backend,
+model_family, settings, results``; rows with ``target, draft, mean_tps, median_tps, mean_ttft,
+mean_total_time, wall_time, acceptance_rate``) plus fields this tool adds. Files without a
+``schema_version`` are upstream files: they load everywhere (reports included) but are not
+resumed into. Unknown row fields are kept and written back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import ResultsFileError
+
+SCHEMA_VERSION = 1
+TOOL = "draftbench"
+
+UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
+                     "acceptance_rate")
+ROLES = ("baseline", "speculative", "control", "draft_alone")
+STATUSES = ("ok", "error", "skipped")
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One measured request. Times in seconds on the client clock unless the name says otherwise."""
+
+    prompt_id: str
+    category: str
+    run: int
+    ttft_s: float | None = None
+    total_s: float | None = None
+    decode_tps: float | None = None          # client: (completion_tokens - 1) / (t_last - t_first)
+    server_decode_tps: float | None = None   # server's own figure (llama.cpp timings.predicted_per_second)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    verify_steps: int | None = None
+    finish_reason: str | None = None
+    text: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RequestRecord":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One combination: a target alone (baseline), with a draft, or a draft alone."""
+
+    target: str
+    draft: str | None = None
+    # upstream's summary keys (seconds; tok/s)
+    mean_tps: float | None = None
+    median_tps: float | None = None
+    mean_ttft: float | None = None
+    mean_total_time: float | None = None
+    wall_time: float | None = None
+    acceptance_rate: float | None = None
+    # draftbench additions
+    status: str = "ok"
+    reason: str | None = None                 # why it errored or was skipped
+    role: str = "baseline"
+    draft_max: int | None = None
+    target_path: str | None = None
+    draft_path: str | None = None
+    speculation_active: bool | None = None
+    draft_n: int | None = None
+    draft_n_accepted: int | None = None
+    verify_steps: int | None = None
+    mean_accepted_len: float | None = None    # tokens per verify step, 1 + accepted/steps
+    tps: dict | None = None                   # summary of per-request decode tok/s
+    server_tps: dict | None = None            # summary of the server's own decode tok/s
+    ttft_s: dict | None = None
+    total_s: dict | None = None
+    load_time_s: float | None = None
+    run_to_run_cv: float | None = None
+    by_category: dict | None = None           # category -> {mean_tps, acceptance_rate, n}
+    speedup: dict | None = None               # vs the target's baseline (see stats.speedup)
+    equivalence: dict | None = None           # output vs the baseline's at temperature 0
+    theory: dict | None = None
+    warnings: tuple[str, ...] = ()
+    server: dict | None = None                # backend, command, version, log, port
+    started_at: str | None = None
+    requests: tuple[RequestRecord, ...] = ()
+    extra: dict = field(default_factory=dict)  # unknown keys from the file, written back as they were
+
+    @property
+    def key(self) -> tuple:
+        """Identity for resume: what was measured, not how it turned out."""
+        return (self.role, self.target, self.draft, self.draft_max)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.role == "speculative" and self.draft is not None
+
+    def counts_as_speedup(self) -> bool:
+        """Only a measured, speculating row may ever be shown as a speed-up."""
+        return self.ok and self.is_speculative and self.speculation_active is not False
+
+    def with_(self, **changes) -> "Row":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {k: getattr(self, k) for k in UPSTREAM_ROW_KEYS}
+        for f in fields(self):
+            if f.name in out or f.name in ("extra", "requests", "warnings"):
+                continue
+            out[f.name] = getattr(self, f.name)
+        out["warnings"] = list(self.warnings)
+        out["requests"] = [r.to_dict() for r in self.requests]
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Row":
+        if not isinstance(data, dict) or not isinstance(data.get("target"), str):
+            raise ValueError("a result row needs a string 'target'")
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known and k not in ("extra", "requests", "warnings")}
+        extra = {k: v for k, v in data.items() if k not in known}
+        if "error" in data and "status" not in data:
+            # upstream marks failed runs with {"error": "server_failed"}
+            kwargs["status"] = "error"
+            kwargs["reason"] = str(data["error"])
+            extra.pop("error", None)
+        if "role" not in data:
+            kwargs["role"] = "baseline" if data.get("draft") is None else "speculative"
+        if kwargs.get("role") == "speculative" and "speculation_active" not in data:
+            kwargs["speculation_active"] = None  # upstream never checked
+        kwargs["warnings"] = tuple(data.get("warnings") or ())
+        kwargs["requests"] = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or () if isinstance(r, dict))
+        return cls(extra=extra, **kwargs)
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    name: str
+    hardware: str
+    backend: str
+    model_family: str
+    settings: dict
+    results: tuple[Row, ...] = ()
+    timestamp: str | None = None
+    schema_version: int | None = SCHEMA_VERSION   # None = an upstream draftbench file
+    tool: str | None = TOOL
+    tool_version: str | None = None
+    config: dict | None = None                    # what defines the sweep (for resume checks)
+    host: dict | None = None
+    summary: dict | None = None                   # recommendations etc., recomputed on save
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def is_upstream(self) -> bool:
+        return self.schema_version is None
+
+    def row(self, key: tuple) -> Row | None:
+        return next((r for r in self.results if r.key == key), None)
+
+    def baseline_for(self, target: str) -> Row | None:
+        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok), None)
+
+    def with_row(self, row: Row) -> "ResultsFile":
+        """Add or replace (same key) a row, keeping the order of first appearance."""
+        rows = list(self.results)
+        for i, existing in enumerate(rows):
+            if existing.key == row.key:
+                rows[i] = row
+                break
+        else:
+            rows.append(row)
+        return replace(self, results=tuple(rows))
+
+    def to_dict(self) -> dict:
+        out = {
+            "timestamp": self.timestamp or now_iso(),
+            "name": self.name, "hardware": self.hardware, "backend": self.backend,
+            "model_family": self.model_family, "settings": self.settings,
+            "schema_version": self.schema_version, "tool": self.tool, "tool_version": self.tool_version,
+            "config": self.config, "host": self.host, "summary": self.summary,
+            "results": [r.to_dict() for r in self.results],
+        }
+        if self.is_upstream:
+            for k in ("schema_version", "tool", "tool_version", "config", "host", "summary"):
+                if out[k] is None:
+                    del out[k]
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str = "<results>") -> "ResultsFile":
+        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+            raise ResultsFileError(f"{source} is not a draftbench results file (no \"results\" list)",
+                                   "pass a file written by draftbench, or choose a new --results path")
+        version = data.get("schema_version")
+        if version is not None:
+            if not isinstance(version, int):
+                raise ResultsFileError(f"{source}: schema_version {version!r} is not a number",
+                                       "the file was edited or is from another tool; use a new --results path")
+            if version > SCHEMA_VERSION:
+                raise ResultsFileError(f"{source} was written by a newer draftbench (results schema {version}, this "
+                                       f"version reads up to {SCHEMA_VERSION})", "upgrade draftbench "
+                                       "(git pull && pip install -e .), or use a new --results path")
+            if data.get("tool", TOOL) != TOOL:
+                raise ResultsFileError(f"{source} was written by {data.get('tool')!r}, not draftbench",
+                                       "use a new --results path")
+        rows = []
+        for i, raw in enumerate(data["results"]):
+            try:
+                rows.append(Row.from_dict(raw))
+            except (TypeError, ValueError) as exc:
+                raise ResultsFileError(f"{source}: results[{i}] is not a valid row ({exc})",
+                                       "restore the file from a backup, or use a new --results path") from None
+        known = {"timestamp", "name", "hardware", "backend", "model_family", "settings", "results", "schema_version",
+                 "tool", "tool_version", "config", "host", "summary"}
+
+        def text(key, default):
+            value = data.get(key)
+            return value if isinstance(value, str) else default
+
+        return cls(name=text("name", "unnamed"), hardware=text("hardware", "unknown"), backend=text("backend", "unknown"),
+                   model_family=text("model_family", ""),
+                   settings=data.get("settings") if isinstance(data.get("settings"), dict) else {},
+                   results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
+                   tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
+                   config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
+                   extra={k: v for k, v in data.items() if k not in known})
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def load_results(path: str | os.PathLike) -> ResultsFile:
+    p = Path(path)
+    if not p.exists():
+        raise ResultsFileError(f"results file {p} does not exist", "check the path given to --results")
+    if p.is_dir():
+        raise ResultsFileError(f"{p} is a folder, not a results file", "pass the .json file")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultsFileError(f"cannot read results file {p}: {exc}", "check its permissions") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ResultsFileError(f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                               f"{exc.msg}); it was left untouched",
+                               "restore it from a backup, or pass a new --results path to start over") from None
+    return ResultsFile.from_dict(data, source=str(p))
+
+
+def save_results(results: ResultsFile, path: str | os.PathLike) -> None:
+    """Write atomically: a temp file in the same folder, fsync, then ``os.replace``.
+
+    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    payload = json.dumps(results.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,162 @@
+"""Summaries, confidence intervals, significance and stability warnings.
+
+No SciPy: Student-t quantiles come from a table (exact to 3 decimals), which is all a 95%
+interval needs.
+
+Speed-up (see README "Statistics"): requests are paired by (prompt, repetition) — the same
+prompt and seed on the baseline server and on the speculative server. The speed-up is the
+geometric mean of the paired ratios ``tps_spec / tps_base`` with a 95% Student-t interval
+computed on their logarithms. Without pairs (old results, failed requests) it falls back to
+Welch's t-interval on the log tok/s of the two groups. A speed-up is *significant* only when
+the interval excludes 1.0 *and* the estimate differs from 1.0 by at least the noise floor
+(``settings.noise_floor``, default 2%).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Iterable, Mapping
+
+# Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
+         19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052,
+         28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t975(df: float) -> float:
+    """0.975 quantile of Student's t (interpolated in 1/df between table rows)."""
+    if df < 1:
+        return float("inf")
+    if df in _T975:
+        return _T975[df]
+    keys = sorted(_T975)
+    if df > keys[-1]:
+        lo_df, lo_t, hi_inv, hi_t = keys[-1], _T975[keys[-1]], 0.0, 1.960
+        lo_inv = 1 / lo_df
+    else:
+        lo_df = max(k for k in keys if k <= df)
+        hi_df = min(k for k in keys if k >= df)
+        if lo_df == hi_df:
+            return _T975[lo_df]
+        lo_inv, lo_t, hi_inv, hi_t = 1 / lo_df, _T975[lo_df], 1 / hi_df, _T975[hi_df]
+    x = 1 / df
+    return lo_t + (hi_t - lo_t) * (lo_inv - x) / (lo_inv - hi_inv)
+
+
+def _r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def summarize(values: Iterable[float | None]) -> dict | None:
+    """n, mean, median, stdev, cv, min, max, p95 and a 95% CI of the mean. None if no values."""
+    vals = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not vals:
+        return None
+    n = len(vals)
+    mean = statistics.fmean(vals)
+    stdev = statistics.stdev(vals) if n > 1 else None
+    half = t975(n - 1) * stdev / math.sqrt(n) if stdev is not None else None
+    p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
+    return {
+        "n": n, "mean": _r(mean), "median": _r(statistics.median(vals)), "stdev": _r(stdev),
+        "cv": _r(stdev / mean) if stdev is not None and mean else None,
+        "min": _r(vals[0]), "max": _r(vals[-1]), "p95": _r(p95),
+        "ci95_low": _r(mean - half) if half is not None else None,
+        "ci95_high": _r(mean + half) if half is not None else None,
+    }
+
+
+def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *, noise_floor: float = 0.02) -> dict | None:
+    """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
+    base = {k: v for k, v in baseline.items() if v and v > 0}
+    cand = {k: v for k, v in candidate.items() if v and v > 0}
+    if not base or not cand:
+        return None
+    keys = sorted(set(base) & set(cand))
+    if len(keys) >= 2:
+        logs = [math.log(cand[k] / base[k]) for k in keys]
+        n = len(logs)
+        mean = statistics.fmean(logs)
+        sd = statistics.stdev(logs)
+        half = t975(n - 1) * sd / math.sqrt(n)
+        method, n_pairs, df = "paired-t-log", n, n - 1
+    else:
+        lb = [math.log(v) for v in base.values()]
+        lc = [math.log(v) for v in cand.values()]
+        if len(lb) < 2 or len(lc) < 2:
+            ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
+            return {"ratio": _r(ratio), "ci95_low": None, "ci95_high": None, "significant": None,
+                    "method": "single-sample", "n_pairs": 0, "percent": _r((ratio - 1) * 100, 2)}
+        mean = statistics.fmean(lc) - statistics.fmean(lb)
+        va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
+        half = t975(df) * se
+        method, n_pairs = "welch-t-log", 0
+    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    excludes_one = low > 1.0 or high < 1.0
+    significant = excludes_one and abs(ratio - 1.0) >= noise_floor
+    return {"ratio": _r(ratio), "ci95_low": _r(low), "ci95_high": _r(high), "significant": significant,
+            "method": method, "n_pairs": n_pairs, "percent": _r((ratio - 1) * 100, 2),
+            "noise_floor": noise_floor}
+
+
+def describe_speedup(s: dict | None) -> str:
+    """'+12.3% [+8.1%, +16.6%]' and whether it is significant, for people."""
+    if not s:
+        return "n/a"
+    pct = (s["ratio"] - 1) * 100
+    text = f"{pct:+.1f}%"
+    if s.get("ci95_low") is not None:
+        text += f" [{(s['ci95_low'] - 1) * 100:+.1f}%, {(s['ci95_high'] - 1) * 100:+.1f}%]"
+    if s.get("significant") is False:
+        text += " (not significant)"
+    elif s.get("significant") is None:
+        text += " (significance unknown)"
+    return text
+
+
+def run_to_run_cv(samples: Mapping[str, list[float]]) -> float | None:
+    """Mean coefficient of variation across repetitions of the same prompt (timing noise).
+
+    Differences *between* prompts are real (code drafts better than prose), so they do not
+    count as noise; only repeated runs of one prompt can show it.
+    """
+    cvs = []
+    for values in samples.values():
+        vals = [v for v in values if v]
+        if len(vals) >= 2:
+            mean = statistics.fmean(vals)
+            if mean > 0:
+                cvs.append(statistics.stdev(vals) / mean)
+    return statistics.fmean(cvs) if cvs else None
+
+
+def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float],
+                       completion_tokens: list[int], max_tokens: int) -> list[str]:
+    """Warnings in the pyperf/hyperfine spirit: each names the setting to change."""
+    warnings = []
+    if runs < 2:
+        warnings.append("only one run per prompt: timing noise cannot be measured — raise settings.runs to 3")
+    if run_cv is not None and run_cv > 0.10:
+        warnings.append(f"tok/s varies {run_cv:.0%} between runs of the same prompt — close other programs, "
+                        "check power/thermal settings, or raise settings.runs")
+    vals = [v for v in tps_values if v]
+    if len(vals) >= 3:
+        med = statistics.median(vals)
+        slow = [v for v in vals if v < med / 2]
+        if slow:
+            warnings.append(f"{len(slow)} request(s) ran at less than half the median speed — something else may "
+                            "have used the machine; rerun, or raise settings.runs")
+    short = [c for c in completion_tokens if c is not None and c < 32]
+    if short and max_tokens >= 32:
+        warnings.append(f"{len(short)} request(s) generated fewer than 32 tokens — rates from so few tokens are "
+                        "noisy; use longer prompts or raise settings.max_tokens")
+    elif max_tokens < 32:
+        warnings.append("settings.max_tokens is below 32: too few tokens for a stable rate")
+    if n_requests < 3:
+        warnings.append(f"only {n_requests} measured request(s) — too few for a confidence interval; add prompts "
+                        "or raise settings.runs")
+    return warnings

@@ -1,0 +1,88 @@
+"""The textbook model of speculative decoding, to put beside the measurement.
+
+With per-token acceptance probability α, draft length k and draft cost ratio c (time of one
+draft token / time of one target token), one verify step yields on average
+
+    τ(α, k) = (1 − α^(k+1)) / (1 − α)        tokens (accepted drafts + the target's own token)
+
+and costs (1 + c·k) target-token times, so the expected speed-up is
+
+    S = τ / (1 + c·k)                       (Leviathan et al., 2023)
+
+It assumes verifying k+1 tokens costs the same as generating one, true when decoding is
+memory-bound (GPUs, Apple silicon); on CPUs, which are compute-bound, verification costs
+more and the measured speed-up falls short of S. When the server reports verify steps we
+use the measured τ (mean accepted length) and k̄ (mean drafted per step) directly; α is
+recovered from τ to find the best k.
+"""
+
+from __future__ import annotations
+
+
+def tokens_per_step(alpha: float, k: float) -> float:
+    if alpha >= 1.0:
+        return k + 1
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def expected_speedup(alpha: float, k: float, c: float) -> float:
+    return tokens_per_step(alpha, k) / (1 + c * k)
+
+
+def alpha_from_tau(tau: float, k: float) -> float:
+    """Invert τ(α, k) by bisection (τ grows with α from 1 to k+1)."""
+    tau = min(max(tau, 1.0), k + 1)
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if tokens_per_step(mid, k) < tau:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def alpha_from_acceptance(rate: float, k: float) -> float:
+    """Invert accepted/drafted = α(1 − α^k) / (k(1 − α)) (every step drafts k tokens)."""
+    def rate_of(a: float) -> float:
+        if a >= 1.0:
+            return 1.0
+        return a * (1 - a ** k) / (k * (1 - a))
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if rate_of(mid) < rate:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def best_k(alpha: float, c: float, k_max: int = 32) -> int:
+    return max(range(1, k_max + 1), key=lambda k: expected_speedup(alpha, k, c))
+
+
+def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, k_mean: float | None,
+             cost_ratio: float | None, cost_source: str | None, measured_ratio: float | None) -> dict | None:
+    """Predicted speed-up and best k for one speculative row; None where inputs are missing."""
+    if k_mean is None or k_mean <= 0 or acceptance_rate is None:
+        return None
+    if mean_accepted_len is not None:
+        tau = mean_accepted_len
+        alpha = alpha_from_tau(tau, k_mean)
+        tau_source = "measured (server's verify-step count)"
+    else:
+        alpha = alpha_from_acceptance(acceptance_rate, k_mean)
+        tau = tokens_per_step(alpha, k_mean)
+        tau_source = "derived from the acceptance rate"
+    out = {"formula": "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))", "alpha": round(alpha, 4),
+           "k_mean": round(k_mean, 3), "tokens_per_step": round(tau, 3), "tokens_per_step_source": tau_source,
+           "cost_ratio": None, "cost_source": cost_source, "predicted_speedup": None, "best_k": None,
+           "predicted_at_best_k": None, "measured_speedup": measured_ratio}
+    if cost_ratio is not None:
+        out["cost_ratio"] = round(cost_ratio, 4)
+        out["predicted_speedup"] = round(tau / (1 + cost_ratio * k_mean), 4)
+        k_best = best_k(alpha, cost_ratio)
+        out["best_k"] = k_best
+        out["predicted_at_best_k"] = round(expected_speedup(alpha, k_best, cost_ratio), 4)
+    return out
