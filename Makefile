@@ -1,0 +1,48 @@
+# draftbench — the two commands a person needs:
+#   make demo   set everything up and run a real sweep on a small forged model family
+#   make test   set everything up and run the test suite
+# Everything is installed by these targets; nothing by hand. llama-server and the models are
+# cached under $(DRAFTBENCH_CACHE) (default ~/.cache/draftbench) and built only once.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export DRAFTBENCH_CACHE ?= $(HOME)/.cache/draftbench
+PYTEST_ARGS ?=
+
+.PHONY: all setup venv llama-server models browser test demo clean help
+
+help:
+	@echo "make demo          set up, then run a real sweep of a small forged SmolLM2 family and write an HTML report"
+	@echo "make test          set up, then run the test suite"
+	@echo "make setup         virtualenv + llama-server (built once, ~7 min on 2 cores) + test/demo models"
+	@echo "make llama-server  build llama-server once into $(DRAFTBENCH_CACHE)"
+	@echo "make clean         remove the virtualenv (the cache stays)"
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+llama-server:
+	@bash tools/get-llama-server.sh >/dev/null
+
+models: $(STAMP)
+	@$(PY) -m draftbench.forge --set all >/dev/null
+
+browser:
+	@bash tools/install-browser.sh
+
+setup: venv llama-server models
+
+test: setup browser
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) sweep.py --config configs/demo_sweep.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache
