@@ -1,0 +1,166 @@
+"""Real sweeps of the forged SmolLM2 family through sweep.py, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, llama_server_pids, run_cli, wait_for
+from draftbench.process import free_port
+
+pytestmark = pytest.mark.llama
+
+REFERENCE = REPO.parent / "shared" / "reference"
+
+
+def write_config(folder: Path, models: dict, *, drafts=("good", "bad", "missing"), name="t", **settings) -> Path:
+    available = {"good": ("135M Q4_1", models["base"]), "bad": ("57M trunc8", models["draft-trunc"]),
+                 "missing": ("135M missing", str(folder / "not-downloaded-yet.gguf")),
+                 "badvocab": ("135M badvocab", models["draft-badvocab"]),
+                 "corrupt": ("135M corrupt", models["corrupt"])}
+    config = {
+        "name": name, "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
+        "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
+        "drafts": [{"label": available[d][0], "path": available[d][1]} for d in drafts],
+        "settings": {"runs": 2, "max_tokens": 32, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
+                     "prompts": ["code", "json"], **settings},
+    }
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def rows_by_draft(results_path: Path) -> dict:
+    return {r["draft"]: r for r in json.loads(results_path.read_text())["results"] if r["role"] != "control"}
+
+
+def test_full_sweep_measures_truthfully(models, tmp_path):
+    config = write_config(tmp_path, models)
+    results = tmp_path / "out.json"
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results))
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # finished, one combination skipped
+    out = proc.stdout
+    assert "[1/4] 241M Q4_1 (baseline)" in out and "[2/4] 241M Q4_1 + 135M Q4_1" in out
+    assert "Starting server ... ready" in out and "Server stopped" in out
+    assert re.search(r"Benchmarking \.\.\. \.+ [0-9.]+ tok/s \(acceptance: \d+%\)", out)
+    rows = rows_by_draft(results)
+    baseline, good, bad, missing = rows[None], rows["135M Q4_1"], rows["57M trunc8"], rows["135M missing"]
+    assert baseline["status"] == "ok" and baseline["acceptance_rate"] is None
+    assert good["acceptance_rate"] > 0.5 and good["speculation_active"] is True
+    assert bad["acceptance_rate"] < 0.05 and bad["speculation_active"] is True
+    assert missing["status"] == "skipped" and "does not exist" in missing["reason"]
+    # upstream's keys are all there, and the rows carry what the verdict needs
+    for key in ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
+                "acceptance_rate", "speedup", "equivalence", "requests", "server"):
+        assert key in good
+    assert good["server"]["command"][good["server"]["command"].index("--spec-type") + 1] == "draft-simple"
+    assert len(good["requests"]) == 4 and all(r["draft_n"] > 0 for r in good["requests"])
+    assert {"ratio", "ci95_low", "ci95_high", "significant"} <= set(good["speedup"])
+    # temperature 0: speculative output must equal the target's own output (or say where it differs)
+    assert good["equivalence"]["compared"] == 4
+    assert good["equivalence"]["match_rate"] == 1.0 or good["equivalence"]["mismatches"]
+    summary = json.loads(results.read_text())["summary"]["targets"][0]
+    assert summary["recommended_draft"] != "57M trunc8"  # the bad draft is never recommended
+    assert "Verdict:" in out and summary["verdict"] in out
+    assert results.with_suffix(".html").exists()
+
+
+def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
+    config = write_config(tmp_path, models, drafts=("good", "bad"), runs=1)
+    results = tmp_path / "resume.json"
+    before = llama_server_pids()
+    proc = subprocess.Popen([sys.executable, "sweep.py", "--config", str(config), "--results", str(results),
+                             "--no-chart"], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    try:
+        def two_rows_saved():
+            try:
+                return len(json.loads(results.read_text())["results"]) >= 2
+            except (OSError, ValueError):
+                return False
+        wait_for(two_rows_saved, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out
+    assert "Resume with the same command" in out
+    wait_for(lambda: not (llama_server_pids() - before), timeout=5)
+    saved = json.loads(results.read_text())["results"]
+    first_two = {(r["target"], r["draft"]): r["started_at"] for r in saved[:2]}
+
+    again = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "2 done, 1 remaining" in again.stdout
+    assert "[1/3]" not in again.stdout and "[2/3]" not in again.stdout and "[3/3]" in again.stdout
+    final = json.loads(results.read_text())["results"]
+    assert len(final) == 3 and all(r["status"] == "ok" for r in final)
+    assert {(r["target"], r["draft"]): r["started_at"] for r in final[:2]} == first_two
+
+
+def test_baseline_against_itself_is_not_significant(models, tmp_path):
+    """A/A: the same server config measured twice must not be called a difference."""
+    config = write_config(tmp_path, models, drafts=(), runs=3, control_baseline=True, noise_floor=0.05,
+                          prompts=["code", "json", "list"])
+    results = tmp_path / "aa.json"
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    control = next(r for r in json.loads(results.read_text())["results"] if r["role"] == "control")
+    assert control["speedup"]["significant"] is False, control["speedup"]
+    assert control["equivalence"]["match_rate"] == 1.0
+    assert "Drift vs first baseline" in proc.stdout and "not significant" in proc.stdout
+
+
+def test_theory_with_a_measured_draft_cost(models, tmp_path):
+    config = write_config(tmp_path, models, drafts=("good",), runs=1, draft_alone=True, draft_max=[2, 4])
+    results = tmp_path / "theory.json"
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "+ 135M Q4_1 (k=2)" in proc.stdout and "+ 135M Q4_1 (k=4)" in proc.stdout
+    rows = json.loads(results.read_text())["results"]
+    spec = [r for r in rows if r["role"] == "speculative"]
+    assert [r["draft_max"] for r in spec] == [2, 4]
+    for row in spec:
+        theory = row["theory"]
+        assert theory["cost_source"].startswith("measured")
+        assert theory["k_mean"] <= row["draft_max"] and theory["best_k"] >= 1
+        assert 0 < theory["predicted_speedup"]
+    assert any(r["role"] == "draft_alone" and r["target"] == "135M Q4_1" for r in rows)
+
+
+def test_config_dir_runs_valid_configs_and_names_broken_ones(models, tmp_path):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    write_config(folder, models, drafts=(), name="a-valid", runs=1, prompts=["code"])
+    (folder / "b-broken.json").write_text('{"name": "b", "targets": [], "settings": {"runs": "3"}}')
+    (folder / "example_sweep.json").write_text("not even json")  # examples are ignored
+    proc = run_cli("sweep.py", "--config-dir", str(folder), cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "a-valid.json: ok" in proc.stdout
+    assert "b-broken.json: INVALID CONFIG" in proc.stdout
+    assert "$.targets: is empty" in proc.stderr and "$.settings.runs: must be an integer" in proc.stderr
+    assert "example_sweep" not in proc.stdout + proc.stderr
+    assert (tmp_path / "results" / "test-2core_llamacpp_a-valid.json").exists()
+
+
+@pytest.mark.parametrize("name", ["m4max-128gb_llamacpp_qwen25-7b.json", "m4max-128gb_llamacpp_qwen25-72b.json"])
+def test_chart_only_on_upstream_results(name, tmp_path):
+    source = REFERENCE / name
+    if not source.exists():
+        pytest.skip(f"{source} is not here")
+    before = source.read_bytes()
+    chart = tmp_path / "chart.html"
+    proc = run_cli("sweep.py", "--chart-only", "--results", str(source), "--chart", str(chart))
+    assert proc.returncode == 0, proc.stderr
+    assert chart.stat().st_size > 100_000  # plotly.js is embedded: the page works offline
+    assert source.read_bytes() == before  # chart-only never rewrites the results
+    assert "Chart saved to" in proc.stdout
+
