@@ -35,8 +35,10 @@ def acceptance(records) -> tuple[int | None, int | None, float | None]:
     return drafted, accepted, round((accepted or 0) / drafted, 4)
 
 
-def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: int) -> dict:
-    """Row fields computed from the measured requests."""
+def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: int,
+                      flags: dict[str, str] | None = None) -> dict:
+    """Row fields computed from the measured requests. ``flags``: how warnings name the settings
+    to change (see :func:`stats.stability_warnings`; default: the sweep config's keys)."""
     ok = [r for r in records if r.error is None]
     tps = stats.summarize(r.decode_tps for r in ok)
     drafted, accepted, rate = acceptance(ok)
@@ -53,7 +55,8 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     run_cv = stats.run_to_run_cv(by_prompt)
     warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
                                         tps_values=[r.decode_tps for r in ok],
-                                        completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens)
+                                        completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens,
+                                        flags=flags)
     server_tps = stats.summarize(r.server_decode_tps for r in ok)
     if tps and server_tps and tps["median"] and server_tps["median"]:
         gap = abs(tps["median"] / server_tps["median"] - 1)

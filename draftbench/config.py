@@ -110,16 +110,44 @@ class SweepConfig:
 
 # --------------------------------------------------------------------------- loading
 
-def _pairs_hook(problems: list[Problem]):
-    def hook(pairs):
-        seen = {}
-        for key, value in pairs:
-            if key in seen:
-                problems.append(Problem(f"$.{key}", "appears twice in the same object; the last one would win",
-                                        "keep one"))
-            seen[key] = value
-        return seen
-    return hook
+class _ObjectWithDupes(dict):
+    """A parsed JSON object that remembers which keys appeared more than once."""
+
+    dupes: tuple = ()
+
+
+def _pairs_hook(pairs):
+    obj = _ObjectWithDupes()
+    dupes = []
+    for key, value in pairs:
+        if key in obj and key not in dupes:
+            dupes.append(key)
+        obj[key] = value
+    obj.dupes = tuple(dupes)
+    return obj
+
+
+def _duplicate_key_problems(value: Any, path: str = "$") -> list[Problem]:
+    """Problems for keys written twice in one object, each with its JSON path."""
+    problems = []
+    if isinstance(value, dict):
+        for key in getattr(value, "dupes", ()):
+            problems.append(Problem(f"{path}.{key}", "appears twice in the same object; the last one would win",
+                                    "keep one"))
+        for key, item in value.items():
+            problems.extend(_duplicate_key_problems(item, f"{path}.{key}"))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            problems.extend(_duplicate_key_problems(item, f"{path}[{i}]"))
+    return problems
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def load_config(path: str | os.PathLike) -> SweepConfig:
@@ -131,28 +159,98 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
     if p.is_dir():
         raise ConfigError(source, [Problem("$", "is a folder", "use --config-dir for a folder of configs")])
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(source, [Problem("$", f"cannot be read ({exc})", "check the file")]) from None
-    dup_problems: list[Problem] = []
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(source, [Problem("$", f"is not UTF-8 text (byte {exc.start})",
+                                           "save the file as UTF-8 JSON")]) from None
+    except OSError as exc:
+        raise ConfigError(source, [Problem("$", f"cannot be read ({exc.strerror or exc})",
+                                           "check the file's permissions")]) from None
     try:
-        data = json.loads(text, object_pairs_hook=_pairs_hook(dup_problems))
+        data = json.loads(text, object_pairs_hook=_pairs_hook)
     except json.JSONDecodeError as exc:
         raise ConfigError(source, [Problem("$", f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                            f"{exc.msg}", "fix the syntax (a trailing comma or a missing quote?)")]
                           ) from None
+    dup_problems = _duplicate_key_problems(data)
+    data = _plain(data)
     return validate_config(data, source=source, base_dir=str(p.resolve().parent), extra_problems=dup_problems)
 
 
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# ${NAME}, ${NAME:-default}, ${NAME-default}, or $NAME
+_VAR_RE = re.compile(r"\$\{(?P<name>" + _NAME + r")(?:(?P<op>:?-)(?P<default>[^}]*))?\}|\$(?P<plain>" + _NAME + ")")
+
+
+def expand_env(raw: str) -> tuple[str, list[str], str | None]:
+    """Shell-style expansion of ``$NAME``, ``${NAME}``, ``${NAME:-default}`` and ``${NAME-default}``.
+
+    ``:-`` uses the default when NAME is unset *or empty*, ``-`` only when it is unset (as in
+    POSIX shells). A default may itself hold ``~`` and ``$NAME`` (not another ``${…}``).
+    Values taken from the environment are not expanded again. Returns
+    ``(text, unresolved names, syntax error or None)``; unresolved references are left as written.
+    """
+    unresolved: list[str] = []
+    syntax: list[str] = []
+
+    def sub(m: re.Match) -> str:
+        name = m.group("name") or m.group("plain")
+        value = os.environ.get(name)
+        op = m.group("op")
+        if op is not None:
+            if value is None or (op == ":-" and value == ""):
+                default, missing, bad = expand_env(m.group("default"))
+                unresolved.extend(n for n in missing if n not in unresolved)
+                if bad:
+                    syntax.append(f"{m.group(0)!r} nests a variable reference in a default, which is not supported")
+                return os.path.expanduser(default) if default.startswith("~") else default
+            return value
+        if value is None:
+            if name not in unresolved:
+                unresolved.append(name)
+            return m.group(0)
+        return value
+
+    out = _VAR_RE.sub(sub, raw)
+    # a "${" that none of the forms above matched ("${NAME:?x}", "${1}", an unclosed "${"); a lone "$" stays literal
+    bad = re.search(r"\$\{[^}]*\}?", _VAR_RE.sub("", raw))
+    if bad:
+        syntax.append(f"{bad.group(0)!r} is not a supported variable reference (use $NAME, ${{NAME}} or "
+                      "${NAME:-default})")
+    return out, unresolved, (syntax[0] if syntax else None)
+
+
 def _expand_path(raw: str, base_dir: str) -> tuple[str, str | None]:
-    """Expand ``~`` and ``$VARS``; resolve relative paths against the config's folder."""
-    expanded = os.path.expanduser(os.path.expandvars(raw))
-    unresolved = re.search(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)", expanded)
+    """Expand ``$VARS`` (with ``${VAR:-default}``) and ``~``; resolve relative paths against the config's folder.
+
+    Returns ``(path, error)``; the error names every unset variable.
+    """
+    expanded, unresolved, syntax = expand_env(raw)
     if unresolved:
-        return expanded, f"environment variable ${unresolved.group(1)} is not set"
+        names = ", ".join(f"${n}" for n in unresolved)
+        plural = "s" if len(unresolved) > 1 else ""
+        verb = "are" if len(unresolved) > 1 else "is"
+        return expanded, f"environment variable{plural} {names} {verb} not set (in {raw!r})"
+    if syntax:
+        return expanded, f"{syntax} (in {raw!r})"
+    if not expanded.strip():
+        return expanded, f"{raw!r} expands to an empty path"
+    expanded = os.path.expanduser(expanded)
     if not os.path.isabs(expanded):
         expanded = os.path.normpath(os.path.join(base_dir, expanded))
     return expanded, None
+
+
+def path_fix(error: str) -> str:
+    """The fix for an error from :func:`_expand_path`, naming the variable where there is one."""
+    m = re.search(r"environment variables? \$(" + _NAME + ")", error)
+    if m:
+        name = m.group(1)
+        return (f"set it (export {name}=/path/to/folder), write the path out, or give a default: "
+                f"${{{name}:-~/models}}")
+    if "variable reference" in error:
+        return "write variables as $NAME, ${NAME} or ${NAME:-default}, or write the path out"
+    return "give the file's path (relative paths are resolved against the config file's folder)"
 
 
 def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
@@ -160,17 +258,23 @@ def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> 
     if value is None:
         if spec.nullable:
             return spec.default
-        problems.append(Problem(path, "must not be null"))
+        problems.append(Problem(path, "must not be null", "give a value or remove the key to use the default"))
         return spec.default
 
-    def bounded(v, kind_name):
+    def bounded(v, kind_name, where=path):
         if spec.min is not None and (v < spec.min or (spec.min_exclusive and v == spec.min)):
-            problems.append(Problem(path, f"is {v}; must be {'>' if spec.min_exclusive else '≥'} {spec.min:g}",
+            problems.append(Problem(where, f"is {v}; must be {'>' if spec.min_exclusive else '≥'} {spec.min:g}",
                                     f"use a {kind_name} of at least {spec.min:g}"))
         if spec.max is not None and v > spec.max:
-            problems.append(Problem(path, f"is {v}; must be ≤ {spec.max:g}", f"use a {kind_name} of at most "
+            problems.append(Problem(where, f"is {v}; must be ≤ {spec.max:g}", f"use a {kind_name} of at most "
                                     f"{spec.max:g}"))
         return v
+
+    def numeric_text(v) -> bool:
+        try:
+            return isinstance(v, str) and math.isfinite(float(v))
+        except ValueError:
+            return False
 
     kind = spec.kind
     if kind == "int":
@@ -182,21 +286,25 @@ def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> 
         return bounded(value, "number")
     if kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            hint = f"write {value} without quotes" if isinstance(value, str) else "use a number"
+            hint = f"write {value} without quotes" if numeric_text(value) else "use a finite number"
             problems.append(Problem(path, f"must be a number, not {type(value).__name__} {json.dumps(value)}", hint))
             return spec.default
         return bounded(float(value), "number")
     if kind == "bool":
         if not isinstance(value, bool):
-            problems.append(Problem(path, f"must be true or false, not {json.dumps(value)}"))
+            hint = f"write {value.strip().lower()} without quotes" if isinstance(value, str) and \
+                value.strip().lower() in ("true", "false") else "write true or false"
+            problems.append(Problem(path, f"must be true or false, not {json.dumps(value)}", hint))
             return spec.default
         return value
     if kind == "str":
         if not isinstance(value, str) or not value:
-            problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}"))
+            problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}",
+                                    "write it in double quotes, or remove the key to use the default"))
             return spec.default
         if spec.choices and value not in spec.choices:
-            problems.append(Problem(path, f"is {value!r}; must be one of {', '.join(map(repr, spec.choices))}"))
+            problems.append(Problem(path, f"is {value!r}; must be one of {', '.join(map(repr, spec.choices))}",
+                                    f"use one of {', '.join(map(repr, spec.choices))}"))
         return value
     if kind == "str_list":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -212,12 +320,16 @@ def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> 
         for i, item in enumerate(items):
             sub = f"{path}[{i}]" if isinstance(value, list) else path
             if isinstance(item, bool) or not isinstance(item, int):
-                problems.append(Problem(sub, f"must be an integer, not {json.dumps(item)}"))
+                hint = f"write {item} without quotes" if isinstance(item, str) and item.strip().isdigit() else \
+                    "use a whole number, or a list of them such as [4, 8, 16]"
+                problems.append(Problem(sub, f"must be an integer, not {json.dumps(item)}", hint))
                 continue
-            clean.append(bounded(item, "number"))
+            clean.append(bounded(item, "number", sub))
         if isinstance(value, list):
-            if len(set(clean)) != len(clean):
-                problems.append(Problem(path, "lists the same value twice"))
+            dupes = sorted({v for v in clean if clean.count(v) > 1})
+            if dupes:
+                problems.append(Problem(path, f"lists {', '.join(map(str, dupes))} more than once",
+                                        "list every value once"))
             return clean
         return clean[0] if clean else spec.default
     return value
@@ -230,9 +342,10 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
             problems.append(Problem(path, "is missing", "add it (a short identifier)"))
         return default
     if not isinstance(value, str) or not value.strip():
-        problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}"))
+        problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}",
+                                "write a short identifier in double quotes"))
         return default
-    if filename_safe and (not _SAFE_NAME.match(value) or ".." in value):
+    if filename_safe and (not _SAFE_NAME.fullmatch(value) or ".." in value):
         problems.append(Problem(path, f"{value!r} cannot be used in a file name",
                                 "use letters, digits, '.', '_', '-', '+' and spaces only"))
     return value
@@ -246,7 +359,8 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
             problems.append(Problem(path, "is missing", f"add a list of {{\"label\": …, \"path\": …}} objects"))
         return ()
     if not isinstance(value, list):
-        problems.append(Problem(path, f"must be a list of {{\"label\", \"path\"}} objects, not {type(value).__name__}"))
+        problems.append(Problem(path, f"must be a list of {{\"label\", \"path\"}} objects, not {type(value).__name__}",
+                                f"write [{{\"label\": …, \"path\": …}}, …] (see configs/example_sweep.json)"))
         return ()
     if required and not value:
         problems.append(Problem(path, "is empty", "add at least one target model"))
@@ -254,17 +368,19 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     for i, entry in enumerate(value):
         ep = f"{path}[{i}]"
         if not isinstance(entry, dict):
-            problems.append(Problem(ep, f"must be an object with \"label\" and \"path\", not {json.dumps(entry)[:40]}"))
+            problems.append(Problem(ep, f"must be an object with \"label\" and \"path\", not {json.dumps(entry)[:40]}",
+                                    "write {\"label\": \"7B Q4_K_M\", \"path\": \"/models/model.gguf\"}"))
             continue
         for extra in sorted(set(entry) - MODEL_KEYS):
             warnings.append(f"{ep}.{extra}: unknown key, ignored (known: {', '.join(sorted(MODEL_KEYS))})")
         label = entry.get("label")
         ok = True
         if not isinstance(label, str) or not label.strip():
-            problems.append(Problem(f"{ep}.label", "is missing or empty" if label in (None, "") else
-                                    f"must be a string, not {json.dumps(label)}", "add a short display name like \"7B Q4_K_M\""))
+            problems.append(Problem(f"{ep}.label", "is missing or empty" if label is None or isinstance(label, str)
+                                    else f"must be a string, not {json.dumps(label)}",
+                                    "add a short display name like \"7B Q4_K_M\""))
             ok = False
-        elif not _SAFE_LABEL.match(label) or label.strip() in (".", "..") or len(label) > 100:
+        elif not _SAFE_LABEL.fullmatch(label) or label.strip() in (".", "..") or len(label) > 100:
             problems.append(Problem(f"{ep}.label", f"{label!r} cannot be used in file names (no '/', '\\', "
                                     "control characters, '.' or '..'; at most 100 characters)", "rename it"))
             ok = False
@@ -277,13 +393,13 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
         raw_path = entry.get("path")
         resolved = ""
         if not isinstance(raw_path, str) or not raw_path.strip():
-            problems.append(Problem(f"{ep}.path", "is missing or empty" if raw_path in (None, "") else
+            problems.append(Problem(f"{ep}.path", "is missing or empty" if raw_path is None or isinstance(raw_path, str) else
                                     f"must be a string, not {json.dumps(raw_path)}", "give the model file's path"))
             ok = False
         else:
             resolved, err = resolve(raw_path, base_dir)
             if err:
-                problems.append(Problem(f"{ep}.path", err, "set it, or write the path out"))
+                problems.append(Problem(f"{ep}.path", err, path_fix(err)))
                 ok = False
         extra_args = entry.get("extra_args", [])
         extra_args = check_value(f"{ep}.extra_args", extra_args, Field("str_list", []), problems)
@@ -310,7 +426,8 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     backend_raw = data.get("backend", "llamacpp")
     backend = None
     if not isinstance(backend_raw, str):
-        problems.append(Problem("$.backend", f"must be a string, not {json.dumps(backend_raw)}"))
+        problems.append(Problem("$.backend", f"must be a string, not {json.dumps(backend_raw)}",
+                                f"use one of: {', '.join(backend_names())}"))
     else:
         try:
             backend = get_backend(backend_raw)
@@ -333,24 +450,28 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     if settings_raw is None:
         settings_raw = {}
     if not isinstance(settings_raw, dict):
-        problems.append(Problem("$.settings", f"must be an object, not {type(settings_raw).__name__}"))
+        problems.append(Problem("$.settings", f"must be an object, not {type(settings_raw).__name__}",
+                                "write {\"runs\": 3, …} (see configs/example_sweep.json)"))
         settings_raw = {}
     for key, spec in schema.items():
         settings[key] = check_value(f"$.settings.{key}", settings_raw.get(key), spec, problems)
     for key in sorted(set(settings_raw) - set(schema)):
         warnings.append(f"$.settings.{key}: unknown key, ignored (known: {', '.join(sorted(schema))})")
-    if isinstance(settings.get("llama_bin"), str) and backend_name == "llamacpp":
-        resolved, err = _expand_path(settings["llama_bin"], base_dir)
-        if err:
-            problems.append(Problem("$.settings.llama_bin", err))
-        settings["llama_bin"] = resolved
+    # Executable paths: relative to the config's folder, with ~ and $VARS (llama_bin, and a backend's own)
+    path_keys = ("llama_bin",) if backend_name == "llamacpp" else tuple(getattr(backend, "path_settings", ()))
+    for key in path_keys:
+        if isinstance(settings.get(key), str):
+            resolved, err = _expand_path(settings[key], base_dir)
+            if err:
+                problems.append(Problem(f"$.settings.{key}", err, path_fix(err)))
+            settings[key] = resolved
     from .prompts import check_prompt_setting
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        warnings.append(f"$.{key}: unknown key, ignored")
+        warnings.append(f"$.{key}: unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
 
     if problems:
         raise ConfigError(source, problems)

@@ -57,16 +57,28 @@ class GGUFInfo:
         tokens = self.metadata.get("tokenizer.ggml.tokens")
         if tokens is None:
             return None
-        digest = tokens.sha256 if isinstance(tokens, ArraySummary) else hashlib.sha256(
-            "\0".join(tokens).encode()).hexdigest()
+        digest = tokens.sha256 if isinstance(tokens, ArraySummary) else _digest(tokens)
         count = tokens.count if isinstance(tokens, ArraySummary) else len(tokens)
         return (self.metadata.get("tokenizer.ggml.model"), count, digest)
 
 
 def format_params(n: int) -> str:
-    if n >= 1e9:
+    """A parameter count as people write it: ``1.5B``, ``7B``, ``135M``, ``250K``."""
+    if n >= 999_500_000:
         return f"{n / 1e9:.1f}B".replace(".0B", "B")
-    return f"{round(n / 1e6)}M"
+    if n >= 999_500:
+        return f"{round(n / 1e6)}M"
+    if n >= 1000:
+        return f"{round(n / 1e3)}K"
+    return str(n)
+
+
+def _digest(items) -> str:
+    """The digest :class:`ArraySummary` keeps, so short and long arrays compare the same way."""
+    h = hashlib.sha256()
+    for item in items:
+        h.update((str(item) + "\0").encode())
+    return h.hexdigest()
 
 
 class _Reader:
@@ -121,6 +133,8 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
     if not os.access(p, os.R_OK):
         raise ModelFileError(str(p), "is not readable by this user", f"fix its permissions (chmod a+r {p})")
     size = p.stat().st_size
+    if size == 0:
+        raise ModelFileError(str(p), "is empty (0 bytes)", "download the model again")
     with open(p, "rb") as fh:
         r = _Reader(fh, str(p))
         magic = fh.read(4)
@@ -128,6 +142,12 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
             raise ModelFileError(str(p), f"is not a GGUF file (starts with {magic!r})",
                                  "use a .gguf model (convert others with llama.cpp's convert_hf_to_gguf.py)")
         (version,) = struct.unpack("<I", r.read(4))
+        if version >= 1 << 16 and struct.unpack(">I", struct.pack("<I", version))[0] < 1 << 16:
+            raise ModelFileError(str(p), "is a big-endian GGUF file, which this machine's llama.cpp cannot load",
+                                 "use the little-endian file (or convert it with gguf-convert-endian)")
+        if version < 2:
+            raise ModelFileError(str(p), f"uses GGUF version {version}, which llama.cpp no longer reads",
+                                 "download a current conversion of the model")
         n_tensors, n_kv = struct.unpack("<QQ", r.read(16))
         metadata = {}
         for _ in range(n_kv):
@@ -139,6 +159,9 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
         for _ in range(n_tensors):
             r.string()
             (n_dims,) = struct.unpack("<I", r.read(4))
+            if n_dims > 8:
+                raise ModelFileError(str(p), f"describes a tensor with {n_dims} dimensions (corrupt file)",
+                                     "download the model again")
             dims = struct.unpack(f"<{n_dims}Q", r.read(8 * n_dims))
             r.read(4)  # ggml type
             (offset,) = struct.unpack("<Q", r.read(8))
@@ -147,7 +170,9 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
                 count *= d
             n_params += count
             max_offset = max(max_offset, offset)
-        alignment = int(metadata.get("general.alignment", 32) or 32)
+        alignment = metadata.get("general.alignment", 32)
+        if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+            alignment = 32
         data_start = (fh.tell() + alignment - 1) // alignment * alignment
     data_end = data_start + max_offset
     if n_tensors and data_end >= size:

@@ -72,7 +72,11 @@ CATEGORIES = tuple(dict.fromkeys(p.category for p in BUILTIN_PROMPTS))
 
 
 def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem]):
-    """Validate ``settings.prompts``; returns the normalised value ("builtin", a category list, or a path)."""
+    """Validate ``settings.prompts``; returns the normalised value ("builtin", a category list, or a path).
+
+    A prompt file is read now, so a bad one is reported with the other config problems,
+    before any server starts.
+    """
     if value in (None, "builtin"):
         return "builtin"
     if isinstance(value, list):
@@ -81,17 +85,41 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
             problems.append(Problem(path, f"unknown prompt categor{'y' if len(bad) == 1 else 'ies'} "
                                     f"{', '.join(map(repr, bad)) or '(empty list)'}",
                                     f"choose from {', '.join(CATEGORIES)}"))
+        elif len(set(value)) != len(value):
+            problems.append(Problem(path, "lists a category more than once", "list every category once"))
         return list(value)
-    if isinstance(value, str):
-        resolved = os.path.expanduser(value)
-        if not os.path.isabs(resolved):
-            resolved = os.path.normpath(os.path.join(base_dir, resolved))
+    if isinstance(value, str) and value.strip():
+        from .config import _expand_path, path_fix
+        resolved, err = _expand_path(value, base_dir)
+        if err:
+            problems.append(Problem(path, err, path_fix(err)))
+            return resolved
         if not os.path.isfile(resolved):
-            problems.append(Problem(path, f"prompt file {resolved} does not exist",
-                                    "give a .txt or .jsonl file (relative to the config's folder), or \"builtin\""))
+            fix = "give a .txt or .jsonl file (relative to the config's folder), or \"builtin\""
+            if value in CATEGORIES:
+                fix = f"for the built-in {value!r} prompts write [{json.dumps(value)}] (a list)"
+            what = "is a folder, not a prompt file" if os.path.isdir(resolved) else "does not exist"
+            problems.append(Problem(path, f"prompt file {resolved} {what}", fix))
+            return resolved
+        try:
+            load_prompt_file(resolved)
+        except UsageError as exc:
+            problems.append(Problem(path, exc.message, exc.fix))
         return resolved
-    problems.append(Problem(path, f"must be \"builtin\", a list of categories or a file path, not {json.dumps(value)}"))
+    problems.append(Problem(path, f"must be \"builtin\", a list of categories or a file path, not {json.dumps(value)}",
+                            f"write \"builtin\", a list such as [\"code\", \"prose\"], or \"prompts.jsonl\""))
     return "builtin"
+
+
+def _check_messages(messages, where: str) -> tuple:
+    """A chat ``messages`` list from a prompt file: non-empty, each {"role": str, "content": str}."""
+    fix = 'write e.g. {"messages": [{"role": "user", "content": "Explain TCP"}]}'
+    if not isinstance(messages, list) or not messages:
+        raise UsageError(f"{where}: \"messages\" must be a non-empty list", fix)
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise UsageError(f"{where}: messages[{i}] must be an object with string \"role\" and \"content\"", fix)
+    return tuple({"role": m["role"], "content": m["content"]} for m in messages)
 
 
 def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
@@ -99,26 +127,41 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
     or one prompt per line when there is no separator)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"prompt file {p} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from None
     except OSError as exc:
-        raise UsageError(f"cannot read prompt file {p}: {exc.strerror}", "check the path") from None
+        raise UsageError(f"cannot read prompt file {p}: {exc.strerror or exc}", "check the path") from None
     prompts: list[Prompt] = []
     if p.suffix.lower() in (".jsonl", ".ndjson"):
+        ids: dict[str, int] = {}
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
+            where = f"{p}:{lineno}"
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise UsageError(f"{p}:{lineno}: invalid JSON ({exc.msg})",
+                raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
                                  'each line must be an object like {"prompt": "...", "category": "code"}') from None
             if isinstance(obj, str):
                 obj = {"prompt": obj}
-            if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or isinstance(obj.get("messages"), list)):
-                raise UsageError(f"{p}:{lineno}: needs a \"prompt\" string or a \"messages\" list",
+            if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or "messages" in obj):
+                raise UsageError(f"{where}: needs a \"prompt\" string or a \"messages\" list",
                                  'write e.g. {"prompt": "Explain TCP", "category": "prose"}')
-            messages = tuple(obj["messages"]) if "messages" in obj else _user(obj["prompt"])
-            prompts.append(Prompt(str(obj.get("id") or f"line{lineno}"), str(obj.get("category") or "custom"), messages))
+            if "messages" in obj:
+                messages = _check_messages(obj["messages"], where)
+            elif not obj["prompt"].strip():
+                raise UsageError(f"{where}: \"prompt\" is empty", "write the prompt text, or delete the line")
+            else:
+                messages = _user(obj["prompt"])
+            pid = str(obj.get("id") or f"line{lineno}")
+            if pid in ids:
+                # ids pair requests across servers; two prompts with one id would pair the wrong requests
+                raise UsageError(f"{where}: id {pid!r} is already used on line {ids[pid]}",
+                                 "give every prompt its own id")
+            ids[pid] = lineno
+            prompts.append(Prompt(pid, str(obj.get("category") or "custom"), messages))
     else:
         lines = text.splitlines()
         if any(line.strip() == "---" for line in lines):

@@ -213,8 +213,8 @@ class ResultsFile:
                                    "pass a file written by draftbench, or choose a new --results path")
         version = data.get("schema_version")
         if version is not None:
-            if not isinstance(version, int):
-                raise ResultsFileError(f"{source}: schema_version {version!r} is not a number",
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ResultsFileError(f"{source}: schema_version {version!r} is not a valid version number",
                                        "the file was edited or is from another tool; use a new --results path")
             if version > SCHEMA_VERSION:
                 raise ResultsFileError(f"{source} was written by a newer draftbench (results schema {version}, this "
@@ -269,24 +269,54 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
     return ResultsFile.from_dict(data, source=str(p))
 
 
+def _default_mode() -> int:
+    """0o666 minus the process umask: the mode ``open()`` would give a new file."""
+    global _DEFAULT_MODE
+    if _DEFAULT_MODE is None:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        _DEFAULT_MODE = 0o666 & ~umask
+    return _DEFAULT_MODE
+
+
+_DEFAULT_MODE: int | None = None
+
+
 def save_results(results: ResultsFile, path: str | os.PathLike) -> None:
     """Write atomically: a temp file in the same folder, fsync, then ``os.replace``.
 
-    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half.
+    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half;
+    a failure (disk full, no permission) removes the temp file, leaves the old file as it
+    was and raises :class:`ResultsFileError`. The file keeps the old file's permissions
+    (a new one gets the usual umask default, not mkstemp's private 0600).
     """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
     payload = json.dumps(results.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    tmp = None
     try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_dir():
+            raise IsADirectoryError(21, "is a folder", str(p))
+        try:
+            mode = p.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = _default_mode()
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.chmod(tmp, mode)
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        tmp = None
+    except OSError as exc:
+        raise ResultsFileError(f"cannot write results file {p}: {exc.strerror or exc}"
+                               + ("; the previous version was left untouched" if p.is_file() else ""),
+                               "check free disk space and the folder's permissions, or pass another --results path"
+                               ) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -68,10 +68,15 @@ def summarize(values: Iterable[float | None]) -> dict | None:
     }
 
 
+def _positive(v) -> bool:
+    """A usable rate: a finite number above zero (None, 0, NaN and inf are not measurements)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
 def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *, noise_floor: float = 0.02) -> dict | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
-    base = {k: v for k, v in baseline.items() if v and v > 0}
-    cand = {k: v for k, v in candidate.items() if v and v > 0}
+    base = {k: v for k, v in baseline.items() if _positive(v)}
+    cand = {k: v for k, v in candidate.items() if _positive(v)}
     if not base or not cand:
         return None
     keys = sorted(set(base) & set(cand))
@@ -126,7 +131,7 @@ def run_to_run_cv(samples: Mapping[str, list[float]]) -> float | None:
     """
     cvs = []
     for values in samples.values():
-        vals = [v for v in values if v]
+        vals = [v for v in values if _positive(v)]
         if len(vals) >= 2:
             mean = statistics.fmean(vals)
             if mean > 0:
@@ -134,29 +139,48 @@ def run_to_run_cv(samples: Mapping[str, list[float]]) -> float | None:
     return statistics.fmean(cvs) if cvs else None
 
 
+# How to change each setting the warnings mention, by where the run was configured.
+SETTINGS_FLAGS: dict[str, str] = {"runs": "settings.runs", "warmup": "settings.warmup",
+                                  "max_tokens": "settings.max_tokens", "prompts": "settings.prompts"}
+BENCH_FLAGS: dict[str, str] = {"runs": "--runs", "warmup": "--warmup", "max_tokens": "--max-tokens",
+                               "prompts": "--prompt/--prompt-file"}
+
+
 def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float],
-                       completion_tokens: list[int], max_tokens: int) -> list[str]:
-    """Warnings in the pyperf/hyperfine spirit: each names the setting to change."""
+                       completion_tokens: list[int], max_tokens: int,
+                       flags: Mapping[str, str] | None = None) -> list[str]:
+    """Warnings in the pyperf/hyperfine spirit: each names the setting to change.
+
+    ``flags`` maps "runs", "warmup", "max_tokens" and "prompts" to how the user changes them:
+    config keys for a sweep (:data:`SETTINGS_FLAGS`, the default) or command-line options for
+    ``bench.py`` (:data:`BENCH_FLAGS`). Missing entries fall back to the config keys.
+    ``tps_values`` are in request order (the first one is the first measured request).
+    """
+    f = {**SETTINGS_FLAGS, **(flags or {})}
     warnings = []
     if runs < 2:
-        warnings.append("only one run per prompt: timing noise cannot be measured — raise settings.runs to 3")
+        warnings.append(f"only one run per prompt: timing noise cannot be measured — raise {f['runs']} to 3")
     if run_cv is not None and run_cv > 0.10:
         warnings.append(f"tok/s varies {run_cv:.0%} between runs of the same prompt — close other programs, "
-                        "check power/thermal settings, or raise settings.runs")
-    vals = [v for v in tps_values if v]
+                        f"check power/thermal settings, or raise {f['runs']}")
+    vals = [v for v in tps_values if _positive(v)]
     if len(vals) >= 3:
         med = statistics.median(vals)
-        slow = [v for v in vals if v < med / 2]
+        first_cold = _positive(tps_values[0]) and tps_values[0] < med / 2   # the very first request, measured
+        if first_cold:
+            warnings.append(f"the first measured request ran at {vals[0] / med:.0%} of the median speed — the "
+                            f"server was still warming up; raise {f['warmup']}")
+        slow = [v for v in vals[1 if first_cold else 0:] if v < med / 2]
         if slow:
             warnings.append(f"{len(slow)} request(s) ran at less than half the median speed — something else may "
-                            "have used the machine; rerun, or raise settings.runs")
+                            f"have used the machine; rerun, or raise {f['runs']}")
     short = [c for c in completion_tokens if c is not None and c < 32]
     if short and max_tokens >= 32:
         warnings.append(f"{len(short)} request(s) generated fewer than 32 tokens — rates from so few tokens are "
-                        "noisy; use longer prompts or raise settings.max_tokens")
+                        f"noisy; use longer prompts or raise {f['max_tokens']}")
     elif max_tokens < 32:
-        warnings.append("settings.max_tokens is below 32: too few tokens for a stable rate")
+        warnings.append(f"{f['max_tokens']} is below 32: too few tokens for a stable rate — raise it")
     if n_requests < 3:
         warnings.append(f"only {n_requests} measured request(s) — too few for a confidence interval; add prompts "
-                        "or raise settings.runs")
+                        f"({f['prompts']}) or raise {f['runs']}")
     return warnings

@@ -44,6 +44,8 @@ def alpha_from_tau(tau: float, k: float) -> float:
 
 def alpha_from_acceptance(rate: float, k: float) -> float:
     """Invert accepted/drafted = α(1 − α^k) / (k(1 − α)) (every step drafts k tokens)."""
+    if k <= 0:
+        raise ValueError(f"draft length k must be positive, not {k}")
     def rate_of(a: float) -> float:
         if a >= 1.0:
             return 1.0

@@ -11,7 +11,7 @@ from pathlib import Path
 import requests
 
 from . import run_main
-from ..analysis import acceptance, equivalence, summarize_records
+from ..analysis import equivalence, summarize_records
 from ..backends import backend_names, get_backend
 from ..backends.base import Server
 from ..client import normalise_base_url
@@ -19,7 +19,7 @@ from ..errors import DraftbenchError, UsageError
 from ..measure import MeasureOptions, MeasurementFailed, run_prompts
 from ..prompts import CATEGORIES, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
 from ..results import Row, now_iso
-from ..stats import describe_speedup, speedup
+from ..stats import BENCH_FLAGS, describe_speedup, speedup
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,7 +111,7 @@ def measure(server: Server, label: str, prompts: list[Prompt], options: MeasureO
     print(f"  [{label}] {server.base_url} ", end="", flush=True)
     records = run_prompts(server, prompts, options, on_request=lambda i, n, r: print(".", end="", flush=True))
     print(" done", flush=True)
-    fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs)
+    fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs, flags=BENCH_FLAGS)
     fields["warnings"] = tuple(fields["warnings"])
     return Row(target=label, role="baseline", requests=tuple(records), started_at=now_iso(), **fields)
 
