@@ -1,9 +1,297 @@
-"""vLLM (placeholder until issue 7 lands)."""
+"""vLLM's OpenAI-compatible server (``vllm serve``).
+
+Facts this relies on (vLLM documentation, 2025–2026; see docs/backends.md):
+
+* Speculation is configured with one JSON argument:
+  ``vllm serve TARGET --speculative-config '{"method": …, "model": DRAFT, "num_speculative_tokens": K}'``.
+  The old ``--speculative-model`` / ``--num-speculative-tokens`` flags were removed in 2025.
+* ``GET /health`` answers 200 once the engine is up; the port refuses connections while the
+  model loads, and ``/health`` answers 503 if the engine died.
+* ``GET /metrics`` (Prometheus) has the counters ``vllm:spec_decode_num_drafts_total``,
+  ``vllm:spec_decode_num_draft_tokens_total`` and ``vllm:spec_decode_num_accepted_tokens_total``
+  (one series per engine; we sum them) when speculation is configured, and none of them otherwise.
+* With ``--per-request-spec-decode-metrics summary`` newer builds put
+  ``metrics.speculative_decoding`` (``num_spec_steps``, ``num_draft_tokens``,
+  ``num_accepted_draft_tokens``…) on the final usage chunk of a stream.
+* Streams carry several tokens per chunk; token counts come from ``usage``
+  (``stream_options.include_usage``).
+"""
 
 from __future__ import annotations
 
-from ..errors import DraftbenchError
-from .base import Backend
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+from ..config import Field, _expand_path
+from ..errors import BinaryNotFoundError, Problem, ServerError
+from ..forge import cache_dir
+from ..process import ManagedProcess
+from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, wait_until_ready
+
+METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
+# Methods that need no separate draft model: the config's draft entry only names the method.
+MODEL_FREE_METHODS = ("ngram", "suffix", "mtp")
+# Used when settings.draft_max is null and the method needs a draft length (vLLM has no default for these).
+DEFAULT_NUM_SPECULATIVE_TOKENS = 5
+_NEEDS_K = ("draft_model", "ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
+
+COUNTERS = {
+    "drafts": "vllm:spec_decode_num_drafts_total",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "accepted": "vllm:spec_decode_num_accepted_tokens_total",
+}
+
+_HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
+               "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
+
+
+def find_vllm(explicit: str | None = None) -> str:
+    """Locate the ``vllm`` executable: explicit path, $DRAFTBENCH_VLLM, PATH, next to this Python."""
+    if explicit:
+        path = os.path.expanduser(explicit)
+        if os.path.isdir(path):
+            path = os.path.join(path, "vllm")
+        if not os.path.isfile(path):
+            raise BinaryNotFoundError(f"vllm not found at {explicit}", "fix settings.vllm_bin / --vllm-bin, or "
+                                      f"remove it to search PATH; or {_HOW_TO_GET}")
+        if not os.access(path, os.X_OK):
+            raise BinaryNotFoundError(f"vllm at {path} is not executable", f"chmod +x {path}")
+        return os.path.abspath(path)
+    env = os.environ.get("DRAFTBENCH_VLLM")
+    if env:
+        return find_vllm(env)
+    on_path = shutil.which("vllm")
+    if on_path:
+        return on_path
+    beside = Path(sys.executable).parent / "vllm"   # a virtualenv that is used but not activated
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    raise BinaryNotFoundError("the vllm executable was not found (searched PATH and this Python's bin folder)",
+                              _HOW_TO_GET)
+
+
+def _looks_like_path(raw: str) -> bool:
+    return raw.startswith(("/", "./", "../", "~", "$")) or raw.startswith("\\") or bool(re.match(r"^[A-Za-z]:[\\/]",
+                                                                                            raw))
+
+
+def _served_name(spec: LaunchSpec) -> str:
+    args = list(spec.extra_args)
+    for i, arg in enumerate(args):
+        if arg == "--served-model-name" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--served-model-name="):
+            return arg.split("=", 1)[1]
+    return spec.target
+
+
+def speculative_config(spec: LaunchSpec) -> dict | None:
+    """The ``--speculative-config`` object for one combination (None = no speculation)."""
+    if spec.draft is None:
+        return None
+    method = spec.settings.get("vllm_method") or "draft_model"
+    cfg: dict = {"method": method}
+    if method not in MODEL_FREE_METHODS:
+        cfg["model"] = spec.draft
+    k = spec.draft_max
+    if k is None and method in _NEEDS_K:
+        k = DEFAULT_NUM_SPECULATIVE_TOKENS
+    if k is not None:
+        cfg["num_speculative_tokens"] = k
+    cfg.update(spec.settings.get("vllm_speculative_config") or {})
+    return cfg
+
+
+def build_command(binary: str, spec: LaunchSpec) -> list[str]:
+    """The exact ``vllm serve`` command for one combination."""
+    cmd = [binary, "serve", spec.target, "--host", spec.host, "--port", str(spec.port),
+           "--max-model-len", str(spec.ctx_size)]
+    if not spec.settings.get("vllm_prefix_caching"):
+        # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
+        cmd.append("--no-enable-prefix-caching")
+    cfg = speculative_config(spec)
+    if cfg is not None:
+        cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
+        level = spec.settings.get("vllm_per_request_metrics")
+        if level and level != "none":
+            cmd += ["--per-request-spec-decode-metrics", level]
+    cmd += list(spec.extra_args)
+    return cmd
+
+
+# --------------------------------------------------------------------------- failures
+
+_FAILURES = (
+    # (regex on the log, kind, message, fix)
+    (r"Address already in use|\[Errno 98\]|\[Errno 48\]", "port_in_use", "port {port} is already in use",
+     "stop the program using it, or set settings.port to another port (0 = any free port)"),
+    (r"Speculative decoding with draft model is not supported|NotImplementedError[^\n]*[Ss]peculative",
+     "draft_model", "this vLLM cannot use a separate draft model (method draft_model)",
+     "upgrade vLLM (draft models returned as method \"draft_model\"), or set settings.vllm_method to ngram, eagle3 "
+     "or mtp"),
+    (r"unrecognized arguments|error: argument|invalid choice|No such option", "flags",
+     "vllm rejected one of the arguments", "check extra_args and the vllm_* settings against `vllm serve --help`; "
+     "the log line below names the argument (--speculative-model was removed: draftbench uses --speculative-config)"),
+    (r"vocab[^\n]*(mismatch|must match|not match|differ)|(mismatch|different)[^\n]*vocab", "draft_model",
+     "vLLM says the draft's vocabulary does not match the target's",
+     "use a draft from the same model family (same tokenizer)"),
+    (r"CUDA out of memory|OutOfMemoryError|out of memory|No available memory for the cache blocks|"
+     r"larger than the maximum number of tokens that can be stored in KV cache|Insufficient memory", "oom",
+     "vLLM ran out of GPU memory", "lower settings.ctx_size (--max-model-len), add [\"--gpu-memory-utilization\", "
+     "\"0.95\"] to extra_args, or use a smaller / quantised model or draft"),
+    (r"is not a local folder and is not a valid model identifier|Repository Not Found|RepositoryNotFoundError|"
+     r"401 Client Error|gated repo|does not appear to have a file named|Can't load the configuration|"
+     r"No such file or directory[^\n]*config\.json", "model", "vLLM could not find or download a model",
+     "check the target/draft path: a Hugging Face id (org/name) or a local folder; for gated models run "
+     "`huggingface-cli login`; offline machines need the model in the Hugging Face cache"),
+    (r"No CUDA GPUs are available|Failed to infer device type|no (supported|usable) (GPU|device)", "device",
+     "vLLM found no usable GPU", "run on a machine with a GPU that vLLM supports (vLLM does not run on Apple "
+     "Silicon GPUs; use llamacpp or lmstudio there)"),
+    (r"ModuleNotFoundError|ImportError", "install", "vLLM's installation is broken (an import failed)",
+     "reinstall vLLM in a clean virtualenv (`pip install vllm`)"),
+)
+
+
+def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
+    for pattern, kind, message, fix in _FAILURES:
+        if re.search(pattern, log_tail, re.IGNORECASE):
+            return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
+                               log_path=log_path, kind=kind)
+    if returncode is not None and returncode < 0:
+        return ServerError(f"vLLM crashed (signal {-returncode})", "see the log lines below", log_tail=log_tail,
+                           log_path=log_path, kind="crash")
+    return ServerError(f"vLLM exited with code {returncode} while loading", "see the log lines below",
+                       log_tail=log_tail, log_path=log_path, kind="server")
+
+
+# --------------------------------------------------------------------------- server
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN|[+-]Inf)\s*$", re.MULTILINE)
+
+
+def parse_counters(text: str) -> dict[str, float]:
+    """Sum every series of the spec-decode counters in a Prometheus text exposition."""
+    wanted = set(COUNTERS.values())
+    totals: dict[str, float] = {}
+    for name, value in _SAMPLE.findall(text):
+        if name in wanted:
+            try:
+                totals[name] = totals.get(name, 0.0) + float(value)
+            except ValueError:
+                continue
+    return totals
+
+
+class VLLMServer(Server):
+    backend_name = "vllm"
+
+    def __init__(self, *args, expects_draft: bool = False, api_key: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.expects_draft = expects_draft
+        self._api_key = api_key
+        self._has_spec_counters: bool | None = None   # learnt from /metrics
+
+    def headers(self) -> dict:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    @property
+    def bench_hint(self) -> str:
+        return f"python bench.py --url {self.base_url} --backend vllm --model {self.model}"
+
+    def request_body(self, messages, *, max_tokens, temperature, seed):
+        body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        body["stream_options"] = {"include_usage": True}   # token counts: chunks may carry several tokens
+        return body
+
+    # -- Prometheus counters ---------------------------------------------------------------
+    def _metrics_text(self) -> str | None:
+        try:
+            response = self.session.get(self.base_url + "/metrics", timeout=5, headers=self.headers())
+        except requests.RequestException:
+            return None
+        return response.text if response.status_code == 200 else None
+
+    def spec_counters(self) -> dict[str, float] | None:
+        text = self._metrics_text()
+        if text is None:
+            return None
+        counters = parse_counters(text)
+        self._has_spec_counters = bool(counters)
+        return counters or None
+
+    def _settled_counters(self) -> dict[str, float] | None:
+        """Counters after a request, read until two readings agree (vLLM records a step's stats
+        right after handing out its tokens, so the last step could otherwise be missed)."""
+        last = self.spec_counters()
+        for _ in range(5):
+            time.sleep(0.01)
+            now = self.spec_counters()
+            if now == last:
+                break
+            last = now
+        return last
+
+    def before_request(self):
+        if self._has_spec_counters is False:
+            return None
+        return self.spec_counters()
+
+    def draft_counts(self, response, before) -> DraftCounts:
+        metrics = response.extras.get("metrics")
+        per_request = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+        if isinstance(per_request, dict) and isinstance(per_request.get("num_draft_tokens"), int):
+            if before is not None:
+                self._settled_counters()   # keep the next request's baseline clean
+            return DraftCounts(drafted=per_request["num_draft_tokens"],
+                               accepted=_int(per_request.get("num_accepted_draft_tokens")),
+                               steps=_int(per_request.get("num_spec_steps")), source="response",
+                               extra={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
+                                                                   "acceptance_histogram") if k in per_request})
+        if before is None:
+            return DraftCounts()
+        after = self._settled_counters()
+        if after is None:
+            return DraftCounts()
+
+        def diff(key: str) -> int | None:
+            name = COUNTERS[key]
+            if name not in after or name not in before:
+                return None
+            return int(round(after[name] - before[name]))
+
+        return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
+                           source="metrics")
+
+    def speculation_status(self, requested: bool) -> SpeculationStatus:
+        text = self._metrics_text()
+        if text is None:
+            return SpeculationStatus(None if requested else False, "")
+        counters = parse_counters(text)
+        self._has_spec_counters = bool(counters)
+        if counters:
+            return SpeculationStatus(True, "")
+        if requested and "vllm:" in text:
+            return SpeculationStatus(False, "vLLM is running without speculative decoding (its /metrics has no "
+                                     "vllm:spec_decode_* counters); check the --speculative-config line in the log")
+        return SpeculationStatus(None if requested else False, "")
+
+    def stop(self) -> None:
+        try:
+            self.session.close()
+        finally:
+            if self.process:
+                self.process.stop(grace_s=10.0)  # let vLLM release the GPU cleanly; then the group is killed
+
+
+def _int(x) -> int | None:
+    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 class VLLMBackend(Backend):
@@ -11,12 +299,170 @@ class VLLMBackend(Backend):
     config_name = "vllm"
     aliases = ("vllm",)
     default_port = 8000
+    path_settings = ("vllm_bin",)
+    settings_schema: dict[str, Field] = {
+        "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
+        "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
+                             "draft model), or ngram / suffix / mtp (no draft model: the draft entry's path is "
+                             "ignored), eagle / eagle3 (the draft path is the EAGLE head)", choices=METHODS),
+        "vllm_speculative_config": Field("any", None, "extra keys merged into --speculative-config (last, so they "
+                                         "win), e.g. {\"prompt_lookup_max\": 4, \"draft_tensor_parallel_size\": 1}"),
+        "vllm_per_request_metrics": Field("str", None, "none | summary | detailed: pass "
+                                          "--per-request-spec-decode-metrics (newer vLLM) so acceptance comes from "
+                                          "each response instead of /metrics differences",
+                                          choices=("none", "summary", "detailed")),
+        "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
+                                     "would skip their prefill and flatter TTFT)"),
+    }
 
-    def resolve_model(self, raw, base_dir):
+    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
+        """A Hugging Face id (``org/name``) stays as written; a path is expanded like any other."""
+        candidate = os.path.join(base_dir, os.path.expanduser(raw))
+        if _looks_like_path(raw) or os.path.exists(candidate):
+            return _expand_path(raw, base_dir)
         return raw, None
 
-    def model_problem(self, ref):
+    def model_problem(self, ref: str) -> str | None:
+        if os.path.isabs(ref) and not os.path.exists(ref):
+            return f"model folder {ref} does not exist\n  Fix: check the path, or give a Hugging Face id (org/name)"
         return None
 
-    def launch(self, spec):
-        raise DraftbenchError("the vllm backend is not implemented yet")
+    def validate_settings(self, settings: dict) -> list[Problem]:
+        problems = []
+        if settings.get("draft_p_min") is not None:
+            problems.append(Problem("$.settings.draft_p_min", "is a llama.cpp setting; vLLM has no equivalent",
+                                    "remove it (or use backend llamacpp)"))
+        extra = settings.get("vllm_speculative_config")
+        if extra is not None:
+            if not isinstance(extra, dict):
+                problems.append(Problem("$.settings.vllm_speculative_config",
+                                        f"must be an object, not {json.dumps(extra)[:60]}",
+                                        "write e.g. {\"prompt_lookup_max\": 4}"))
+            else:
+                try:
+                    json.dumps(extra)
+                except (TypeError, ValueError):
+                    problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
+        return problems
+
+    def check_ready_to_run(self, settings: dict) -> None:
+        find_vllm(settings.get("vllm_bin"))
+
+    def add_server_arguments(self, parser) -> None:
+        add_server_arguments(parser)
+
+    def spec_from_args(self, args, extra: list[str]) -> LaunchSpec:
+        return spec_from_args(args, extra)
+
+    def launch(self, spec: LaunchSpec) -> VLLMServer:
+        binary = find_vllm(spec.settings.get("vllm_bin"))
+        cmd = build_command(binary, spec)
+        log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
+        start = time.perf_counter()
+        proc = ManagedProcess(cmd, log_path)
+        server = VLLMServer(f"http://{_url_host(spec.host)}:{spec.port}", model=_served_name(spec), process=proc,
+                            command=cmd, port=spec.port, spec=spec, expects_draft=spec.draft is not None)
+        try:
+            wait_until_ready(proc, server.base_url + "/health", spec.startup_timeout_s, what="vLLM",
+                             on_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path))
+            server.load_time_s = time.perf_counter() - start
+            self._verify_identity(server, spec)
+            server.version = _version(server)
+        except BaseException:
+            server.stop()
+            raise
+        return server
+
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> VLLMServer:
+        server = VLLMServer(base_url, model=model or "default", api_key=api_key)
+        if model is None:
+            served = _served_models(server)
+            if served:
+                server.model = served[0]
+        server.version = _version(server)
+        server.expects_draft = bool(server.speculation_status(requested=True).active)
+        return server
+
+    def _verify_identity(self, server: VLLMServer, spec: LaunchSpec) -> None:
+        """Refuse to benchmark a server that is not the one we started."""
+        if not server.alive():
+            raise explain_exit(server.process.returncode, server.log_tail(30), spec.port, server.log_path)
+        served = _served_models(server)
+        if served is None or server.model not in served:
+            raise ServerError(f"port {spec.port} answers, but not as the vLLM we started (it serves "
+                              f"{', '.join(served) if served else 'something else'}, not {server.model})",
+                              "another program is listening on that port; stop it or set settings.port",
+                              kind="foreign")
+
+
+def _served_models(server: Server) -> list[str] | None:
+    try:
+        data = server.session.get(server.base_url + "/v1/models", timeout=10, headers=server.headers()).json()
+    except (requests.RequestException, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        return None
+    return [m.get("id") for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def _version(server: Server) -> str | None:
+    try:
+        data = server.session.get(server.base_url + "/version", timeout=5, headers=server.headers()).json()
+    except (requests.RequestException, ValueError):
+        return None
+    return str(data["version"]) if isinstance(data, dict) and data.get("version") else None
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+# --------------------------------------------------------------------------- server.py vllm
+
+def add_server_arguments(p) -> None:
+    p.add_argument("--model", required=True, help="target: a Hugging Face id (org/name) or a local folder")
+    p.add_argument("--draft-model", default=None, help="draft model (id or folder); turns speculative decoding on")
+    p.add_argument("--num-speculative-tokens", type=int, default=None,
+                   help=f"draft length k (default {DEFAULT_NUM_SPECULATIVE_TOKENS} for methods that need one)")
+    p.add_argument("--method", default=None, choices=METHODS,
+                   help="speculative method (default draft_model with --draft-model; ngram, suffix and mtp need "
+                   "no draft model)")
+    p.add_argument("--per-request-metrics", default=None, choices=("none", "summary", "detailed"),
+                   help="pass --per-request-spec-decode-metrics (newer vLLM)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=VLLMBackend.default_port,
+                   help=f"port (default {VLLMBackend.default_port}; 0 = any free port)")
+    p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
+    p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
+    p.add_argument("--log", default=None, help="server log file (default: under ~/.cache/draftbench/logs)")
+    p.add_argument("--vllm-bin", default=None, help="the vllm executable (default: searched on PATH)")
+
+
+def spec_from_args(args, extra: list[str]) -> LaunchSpec:
+    from ..config import COMMON_SETTINGS
+    from ..errors import UsageError
+    settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
+    settings.update({k: f.default for k, f in VLLMBackend.settings_schema.items()})
+    method = args.method
+    if method is None:
+        method = "draft_model"
+    elif method not in MODEL_FREE_METHODS and not args.draft_model:
+        raise UsageError(f"--method {method} needs --draft-model", f"give the {method} model with --draft-model, "
+                         f"or use --method ngram / suffix / mtp")
+    draft = args.draft_model
+    if draft is None and args.method in MODEL_FREE_METHODS:
+        draft = args.method        # speculation on, no separate model
+    if args.num_speculative_tokens is not None and draft is None:
+        raise UsageError("--num-speculative-tokens needs --draft-model or --method",
+                         "add --draft-model D (or --method ngram)")
+    settings.update(vllm_bin=args.vllm_bin, vllm_method=method, vllm_per_request_metrics=args.per_request_metrics,
+                    host=args.host, ctx_size=args.max_model_len)
+    return LaunchSpec(target=args.model, draft=draft, draft_max=args.num_speculative_tokens, host=args.host,
+                      port=args.port, ctx_size=args.max_model_len, extra_args=tuple(extra), settings=settings,
+                      startup_timeout_s=args.startup_timeout, log_path=args.log)
+
+

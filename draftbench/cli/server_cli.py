@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from . import run_main
 from ..backends import get_backend
@@ -79,9 +80,10 @@ def main(argv: list[str]) -> int:
     ours, extra = _split_extra(argv)
     args = build_parser().parse_args(ours)
     backend, spec = launch_spec(args, extra)
-    if spec.port == 0:
+    owns_port = getattr(backend, "owns_port", True)   # False: LM Studio's one server is reused, not started anew
+    if spec.port == 0 and owns_port:
         spec = spec.__class__(**{**spec.__dict__, "port": free_port(spec.host)})
-    elif not port_is_free(spec.host, spec.port):
+    elif owns_port and not port_is_free(spec.host, spec.port):
         raise ServerError(f"port {spec.port} on {spec.host} is already in use by another program",
                           "stop that program, pass another --port, or --port 0 for any free port", kind="port_in_use")
     if spec.log_path is None:
@@ -95,6 +97,8 @@ def main(argv: list[str]) -> int:
             print("Command: " + " ".join(server.command), flush=True)
         if server.version:
             print(f"Version: {server.version}", flush=True)
+        for note in server.warnings:
+            print(f"Note: {note}", flush=True)
         requested = spec.draft is not None
         status = server.speculation_status(requested=requested)
         if requested:
@@ -104,10 +108,14 @@ def main(argv: list[str]) -> int:
                 print(f"Warning: speculative decoding is NOT active: {status.reason}", flush=True)
             else:
                 print("Speculative decoding: requested (the server does not report whether it is active)", flush=True)
-        print(f"Benchmark it with: python bench.py --url {server.base_url}", flush=True)
+        hint = getattr(server, "bench_hint", None) or f"python bench.py --url {server.base_url}"
+        print(f"Benchmark it with: {hint}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
         if server.process:
             server.process.popen.wait()  # blocks until the server exits; Ctrl-C interrupts it
+        else:
+            while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
+                time.sleep(3600)
         print(f"The server exited by itself (code {server.process.returncode if server.process else '?'}); "
               f"last log lines:\n{server.log_tail(15)}", file=sys.stderr)
         return 1

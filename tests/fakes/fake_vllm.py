@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""A stand-in for ``vllm serve`` that speaks vLLM's documented HTTP formats, for fast tests.
+
+Follows (vLLM documentation, latest as of 2026: docs.vllm.ai features/speculative_decoding,
+acceptance_metrics.md, design/metrics.md, and the OpenAI-compatible server):
+
+* CLI: ``vllm serve MODEL --host H --port P --max-model-len N [--no-enable-prefix-caching]
+  [--speculative-config JSON] [--per-request-spec-decode-metrics none|summary|detailed]``;
+  an unknown argument fails the way argparse does ("unrecognized arguments", exit 2) — the
+  removed ``--speculative-model`` included.
+* While the model loads nothing listens (connection refused); then ``GET /health`` → 200.
+* ``GET /v1/models`` lists the served name; ``GET /version`` → ``{"version": …}``.
+* ``GET /metrics``: Prometheus text. With a speculative config it has the counters
+  ``vllm:spec_decode_num_drafts_total``, ``…num_draft_tokens_total``, ``…num_accepted_tokens_total``
+  and ``…num_accepted_tokens_per_pos_total{position}``, one series per engine (labels
+  ``engine``, ``model_name``) plus ``_created`` samples; without one, none of them.
+* ``POST /v1/chat/completions`` with ``stream: true``: a role chunk, then one chunk per engine
+  step — several tokens when drafts were accepted —, a finish chunk, and with
+  ``stream_options.include_usage`` a last chunk with empty ``choices`` and ``usage`` (plus
+  ``metrics.speculative_decoding`` when per-request metrics are on), then ``data: [DONE]``.
+
+Speculation is simulated: every step drafts k tokens and accepts a = ACCEPT_PATTERN[step % 4]
+(at most k) of them, emitting a + 1 tokens. The text does not depend on the draft (speculative
+decoding is lossless), so outputs match the baseline's.
+
+Environment:
+  FAKE_VLLM_RECORD   file to which argv is appended as one JSON line
+  FAKE_VLLM_PIDS     folder where the process writes <pid>.pid (tests check none is left running)
+  FAKE_VLLM_LOAD_S   seconds to "load" (not listening) before serving; default 0.3
+  FAKE_VLLM_MODE     ok | never-ready (/health 503 forever) | exit-draft-unsupported | exit-oom
+  FAKE_VLLM_DRAFTS   JSON {draft model: "ok" | "no-spec" | "zero"}: no-spec = runs without
+                     speculation (no counters); zero = counters that never move
+  FAKE_VLLM_STEP_S   seconds per engine step (default 0.002)
+"""
+
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+
+ACCEPT_PATTERN = (3, 1, 4, 0)
+VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
+                 "--served-model-name", "--gpu-memory-utilization", "--seed"}
+FLAG_OPTIONS = {"--no-enable-prefix-caching", "--enable-prefix-caching"}
+
+
+def parse(argv):
+    if not argv or argv[0] != "serve":
+        print("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch}", file=sys.stderr)
+        sys.exit(2)
+    if len(argv) < 2 or argv[1].startswith("-"):
+        print("vllm serve: error: the following arguments are required: model_tag", file=sys.stderr)
+        sys.exit(2)
+    opts = {"model": argv[1]}
+    rest = argv[2:]
+    unknown = []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg in VALUE_OPTIONS and i + 1 < len(rest):
+            opts[arg] = rest[i + 1]
+            i += 2
+        elif arg in FLAG_OPTIONS:
+            opts[arg] = True
+            i += 1
+        else:
+            unknown.append(arg)
+            i += 1
+    if unknown:
+        print(f"vllm serve: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
+        sys.exit(2)
+    return opts
+
+
+def main():
+    argv = sys.argv[1:]
+    record = os.environ.get("FAKE_VLLM_RECORD")
+    if record:
+        with open(record, "a") as fh:
+            fh.write(json.dumps(argv) + "\n")
+    pids = os.environ.get("FAKE_VLLM_PIDS")
+    if pids:
+        open(os.path.join(pids, f"{os.getpid()}.pid"), "w").close()
+    opts = parse(argv)
+    mode = os.environ.get("FAKE_VLLM_MODE", "ok")
+    spec_cfg = json.loads(opts["--speculative-config"]) if "--speculative-config" in opts else None
+    draft_behaviour = json.loads(os.environ.get("FAKE_VLLM_DRAFTS", "{}"))
+    if spec_cfg is not None:
+        behaviour = draft_behaviour.get(spec_cfg.get("model") or spec_cfg.get("method"), "ok")
+    else:
+        behaviour = "none"
+    print(f"INFO fake vLLM 0.11.0: serving {opts['model']} speculative_config={spec_cfg}", flush=True)
+    print("INFO Loading model weights ...", flush=True)
+    time.sleep(float(os.environ.get("FAKE_VLLM_LOAD_S", "0.3")))
+    if mode == "exit-draft-unsupported" and spec_cfg is not None:
+        print("NotImplementedError: Speculative decoding with draft model is not supported yet.", flush=True)
+        sys.exit(1)
+    if mode == "exit-oom":
+        print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
+        sys.exit(1)
+
+    served = opts.get("--served-model-name", opts["model"])
+    k = int((spec_cfg or {}).get("num_speculative_tokens") or 0)
+    per_request = opts.get("--per-request-spec-decode-metrics", "none")
+    lock = threading.Lock()
+    counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+    per_pos = [0] * max(k, 1)
+    truth = []   # per request: what the server "did", for tests to compare with
+    step_s = float(os.environ.get("FAKE_VLLM_STEP_S", "0.002"))
+    speculating = spec_cfg is not None and behaviour in ("ok", "zero") and k > 0
+
+    def metrics_text():
+        lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                 "# TYPE vllm:num_requests_running gauge",
+                 f'vllm:num_requests_running{{engine="0",model_name="{served}"}} 0.0']
+        if spec_cfg is not None and behaviour != "no-spec":
+            for key, name in (("drafts", "num_drafts"), ("draft_tokens", "num_draft_tokens"),
+                              ("accepted", "num_accepted_tokens")):
+                lines += [f"# HELP vllm:spec_decode_{name}_total Number of spec decoding {name}.",
+                          f"# TYPE vllm:spec_decode_{name}_total counter",
+                          f'vllm:spec_decode_{name}_total{{engine="0",model_name="{served}"}} {float(counters[key])}',
+                          f'vllm:spec_decode_{name}_total{{engine="1",model_name="{served}"}} 0.0',
+                          f'vllm:spec_decode_{name}_created{{engine="0",model_name="{served}"}} 1.7e+09']
+            for pos, n in enumerate(per_pos):
+                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{served}",'
+                             f'position="{pos}"}} {float(n)}')
+        return "\n".join(lines) + "\n"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def reply(self, code, obj, content_type="application/json"):
+            body = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self.reply(503 if mode == "never-ready" else 200, {} if mode != "never-ready" else
+                           {"error": "engine not ready"})
+            elif self.path == "/v1/models":
+                self.reply(200, {"object": "list", "data": [{"id": served, "object": "model", "owned_by": "vllm",
+                                                             "root": opts["model"],
+                                                             "max_model_len": int(opts.get("--max-model-len", 0))}]})
+            elif self.path == "/version":
+                self.reply(200, {"version": "0.11.0+fake"})
+            elif self.path == "/metrics":
+                with lock:
+                    self.reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
+            elif self.path == "/fake/truth":
+                with lock:
+                    self.reply(200, truth)
+            else:
+                self.reply(404, {"detail": "Not Found"})
+
+        def event(self, obj):
+            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+            self.wfile.flush()
+
+        def do_POST(self):
+            if self.path != "/v1/chat/completions":
+                self.reply(404, {"detail": "Not Found"})
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if body.get("model") != served:
+                self.reply(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                                           "type": "NotFoundError", "param": "model", "code": 404}})
+                return
+            n = int(body.get("max_tokens") or 16)
+            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])) + 5
+            base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                    "model": served}
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.end_headers()
+            self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                             "logprobs": None, "finish_reason": None}]})
+            emitted, step = 0, 0
+            mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0}
+            while emitted < n:
+                time.sleep(step_s)
+                if speculating:
+                    accepted = 0 if behaviour == "zero" else min(ACCEPT_PATTERN[step % 4], k)
+                    count = min(accepted + 1, n - emitted)
+                    accepted = count - 1
+                else:
+                    accepted, count = 0, 1
+                text = "".join(f" w{i}" for i in range(emitted, emitted + count))
+                self.event({**base, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
+                                                 "finish_reason": None}]})
+                emitted += count
+                step += 1
+                mine["chunks"] += 1
+                if speculating and behaviour == "ok":
+                    with lock:   # recorded right after the step's tokens went out, as vLLM does
+                        counters["drafts"] += 1
+                        counters["draft_tokens"] += k
+                        counters["accepted"] += accepted
+                        for pos in range(accepted):
+                            per_pos[pos] += 1
+                    mine["drafts"] += 1
+                    mine["draft_tokens"] += k
+                    mine["accepted"] += accepted
+            self.event({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
+            if (body.get("stream_options") or {}).get("include_usage"):
+                usage_chunk = {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,
+                                                                "total_tokens": prompt_tokens + n,
+                                                                "completion_tokens": n}}
+                if per_request in ("summary", "detailed") and spec_cfg is not None:
+                    sd = {"num_spec_steps": mine["drafts"], "num_draft_tokens": mine["draft_tokens"],
+                          "num_accepted_draft_tokens": mine["accepted"], "num_spec_tokens": k,
+                          "draft_acceptance_rate": mine["accepted"] / mine["draft_tokens"] if mine["draft_tokens"]
+                          else 0.0,
+                          "mean_acceptance_length": 1 + mine["accepted"] / mine["drafts"] if mine["drafts"] else 1.0}
+                    usage_chunk["metrics"] = {"speculative_decoding": sd}
+                self.event(usage_chunk)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            with lock:
+                truth.append({**mine, "completion_tokens": n})
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((opts.get("--host", "127.0.0.1"), int(opts.get("--port", 8000))),
+                                             Handler)
+    print(f"INFO Started server process; Uvicorn running on http://{opts.get('--host')}:{opts.get('--port')}",
+          flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

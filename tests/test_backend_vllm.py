@@ -1,0 +1,358 @@
+"""The vLLM backend end to end, against tests/fakes/fake_vllm.py (vLLM's documented formats).
+
+The fake is started through the same backend code users run: a `vllm` executable (a wrapper
+around the fake) is launched with the exact command the backend builds, waits (connection
+refused) while "loading", then serves /health, /v1/models, /version, /metrics and streaming chat
+completions with several tokens per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import requests
+
+from conftest import REPO, default_settings, run_cli
+from fakes import make_exe, reap
+
+from draftbench.backends import get_backend
+from draftbench.backends.base import LaunchSpec
+from draftbench.backends.vllm import VLLMBackend, build_command, find_vllm, parse_counters
+from draftbench.client import stream_chat
+from draftbench.errors import BinaryNotFoundError, ServerError
+from draftbench.measure import MeasureOptions, MeasurementFailed, run_prompts
+from draftbench.process import free_port
+from draftbench.prompts import BUILTIN_PROMPTS
+
+TARGET, DRAFT = "org/target-8b", "org/draft-0.6b"
+# With k = 4 the fake accepts 3, 1, 4, 0 drafts in turn (4 steps emit 4+2+5+1 = 12 tokens), so 24
+# tokens take 8 steps: 32 drafted, 16 accepted, 8 verify steps.
+EXPECTED_24 = {"draft_n": 32, "draft_n_accepted": 16, "verify_steps": 8}
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    """A fake `vllm` on an explicit path; its argv is recorded; no fake may outlive the test."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    record = tmp_path / "vllm-argv.jsonl"
+    monkeypatch.setenv("FAKE_VLLM_RECORD", str(record))
+    monkeypatch.setenv("FAKE_VLLM_PIDS", str(pids))
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.3")
+
+    class Fake:
+        bin = make_exe(tmp_path / "bin", "vllm", "fake_vllm.py")
+
+        @staticmethod
+        def argv() -> list[list[str]]:
+            return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+
+    yield Fake
+    leaked = reap(pids)
+    assert not leaked, f"fake vLLM processes left running: {leaked}"
+
+
+def settings_for(**overrides) -> dict:
+    settings = default_settings(**{k: f.default for k, f in VLLMBackend.settings_schema.items()})
+    settings.update(overrides)
+    return settings
+
+
+def make_spec(tmp_path, *, draft=None, draft_max=None, port=None, extra=(), timeout=20.0, **settings) -> LaunchSpec:
+    return LaunchSpec(target=TARGET, draft=draft, draft_max=draft_max, port=port or free_port(), ctx_size=2048,
+                      extra_args=tuple(extra), settings=settings_for(**settings), startup_timeout_s=timeout,
+                      log_path=str(tmp_path / f"vllm-{time.monotonic_ns()}.log"))
+
+
+# --------------------------------------------------------------------------- the command line
+
+def test_command_line_is_exact():
+    spec = LaunchSpec(target=TARGET, draft=DRAFT, draft_max=4, port=8123, ctx_size=2048, settings=settings_for())
+    assert build_command("/opt/vllm/bin/vllm", spec) == [
+        "/opt/vllm/bin/vllm", "serve", "org/target-8b", "--host", "127.0.0.1", "--port", "8123",
+        "--max-model-len", "2048", "--no-enable-prefix-caching",
+        "--speculative-config", '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":4}']
+
+    baseline = LaunchSpec(target="/models/Qwen3-8B", port=8000, ctx_size=4096, settings=settings_for(),
+                          extra_args=("--gpu-memory-utilization", "0.9"))
+    assert build_command("vllm", baseline) == [
+        "vllm", "serve", "/models/Qwen3-8B", "--host", "127.0.0.1", "--port", "8000", "--max-model-len", "4096",
+        "--no-enable-prefix-caching", "--gpu-memory-utilization", "0.9"]
+
+    # draft_max null: a documented default k for methods that need one; model-free methods send no model
+    ngram = LaunchSpec(target=TARGET, draft="ngram", port=1, ctx_size=1024,
+                       settings=settings_for(vllm_method="ngram", vllm_speculative_config={"prompt_lookup_max": 4},
+                                             vllm_prefix_caching=True))
+    assert build_command("vllm", ngram)[-2:] == [
+        "--speculative-config", '{"method":"ngram","num_speculative_tokens":5,"prompt_lookup_max":4}']
+    assert "--no-enable-prefix-caching" not in build_command("vllm", ngram)
+
+    mtp = LaunchSpec(target=TARGET, draft="mtp", port=1, ctx_size=1024,
+                     settings=settings_for(vllm_method="mtp", vllm_per_request_metrics="summary"))
+    assert build_command("vllm", mtp)[-4:] == ["--speculative-config", '{"method":"mtp"}',
+                                               "--per-request-spec-decode-metrics", "summary"]
+
+    eagle = LaunchSpec(target=TARGET, draft="org/eagle3-head", draft_max=3, port=1, ctx_size=1024,
+                       settings=settings_for(vllm_method="eagle3"))
+    assert json.loads(build_command("vllm", eagle)[-1]) == {"method": "eagle3", "model": "org/eagle3-head",
+                                                            "num_speculative_tokens": 3}
+
+
+def test_prometheus_counters_are_summed_over_engines():
+    text = ('# TYPE vllm:spec_decode_num_drafts_total counter\n'
+            'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0\n'
+            'vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 5.0\n'
+            'vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e+09\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4.0\n'
+            'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 7.0\n')
+    assert parse_counters(text) == {"vllm:spec_decode_num_drafts_total": 15.0,
+                                    "vllm:spec_decode_num_accepted_tokens_total": 7.0}
+
+
+# --------------------------------------------------------------------------- launch, stream, acceptance
+
+def test_launch_waits_through_refused_connections_then_streams_and_counts(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.6")
+    spec = make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin))
+    refused = []
+
+    def probe():  # what a client sees while vLLM loads: nothing listening
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", spec.port)) == 0:
+                    return
+                refused.append(time.monotonic())
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=probe)
+    watcher.start()
+    server = VLLMBackend().launch(spec)
+    watcher.join()
+    try:
+        assert len(refused) >= 3, "the fake should refuse connections while it loads"
+        assert server.load_time_s >= 0.6
+        assert fake.argv() == [["serve", "org/target-8b", "--host", "127.0.0.1", "--port", str(spec.port),
+                                "--max-model-len", "2048", "--no-enable-prefix-caching", "--speculative-config",
+                                '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":4}']]
+        assert server.command == [str(fake.bin), *fake.argv()[0]]
+        assert server.model == TARGET and server.version == "0.11.0+fake"
+        assert server.speculation_status(requested=True).active is True
+
+        records = run_prompts(server, list(BUILTIN_PROMPTS[:2]), MeasureOptions(runs=1, warmup=1, max_tokens=24))
+        truth = requests.get(server.base_url + "/fake/truth", timeout=5).json()
+        assert len(truth) == 3                                   # warm-up + 2 measured
+        for record, did in zip(records, truth[1:]):
+            assert record.completion_tokens == 24                # from usage, not from counting chunks
+            assert did["chunks"] < 24                            # several tokens per chunk
+            assert (record.draft_n, record.draft_n_accepted, record.verify_steps) == \
+                (did["draft_tokens"], did["accepted"], did["drafts"])
+            assert {"draft_n": record.draft_n, "draft_n_accepted": record.draft_n_accepted,
+                    "verify_steps": record.verify_steps} == EXPECTED_24
+            assert record.decode_tps and record.decode_tps > 0 and record.ttft_s is not None
+            assert record.text.startswith(" w0 w1 w2")
+    finally:
+        server.stop()
+    assert not server.alive()
+
+
+def test_acceptance_from_the_response_when_vllm_reports_it(fake, tmp_path):
+    spec = make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin), vllm_per_request_metrics="summary")
+    with VLLMBackend().launch(spec) as server:
+        assert fake.argv()[0][-2:] == ["--per-request-spec-decode-metrics", "summary"]
+        body = server.request_body([{"role": "user", "content": "hi"}], max_tokens=24, temperature=0.0, seed=1)
+        assert body["stream_options"] == {"include_usage": True}
+        before = server.before_request()
+        response = stream_chat(server.session, server.chat_url(), body)
+        counts = server.draft_counts(response, before)
+        assert counts.source == "response"
+        assert (counts.drafted, counts.accepted, counts.steps) == (32, 16, 8)
+        assert counts.extra["mean_acceptance_length"] == 3.0
+        # and the Prometheus counters agree with it (what the fallback would have used)
+        after = server.spec_counters()
+        assert after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"] \
+            == 32
+
+
+def test_baseline_reports_no_draft_counters(fake, tmp_path):
+    with VLLMBackend().launch(make_spec(tmp_path, vllm_bin=str(fake.bin))) as server:
+        assert "--speculative-config" not in fake.argv()[0]
+        assert server.speculation_status(requested=False).active is False
+        records = run_prompts(server, list(BUILTIN_PROMPTS[:1]), MeasureOptions(runs=1, warmup=0, max_tokens=8))
+        assert records[0].completion_tokens == 8
+        assert (records[0].draft_n, records[0].draft_n_accepted, records[0].verify_steps) == (None, None, None)
+
+
+def test_a_vllm_that_runs_without_speculation_is_reported(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DRAFTS", json.dumps({DRAFT: "no-spec"}))
+    with VLLMBackend().launch(make_spec(tmp_path, draft=DRAFT, vllm_bin=str(fake.bin))) as server:
+        status = server.speculation_status(requested=True)
+        assert status.active is False
+        assert "vllm:spec_decode" in status.reason
+
+
+# --------------------------------------------------------------------------- the sweep's results row
+
+def test_sweep_results_rows(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+    monkeypatch.setenv("FAKE_VLLM_DRAFTS", json.dumps({"org/no-spec-draft": "no-spec", "org/zero-draft": "zero"}))
+    config = {
+        "name": "fake-vllm", "hardware": "test", "backend": "vllm", "model_family": "fake",
+        "targets": [{"label": "8B", "path": TARGET}],
+        "drafts": [{"label": "0.6B", "path": DRAFT}, {"label": "ignored", "path": "org/no-spec-draft"},
+                   {"label": "never drafts", "path": "org/zero-draft"}],
+        "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 1, "max_tokens": 24, "draft_max": 4,
+                     "port": 0, "prompts": ["code", "json"], "startup_timeout_s": 30},
+    }
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps(config))
+    results = tmp_path / "out.json"
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
+    assert proc.returncode == 3, proc.stdout + proc.stderr      # finished; the ignored draft is an error row
+    data = json.loads(results.read_text())
+    assert data["backend"] == "vllm"
+    rows = {r["draft"]: r for r in data["results"]}
+    base, good, ignored, zero = rows[None], rows["0.6B"], rows["ignored"], rows["never drafts"]
+    assert base["status"] == "ok" and base["mean_tps"] > 0 and base["draft_n"] is None
+    assert good["status"] == "ok" and good["mean_tps"] > 0
+    assert good["speculation_active"] is True
+    assert good["acceptance_rate"] == 0.5
+    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (64, 32, 16)   # 2 requests
+    assert good["mean_accepted_len"] == 3.0
+    assert good["server"]["command"][:3] == [str(fake.bin), "serve", TARGET]
+    assert good["server"]["version"] == "0.11.0+fake"
+    assert ignored["status"] == "error" and ignored["speculation_active"] is False
+    assert "speculation not active" in ignored["reason"]
+    assert zero["status"] == "ok" and zero["speculation_active"] is False
+    assert any("never drafted" in w for w in zero["warnings"])
+    assert "Speculation is not active" in proc.stdout
+    assert len(fake.argv()) == 4
+
+
+# --------------------------------------------------------------------------- failures
+
+def test_missing_vllm_executable_names_the_setting(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("DRAFTBENCH_VLLM", raising=False)
+    with pytest.raises(BinaryNotFoundError) as exc:
+        find_vllm()
+    assert "settings.vllm_bin / --vllm-bin" in str(exc.value) and "pip install vllm" in str(exc.value)
+    with pytest.raises(BinaryNotFoundError) as exc:
+        find_vllm(str(tmp_path / "nowhere" / "vllm"))
+    assert "vllm not found at" in str(exc.value) and "settings.vllm_bin" in str(exc.value)
+
+    config = {"name": "x", "backend": "vllm", "targets": [{"label": "t", "path": TARGET}],
+              "drafts": [{"label": "d", "path": DRAFT}], "settings": {"port": 0}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "r.json"), "--no-chart",
+                   env={"PATH": str(tmp_path / "empty")}, timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the vllm executable was not found" in proc.stderr and "settings.vllm_bin" in proc.stderr
+    assert "Starting server" not in proc.stdout
+
+    proc = run_cli("server.py", "vllm", "--model", TARGET, "--port", "0", env={"PATH": str(tmp_path / "empty")},
+                   timeout=60)
+    assert proc.returncode == 1 and "--vllm-bin" in proc.stderr
+
+
+def test_unreachable_server_is_a_clear_request_error():
+    server = get_backend("vllm").attach(f"http://127.0.0.1:{free_port()}", model=TARGET)
+    assert server.speculation_status(requested=True).active is None      # cannot tell, not "off"
+    with pytest.raises(MeasurementFailed) as exc:
+        run_prompts(server, list(BUILTIN_PROMPTS[:1]), MeasureOptions(runs=1, warmup=0, max_tokens=8))
+    assert "cannot reach" in str(exc.value.error)
+
+
+@pytest.mark.parametrize("mode, extra, kind, words", [
+    ("exit-draft-unsupported", (), "draft_model", "cannot use a separate draft model"),
+    ("exit-oom", (), "oom", "out of GPU memory"),
+    ("ok", ("--speculative-model", "org/draft-0.6b"), "flags", "rejected one of the arguments"),
+])
+def test_startup_failures_are_explained(fake, tmp_path, monkeypatch, mode, extra, kind, words):
+    monkeypatch.setenv("FAKE_VLLM_MODE", mode)
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+    spec = make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin), extra=extra)
+    with pytest.raises(ServerError) as exc:
+        VLLMBackend().launch(spec)
+    assert exc.value.kind == kind, str(exc.value)
+    assert words in exc.value.message
+    assert exc.value.log_tail            # the log lines that explain it come along
+
+
+def test_a_server_that_never_becomes_ready_times_out(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_MODE", "never-ready")
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0")
+    with pytest.raises(ServerError) as exc:
+        VLLMBackend().launch(make_spec(tmp_path, vllm_bin=str(fake.bin), timeout=1.0))
+    assert exc.value.kind == "timeout" and "startup_timeout_s" in exc.value.fix
+
+
+def test_served_model_name_is_taken_from_extra_args(fake, tmp_path):
+    spec = make_spec(tmp_path, vllm_bin=str(fake.bin), extra=("--served-model-name", "short-name"))
+    with VLLMBackend().launch(spec) as server:
+        assert server.model == "short-name"
+        body = server.request_body([{"role": "user", "content": "hi"}], max_tokens=4, temperature=0.0, seed=1)
+        assert body["model"] == "short-name"
+
+
+def test_a_foreign_server_on_the_port_is_refused(fake, tmp_path, monkeypatch):
+    port = free_port()
+    env = dict(os.environ, FAKE_VLLM_LOAD_S="0", FAKE_VLLM_RECORD=str(tmp_path / "foreign.jsonl"))
+    foreign = subprocess.Popen([str(fake.bin), "serve", "someone/else", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.02)
+        with pytest.raises(ServerError) as exc:
+            VLLMBackend().launch(make_spec(tmp_path, port=port, vllm_bin=str(fake.bin)))
+        # our fake is still "loading" (not listening) when the foreign one answers /health
+        assert exc.value.kind == "foreign", str(exc.value)
+        assert "someone/else" in exc.value.message
+    finally:
+        foreign.kill()
+        foreign.wait()
+
+
+# --------------------------------------------------------------------------- server.py vllm
+
+def test_server_cli_starts_prints_and_stops(fake, tmp_path):
+    log = tmp_path / "cli.log"
+    proc = subprocess.Popen([sys.executable, str(REPO / "server.py"), "vllm", "--model", TARGET, "--draft-model", DRAFT,
+                             "--num-speculative-tokens", "3", "--port", "0", "--max-model-len", "1024",
+                             "--vllm-bin", str(fake.bin), "--log", str(log), "--", "--gpu-memory-utilization", "0.5"],
+                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Press Ctrl-C" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = "".join(lines) + out
+    assert proc.returncode == 0, text
+    argv = fake.argv()[0]
+    assert argv[argv.index("--speculative-config") + 1] == \
+        '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":3}'
+    assert argv[-2:] == ["--gpu-memory-utilization", "0.5"] and argv[argv.index("--max-model-len") + 1] == "1024"
+    assert "Command: " + " ".join([str(fake.bin), *argv]) in text
+    assert "Speculative decoding: active" in text
+    assert f"--backend vllm --model {TARGET}" in text
+    assert "Server stopped" in text
