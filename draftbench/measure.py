@@ -59,7 +59,7 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
                 if on_request:
                     on_request(len(records), total, record)
     except (RequestError, ServerError) as exc:
-        if not server.alive():
+        if server.died():
             exc = ServerError(f"the server died during the benchmark (exit code {server.process.returncode}): "
                               f"{exc.message}", "see the log lines below (out of memory? killed?)",
                               log_tail=server.log_tail(20), log_path=server.log_path, kind="died")

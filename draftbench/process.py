@@ -62,6 +62,17 @@ class ManagedProcess:
     def returncode(self) -> int | None:
         return self.popen.poll()
 
+    def exited_within(self, timeout_s: float) -> bool:
+        """True if the process has exited or exits within ``timeout_s``.
+
+        A killed server's sockets close a moment before its exit status can be reaped, so a
+        broken connection must wait briefly before concluding the server is still alive."""
+        try:
+            self.popen.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     def stop(self, grace_s: float = 3.0) -> int | None:
         """SIGTERM the group, wait up to ``grace_s``, then SIGKILL it. Idempotent."""
         if self.popen.poll() is None:

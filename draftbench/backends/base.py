@@ -109,6 +109,10 @@ class Server:
     def alive(self) -> bool:
         return self.process.alive() if self.process else True
 
+    def died(self, grace_s: float = 2.0) -> bool:
+        """Did the server we started exit (waiting up to ``grace_s`` for it to be reaped)?"""
+        return self.process.exited_within(grace_s) if self.process else False
+
     def log_tail(self, lines: int = 25) -> str:
         return self.process.log_tail(lines) if self.process else ""
 
