@@ -18,6 +18,7 @@ help:
 	@echo "make test          set up, then run the test suite"
 	@echo "make setup         virtualenv + llama-server (built once, ~7 min on 2 cores) + test/demo models"
 	@echo "make llama-server  build llama-server once into $(DRAFTBENCH_CACHE)"
+	@echo "make models        forge the test and demo models into $(DRAFTBENCH_CACHE)/models"
 	@echo "make clean         remove the virtualenv (the cache stays)"
 
 venv: $(STAMP)
@@ -38,8 +39,10 @@ browser:
 
 setup: venv llama-server models
 
+# The suite fails (rather than skips) when llama-server or the browser is missing: `make test`
+# has just installed them, so their absence is a real problem.
 test: setup browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+	DRAFTBENCH_REQUIRE_LLAMA=1 DRAFTBENCH_REQUIRE_BROWSER=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) sweep.py --config configs/demo_sweep.json

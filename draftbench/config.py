@@ -356,11 +356,11 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     path = f"$.{key}"
     if value is None:
         if required:
-            problems.append(Problem(path, "is missing", f"add a list of {{\"label\": …, \"path\": …}} objects"))
+            problems.append(Problem(path, "is missing", "add a list of {\"label\": …, \"path\": …} objects"))
         return ()
     if not isinstance(value, list):
         problems.append(Problem(path, f"must be a list of {{\"label\", \"path\"}} objects, not {type(value).__name__}",
-                                f"write [{{\"label\": …, \"path\": …}}, …] (see configs/example_sweep.json)"))
+                                "write [{\"label\": …, \"path\": …}, …] (see configs/example_sweep.json)"))
         return ()
     if required and not value:
         problems.append(Problem(path, "is empty", "add at least one target model"))

@@ -116,14 +116,19 @@ RECIPES: dict[str, Recipe] = {
         "smollm2-target-3x.Q4_1.gguf",
         "target: SmolLM2 + two epsilon-scaled copies of its 30 blocks (90 blocks)",
         blocks=_deep(3), name="SmolLM2 3x-deep target (forged)", sets=("demo",)),
+    "target-8x": Recipe(
+        "smollm2-target-8x.Q4_1.gguf",
+        "GPU benchmark target: SmolLM2 + seven epsilon-scaled copies of its 30 blocks (240 blocks)",
+        blocks=_deep(8), name="SmolLM2 8x-deep target (forged)", sets=("gpu",)),
     "draft-q8": Recipe(
         "smollm2-135m.Q8_0.gguf",
         "good draft: SmolLM2 requantised to Q8_0",
-        requantize="Q8_0", name="SmolLM2 135M Q8_0 (requantised)", sets=("demo",)),
+        requantize="Q8_0", name="SmolLM2 135M Q8_0 (requantised)", sets=("demo", "gpu")),
     "draft-trunc": Recipe(
         "smollm2-trunc8.Q4_1.gguf",
         "bad draft: the first 8 of SmolLM2's 30 blocks",
-        blocks=tuple((i, 1.0) for i in range(8)), name="SmolLM2 truncated to 8 blocks (forged)"),
+        blocks=tuple((i, 1.0) for i in range(8)), name="SmolLM2 truncated to 8 blocks (forged)",
+        sets=("test", "demo", "gpu")),
     "draft-badvocab": Recipe(
         "smollm2-badvocab.Q4_1.gguf",
         "broken draft: SmolLM2 with altered token texts (incompatible vocabulary)",
@@ -271,7 +276,8 @@ def ensure_family(out_dir: Path | None = None, which: str = "all", quiet: bool =
     base = fetch_base_model(out_dir)
     paths: dict[str, Path] = {"base": base}
     for key, recipe in RECIPES.items():
-        if which != "all" and which not in recipe.sets:
+        wanted = ("test", "demo") if which == "all" else (which,)   # "gpu" models are big: only on request
+        if not set(wanted) & set(recipe.sets):
             continue
         path = out_dir / recipe.filename
         if not _is_current(path):
@@ -288,7 +294,8 @@ def ensure_family(out_dir: Path | None = None, which: str = "all", quiet: bool =
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m draftbench.forge", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help=f"output folder (default: {default_models_dir()})")
-    parser.add_argument("--set", choices=["test", "demo", "all"], default="all", help="which models to build")
+    parser.add_argument("--set", choices=["test", "demo", "all", "gpu"], default="all",
+                        help="which models to build (all = test + demo; gpu = the GPU benchmark family)")
     args = parser.parse_args(argv)
     try:
         paths = ensure_family(args.out, args.set)

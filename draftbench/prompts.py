@@ -107,7 +107,7 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
             problems.append(Problem(path, exc.message, exc.fix))
         return resolved
     problems.append(Problem(path, f"must be \"builtin\", a list of categories or a file path, not {json.dumps(value)}",
-                            f"write \"builtin\", a list such as [\"code\", \"prose\"], or \"prompts.jsonl\""))
+                            "write \"builtin\", a list such as [\"code\", \"prose\"], or \"prompts.jsonl\""))
     return "builtin"
 
 

@@ -29,7 +29,10 @@ from .stats import describe_speedup
 
 # Settings that change what is measured: a results file made with other values is not resumed.
 MEASUREMENT_KEYS = ("runs", "max_tokens", "temperature", "gpu_layers", "ctx_size", "prompts", "seed", "warmup",
-                    "extra_args", "draft_p_min")
+                    "extra_args", "draft_p_min",
+                    # backend settings that change what is measured
+                    "vllm_method", "vllm_speculative_config", "vllm_prefix_caching", "lmstudio_gpu",
+                    "lmstudio_endpoint")
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -233,7 +236,7 @@ class Sweep:
             interrupted = True
             c.line()
             c.line(f"Interrupted ({exc or 'Ctrl-C'}). Every completed combination is saved in {self.results_path}.")
-            c.line(f"Resume with the same command; only the remaining combinations will run.")
+            c.line("Resume with the same command; only the remaining combinations will run.")
         finally:
             results = analyze(results)
             save_results(results, self.results_path)
@@ -299,8 +302,10 @@ class Sweep:
                 c.part(f"port {port} was taken, retrying on {spec.port} ... ")
                 server = self.backend.launch(spec)
             c.line(f"ready ({server.load_time_s:.1f} s)" if server.load_time_s else "ready")
+            for note in server.warnings:   # e.g. "attached to a running LM Studio server"
+                c.line(f"  Note: {note}")
             server_info = {"backend": self.config.backend, "command": server.command, "version": server.version,
-                           "log": server.log_path, "port": spec.port}
+                           "log": server.log_path, "port": server.port or spec.port}
             status = server.speculation_status(requested=run.draft is not None)
             if run.draft is not None and status.active is False:
                 c.line(f"  ! Speculation is not active: {status.reason}")
@@ -312,7 +317,7 @@ class Sweep:
             c.part(" ")
             fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs)
             speculation_active = None
-            warnings = list(fields.pop("warnings"))
+            warnings = list(server.warnings) + list(fields.pop("warnings"))
             if run.draft is not None:
                 drafted = fields.get("draft_n")
                 if drafted is None:

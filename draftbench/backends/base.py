@@ -8,6 +8,7 @@ stop (it is a context manager, and stopping is idempotent).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any, Callable
 import requests
 
 from ..config import Field, _expand_path
-from ..errors import Problem, ServerError
+from ..errors import BinaryNotFoundError, Problem, ServerError
 from ..process import ManagedProcess
 
 
@@ -223,3 +224,30 @@ def same_file(a: str | None, b: str | None) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return os.path.abspath(a) == os.path.abspath(b) or Path(a).name == Path(b).name
+
+
+def find_executable(name: str, explicit: str | None, *, env_var: str, setting: str, how_to_get: str,
+                    candidates: tuple = ()) -> str | None:
+    """An explicit path (a folder holding ``name`` will do; it must exist and be executable), else
+    ``$env_var``, else ``PATH``, else the first executable of ``candidates``; None if none is found."""
+    if explicit:
+        path = os.path.expanduser(explicit)
+        if os.path.isdir(path):
+            path = os.path.join(path, name)
+        if not os.path.isfile(path):
+            raise BinaryNotFoundError(f"{name} not found at {explicit}", f"fix {setting}, or remove it to search "
+                                      f"automatically; or {how_to_get}")
+        if not os.access(path, os.X_OK):
+            raise BinaryNotFoundError(f"{name} at {path} is not executable", f"chmod +x {path}")
+        return os.path.abspath(path)
+    from_env = os.environ.get(env_var)
+    if from_env:
+        return find_executable(name, from_env, env_var=env_var, setting=f"${env_var}", how_to_get=how_to_get)
+    on_path = shutil.which(name)
+    if on_path:
+        return on_path
+    for candidate in candidates:
+        candidate = os.path.expanduser(str(candidate))
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return os.path.abspath(candidate)
+    return None

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -30,7 +29,8 @@ from ..config import Field
 from ..errors import BinaryNotFoundError, ServerError
 from ..forge import cache_dir
 from ..process import ManagedProcess
-from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, same_file, wait_until_ready
+from .base import (Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, same_file, wait_until_ready,
+                   find_executable)
 
 COMMON_BUILD_DIRS = (
     "~/llama.cpp/build/bin",
@@ -50,32 +50,15 @@ _HOW_TO_GET = ("run `make llama-server` in the draftbench folder (builds it once
 
 def find_llama_server(explicit: str | None = None) -> str:
     """Locate llama-server: explicit path, $DRAFTBENCH_LLAMA_SERVER, PATH, build folders, our cache."""
-    if explicit:
-        path = os.path.expanduser(explicit)
-        if os.path.isdir(path):
-            path = os.path.join(path, "llama-server")
-        if not os.path.isfile(path):
-            raise BinaryNotFoundError(f"llama-server not found at {explicit}", "fix settings.llama_bin / "
-                                      f"--llama-bin, or remove it to search automatically; or {_HOW_TO_GET}")
-        if not os.access(path, os.X_OK):
-            raise BinaryNotFoundError(f"llama-server at {path} is not executable", f"chmod +x {path}")
-        return os.path.abspath(path)
-    env = os.environ.get("DRAFTBENCH_LLAMA_SERVER")
-    if env:
-        return find_llama_server(env)
-    on_path = shutil.which("llama-server")
-    if on_path:
-        return on_path
-    for folder in COMMON_BUILD_DIRS:
-        candidate = os.path.join(os.path.expanduser(folder), "llama-server")
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return os.path.abspath(candidate)
     cached = sorted(glob.glob(str(cache_dir() / "llama-server-*" / "bin" / "llama-server")), reverse=True)
-    for candidate in cached:
-        if os.access(candidate, os.X_OK):
-            return candidate
-    raise BinaryNotFoundError("llama-server was not found (searched PATH, common build folders and "
-                              f"{cache_dir()})", _HOW_TO_GET)
+    found = find_executable("llama-server", explicit, env_var="DRAFTBENCH_LLAMA_SERVER",
+                            setting="settings.llama_bin / --llama-bin", how_to_get=_HOW_TO_GET,
+                            candidates=tuple(os.path.join(d, "llama-server") for d in COMMON_BUILD_DIRS)
+                            + tuple(cached))
+    if found is None:
+        raise BinaryNotFoundError("llama-server was not found (searched PATH, common build folders and "
+                                  f"{cache_dir()})", _HOW_TO_GET)
+    return found
 
 
 # --------------------------------------------------------------------------- capabilities

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +36,7 @@ from ..config import Field
 from ..errors import BinaryNotFoundError, Problem, RequestError, ServerError
 from ..forge import cache_dir
 from ..process import tail_file
-from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus
+from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, find_executable
 
 DEFAULT_PORT = 1234
 IDENTIFIER = "draftbench-target"      # the identifier our `lms load` gives the target
@@ -50,27 +49,9 @@ _HOW_TO_GET = ("install LM Studio and its CLI (`npx lmstudio install-cli`, or ru
 
 def find_lms(explicit: str | None = None) -> str | None:
     """Locate ``lms``: explicit path (must exist), $DRAFTBENCH_LMS, PATH, ~/.lmstudio/bin. None if absent."""
-    if explicit:
-        path = os.path.expanduser(explicit)
-        if os.path.isdir(path):
-            path = os.path.join(path, "lms")
-        if not os.path.isfile(path):
-            raise BinaryNotFoundError(f"lms not found at {explicit}", "fix settings.lms_bin / --lms-bin, or remove it "
-                                      f"to search PATH and ~/.lmstudio/bin; or {_HOW_TO_GET}")
-        if not os.access(path, os.X_OK):
-            raise BinaryNotFoundError(f"lms at {path} is not executable", f"chmod +x {path}")
-        return os.path.abspath(path)
-    env = os.environ.get("DRAFTBENCH_LMS")
-    if env:
-        return find_lms(env)
-    on_path = shutil.which("lms")
-    if on_path:
-        return on_path
     exe = "lms.exe" if sys.platform == "win32" else "lms"
-    home = Path.home() / ".lmstudio" / "bin" / exe
-    if home.is_file() and os.access(home, os.X_OK):
-        return str(home)
-    return None
+    return find_executable("lms", explicit, env_var="DRAFTBENCH_LMS", setting="settings.lms_bin / --lms-bin",
+                           how_to_get=_HOW_TO_GET, candidates=(Path.home() / ".lmstudio" / "bin" / exe,))
 
 
 def gpu_value(settings: dict) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,8 @@ from ..config import Field, _expand_path
 from ..errors import BinaryNotFoundError, Problem, ServerError
 from ..forge import cache_dir
 from ..process import ManagedProcess
-from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, wait_until_ready
+from .base import (Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, wait_until_ready,
+                   find_executable)
 
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
@@ -54,27 +54,14 @@ _HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the 
 
 def find_vllm(explicit: str | None = None) -> str:
     """Locate the ``vllm`` executable: explicit path, $DRAFTBENCH_VLLM, PATH, next to this Python."""
-    if explicit:
-        path = os.path.expanduser(explicit)
-        if os.path.isdir(path):
-            path = os.path.join(path, "vllm")
-        if not os.path.isfile(path):
-            raise BinaryNotFoundError(f"vllm not found at {explicit}", "fix settings.vllm_bin / --vllm-bin, or "
-                                      f"remove it to search PATH; or {_HOW_TO_GET}")
-        if not os.access(path, os.X_OK):
-            raise BinaryNotFoundError(f"vllm at {path} is not executable", f"chmod +x {path}")
-        return os.path.abspath(path)
-    env = os.environ.get("DRAFTBENCH_VLLM")
-    if env:
-        return find_vllm(env)
-    on_path = shutil.which("vllm")
-    if on_path:
-        return on_path
-    beside = Path(sys.executable).parent / "vllm"   # a virtualenv that is used but not activated
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    raise BinaryNotFoundError("the vllm executable was not found (searched PATH and this Python's bin folder)",
-                              _HOW_TO_GET)
+    found = find_executable("vllm", explicit, env_var="DRAFTBENCH_VLLM", setting="settings.vllm_bin / --vllm-bin",
+                            how_to_get=_HOW_TO_GET,
+                            # a virtualenv that is used but not activated
+                            candidates=(Path(sys.executable).parent / "vllm",))
+    if found is None:
+        raise BinaryNotFoundError("the vllm executable was not found (searched PATH and this Python's bin folder)",
+                                  _HOW_TO_GET)
+    return found
 
 
 def _looks_like_path(raw: str) -> bool:

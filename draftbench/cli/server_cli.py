@@ -10,7 +10,7 @@ from . import run_main
 from ..backends import get_backend
 from ..backends.base import LaunchSpec
 from ..config import COMMON_SETTINGS
-from ..errors import DraftbenchError, ServerError, UsageError
+from ..errors import ServerError, UsageError
 from ..forge import cache_dir
 from ..process import free_port, port_is_free
 

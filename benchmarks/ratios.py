@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Print the ratios a results file supports: speed-up vs baseline (with its CI), measured vs
+predicted speed-up, and client vs server decode tok/s (how much the measurement itself costs).
+
+    python benchmarks/ratios.py results/<file>.json
+
+Ratios, not absolute timings: they carry over between machines of the same kind and are what
+the README's benchmark section quotes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from draftbench.analysis import analyze  # noqa: E402
+from draftbench.results import load_results  # noqa: E402
+from draftbench.stats import describe_speedup  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    results = analyze(load_results(argv[0]))
+    print(f"{results.name} on {results.hardware} ({results.backend})")
+    print(f"{'combination':48s} {'tok/s':>8s} {'accept':>7s} {'speed-up vs baseline':>30s} "
+          f"{'predicted':>9s} {'client/server':>13s}")
+    for row in results.results:
+        if not row.ok:
+            continue
+        name = row.target + (f" + {row.draft}" if row.draft and row.role == "speculative" else "") + \
+            (f" (k={row.draft_max})" if row.draft_max else "") + ("" if row.role in ("baseline", "speculative")
+                                                                 else f" [{row.role}]")
+        pairs = [r.decode_tps / r.server_decode_tps for r in row.requests
+                 if r.decode_tps and r.server_decode_tps]
+        client_server = f"{statistics.median(pairs):.3f}" if pairs else "n/a"
+        predicted = (row.theory or {}).get("predicted_speedup")
+        print(f"{name[:48]:48s} {row.mean_tps or 0:8.2f} "
+              f"{'n/a' if row.acceptance_rate is None else f'{row.acceptance_rate:.0%}':>7s} "
+              f"{describe_speedup(row.speedup) if row.speedup else '':>30s} "
+              f"{f'{predicted:.2f}x' if predicted else '':>9s} {client_server:>13s}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
