@@ -240,20 +240,22 @@ class Sweep:
         finally:
             results = analyze(results)
             save_results(results, self.results_path)
-            if self.chart_path:
-                self._write_chart(results)
+            chart_written = bool(self.chart_path) and self._write_chart(results)
         if interrupted:
             return EXIT_INTERRUPTED
-        self._print_summary(results)
+        self._print_summary(results, chart_written)
         bad = [r for r in results.results if not r.ok]
         return EXIT_INCOMPLETE if bad else EXIT_OK
 
-    def _write_chart(self, results: ResultsFile) -> None:
+    def _write_chart(self, results: ResultsFile) -> bool:
         from .report import write_report
         try:
             write_report(results, self.chart_path, cdn=self.cdn)
+            return True
         except Exception as exc:  # the results are what matter; never lose them over a chart
-            self.console.line(f"Warning: could not write the report {self.chart_path}: {exc}")
+            self.console.line(f"Warning: could not write the report {self.chart_path}: {exc}; regenerate it with "
+                              f"--chart-only --results {self.results_path}")
+            return False
 
     # ------------------------------------------------------------------ one combination
     def _row_base(self, run: Run) -> dict:
@@ -398,7 +400,7 @@ class Sweep:
         for warning in row.warnings:
             c.line(f"  ! {warning}")
 
-    def _print_summary(self, results: ResultsFile) -> None:
+    def _print_summary(self, results: ResultsFile, chart_written: bool = False) -> None:
         c = self.console
         c.line("=== Sweep complete ===")
         bad = [r for r in results.results if not r.ok]
@@ -412,7 +414,7 @@ class Sweep:
             c.line(f"  {entry['verdict']}")
         c.line()
         c.line(f"Results saved to {self.results_path}")
-        if self.chart_path:
+        if chart_written:
             c.line(f"Chart saved to {self.chart_path}")
 
 

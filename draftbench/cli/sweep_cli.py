@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import run_main
 from ..analysis import analyze
+from ..backends import get_backend
 from ..config import load_config
 from ..errors import DraftbenchError, UsageError
 from ..results import load_results
@@ -56,10 +57,16 @@ def run_config(path: str, args, *, results: str | None, chart: str | None) -> in
         for warning in config.warnings:
             print(f"Warning: {warning}")
         runs = plan(config)
-        print(f"{config.source}: valid. {len(runs)} combinations; results would go to {results_path}")
+        print(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
+              f"results would go to {results_path}")
         show_k = len(config.draft_max_values) > 1
         for i, run in enumerate(runs, 1):
             print(f"  [{i}/{len(runs)}] {run.title(show_k)}")
+        backend = get_backend(config.backend)
+        print("Models:")
+        for ref in config.targets + config.drafts:
+            problem = backend.model_problem(ref.path)
+            print(f"  {ref.label}: {ref.path}" + (f"  <- {problem.splitlines()[0]}" if problem else ""))
         return EXIT_OK
     return Sweep(config, results_path, None if args.no_chart else chart_path, cdn=args.cdn).run()
 
