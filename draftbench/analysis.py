@@ -210,8 +210,17 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "
                                     f"{stats.describe_speedup(best.speedup)}).")
+                if (best.acceptance_rate or 0) >= 0.5 and best.speedup["ratio"] < 1:
+                    entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
+                                         "goes into verifying them: the target is likely compute-bound on this hardware "
+                                         "(typical of CPUs), where a verify step costs nearly as much per token as "
+                                         "generating. The same pair may pay on a GPU.")
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
+        useless = [r.draft for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
+        if useless:
+            entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
+                                 f"{', '.join(dict.fromkeys(useless))}.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
         per_target.append(entry)
