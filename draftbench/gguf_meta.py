@@ -135,7 +135,12 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
     size = p.stat().st_size
     if size == 0:
         raise ModelFileError(str(p), "is empty (0 bytes)", "download the model again")
-    with open(p, "rb") as fh:
+    try:
+        fh = open(p, "rb")
+    except OSError as exc:   # e.g. a network share gone away, or permissions os.access cannot see
+        raise ModelFileError(str(p), f"cannot be opened ({exc.strerror or exc})", "check the file and its "
+                             "permissions") from None
+    with fh:
         r = _Reader(fh, str(p))
         magic = fh.read(4)
         if magic != b"GGUF":

@@ -232,3 +232,27 @@ def test_old_and_big_endian_versions(tmp_path):
 def test_bad_alignment_metadata_does_not_crash(tmp_path):
     p = forge(tmp_path, kv=[("general.alignment", STRING, "32")], tensors=[("w", (4,))])
     assert read_info(p).n_params == 4
+
+
+def test_unreadable_file_is_named(tmp_path, monkeypatch):
+    # Tests run as root, where chmod 000 does not stop reading: simulate what a normal user sees.
+    from draftbench.errors import ModelFileError
+    from draftbench.gguf_meta import read_info
+    model = tmp_path / "locked.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 64)
+    monkeypatch.setattr("draftbench.gguf_meta.os.access", lambda path, mode: False)
+    with pytest.raises(ModelFileError, match="is not readable by this user"):
+        read_info(model)
+
+
+def test_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
+    from draftbench.errors import ModelFileError
+    from draftbench.gguf_meta import read_info
+    model = tmp_path / "gone.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 64)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr("builtins.open", refuse)
+    with pytest.raises(ModelFileError, match="cannot be opened"):
+        read_info(model)
