@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# Upstream draftbench results files (see tests/data/upstream/README.md).
+REFERENCE = REPO / "tests" / "data" / "upstream"
 sys.path.insert(0, str(REPO))
 
 from draftbench.backends.base import LaunchSpec  # noqa: E402

@@ -29,7 +29,7 @@ from draftbench.report import (CHART_IDS, UNKNOWN_SIZE, build_data, build_figure
                                size_class, write_report)
 from draftbench.results import RequestRecord, ResultsFile, Row, load_results
 
-REFERENCE = REPO.parent / "shared" / "reference"
+from conftest import REFERENCE  # noqa: E402
 REFERENCE_FILES = {"72b": REFERENCE / "m4max-128gb_llamacpp_qwen25-72b.json",
                    "7b": REFERENCE / "m4max-128gb_llamacpp_qwen25-7b.json"}
 GOLDEN = Path(__file__).resolve().parent / "golden"

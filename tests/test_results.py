@@ -16,7 +16,7 @@ from draftbench.results import (SCHEMA_VERSION, UPSTREAM_ROW_KEYS, RequestRecord
                                 save_results)
 
 GOLDEN = Path(__file__).parent / "golden" / "results_keys.json"
-REFERENCE = Path("/work/shared/reference")
+from conftest import REFERENCE  # noqa: E402
 REFERENCE_FILES = sorted(REFERENCE.glob("*.json")) if REFERENCE.is_dir() else []
 
 

@@ -17,7 +17,7 @@ from draftbench.process import free_port
 
 pytestmark = pytest.mark.llama
 
-REFERENCE = REPO.parent / "shared" / "reference"
+from conftest import REFERENCE  # noqa: E402
 
 
 def write_config(folder: Path, models: dict, *, drafts=("good", "bad", "missing"), name="t", **settings) -> Path:
