@@ -152,16 +152,37 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
                            measured_ratio=row.speedup["ratio"] if row.speedup else None)
 
 
+def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[str, float]:
+    """Per target, |ratio − 1| of a control baseline against the first one, where significant."""
+    drift = {}
+    for row in results.results:
+        baseline = results.baseline_for(row.target)
+        if row.ok and row.role == "control" and baseline is not None:
+            speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
+            if speed and speed.get("significant"):
+                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed["ratio"] - 1.0))
+    return drift
+
+
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
     settings = results.settings or {}
     noise_floor = settings.get("noise_floor") if isinstance(settings.get("noise_floor"), (int, float)) else 0.02
     temperature = settings.get("temperature") or 0.0
+    drift = measured_drift(results, noise_floor=noise_floor)
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target)
         if row.ok and row.role in ("speculative", "control") and baseline is not None:
-            speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
+            floor = noise_floor
+            if row.role == "speculative" and drift.get(row.target, 0.0) > noise_floor:
+                # The same baseline measured twice differed by this much: a smaller "speed-up" is
+                # indistinguishable from the machine's own drift, however tight its CI.
+                floor = drift[row.target]
+            speed = compare_to_baseline(row, baseline, noise_floor=floor)
+            if speed and floor > noise_floor:
+                speed = dict(speed, note=f"noise floor raised to the drift the control baseline measured "
+                                         f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
             row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature))
@@ -221,6 +242,11 @@ def recommend(results: ResultsFile) -> dict:
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
+        control = next((r for r in results.results if r.target == target and r.role == "control" and r.speedup), None)
+        if control and control.speedup.get("significant"):
+            entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
+                                 f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
+                                 "so gains smaller than that are treated as noise; close other programs and rerun.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
         per_target.append(entry)

@@ -109,10 +109,12 @@ def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
 def test_baseline_against_itself_is_not_significant(models, tmp_path):
     """A/A: the same server config measured twice must not be called a difference.
 
-    The noise floor is 10%: on a shared 2-core machine another process (a browser, a second job)
-    can slow one of the two measurements for real, and the drift check is *meant* to report that;
-    this test asserts the mechanics on a quiet machine, not that machines are always quiet."""
-    config = write_config(tmp_path, models, drafts=(), runs=3, control_baseline=True, noise_floor=0.10,
+    The noise floor is 25%: on this shared 2-core VM two sessions of the same server were seen to
+    differ by up to 22% (the server's own timings agreed: the machine really was slower for a few
+    seconds). Catching that is what the drift check is for (tests/test_analysis.py); here we assert
+    the mechanics, which must hold on any machine. 96 tokens per request make each session long
+    enough (~15 s) that a passing hiccup averages out."""
+    config = write_config(tmp_path, models, drafts=(), runs=3, control_baseline=True, noise_floor=0.25, max_tokens=96,
                           prompts=["code", "json", "list"])
     results = tmp_path / "aa.json"
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
