@@ -8,6 +8,7 @@ stop (it is a context manager, and stopping is idempotent).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -251,3 +252,27 @@ def find_executable(name: str, explicit: str | None, *, env_var: str, setting: s
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return os.path.abspath(candidate)
     return None
+
+
+def url_host(host: str) -> str:
+    """The address to connect to for a server bound to ``host`` (wildcards mean this machine)."""
+    if host in ("0.0.0.0", ""):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host
+
+
+def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, returncode: int | None,
+                          log_tail: str, port: int, log_path: str | None) -> ServerError:
+    """Name why a server exited: the first of ``failures`` (pattern, kind, message, fix) whose
+    pattern the log tail matches, else a crash (killed by a signal) or a plain exit."""
+    for pattern, kind, message, fix in failures:
+        if re.search(pattern, log_tail, re.IGNORECASE):
+            return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
+                               log_path=log_path, kind=kind)
+    if returncode is not None and returncode < 0:
+        return ServerError(f"{server_name} crashed (signal {-returncode})", crash_fix, log_tail=log_tail,
+                           log_path=log_path, kind="crash")
+    return ServerError(f"{server_name} exited with code {returncode} while loading", "see the log lines below",
+                       log_tail=log_tail, log_path=log_path, kind="server")

@@ -30,7 +30,7 @@ from ..errors import BinaryNotFoundError, ServerError
 from ..forge import cache_dir
 from ..process import ManagedProcess
 from .base import (Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, same_file, wait_until_ready,
-                   find_executable)
+                   explain_exit_from_log, find_executable, url_host)
 
 COMMON_BUILD_DIRS = (
     "~/llama.cpp/build/bin",
@@ -177,16 +177,8 @@ _FAILURES = (
 
 
 def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
-    for pattern, kind, message, fix in _FAILURES:
-        if re.search(pattern, log_tail, re.IGNORECASE):
-            return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
-                               log_path=log_path, kind=kind)
-    if returncode is not None and returncode < 0:
-        return ServerError(f"llama-server crashed (signal {-returncode})", "see the log lines below; a corrupt "
-                           "model or an assertion in llama.cpp are the usual causes", log_tail=log_tail,
-                           log_path=log_path, kind="crash")
-    return ServerError(f"llama-server exited with code {returncode} while loading", "see the log lines below",
-                       log_tail=log_tail, log_path=log_path, kind="server")
+    return explain_exit_from_log(_FAILURES, "llama-server", "see the log lines below; a corrupt model or an "
+                                 "assertion in llama.cpp are the usual causes", returncode, log_tail, port, log_path)
 
 
 # --------------------------------------------------------------------------- server
@@ -285,7 +277,7 @@ class LlamaCppBackend(Backend):
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start = time.perf_counter()
         proc = ManagedProcess(cmd, log_path)
-        server = LlamaCppServer(f"http://{_url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
+        server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
                                 process=proc, command=cmd, version=caps.get("version"), port=spec.port, spec=spec,
                                 has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
         try:
@@ -326,12 +318,3 @@ class LlamaCppBackend(Backend):
                               "another program is listening on that port; stop it or set settings.port",
                               kind="foreign")
         server.props = props
-
-
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
-

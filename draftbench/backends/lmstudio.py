@@ -36,7 +36,7 @@ from ..config import Field
 from ..errors import BinaryNotFoundError, Problem, RequestError, ServerError
 from ..forge import cache_dir
 from ..process import tail_file
-from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, find_executable
+from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, find_executable, url_host
 
 DEFAULT_PORT = 1234
 IDENTIFIER = "draftbench-target"      # the identifier our `lms load` gives the target
@@ -347,7 +347,7 @@ class LMStudioBackend(Backend):
     def launch(self, spec: LaunchSpec) -> LMStudioServer:
         settings = spec.settings
         port = settings.get("lmstudio_port") or DEFAULT_PORT
-        base_url = f"http://{_url_host(spec.host)}:{port}"
+        base_url = f"http://{url_host(spec.host)}:{port}"
         log = _Log(spec.log_path or cache_dir() / "logs" / f"lmstudio-{port}.log")
         lms = find_lms(settings.get("lms_bin"))
         api_key = os.environ.get("LM_API_TOKEN") or None
@@ -500,11 +500,3 @@ def _load_failure(proc: subprocess.CompletedProcess, target: str, log: _Log) -> 
 
 def log_tail(log: _Log, lines: int = 20) -> str:
     return tail_file(log.path, lines)
-
-
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host

@@ -33,7 +33,7 @@ from ..errors import BinaryNotFoundError, Problem, ServerError
 from ..forge import cache_dir
 from ..process import ManagedProcess
 from .base import (Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, wait_until_ready,
-                   find_executable)
+                   explain_exit_from_log, find_executable, url_host)
 
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
@@ -147,15 +147,7 @@ _FAILURES = (
 
 
 def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
-    for pattern, kind, message, fix in _FAILURES:
-        if re.search(pattern, log_tail, re.IGNORECASE):
-            return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
-                               log_path=log_path, kind=kind)
-    if returncode is not None and returncode < 0:
-        return ServerError(f"vLLM crashed (signal {-returncode})", "see the log lines below", log_tail=log_tail,
-                           log_path=log_path, kind="crash")
-    return ServerError(f"vLLM exited with code {returncode} while loading", "see the log lines below",
-                       log_tail=log_tail, log_path=log_path, kind="server")
+    return explain_exit_from_log(_FAILURES, "vLLM", "see the log lines below", returncode, log_tail, port, log_path)
 
 
 # --------------------------------------------------------------------------- server
@@ -347,7 +339,7 @@ class VLLMBackend(Backend):
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         start = time.perf_counter()
         proc = ManagedProcess(cmd, log_path)
-        server = VLLMServer(f"http://{_url_host(spec.host)}:{spec.port}", model=_served_name(spec), process=proc,
+        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=_served_name(spec), process=proc,
                             command=cmd, port=spec.port, spec=spec, expects_draft=spec.draft is not None)
         try:
             wait_until_ready(proc, server.base_url + "/health", spec.startup_timeout_s, what="vLLM",
@@ -400,14 +392,6 @@ def _version(server: Server) -> str | None:
     return str(data["version"]) if isinstance(data, dict) and data.get("version") else None
 
 
-def _url_host(host: str) -> str:
-    if host in ("0.0.0.0", ""):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host
-
-
 # --------------------------------------------------------------------------- server.py vllm
 
 def add_server_arguments(p) -> None:
@@ -451,5 +435,3 @@ def spec_from_args(args, extra: list[str]) -> LaunchSpec:
     return LaunchSpec(target=args.model, draft=draft, draft_max=args.num_speculative_tokens, host=args.host,
                       port=args.port, ctx_size=args.max_model_len, extra_args=tuple(extra), settings=settings,
                       startup_timeout_s=args.startup_timeout, log_path=args.log)
-
-
