@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .backends.base import Server
-from .client import stream_chat
 from .errors import RequestError, ServerError
 from .prompts import Prompt
 from .results import RequestRecord
@@ -72,8 +71,7 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
     body = server.request_body([dict(m) for m in prompt.messages], max_tokens=max_tokens,
                                temperature=options.temperature, seed=seed)
     before = server.before_request()
-    response = stream_chat(server.session, server.chat_url(), body, headers=server.headers(),
-                           request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
+    response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
     counts = server.draft_counts(response, before)
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,

@@ -227,6 +227,25 @@ def test_a_stream_without_usage_or_stats_is_a_clear_error(lms, tmp_path, monkeyp
         assert "lmstudio_endpoint" in exc.value.error.fix
 
 
+def test_native_blocking_endpoint_reads_the_documented_unstreamed_stats(lms, tmp_path, monkeypatch):
+    # An LM Studio whose stream carries no stats (as in older builds) still answers unstreamed
+    # requests in the documented v0 format: draft counts and LM Studio's own TTFT come from there.
+    monkeypatch.setenv("FAKE_LMSTUDIO_MODE", "legacy-stream")
+    with LMStudioBackend().launch(make_spec(tmp_path, lms, lmstudio_endpoint="native-blocking")) as server:
+        assert server.speculation_status(requested=True).active is True
+        records = run_prompts(server, list(BUILTIN_PROMPTS[:2]), MeasureOptions(runs=1, warmup=0, max_tokens=24))
+        seen = lms.fake_requests()
+        assert all(r["stream"] is False and r["path"] == "/api/v0/chat/completions" for r in seen)
+        for record, did in zip(records, seen[1:]):
+            truth = did["truth"]
+            assert record.completion_tokens == 24
+            assert record.draft_n == truth["accepted"] + truth["rejected"]
+            assert record.draft_n_accepted == truth["accepted"]
+            assert record.ttft_s is not None and record.ttft_s < record.total_s
+            assert record.decode_tps and record.decode_tps > 0
+            assert record.text and record.text.startswith(" w0")
+
+
 def test_openai_endpoint_measures_speed_without_acceptance(lms, tmp_path):
     with LMStudioBackend().launch(make_spec(tmp_path, lms, lmstudio_endpoint="openai")) as server:
         assert server.chat_url().endswith("/v1/chat/completions")

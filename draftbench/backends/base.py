@@ -86,6 +86,12 @@ class Server:
     def headers(self) -> dict:
         return {}
 
+    def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float):
+        """Run one request and time it (streamed; a backend may answer differently)."""
+        from ..client import stream_chat
+        return stream_chat(self.session, self.chat_url(), body, headers=self.headers(),
+                           request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
+
     def before_request(self) -> Any:
         """Snapshot taken just before a request (e.g. Prometheus counters)."""
         return None

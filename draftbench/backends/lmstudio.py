@@ -32,6 +32,7 @@ from pathlib import Path
 
 import requests
 
+from ..client import StreamedResponse
 from ..config import Field
 from ..errors import BinaryNotFoundError, Problem, RequestError, ServerError
 from ..forge import cache_dir
@@ -40,7 +41,7 @@ from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, f
 
 DEFAULT_PORT = 1234
 IDENTIFIER = "draftbench-target"      # the identifier our `lms load` gives the target
-ENDPOINTS = ("native", "openai")
+ENDPOINTS = ("native", "native-blocking", "openai")
 _PROBE_PROMPT = "Count from 1 to 30, separated by commas."
 
 _HOW_TO_GET = ("install LM Studio and its CLI (`npx lmstudio install-cli`, or run ~/.lmstudio/bin/lms bootstrap), "
@@ -151,6 +152,47 @@ def counts_from_stats(stats: dict, *, draft_requested: bool) -> DraftCounts:
     return DraftCounts(drafted=drafted, accepted=accepted, steps=None, source="stats", extra=extra)
 
 
+def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: dict,
+                  request_timeout_s: float) -> StreamedResponse:
+    """One unstreamed /api/v0 request: the documented format, whose ``stats`` carry the draft counts.
+
+    Without a stream the client cannot see the first token, so TTFT is LM Studio's own
+    ``stats.time_to_first_token`` and decode tok/s runs from that moment to the answer's arrival."""
+    body = {k: v for k, v in body.items() if k != "stream_options"}
+    body["stream"] = False
+    result = StreamedResponse(t_start=time.perf_counter())
+    try:
+        response = session.post(url, json=body, headers=headers, timeout=(10, request_timeout_s))
+    except requests.Timeout:
+        raise RequestError(f"{url} did not answer within {request_timeout_s:g} s",
+                           "raise settings.request_timeout_s or lower max_tokens") from None
+    except requests.RequestException as exc:
+        raise RequestError(f"cannot reach {url}: {exc}", "is LM Studio's server running?") from None
+    result.t_end = time.perf_counter()
+    if response.status_code != 200:
+        raise RequestError(f"{url} answered HTTP {response.status_code}: {_error_text(response)}")
+    try:
+        data = response.json()
+    except ValueError:
+        raise RequestError(f"{url} answered with something that is not JSON", "is this LM Studio?") from None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    result.text = message.get("content") or ""
+    result.reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+    result.finish_reason = choice.get("finish_reason")
+    result.usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
+    result.n_events = 1
+    stats = data.get("stats")
+    if isinstance(stats, dict):
+        result.extras["stats"] = stats
+        ttft = stats.get("time_to_first_token")
+        if isinstance(ttft, (int, float)) and not isinstance(ttft, bool) and 0 <= ttft < result.t_end - result.t_start:
+            result.t_first = result.t_start + ttft
+            result.t_last = result.t_end
+    return result
+
+
 class LMStudioServer(Server):
     backend_name = "lmstudio"
 
@@ -171,7 +213,13 @@ class LMStudioServer(Server):
 
     # -- requests -------------------------------------------------------------------------
     def chat_url(self) -> str:
-        return self.base_url + ("/api/v0/chat/completions" if self.endpoint == "native" else "/v1/chat/completions")
+        return self.base_url + ("/v1/chat/completions" if self.endpoint == "openai" else "/api/v0/chat/completions")
+
+    def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
+        if self.endpoint != "native-blocking":
+            return super().send(body, request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
+        return blocking_chat(self.session, self.chat_url(), body, headers=self.headers(),
+                             request_timeout_s=request_timeout_s)
 
     def headers(self) -> dict:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -192,9 +240,10 @@ class LMStudioServer(Server):
 
     def draft_counts(self, response, before) -> DraftCounts:
         if response.usage is None:
-            where = "/api/v0/chat/completions" if self.endpoint == "native" else "/v1/chat/completions"
-            fix = ("update LM Studio; or set settings.lmstudio_endpoint to \"openai\" (LM Studio 0.3.18+) to measure "
-                   "speed without draft statistics") if self.endpoint == "native" else \
+            where = "/v1/chat/completions" if self.endpoint == "openai" else "/api/v0/chat/completions"
+            fix = ("update LM Studio; or set settings.lmstudio_endpoint to \"native-blocking\" (the documented "
+                   "non-streaming format: acceptance and LM Studio's own TTFT) or \"openai\" (LM Studio 0.3.18+: "
+                   "streamed speed without draft statistics)") if self.endpoint != "openai" else \
                 "update LM Studio to 0.3.18 or newer (stream_options.include_usage)"
             raise RequestError(f"LM Studio streamed no token counts (no usage in the {where} stream), so tok/s "
                                "cannot be measured", fix)
@@ -212,7 +261,7 @@ class LMStudioServer(Server):
         """One short non-streaming request in the documented v0 format: do its stats show drafting?"""
         if not requested:
             return SpeculationStatus(False, "")
-        if not self.draft or self.endpoint != "native":
+        if not self.draft or self.endpoint == "openai":
             return SpeculationStatus(None, "")
         body = {"model": self.model, "draft_model": self.draft, "stream": False, "max_tokens": 24,
                 "temperature": 0, "messages": [{"role": "user", "content": _PROBE_PROMPT}]}
@@ -313,8 +362,10 @@ class LMStudioBackend(Backend):
                                "Studio runs one server for all models)", min=1, max=65535),
         "lmstudio_gpu": Field("str", None, "`lms load --gpu`: off, max, or a fraction 0-1 (default: off when "
                               "gpu_layers is 0, else max)"),
-        "lmstudio_endpoint": Field("str", "native", "native = /api/v0/chat/completions with draft statistics; "
-                                   "openai = /v1/chat/completions (speed only, no acceptance)", choices=ENDPOINTS),
+        "lmstudio_endpoint": Field("str", "native", "native = /api/v0/chat/completions streamed, with draft "
+                                   "statistics; native-blocking = the same unstreamed (TTFT is LM Studio's own "
+                                   "figure); openai = /v1/chat/completions (speed only, no acceptance)",
+                                   choices=ENDPOINTS),
     }
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
@@ -449,8 +500,8 @@ class LMStudioBackend(Backend):
         p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"LM Studio's port (default {DEFAULT_PORT})")
         p.add_argument("--context-length", type=int, default=4096, help="lms load --context-length (default 4096)")
         p.add_argument("--gpu", default=None, help="lms load --gpu: off, max or 0-1 (default max)")
-        p.add_argument("--endpoint", default="native", choices=ENDPOINTS, help="native (/api/v0, with draft "
-                       "statistics) or openai (/v1)")
+        p.add_argument("--endpoint", default="native", choices=ENDPOINTS, help="native (/api/v0 streamed, with "
+                       "draft statistics), native-blocking (/api/v0 unstreamed) or openai (/v1)")
         p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
         p.add_argument("--log", default=None, help="log of the lms commands (default: under ~/.cache/draftbench/logs)")
         p.add_argument("--lms-bin", default=None, help="the lms CLI (default: PATH, then ~/.lmstudio/bin/lms)")
