@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import __version__
 from .analysis import analyze
-from .results import ResultsFile, Row
+from .results import ResultsFile, Row, combination_title
 from .stats import describe_speedup
 
 CHART_IDS = ("chart-throughput", "chart-speedup", "chart-heatmap", "chart-scatter")
@@ -542,14 +542,7 @@ def _summary_table(data: ReportData) -> str:
 
 
 def _row_title(row: Row, multi_k: bool) -> str:
-    if row.role == "baseline":
-        return f"{row.target} (baseline)"
-    if row.role == "control":
-        return f"{row.target} (baseline again, drift check)"
-    if row.role == "draft_alone":
-        return f"{row.target} (draft alone)"
-    k = f" (k={row.draft_max})" if multi_k and row.draft_max is not None else ""
-    return f"{row.target} + {row.draft}{k}"
+    return combination_title(row.role, row.target, row.draft, row.draft_max, show_k=multi_k)
 
 
 def problem_rows(results: ResultsFile) -> list[tuple[Row, str, str]]:

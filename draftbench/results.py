@@ -28,6 +28,18 @@ ROLES = ("baseline", "speculative", "control", "draft_alone")
 STATUSES = ("ok", "error", "skipped")
 
 
+def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool) -> str:
+    """How a combination is named to people (console, report, log file names)."""
+    if role == "baseline":
+        return f"{target} (baseline)"
+    if role == "control":
+        return f"{target} (baseline again, drift check)"
+    if role == "draft_alone":
+        return f"{target} (draft alone, for its cost ratio)"
+    k = f" (k={draft_max})" if show_k and draft_max is not None else ""
+    return f"{target} + {draft}{k}"
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """One measured request. Times in seconds on the client clock unless the name says otherwise."""

@@ -24,7 +24,7 @@ from .errors import DraftbenchError, ResultsFileError, ServerError
 from .measure import MeasureOptions, MeasurementFailed, run_prompts
 from .process import free_port, port_is_free, wait_port_free
 from .prompts import resolve_prompts
-from .results import SCHEMA_VERSION, ResultsFile, Row, load_results, now_iso, save_results
+from .results import SCHEMA_VERSION, ResultsFile, Row, combination_title, load_results, now_iso, save_results
 from .stats import describe_speedup
 
 # Settings that change what is measured: a results file made with other values is not resumed.
@@ -51,14 +51,8 @@ class Run:
         return (self.role, self.target.label, self.draft.label if self.draft else None, self.draft_max)
 
     def title(self, show_k: bool) -> str:
-        if self.role == "baseline":
-            return f"{self.target.label} (baseline)"
-        if self.role == "control":
-            return f"{self.target.label} (baseline again, drift check)"
-        if self.role == "draft_alone":
-            return f"{self.target.label} (draft alone, for its cost ratio)"
-        k = f" (k={self.draft_max})" if show_k and self.draft_max is not None else ""
-        return f"{self.target.label} + {self.draft.label}{k}"
+        return combination_title(self.role, self.target.label, self.draft.label if self.draft else None,
+                                 self.draft_max, show_k=show_k)
 
 
 def plan(config: SweepConfig) -> list[Run]:
