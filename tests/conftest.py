@@ -9,6 +9,7 @@ where a missing piece is a failure: CI must never go green by skipping the real 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -102,6 +103,40 @@ def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cwd: Path
         script = str(REPO / script)
     return subprocess.run([sys.executable, script, *rest], cwd=str(cwd or REPO), capture_output=True, text=True,
                           timeout=timeout, env=full_env)
+
+
+def start_server_cli(*args: str) -> subprocess.Popen:
+    """Start ``server.py ARGS`` as a user would, its output readable line by line."""
+    return subprocess.Popen([sys.executable, str(REPO / "server.py"), *args], cwd=str(REPO), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def read_until(proc: subprocess.Popen, marker: str, timeout: float = 60) -> str:
+    """Output up to and including the first line holding ``marker``; fail with what was seen."""
+    seen = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+    raise AssertionError(f"{marker!r} not seen; output:\n{''.join(seen)}")
+
+
+def interrupt_server_cli(*args: str) -> tuple[int, str]:
+    """Start server.py, wait until it is ready, press Ctrl-C; return its exit code and whole output."""
+    proc = start_server_cli(*args)
+    try:
+        text = read_until(proc, "Press Ctrl-C")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, text + out
 
 
 def llama_server_pids() -> set[int]:

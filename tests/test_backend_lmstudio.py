@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import REPO, default_settings, run_cli
+from conftest import default_settings, interrupt_server_cli, run_cli
 from fakes import FAKES, make_exe, reap
 
 from draftbench.backends import get_backend
@@ -310,28 +309,16 @@ def test_without_lms_attaches_to_a_running_server_and_says_so(lms, tmp_path, mon
 def test_server_cli_without_lms_attaches_and_says_so(lms, tmp_path, monkeypatch):
     without_lms(monkeypatch, tmp_path)
     running = start_lmstudio_directly(lms.port)
-    proc = subprocess.Popen([sys.executable, str(REPO / "server.py"), "lm-studio", "--model", TARGET,
-                             "--draft-model", DRAFT, "--port", str(lms.port), "--log", str(tmp_path / "cli.log")],
-                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    lines = []
     try:
-        for line in proc.stdout:
-            lines.append(line)
-            if "Press Ctrl-C" in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
-        text = "".join(lines) + out
-        assert proc.returncode == 0, text
+        returncode, text = interrupt_server_cli("lm-studio", "--model", TARGET, "--draft-model", DRAFT, "--port",
+                                                str(lms.port), "--log", str(tmp_path / "cli.log"))
+        assert returncode == 0, text
         assert "Note: the lms CLI was not found, so draftbench attached to the running LM Studio server" in text
         assert "Speculative decoding: active" in text
         assert f"--backend lmstudio --model {TARGET}" in text and "bench.py sends no draft_model" in text
         assert "Server stopped" in text
         assert running.poll() is None
     finally:
-        if proc.poll() is None:
-            proc.kill()
         running.kill()
         running.wait()
 

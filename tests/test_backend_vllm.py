@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 import requests
 
-from conftest import REPO, default_settings, run_cli
+from conftest import default_settings, interrupt_server_cli, run_cli
 from fakes import make_exe, reap
 
 from draftbench.backends import get_backend
@@ -330,24 +328,11 @@ def test_a_foreign_server_on_the_port_is_refused(fake, tmp_path, monkeypatch):
 
 def test_server_cli_starts_prints_and_stops(fake, tmp_path):
     log = tmp_path / "cli.log"
-    proc = subprocess.Popen([sys.executable, str(REPO / "server.py"), "vllm", "--model", TARGET, "--draft-model", DRAFT,
-                             "--num-speculative-tokens", "3", "--port", "0", "--max-model-len", "1024",
-                             "--vllm-bin", str(fake.bin), "--log", str(log), "--", "--gpu-memory-utilization", "0.5"],
-                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    lines = []
-    try:
-        for line in proc.stdout:
-            lines.append(line)
-            if "Press Ctrl-C" in line:
-                break
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = "".join(lines) + out
-    assert proc.returncode == 0, text
+    returncode, text = interrupt_server_cli("vllm", "--model", TARGET, "--draft-model", DRAFT,
+                                            "--num-speculative-tokens", "3", "--port", "0", "--max-model-len", "1024",
+                                            "--vllm-bin", str(fake.bin), "--log", str(log), "--",
+                                            "--gpu-memory-utilization", "0.5")
+    assert returncode == 0, text
     argv = fake.argv()[0]
     assert argv[argv.index("--speculative-config") + 1] == \
         '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":3}'

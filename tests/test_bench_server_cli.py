@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import statistics
-import subprocess
-import sys
-import time
 
 import pytest
 import requests
 
-from conftest import REPO, llama_server_pids, run_cli, wait_for
+from conftest import llama_server_pids, read_until, run_cli, start_server_cli, wait_for
 from draftbench.process import free_port
 
 pytestmark = pytest.mark.llama
@@ -79,23 +75,8 @@ def test_bench_unreachable_server_is_a_clear_error():
 
 
 def _start_server_cli(models, port, *extra):
-    return subprocess.Popen([sys.executable, "server.py", "llama-cpp", "--model-path", models["target-2x"],
-                             "--draft-path", models["base"], "--port", str(port), "--ctx-size", "1024",
-                             "--gpu-layers", "0", *extra], cwd=str(REPO), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-
-
-def _read_until(proc, marker: str, timeout: float = 60) -> str:
-    seen = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if marker in line:
-            return "".join(seen)
-    raise AssertionError(f"{marker!r} not seen; output:\n{''.join(seen)}")
+    return start_server_cli("llama-cpp", "--model-path", models["target-2x"], "--draft-path", models["base"],
+                            "--port", str(port), "--ctx-size", "1024", "--gpu-layers", "0", *extra)
 
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
@@ -104,7 +85,7 @@ def test_server_cli_speculates_and_leaves_nothing_behind(models, how):
     port = free_port()
     proc = _start_server_cli(models, port)
     try:
-        out = _read_until(proc, "Press Ctrl-C")
+        out = read_until(proc, "Press Ctrl-C")
         assert "Speculative decoding: active" in out
         assert "--spec-type draft-simple" in out
         child = wait_for(lambda: llama_server_pids() - before, timeout=5)
