@@ -188,7 +188,7 @@ class AttachedServer(Server):
 
 
 def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, what: str,
-                     loading_codes: tuple[int, ...] = (503,), ready: Callable[[requests.Response], bool] | None = None,
+                     ready: Callable[[requests.Response], bool] | None = None,
                      on_exit: Callable[[int | None, str], ServerError] | None = None) -> float:
     """Poll ``url`` until it answers 200 (and ``ready(response)`` agrees).
 
@@ -208,10 +208,9 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
                                   "see the log lines below", log_tail=tail, log_path=str(process.log_path))
             try:
                 response = session.get(url, timeout=2)
+                # Anything else (503 while loading, 404 before routes are mounted) means: not yet.
                 if response.status_code == 200 and (ready is None or ready(response)):
                     return time.perf_counter() - start
-                if response.status_code not in loading_codes and response.status_code != 200:
-                    pass  # keep polling: some servers answer 404 until routes are mounted
             except requests.RequestException:
                 pass  # not listening yet
             if time.perf_counter() - start > timeout_s:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-import time
 
 from . import run_main
 from ..backends import get_backend
@@ -115,7 +115,7 @@ def main(argv: list[str]) -> int:
             server.process.popen.wait()  # blocks until the server exits; Ctrl-C interrupts it
         else:
             while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
-                time.sleep(3600)
+                signal.pause()
         print(f"The server exited by itself (code {server.process.returncode if server.process else '?'}); "
               f"last log lines:\n{server.log_tail(15)}", file=sys.stderr)
         return 1
