@@ -380,7 +380,9 @@ class Sweep:
         if row.status == "error":
             c.line(f"  Error recorded: {row.reason}")
             return
-        if row.role in ("speculative", "control") and row.speedup:
+        if row.role == "speculative" and row.speculation_active is False:
+            c.line("  Speed-up vs baseline: none — speculation was not active, so this is the target alone")
+        elif row.role in ("speculative", "control") and row.speedup:
             label = "Drift vs first baseline" if row.role == "control" else "Speed-up vs baseline"
             c.line(f"  {label}: {describe_speedup(row.speedup)}")
         if row.equivalence and row.equivalence.get("checked"):

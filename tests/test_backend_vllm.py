@@ -231,6 +231,9 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert "speculation not active" in ignored["reason"]
     assert zero["status"] == "ok" and zero["speculation_active"] is False
     assert any("never drafted" in w for w in zero["warnings"])
+    assert zero["speedup"]["significant"] is False                    # never counted as a speed-up
+    assert "speculation was not active, so this is the target alone" in proc.stdout
+    assert data["summary"]["targets"][0]["recommended_draft"] != "never drafts"
     assert "Speculation is not active" in proc.stdout
     assert len(fake.argv()) == 4
 
