@@ -372,3 +372,12 @@ def test_something_else_on_lmstudios_port_is_named(lms, tmp_path, code, kind, wo
     finally:
         other.shutdown()
         other.server_close()
+
+
+def test_native_blocking_errors_are_named():
+    from draftbench.backends.lmstudio import blocking_chat
+    from draftbench.errors import RequestError
+    url = f"http://127.0.0.1:{free_port()}/api/v0/chat/completions"       # nothing listens there
+    with requests.Session() as session, pytest.raises(RequestError, match="cannot reach") as exc:
+        blocking_chat(session, url, {"model": "m", "messages": []}, headers={}, request_timeout_s=5)
+    assert "LM Studio's server running" in exc.value.fix
