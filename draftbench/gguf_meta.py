@@ -114,7 +114,7 @@ class _Reader:
             if count <= _KEEP_ARRAY_ITEMS:
                 return [self.value(item_type) for _ in range(count)]
             digest = hashlib.sha256()
-            for i in range(count):
+            for _i in range(count):
                 item = self.value(item_type)
                 digest.update((str(item) + "\0").encode())
             return ArraySummary(count, digest.hexdigest())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .backends.base import Server
 from .errors import RequestError, ServerError
@@ -22,7 +22,7 @@ class MeasureOptions:
     stall_timeout_s: float = 120.0
 
     @classmethod
-    def from_settings(cls, settings: dict) -> "MeasureOptions":
+    def from_settings(cls, settings: dict) -> MeasureOptions:
         return cls(**{k: settings[k] for k in cls.__dataclass_fields__ if settings.get(k) is not None})
 
 

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-_live: dict[int, "ManagedProcess"] = {}
+_live: dict[int, ManagedProcess] = {}
 _lock = threading.Lock()
 
 

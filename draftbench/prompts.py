@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Problem, UsageError
+from .paths import expand_path, path_fix
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,7 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
             problems.append(Problem(path, "lists a category more than once", "list every category once"))
         return list(value)
     if isinstance(value, str) and value.strip():
-        from .config import _expand_path, path_fix
-        resolved, err = _expand_path(value, base_dir)
+        resolved, err = expand_path(value, base_dir)
         if err:
             problems.append(Problem(path, err, path_fix(err)))
             return resolved

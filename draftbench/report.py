@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from . import __version__
 from .analysis import analyze
+from .paths import atomic_write_text
 from .results import ResultsFile, Row, combination_title
 from .stats import describe_speedup
 
@@ -379,7 +378,7 @@ def heatmap_figure(data: ReportData) -> dict:
 
 def scatter_figure(data: ReportData) -> dict:
     traces = []
-    for i, t in enumerate(data.targets):
+    for _i, t in enumerate(data.targets):
         xs, ys, custom, plus, minus = [], [], [], [], []
         for col in data.columns:
             cell = data.cells[(t, col)]
@@ -725,28 +724,5 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
 
 
 def write_report(results: ResultsFile, path, *, cdn: bool = False) -> Path:
-    """Render and write atomically (temp file in the same folder, then ``os.replace``)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    page = render_report(results, cdn=cdn)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            mode = p.stat().st_mode & 0o7777  # keep the old report's permissions
-        except FileNotFoundError:
-            umask = os.umask(0o022)
-            os.umask(umask)
-            mode = 0o666 & ~umask  # what open() would give; mkstemp's 0600 would hide a report meant to be shared
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p
+    """Render and write atomically (see :func:`paths.atomic_write_text`)."""
+    return atomic_write_text(path, render_report(results, cdn=cdn))

@@ -10,14 +10,15 @@ resumed into. Unknown row fields are kept and written back unchanged.
 from __future__ import annotations
 
 import json
+import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .errors import ResultsFileError
+from .paths import atomic_write_text
 
 SCHEMA_VERSION = 1
 TOOL = "draftbench"
@@ -64,7 +65,7 @@ class RequestRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RequestRecord":
+    def from_dict(cls, data: dict) -> RequestRecord:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -127,7 +128,7 @@ class Row:
         """Only a measured, speculating row may ever be shown as a speed-up."""
         return self.ok and self.is_speculative and self.speculation_active is not False
 
-    def with_(self, **changes) -> "Row":
+    def with_(self, **changes) -> Row:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -143,7 +144,7 @@ class Row:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Row":
+    def from_dict(cls, data: dict) -> Row:
         if not isinstance(data, dict) or not isinstance(data.get("target"), str):
             raise ValueError("a result row needs a string 'target'")
         known = {f.name for f in fields(cls)}
@@ -190,7 +191,7 @@ class ResultsFile:
     def baseline_for(self, target: str) -> Row | None:
         return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok), None)
 
-    def with_row(self, row: Row) -> "ResultsFile":
+    def with_row(self, row: Row) -> ResultsFile:
         """Add or replace (same key) a row, keeping the order of first appearance."""
         rows = list(self.results)
         for i, existing in enumerate(rows):
@@ -219,7 +220,7 @@ class ResultsFile:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<results>") -> "ResultsFile":
+    def from_dict(cls, data: dict, source: str = "<results>") -> ResultsFile:
         if not isinstance(data, dict) or not isinstance(data.get("results"), list):
             raise ResultsFileError(f"{source} is not a draftbench results file (no \"results\" list)",
                                    "pass a file written by draftbench, or choose a new --results path")
@@ -281,54 +282,28 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
     return ResultsFile.from_dict(data, source=str(p))
 
 
-def _default_mode() -> int:
-    """0o666 minus the process umask: the mode ``open()`` would give a new file."""
-    global _DEFAULT_MODE
-    if _DEFAULT_MODE is None:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        _DEFAULT_MODE = 0o666 & ~umask
-    return _DEFAULT_MODE
-
-
-_DEFAULT_MODE: int | None = None
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN/±Infinity replaced by None: results files are strict JSON, and a
+    non-finite number is never a measurement."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value
 
 
 def save_results(results: ResultsFile, path: str | os.PathLike) -> None:
-    """Write atomically: a temp file in the same folder, fsync, then ``os.replace``.
-
-    A crash or Ctrl-C at any moment leaves either the old file or the new one, never half;
-    a failure (disk full, no permission) removes the temp file, leaves the old file as it
-    was and raises :class:`ResultsFileError`. The file keeps the old file's permissions
-    (a new one gets the usual umask default, not mkstemp's private 0600).
-    """
+    """Write atomically (see :func:`paths.atomic_write_text`): a crash or Ctrl-C at any moment
+    leaves either the old file or the new one, never half; a failure (disk full, no permission)
+    leaves the old file as it was and raises :class:`ResultsFileError`."""
     p = Path(path)
-    payload = json.dumps(results.to_dict(), indent=2, ensure_ascii=False) + "\n"
-    tmp = None
+    payload = json.dumps(finite_json(results.to_dict()), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        if p.is_dir():
-            raise IsADirectoryError(21, "is a folder", str(p))
-        try:
-            mode = p.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = _default_mode()
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.chmod(tmp, mode)
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-        tmp = None
+        atomic_write_text(p, payload)
     except OSError as exc:
         raise ResultsFileError(f"cannot write results file {p}: {exc.strerror or exc}"
                                + ("; the previous version was left untouched" if p.is_file() else ""),
                                "check free disk space and the folder's permissions, or pass another --results path"
                                ) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass

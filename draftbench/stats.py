@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 # Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,

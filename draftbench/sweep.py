@@ -21,7 +21,7 @@ from .backends import get_backend
 from .backends.base import Backend, LaunchSpec
 from .config import ModelRef, SweepConfig
 from .errors import DraftbenchError, ResultsFileError, ServerError
-from .measure import MeasureOptions, MeasurementFailed, run_prompts
+from .measure import MeasurementFailed, MeasureOptions, run_prompts
 from .process import free_port, port_is_free, wait_port_free
 from .prompts import resolve_prompts
 from .results import SCHEMA_VERSION, ResultsFile, Row, combination_title, load_results, now_iso, save_results
@@ -141,7 +141,7 @@ def _slug(text: str) -> str:
 
 
 def _fmt_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
@@ -172,7 +172,7 @@ class Sweep:
 
     def _public_settings(self) -> dict:
         # Secrets (API keys) never reach results: only settings that are not credentials.
-        return {k: v for k, v in self.settings.items() if "key" not in k.lower() and "token" not in k.lower()
+        return {k: v for k, v in self.settings.items() if ("key" not in k.lower() and "token" not in k.lower())
                 or k == "max_tokens"}
 
     # ------------------------------------------------------------------ main loop

@@ -24,9 +24,9 @@ sys.path.insert(0, str(REPO))
 
 from draftbench.backends.base import LaunchSpec  # noqa: E402
 from draftbench.backends.llamacpp import LlamaCppBackend, find_llama_server  # noqa: E402
-from draftbench.config import COMMON_SETTINGS  # noqa: E402
 from draftbench.errors import BinaryNotFoundError  # noqa: E402
 from draftbench.process import free_port  # noqa: E402
+from draftbench.settings_schema import COMMON_SETTINGS  # noqa: E402
 
 REQUIRE_LLAMA = os.environ.get("DRAFTBENCH_REQUIRE_LLAMA") == "1" or os.environ.get("CI") == "true"
 

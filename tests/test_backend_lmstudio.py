@@ -17,17 +17,16 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from conftest import default_settings, interrupt_server_cli, run_cli
-from fakes import FAKES, make_exe, reap
-
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.lmstudio import IDENTIFIER, LMStudioBackend, counts_from_stats, load_command
 from draftbench.errors import BinaryNotFoundError, ServerError
-from draftbench.measure import MeasureOptions, MeasurementFailed, run_prompts
+from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
+
+from conftest import default_settings, interrupt_server_cli, run_cli
+from fakes import FAKES, make_exe, reap
 
 TARGET, DRAFT = "qwen2.5-7b-instruct", "qwen2.5-0.5b-instruct"
 # The fake drafts 4 tokens a step and accepts 3, 1, 4, 0 in turn (emitting 4, 2, 5, 1 tokens);

@@ -17,18 +17,17 @@ import time
 
 import pytest
 import requests
-
-from conftest import default_settings, interrupt_server_cli, run_cli
-from fakes import make_exe, reap
-
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.vllm import VLLMBackend, build_command, find_vllm, parse_counters
 from draftbench.client import stream_chat
 from draftbench.errors import BinaryNotFoundError, ServerError
-from draftbench.measure import MeasureOptions, MeasurementFailed, run_prompts
+from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
+
+from conftest import default_settings, interrupt_server_cli, run_cli
+from fakes import make_exe, reap
 
 TARGET, DRAFT = "org/target-8b", "org/draft-0.6b"
 # With k = 4 the fake accepts 3, 1, 4, 0 drafts in turn (4 steps emit 4+2+5+1 = 12 tokens), so 24

@@ -9,9 +9,9 @@ import statistics
 
 import pytest
 import requests
+from draftbench.process import free_port
 
 from conftest import llama_server_pids, read_until, run_cli, start_server_cli, wait_for
-from draftbench.process import free_port
 
 pytestmark = pytest.mark.llama
 

@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from draftbench.config import COMMON_SETTINGS, SweepConfig, _expand_path, expand_env, load_config, validate_config
+from draftbench.config import SweepConfig, load_config, validate_config
 from draftbench.errors import ConfigError, Problem
+from draftbench.paths import expand_env, expand_path
+from draftbench.settings_schema import COMMON_SETTINGS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -314,7 +315,7 @@ def test_env_expansion_details(monkeypatch):
     assert expand_env("$DB_DOLLAR")[0] == "/has/$DB_SET"               # values are not expanded again
     assert expand_env("/a$b-$") == ("/a$b-$", ["b"], None)
     assert expand_env("/price$")[1:] == ([], None)                      # a lone "$" stays literal
-    assert _expand_path("${DB_UNSET:-rel}/t.gguf", "/cfg") == ("/cfg/rel/t.gguf", None)
+    assert expand_path("${DB_UNSET:-rel}/t.gguf", "/cfg") == ("/cfg/rel/t.gguf", None)
 
 
 def test_unresolved_variable_names_variable_path_and_fix(monkeypatch):

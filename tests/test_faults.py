@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import requests
@@ -146,7 +147,7 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
 
 
 class _Foreign(http.server.BaseHTTPRequestHandler):
-    requests_seen: list = []
+    requests_seen: ClassVar[list] = []
 
     def do_GET(self):
         type(self).requests_seen.append(self.path)

@@ -6,7 +6,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from draftbench.errors import ModelFileError
 from draftbench.gguf_meta import ArraySummary, format_params, read_info, read_metadata
 

@@ -8,13 +8,13 @@ import threading
 
 import pytest
 import requests
-
-from conftest import default_settings
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.llamacpp import LlamaCppBackend, build_command, capabilities, explain_exit, find_llama_server
 from draftbench.client import stream_chat
 from draftbench.errors import BinaryNotFoundError, ServerError
 from draftbench.process import free_port
+
+from conftest import default_settings
 
 NEW_BUILD = {"flags": ["-m", "--model", "-md", "--model-draft", "--spec-type", "--spec-draft-n-max", "--draft-max",
                        "-np", "--parallel", "--metrics", "-ngld", "--spec-draft-p-min"], "version": "x"}

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
-
 from draftbench.errors import Problem, UsageError
-from draftbench.prompts import (BUILTIN_PROMPTS, CATEGORIES, Prompt, check_prompt_setting, custom_prompts,
-                                load_prompt_file, resolve_prompts)
+from draftbench.prompts import (
+    BUILTIN_PROMPTS,
+    CATEGORIES,
+    Prompt,
+    check_prompt_setting,
+    custom_prompts,
+    load_prompt_file,
+    resolve_prompts,
+)
 
 
 def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
@@ -203,6 +210,6 @@ def test_check_prompt_setting_expands_variables(tmp_path, monkeypatch):
 
 
 def test_prompt_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         BUILTIN_PROMPTS[0].id = "x"  # type: ignore[misc]
     assert isinstance(BUILTIN_PROMPTS[0], Prompt)

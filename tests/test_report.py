@@ -22,14 +22,24 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from conftest import REPO
 from draftbench.analysis import analyze, summarize_records
-from draftbench.report import (CHART_IDS, UNKNOWN_SIZE, build_data, build_figures, plotly_text, render_report,
-                               size_class, write_report)
+from draftbench.report import (
+    CHART_IDS,
+    UNKNOWN_SIZE,
+    build_data,
+    build_figures,
+    plotly_text,
+    render_report,
+    size_class,
+    write_report,
+)
 from draftbench.results import RequestRecord, ResultsFile, Row, load_results
 
-from conftest import REFERENCE  # noqa: E402
+from conftest import (
+    REFERENCE,
+    REPO,
+)
+
 REFERENCE_FILES = {"72b": REFERENCE / "m4max-128gb_llamacpp_qwen25-72b.json",
                    "7b": REFERENCE / "m4max-128gb_llamacpp_qwen25-7b.json"}
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -61,7 +71,7 @@ def _records(base_tps: float, factor: float, *, accept: float | None, drafted_pe
             f = factor * (cat_factor or {}).get(cat, 1.0)
             tps = round(base_tps * f * jitter, 3)
             drafted = None if accept is None else drafted_per_req
-            accepted = None if accept is None else int(round(drafted_per_req * accept))
+            accepted = None if accept is None else round(drafted_per_req * accept)
             steps = None if accept is None else 20
             out.append(RequestRecord(prompt_id=f"p{i}", category=cat, run=run, ttft_s=0.05 + 0.001 * i,
                                      total_s=round(128 / tps, 3), decode_tps=tps, server_decode_tps=tps,

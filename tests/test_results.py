@@ -9,14 +9,21 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-
 from draftbench import results as results_mod
 from draftbench.errors import ResultsFileError
-from draftbench.results import (SCHEMA_VERSION, UPSTREAM_ROW_KEYS, RequestRecord, ResultsFile, Row, load_results,
-                                save_results)
+from draftbench.results import (
+    SCHEMA_VERSION,
+    UPSTREAM_ROW_KEYS,
+    RequestRecord,
+    ResultsFile,
+    Row,
+    load_results,
+    save_results,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "results_keys.json"
 from conftest import REFERENCE  # noqa: E402
+
 REFERENCE_FILES = sorted(REFERENCE.glob("*.json")) if REFERENCE.is_dir() else []
 
 
@@ -49,7 +56,7 @@ def test_schema_is_locked_by_the_golden_list():
     """Any change to the results keys must be deliberate: update tests/golden/results_keys.json with it
     (and bump results.SCHEMA_VERSION when old files would be read wrongly)."""
     golden = json.loads(GOLDEN.read_text())
-    assert SCHEMA_VERSION == golden["schema_version"]
+    assert golden["schema_version"] == SCHEMA_VERSION
     assert list(UPSTREAM_ROW_KEYS) == golden["upstream_row_keys"]
     assert list(Row(target="t").to_dict()) == golden["row_keys"]
     assert list(RequestRecord("p", "c", 0).to_dict()) == golden["request_keys"]

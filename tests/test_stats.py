@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 
 import pytest
-
-from draftbench.stats import (BENCH_FLAGS, SETTINGS_FLAGS, describe_speedup, run_to_run_cv, speedup,
-                              stability_warnings, summarize, t975)
+from draftbench.stats import (
+    BENCH_FLAGS,
+    SETTINGS_FLAGS,
+    describe_speedup,
+    run_to_run_cv,
+    speedup,
+    stability_warnings,
+    summarize,
+    t975,
+)
 
 # --------------------------------------------------------------------------- t table
 
@@ -33,7 +41,7 @@ def test_t975_limits_and_monotonicity():
     assert t975(1e9) == pytest.approx(1.960, abs=1e-6)
     assert t975(0.5) == math.inf and t975(0) == math.inf
     values = [t975(df / 4) for df in range(4, 2000)]
-    assert all(a >= b for a, b in zip(values, values[1:]))
+    assert all(a >= b for a, b in itertools.pairwise(values))
     assert 2.776 > t975(4.5) > 2.571   # non-integer Welch degrees of freedom
 
 

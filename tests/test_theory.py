@@ -5,10 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from draftbench import theory
-from draftbench.theory import (alpha_from_acceptance, alpha_from_tau, best_k, evaluate, expected_speedup,
-                               tokens_per_step)
+from draftbench.theory import alpha_from_acceptance, alpha_from_tau, best_k, evaluate, expected_speedup, tokens_per_step
 
 
 def tau_by_sum(alpha: float, k: int) -> float:

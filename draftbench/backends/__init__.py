@@ -28,5 +28,13 @@ def get_backend(name: str) -> Backend:
     return REGISTRY[key]
 
 
-__all__ = ["Backend", "DraftCounts", "LaunchSpec", "Server", "SpeculationStatus", "REGISTRY", "backend_names",
-           "get_backend"]
+__all__ = [
+    "REGISTRY",
+    "Backend",
+    "DraftCounts",
+    "LaunchSpec",
+    "Server",
+    "SpeculationStatus",
+    "backend_names",
+    "get_backend",
+]

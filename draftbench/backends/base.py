@@ -11,15 +11,17 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, ClassVar
 
 import requests
 
-from ..config import Field, _expand_path
 from ..errors import BinaryNotFoundError, Problem, ServerError
+from ..paths import expand_path
 from ..process import ManagedProcess
+from ..settings_schema import Field
 
 
 @dataclass(frozen=True)
@@ -145,12 +147,12 @@ class Backend:
     name = "base"                 # name used by server.py (e.g. "llama-cpp")
     config_name = "base"          # name used in sweep configs and results (e.g. "llamacpp")
     aliases: tuple[str, ...] = ()
-    settings_schema: dict[str, Field] = {}
+    settings_schema: ClassVar[dict[str, Field]] = {}
     default_port = 8080
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
-        return _expand_path(raw, base_dir)
+        return expand_path(raw, base_dir)
 
     def model_problem(self, ref: str) -> str | None:
         """Why this model cannot be used (e.g. a missing file), or None. Checked before each run."""

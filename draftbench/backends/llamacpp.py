@@ -22,15 +22,26 @@ import re
 import subprocess
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import requests
 
-from ..config import Field
 from ..errors import BinaryNotFoundError, ServerError
-from ..forge import cache_dir
+from ..paths import cache_dir
 from ..process import ManagedProcess
-from .base import (Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, same_file, wait_until_ready,
-                   explain_exit_from_log, find_executable, url_host)
+from ..settings_schema import Field
+from .base import (
+    Backend,
+    DraftCounts,
+    LaunchSpec,
+    Server,
+    SpeculationStatus,
+    explain_exit_from_log,
+    find_executable,
+    same_file,
+    url_host,
+    wait_until_ready,
+)
 
 COMMON_BUILD_DIRS = (
     "~/llama.cpp/build/bin",
@@ -231,7 +242,7 @@ class LlamaCppServer(Server):
         if before is not None and after is not None:
             key = "llamacpp:spec_decode_num_drafts_total"
             if key in after and key in before:
-                steps = int(round(after[key] - before.get(key, 0)))
+                steps = round(after[key] - before.get(key, 0))
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source="timings")
 
     def server_decode_tps(self, response) -> float | None:
@@ -264,7 +275,7 @@ class LlamaCppBackend(Backend):
     config_name = "llamacpp"
     aliases = ("llama.cpp", "llama_cpp", "llamacpp", "llama-cpp")
     default_port = 8080
-    settings_schema: dict[str, Field] = {}
+    settings_schema: ClassVar[dict[str, Field]] = {}
 
     def check_ready_to_run(self, settings: dict) -> None:
         binary = find_llama_server(settings.get("llama_bin"))

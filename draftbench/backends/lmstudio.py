@@ -29,14 +29,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import requests
 
 from ..client import StreamedResponse
-from ..config import Field
 from ..errors import BinaryNotFoundError, Problem, RequestError, ServerError
-from ..forge import cache_dir
+from ..paths import cache_dir
 from ..process import tail_file
+from ..settings_schema import Field
 from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, find_executable, url_host
 
 DEFAULT_PORT = 1234
@@ -355,7 +356,7 @@ class LMStudioBackend(Backend):
     default_port = DEFAULT_PORT
     owns_port = False          # one LM Studio server per machine: we reuse it rather than pick a port
     path_settings = ("lms_bin",)
-    settings_schema: dict[str, Field] = {
+    settings_schema: ClassVar[dict[str, Field]] = {
         "lms_bin": Field("str", None, "path to LM Studio's `lms` CLI (default: PATH, then ~/.lmstudio/bin/lms); "
                          "without it draftbench attaches to a running LM Studio server"),
         "lmstudio_port": Field("int", DEFAULT_PORT, "port of LM Studio's server (settings.port is not used: LM "
@@ -507,8 +508,8 @@ class LMStudioBackend(Backend):
         p.add_argument("--lms-bin", default=None, help="the lms CLI (default: PATH, then ~/.lmstudio/bin/lms)")
 
     def spec_from_args(self, args, extra: list[str]) -> LaunchSpec:
-        from ..config import COMMON_SETTINGS
         from ..errors import UsageError
+        from ..settings_schema import COMMON_SETTINGS
         if args.port < 1:
             raise UsageError("--port must be LM Studio's port (1-65535)", f"the default is {DEFAULT_PORT}")
         problems = self.validate_settings({"lmstudio_gpu": args.gpu})

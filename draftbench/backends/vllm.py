@@ -25,15 +25,25 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import requests
 
-from ..config import Field, _expand_path
 from ..errors import BinaryNotFoundError, Problem, ServerError
-from ..forge import cache_dir
+from ..paths import cache_dir, expand_path
 from ..process import ManagedProcess
-from .base import (Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, wait_until_ready,
-                   explain_exit_from_log, find_executable, url_host)
+from ..settings_schema import Field
+from .base import (
+    Backend,
+    DraftCounts,
+    LaunchSpec,
+    Server,
+    SpeculationStatus,
+    explain_exit_from_log,
+    find_executable,
+    url_host,
+    wait_until_ready,
+)
 
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
@@ -243,7 +253,7 @@ class VLLMServer(Server):
             name = COUNTERS[key]
             if name not in after or name not in before:
                 return None
-            return int(round(after[name] - before[name]))
+            return round(after[name] - before[name])
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
                            source="metrics")
@@ -279,7 +289,7 @@ class VLLMBackend(Backend):
     aliases = ("vllm",)
     default_port = 8000
     path_settings = ("vllm_bin",)
-    settings_schema: dict[str, Field] = {
+    settings_schema: ClassVar[dict[str, Field]] = {
         "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
         "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
                              "draft model), or ngram / suffix / mtp (no draft model: the draft entry's path is "
@@ -298,7 +308,7 @@ class VLLMBackend(Backend):
         """A Hugging Face id (``org/name``) stays as written; a path is expanded like any other."""
         candidate = os.path.join(base_dir, os.path.expanduser(raw))
         if _looks_like_path(raw) or os.path.exists(candidate):
-            return _expand_path(raw, base_dir)
+            return expand_path(raw, base_dir)
         return raw, None
 
     def model_problem(self, ref: str) -> str | None:
@@ -414,8 +424,8 @@ def add_server_arguments(p) -> None:
 
 
 def spec_from_args(args, extra: list[str]) -> LaunchSpec:
-    from ..config import COMMON_SETTINGS
     from ..errors import UsageError
+    from ..settings_schema import COMMON_SETTINGS
     settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
     settings.update({k: f.default for k, f in VLLMBackend.settings_schema.items()})
     method = args.method

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import requests
 
-from . import run_main
 from ..analysis import equivalence, summarize_records
 from ..backends import backend_names, get_backend
 from ..backends.base import Server
 from ..client import normalise_base_url
 from ..errors import DraftbenchError, UsageError
-from ..measure import MeasureOptions, MeasurementFailed, run_prompts
-from ..prompts import CATEGORIES, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
+from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..prompts import BUILTIN_PROMPTS, CATEGORIES, Prompt, custom_prompts, load_prompt_file
 from ..results import Row, now_iso
 from ..stats import BENCH_FLAGS, describe_speedup, speedup
+from . import run_main
 
 
 def build_parser() -> argparse.ArgumentParser:

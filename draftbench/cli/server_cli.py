@@ -6,13 +6,13 @@ import argparse
 import signal
 import sys
 
-from . import run_main
 from ..backends import get_backend
 from ..backends.base import LaunchSpec
-from ..config import COMMON_SETTINGS
 from ..errors import ServerError, UsageError
-from ..forge import cache_dir
+from ..paths import cache_dir
 from ..process import free_port, port_is_free
+from ..settings_schema import COMMON_SETTINGS
+from . import run_main
 
 
 def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:

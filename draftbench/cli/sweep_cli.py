@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import run_main
 from ..analysis import analyze
 from ..backends import get_backend
 from ..config import load_config
 from ..errors import DraftbenchError, UsageError
 from ..results import load_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan
+from . import run_main
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments (nothing started); 1 other error;

@@ -1,0 +1,133 @@
+"""Paths: shell-style expansion in config paths, the cache folder, and atomic file writes.
+
+A leaf module: everything else may import it; it imports nothing of draftbench's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """Where the built llama-server, forged models, capability probes and server.py logs live."""
+    return Path(os.environ.get("DRAFTBENCH_CACHE", Path.home() / ".cache" / "draftbench"))
+
+
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+# ${NAME}, ${NAME:-default}, ${NAME-default}, or $NAME
+_VAR_RE = re.compile(r"\$\{(?P<name>" + _NAME + r")(?:(?P<op>:?-)(?P<default>[^}]*))?\}|\$(?P<plain>" + _NAME + ")")
+
+
+def expand_env(raw: str) -> tuple[str, list[str], str | None]:
+    """Shell-style expansion of ``$NAME``, ``${NAME}``, ``${NAME:-default}`` and ``${NAME-default}``.
+
+    ``:-`` uses the default when NAME is unset *or empty*, ``-`` only when it is unset (as in
+    POSIX shells). A default may itself hold ``~`` and ``$NAME`` (not another ``${…}``).
+    Values taken from the environment are not expanded again. Returns
+    ``(text, unresolved names, syntax error or None)``; unresolved references are left as written.
+    """
+    unresolved: list[str] = []
+    syntax: list[str] = []
+
+    def sub(m: re.Match) -> str:
+        name = m.group("name") or m.group("plain")
+        value = os.environ.get(name)
+        op = m.group("op")
+        if op is not None:
+            if value is None or (op == ":-" and value == ""):
+                default, missing, bad = expand_env(m.group("default"))
+                unresolved.extend(n for n in missing if n not in unresolved)
+                if bad:
+                    syntax.append(f"{m.group(0)!r} nests a variable reference in a default, which is not supported")
+                return os.path.expanduser(default) if default.startswith("~") else default
+            return value
+        if value is None:
+            if name not in unresolved:
+                unresolved.append(name)
+            return m.group(0)
+        return value
+
+    out = _VAR_RE.sub(sub, raw)
+    # a "${" that none of the forms above matched ("${NAME:?x}", "${1}", an unclosed "${"); a lone "$" stays literal
+    bad = re.search(r"\$\{[^}]*\}?", _VAR_RE.sub("", raw))
+    if bad:
+        syntax.append(f"{bad.group(0)!r} is not a supported variable reference (use $NAME, ${{NAME}} or "
+                      "${NAME:-default})")
+    return out, unresolved, (syntax[0] if syntax else None)
+
+
+def expand_path(raw: str, base_dir: str) -> tuple[str, str | None]:
+    """Expand ``$VARS`` (with ``${VAR:-default}``) and ``~``; resolve relative paths against the config's folder.
+
+    Returns ``(path, error)``; the error names every unset variable.
+    """
+    expanded, unresolved, syntax = expand_env(raw)
+    if unresolved:
+        names = ", ".join(f"${n}" for n in unresolved)
+        plural = "s" if len(unresolved) > 1 else ""
+        verb = "are" if len(unresolved) > 1 else "is"
+        return expanded, f"environment variable{plural} {names} {verb} not set (in {raw!r})"
+    if syntax:
+        return expanded, f"{syntax} (in {raw!r})"
+    if not expanded.strip():
+        return expanded, f"{raw!r} expands to an empty path"
+    expanded = os.path.expanduser(expanded)
+    if not os.path.isabs(expanded):
+        expanded = os.path.normpath(os.path.join(base_dir, expanded))
+    return expanded, None
+
+
+def path_fix(error: str) -> str:
+    """The fix for an error from :func:`expand_path`, naming the variable where there is one."""
+    m = re.search(r"environment variables? \$(" + _NAME + ")", error)
+    if m:
+        name = m.group(1)
+        return (f"set it (export {name}=/path/to/folder), write the path out, or give a default: "
+                f"${{{name}:-~/models}}")
+    if "variable reference" in error:
+        return "write variables as $NAME, ${NAME} or ${NAME:-default}, or write the path out"
+    return "give the file's path (relative paths are resolved against the config file's folder)"
+
+
+
+def _default_mode() -> int:
+    """0o666 minus the process umask: the mode ``open()`` would give a new file."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
+
+    A crash at any moment leaves the old file or the new one, never half of one. The new file
+    keeps the old one's permissions (a new file gets the umask default, not mkstemp's private
+    0600, so a report meant to be shared stays readable). Raises ``OSError``; the temp file is
+    removed on any failure.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    if p.is_dir():
+        raise IsADirectoryError(21, "is a folder", str(p))
+    try:
+        mode = p.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = _default_mode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.chmod(tmp, mode)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
