@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, Problem
-from .paths import expand_path, path_fix
+from .paths import PathProblem, expand_path
 from .settings_schema import COMMON_SETTINGS, Field, check_value
 
 _SAFE_LABEL = re.compile(r"^[^\x00-\x1f\x7f/\\]+$")
@@ -144,7 +144,7 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
 
 
 def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], *, required: bool,
-                  resolve: Callable[[str, str], tuple[str, str | None]], warnings: list[str]) -> tuple[ModelRef, ...]:
+                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[str]) -> tuple[ModelRef, ...]:
     path = f"$.{key}"
     if value is None:
         if required:
@@ -191,7 +191,7 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
         else:
             resolved, err = resolve(raw_path, base_dir)
             if err:
-                problems.append(Problem(f"{ep}.path", err, path_fix(err)))
+                problems.append(Problem(f"{ep}.path", err.message, err.fix))
                 ok = False
         extra_args = entry.get("extra_args", [])
         extra_args = check_value(f"{ep}.extra_args", extra_args, Field("str_list", []), problems)
@@ -250,12 +250,12 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     for key in sorted(set(settings_raw) - set(schema)):
         warnings.append(f"$.settings.{key}: unknown key, ignored (known: {', '.join(sorted(schema))})")
     # Executable paths: relative to the config's folder, with ~ and $VARS (llama_bin, and a backend's own)
-    path_keys = ("llama_bin",) if backend_name == "llamacpp" else tuple(getattr(backend, "path_settings", ()))
+    path_keys = backend.path_settings if backend else ()
     for key in path_keys:
         if isinstance(settings.get(key), str):
             resolved, err = expand_path(settings[key], base_dir)
             if err:
-                problems.append(Problem(f"$.settings.{key}", err, path_fix(err)))
+                problems.append(Problem(f"$.settings.{key}", err.message, err.fix))
             settings[key] = resolved
     from .prompts import check_prompt_setting
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)

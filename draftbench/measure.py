@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .backends.base import Server
-from .errors import RequestError, ServerError
+from .errors import RequestError, ServerError, ServerErrorKind
 from .prompts import Prompt
 from .results import RequestRecord
 
@@ -34,7 +34,7 @@ def request_seed(base_seed: int, run: int, prompt_index: int) -> int:
 class MeasurementFailed(Exception):
     """A request failed; ``records`` holds what was measured before it (kept for the error row)."""
 
-    def __init__(self, error: Exception, records: list[RequestRecord]):
+    def __init__(self, error: RequestError | ServerError, records: list[RequestRecord]):
         super().__init__(str(error))
         self.error = error
         self.records = records
@@ -59,9 +59,9 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
                     on_request(len(records), total, record)
     except (RequestError, ServerError) as exc:
         if server.died():
-            exc = ServerError(f"the server died during the benchmark (exit code {server.process.returncode}): "
+            exc = ServerError(f"the server died during the benchmark (exit code {server.returncode}): "
                               f"{exc.message}", "see the log lines below (out of memory? killed?)",
-                              log_tail=server.log_tail(20), log_path=server.log_path, kind="died")
+                              log_tail=server.log_tail(20), log_path=server.log_path, kind=ServerErrorKind.DIED)
         raise MeasurementFailed(exc, records) from None
     return records
 
@@ -79,6 +79,7 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
         server_decode_tps=_r(server.server_decode_tps(response)),
         prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
         draft_n=counts.drafted, draft_n_accepted=counts.accepted, verify_steps=counts.steps,
+        draft_source=counts.source.value if counts.source else None, draft_details=counts.details or None,
         finish_reason=response.finish_reason, text=response.text,
     )
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import __version__
 from .analysis import analyze
+from .findings import Code
 from .paths import atomic_write_text
 from .results import ResultsFile, Row, combination_title
 from .stats import describe_speedup
@@ -549,7 +550,7 @@ def problem_rows(results: ResultsFile) -> list[tuple[Row, str, str]]:
     out = []
     for r in results.results:
         if r.speculation_active is False and r.role == "speculative":
-            why = r.reason or next((w for w in r.warnings if "never drafted" in w), None) or \
+            why = r.reason or next((w.message for w in r.warnings if w.code is Code.NEVER_DRAFTED), None) or \
                 "the draft never drafted a token"
             out.append((r, "speculation inactive", why))
         elif r.status in ("error", "skipped"):
@@ -572,7 +573,7 @@ def _problems(data: ReportData) -> str:
     warn_html = ""
     if warned:
         items = "".join(f"<li><b>{esc(_row_title(r, data.multi_k))}</b><ul>"
-                        + "".join(f"<li>{esc(w)}</li>" for w in r.warnings) + "</ul></li>" for r in warned)
+                        + "".join(f"<li>{esc(w.message)}</li>" for w in r.warnings) + "</ul></li>" for r in warned)
         warn_html = (f"<details id=\"warnings\"><summary>Measurement warnings ({len(warned)} "
                      f"combination{'s' if len(warned) != 1 else ''})</summary><ul>{items}</ul></details>")
     return f"<section id=\"problems\"><h2>Problems</h2>{table}{warn_html}</section>"

@@ -139,9 +139,25 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
     return proc.returncode, text + out
 
 
+# Every process this test session starts inherits this marker, so the leak check below counts only
+# our own servers: other programs on a shared machine (CI, another checkout's tests) may run
+# llama-server too.
+SESSION_MARKER = f"DRAFTBENCH_TEST_SESSION={os.getpid()}-{time.time_ns()}"
+os.environ["DRAFTBENCH_TEST_SESSION"] = SESSION_MARKER.split("=", 1)[1]
+
+
+def _ours(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return SESSION_MARKER.encode() in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def llama_server_pids() -> set[int]:
+    """llama-server processes started by this test session (directly or by a CLI it ran)."""
     out = subprocess.run(["pgrep", "-x", "llama-server"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
+    return {int(p) for p in out.stdout.split() if _ours(int(p))}
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):

@@ -14,33 +14,36 @@ Facts this relies on (checked on build 11434; see README "llama.cpp versions"):
 
 from __future__ import annotations
 
+import argparse
 import glob
 import hashlib
 import json
 import os
 import re
 import subprocess
-import time
 from pathlib import Path
-from typing import ClassVar
 
 import requests
 
-from ..errors import BinaryNotFoundError, ServerError
+from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, ServerError, ServerErrorKind, UsageError
+from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
-from ..settings_schema import Field
+from ..settings_schema import default_settings
+from . import prometheus
 from .base import (
     Backend,
+    CountsSource,
     DraftCounts,
     LaunchSpec,
     Server,
     SpeculationStatus,
+    add_common_server_arguments,
     explain_exit_from_log,
     find_executable,
+    launch_process,
     same_file,
     url_host,
-    wait_until_ready,
 )
 
 COMMON_BUILD_DIRS = (
@@ -153,14 +156,14 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
             flag = _first(caps, "--spec-draft-n-max", "--draft-max", "--draft-n-max", "--draft")
             if flag is None:
                 raise ServerError("this llama-server has no flag for the draft length",
-                                  "remove settings.draft_max, or use a newer llama.cpp", kind="flags")
+                                  "remove settings.draft_max, or use a newer llama.cpp", kind=ServerErrorKind.FLAGS)
             cmd += [flag, str(spec.draft_max)]
         p_min = spec.settings.get("draft_p_min")
         if p_min is not None:
             flag = _first(caps, "--spec-draft-p-min", "--draft-p-min")
             if flag is None:
                 raise ServerError("this llama-server has no flag for the draft p-min",
-                                  "remove settings.draft_p_min", kind="flags")
+                                  "remove settings.draft_p_min", kind=ServerErrorKind.FLAGS)
             cmd += [flag, f"{p_min:g}"]
     cmd += list(spec.extra_args)
     return cmd
@@ -170,19 +173,19 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
 
 _FAILURES = (
     # (regex on the log, kind, message, fix)
-    (r"couldn't bind HTTP server socket", "port_in_use", "port {port} is already in use",
+    (r"couldn't bind HTTP server socket", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
      "stop the program using it, or set settings.port to another port (0 = any free port)"),
-    (r"the argument has been removed", "flags", "this llama-server rejected a removed flag",
+    (r"the argument has been removed", ServerErrorKind.FLAGS, "this llama-server rejected a removed flag",
      "remove it from extra_args; the log line below names its replacement"),
-    (r"error: invalid argument|unknown argument", "flags", "this llama-server does not know one of the arguments",
+    (r"error: invalid argument|unknown argument", ServerErrorKind.FLAGS, "this llama-server does not know one of the arguments",
      "check extra_args against `llama-server --help`"),
-    (r"failed to load draft model|failed to load the draft", "draft_model", "llama-server could not load the draft",
+    (r"failed to load draft model|failed to load the draft", ServerErrorKind.DRAFT_MODEL, "llama-server could not load the draft",
      "check the draft file (corrupt or incomplete download?)"),
     (r"invalid magic|not within the file bounds|failed to open GGUF|failed to read|model is corrupted|"
-     r"unknown model architecture|error loading model", "model", "llama-server could not load the model",
+     r"unknown model architecture|error loading model", ServerErrorKind.MODEL, "llama-server could not load the model",
      "check the model file (corrupt, incomplete, or an architecture this llama.cpp build does not know)"),
     (r"out of memory|failed to allocate|cudaMalloc failed|unable to allocate|ErrorOutOfDeviceMemory|"
-     r"insufficient memory", "oom", "llama-server ran out of memory",
+     r"insufficient memory", ServerErrorKind.OOM, "llama-server ran out of memory",
      "lower settings.gpu_layers or settings.ctx_size, or use a smaller quantisation"),
 )
 
@@ -194,36 +197,29 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 
 # --------------------------------------------------------------------------- server
 
-_METRIC = re.compile(r"^(llamacpp:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)\s*$", re.MULTILINE)
+DRAFTS_TOTAL = "llamacpp:spec_decode_num_drafts_total"
 
 
 class LlamaCppServer(Server):
-    backend_name = "llamacpp"
-
-    def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, api_key: str | None = None,
-                 **kwargs):
+    def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.has_metrics = has_metrics
         self.expects_draft = expects_draft
-        self._api_key = api_key
         self.props: dict = {}
-
-    def headers(self) -> dict:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def request_body(self, messages, *, max_tokens, temperature, seed):
         body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
         body["cache_prompt"] = False  # a repeated prompt would otherwise skip prompt processing
         return body
 
-    def _metrics(self) -> dict | None:
+    def _metrics(self) -> list[prometheus.Sample] | None:
         if not self.has_metrics:
             return None
         try:
-            text = self.session.get(self.base_url + "/metrics", timeout=5).text
+            response = self.session.get(self.base_url + "/metrics", timeout=5, headers=self.headers())
         except requests.RequestException:
             return None
-        return {name: float(value) for name, value in _METRIC.findall(text)}
+        return prometheus.parse(response.text, prefix="llamacpp:") if response.status_code == 200 else None
 
     def before_request(self):
         return self._metrics()
@@ -240,10 +236,10 @@ class LlamaCppServer(Server):
         steps = None
         after = self._metrics() if before is not None else None
         if before is not None and after is not None:
-            key = "llamacpp:spec_decode_num_drafts_total"
-            if key in after and key in before:
-                steps = round(after[key] - before.get(key, 0))
-        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source="timings")
+            steps_before, steps_after = prometheus.total(before, DRAFTS_TOTAL), prometheus.total(after, DRAFTS_TOTAL)
+            if steps_before is not None and steps_after is not None:
+                steps = round(steps_after - steps_before)
+        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)
 
     def server_decode_tps(self, response) -> float | None:
         if response.timings and isinstance(response.timings.get("predicted_per_second"), (int, float)):
@@ -257,7 +253,7 @@ class LlamaCppServer(Server):
             return SpeculationStatus(False, "llama-server says the draft's vocabulary is not compatible with the "
                                      "target's; it runs without speculation. Use a draft from the same model family")
         try:
-            slots = self.session.get(self.base_url + "/slots", timeout=5).json()
+            slots = self.session.get(self.base_url + "/slots", timeout=5, headers=self.headers()).json()
         except (requests.RequestException, ValueError):
             slots = None
         if isinstance(slots, list) and slots and isinstance(slots[0], dict) and "speculative" in slots[0]:
@@ -275,7 +271,17 @@ class LlamaCppBackend(Backend):
     config_name = "llamacpp"
     aliases = ("llama.cpp", "llama_cpp", "llamacpp", "llama-cpp")
     default_port = 8080
-    settings_schema: ClassVar[dict[str, Field]] = {}
+    path_settings = ("llama_bin",)
+
+    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+        try:
+            why = vocab_mismatch(target, draft)
+        except ModelFileError:
+            return None       # model_problem reports unreadable files
+        if why is None:
+            return None
+        return ModelProblem(f"the draft cannot speculate for this target: {why}; llama-server would run without "
+                            "speculation", "use a draft from the same model family (the same tokenizer)")
 
     def check_ready_to_run(self, settings: dict) -> None:
         binary = find_llama_server(settings.get("llama_bin"))
@@ -286,19 +292,12 @@ class LlamaCppBackend(Backend):
         caps = capabilities(binary)
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
-        start = time.perf_counter()
-        proc = ManagedProcess(cmd, log_path)
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
-                                process=proc, command=cmd, version=caps.get("version"), port=spec.port, spec=spec,
-                                has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
-        try:
-            wait_until_ready(proc, server.base_url + "/health", spec.startup_timeout_s, what="llama-server",
-                             on_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path))
-            server.load_time_s = time.perf_counter() - start
-            self._verify_identity(server, spec)
-        except BaseException:
-            server.stop()
-            raise
+                                process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
+                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
+        launch_process(server, spec, what="llama-server", health_path="/health",
+                       explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
+                       verify=lambda s: self._verify_identity(server, spec))
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
@@ -316,8 +315,6 @@ class LlamaCppBackend(Backend):
 
     def _verify_identity(self, server: LlamaCppServer, spec: LaunchSpec) -> None:
         """Refuse to benchmark a server that is not the one we started."""
-        if not server.alive():
-            raise explain_exit(server.process.returncode, server.log_tail(30), spec.port, server.log_path)
         try:
             props = server.session.get(server.base_url + "/props", timeout=10).json()
         except (requests.RequestException, ValueError):
@@ -327,5 +324,26 @@ class LlamaCppBackend(Backend):
             raise ServerError(f"port {spec.port} answers, but not as the llama-server we started "
                               f"(it serves {model_path or 'something else'})",
                               "another program is listening on that port; stop it or set settings.port",
-                              kind="foreign")
+                              kind=ServerErrorKind.FOREIGN)
         server.props = props
+
+    # -- server.py llama-cpp --------------------------------------------------------------
+    def add_server_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model-path", required=True, help="target GGUF")
+        p.add_argument("--draft-path", default=None, help="draft GGUF (turns speculative decoding on)")
+        p.add_argument("--draft-max", type=int, default=None, help="draft length k (default: the server's)")
+        add_common_server_arguments(p, port=self.default_port, what="llama-server")
+        p.add_argument("--gpu-layers", type=int, default=99, help="layers on the GPU (default 99)")
+        p.add_argument("--ctx-size", type=int, default=4096, help="context size (default 4096)")
+        p.add_argument("--llama-bin", default=None, help="llama-server binary (default: searched)")
+
+    def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
+        for flag, path in (("--model-path", args.model_path), ("--draft-path", args.draft_path)):
+            problem = self.model_problem(path) if path else None
+            if problem:
+                raise UsageError(f"{flag}: {problem.message}", problem.fix)
+        settings = default_settings()
+        settings.update(llama_bin=args.llama_bin, host=args.host)
+        return LaunchSpec(target=args.model_path, draft=args.draft_path, draft_max=args.draft_max, host=args.host,
+                          port=args.port, ctx_size=args.ctx_size, gpu_layers=args.gpu_layers, extra_args=tuple(extra),
+                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log)

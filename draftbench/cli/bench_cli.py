@@ -80,8 +80,7 @@ def choose_prompts(args) -> list[Prompt]:
 def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Server:
     base = normalise_base_url(url)
     if kind == "openai":
-        from ..backends.base import AttachedServer
-        return AttachedServer(base, model=model or "default", api_key=api_key)
+        return Server(base, model=model or "default", api_key=api_key)
     if kind == "auto":
         try:
             props = requests.get(base + "/props", timeout=5,
@@ -97,8 +96,7 @@ def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Serve
                                       "start one with python server.py") from None
         kind = "llamacpp" if is_llama else "openai"
         if kind == "openai":
-            from ..backends.base import AttachedServer
-            return AttachedServer(base, model=model or "default", api_key=api_key)
+            return Server(base, model=model or "default", api_key=api_key)
     try:
         backend = get_backend(kind)
     except KeyError:

@@ -11,7 +11,7 @@ from ..backends import get_backend
 from ..config import load_config
 from ..errors import DraftbenchError, UsageError
 from ..results import load_results
-from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan
+from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
 from . import run_main
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
@@ -59,14 +59,14 @@ def run_config(path: str, args, *, results: str | None, chart: str | None) -> in
         runs = plan(config)
         print(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
               f"results would go to {results_path}")
-        show_k = len(config.draft_max_values) > 1
+        show_k = shows_k(config)
         for i, run in enumerate(runs, 1):
             print(f"  [{i}/{len(runs)}] {run.title(show_k)}")
         backend = get_backend(config.backend)
         print("Models:")
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)
-            print(f"  {ref.label}: {ref.path}" + (f"  <- {problem.splitlines()[0]}" if problem else ""))
+            print(f"  {ref.label}: {ref.path}" + (f"  <- {problem.message}" if problem else ""))
         return EXIT_OK
     return Sweep(config, results_path, None if args.no_chart else chart_path, cdn=args.cdn).run()
 
