@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ class SweepConfig:
     source: str = "<config>"
     base_dir: str = "."
     warnings: tuple[str, ...] = ()
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def draft_max_values(self) -> tuple:
@@ -269,4 +268,4 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         raise ConfigError(source, problems)
     return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,
                        targets=targets, drafts=drafts, settings=settings, source=source, base_dir=base_dir,
-                       warnings=tuple(warnings), raw=data)
+                       warnings=tuple(warnings))

@@ -9,6 +9,7 @@ from .backends.base import Server
 from .errors import RequestError, ServerError, ServerErrorKind
 from .prompts import Prompt
 from .results import RequestRecord
+from .stats import rounded
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
     counts = server.draft_counts(response, before)
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
-        ttft_s=_r(response.ttft_s), total_s=_r(response.total_s), decode_tps=_r(response.decode_tps),
-        server_decode_tps=_r(server.server_decode_tps(response)),
+        ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),
+        server_decode_tps=rounded(server.server_decode_tps(response), 5),
         prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
         draft_n=counts.drafted, draft_n_accepted=counts.accepted, verify_steps=counts.steps,
         draft_source=counts.source.value if counts.source else None, draft_details=counts.details or None,
@@ -84,5 +85,3 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
     )
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 5)

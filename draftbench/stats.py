@@ -47,7 +47,8 @@ def t975(df: float) -> float:
     return lo_t + (hi_t - lo_t) * (lo_inv - x) / (lo_inv - hi_inv)
 
 
-def _r(x: float | None, digits: int = 4) -> float | None:
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """``round(x, digits)``, passing None (not measured) through."""
     return None if x is None else round(x, digits)
 
 
@@ -62,11 +63,11 @@ def summarize(values: Iterable[float | None]) -> dict | None:
     half = t975(n - 1) * stdev / math.sqrt(n) if stdev is not None else None
     p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
     return {
-        "n": n, "mean": _r(mean), "median": _r(statistics.median(vals)), "stdev": _r(stdev),
-        "cv": _r(stdev / mean) if stdev is not None and mean else None,
-        "min": _r(vals[0]), "max": _r(vals[-1]), "p95": _r(p95),
-        "ci95_low": _r(mean - half) if half is not None else None,
-        "ci95_high": _r(mean + half) if half is not None else None,
+        "n": n, "mean": rounded(mean), "median": rounded(statistics.median(vals)), "stdev": rounded(stdev),
+        "cv": rounded(stdev / mean) if stdev is not None and mean else None,
+        "min": rounded(vals[0]), "max": rounded(vals[-1]), "p95": rounded(p95),
+        "ci95_low": rounded(mean - half) if half is not None else None,
+        "ci95_high": rounded(mean + half) if half is not None else None,
     }
 
 
@@ -94,8 +95,8 @@ def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *
         lc = [math.log(v) for v in cand.values()]
         if len(lb) < 2 or len(lc) < 2:
             ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
-            return {"ratio": _r(ratio), "ci95_low": None, "ci95_high": None, "significant": None,
-                    "method": "single-sample", "n_pairs": 0, "percent": _r((ratio - 1) * 100, 2)}
+            return {"ratio": rounded(ratio), "ci95_low": None, "ci95_high": None, "significant": None,
+                    "method": "single-sample", "n_pairs": 0, "percent": rounded((ratio - 1) * 100, 2)}
         mean = statistics.fmean(lc) - statistics.fmean(lb)
         va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
         se = math.sqrt(va + vb)
@@ -105,8 +106,8 @@ def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
     excludes_one = low > 1.0 or high < 1.0
     significant = excludes_one and abs(ratio - 1.0) >= noise_floor
-    return {"ratio": _r(ratio), "ci95_low": _r(low), "ci95_high": _r(high), "significant": significant,
-            "method": method, "n_pairs": n_pairs, "percent": _r((ratio - 1) * 100, 2),
+    return {"ratio": rounded(ratio), "ci95_low": rounded(low), "ci95_high": rounded(high), "significant": significant,
+            "method": method, "n_pairs": n_pairs, "percent": rounded((ratio - 1) * 100, 2),
             "noise_floor": noise_floor}
 
 

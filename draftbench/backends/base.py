@@ -24,6 +24,7 @@ from ..client import StreamedResponse, stream_chat
 from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
 from ..gguf_meta import read_info
 from ..paths import PathProblem, expand_path
+from ..polling import poll
 from ..process import ManagedProcess
 from ..settings_schema import Field
 
@@ -278,29 +279,29 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
     exits (with the tail of its log) or the time-out passes. Returns seconds waited.
     """
     start = time.perf_counter()
-    delay = 0.05
     session = requests.Session()
+
+    def ready_now() -> bool | None:
+        if not process.alive():
+            tail = process.log_tail(30)
+            if on_exit:
+                raise on_exit(process.returncode, tail)
+            raise ServerError(f"{what} exited with code {process.returncode} while loading",
+                              "see the log lines below", log_tail=tail, log_path=str(process.log_path))
+        try:
+            response = session.get(url, timeout=2)
+        except requests.RequestException:
+            return None   # not listening yet
+        # Anything else (503 while loading, 404 before routes are mounted) means: not yet.
+        return True if response.status_code == 200 and (ready is None or ready(response)) else None
+
     try:
-        while True:
-            if not process.alive():
-                tail = process.log_tail(30)
-                if on_exit:
-                    raise on_exit(process.returncode, tail)
-                raise ServerError(f"{what} exited with code {process.returncode} while loading",
-                                  "see the log lines below", log_tail=tail, log_path=str(process.log_path))
-            try:
-                response = session.get(url, timeout=2)
-                # Anything else (503 while loading, 404 before routes are mounted) means: not yet.
-                if response.status_code == 200 and (ready is None or ready(response)):
-                    return time.perf_counter() - start
-            except requests.RequestException:
-                pass  # not listening yet
-            if time.perf_counter() - start > timeout_s:
-                raise ServerError(f"{what} did not become ready within {timeout_s:g} s",
-                                  "raise settings.startup_timeout_s (big models load slowly), or read the log",
-                                  log_tail=process.log_tail(30), log_path=str(process.log_path), kind=ServerErrorKind.TIMEOUT)
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+        if poll(ready_now, timeout_s) is None:
+            raise ServerError(f"{what} did not become ready within {timeout_s:g} s",
+                              "raise settings.startup_timeout_s (big models load slowly), or read the log",
+                              log_tail=process.log_tail(30), log_path=str(process.log_path),
+                              kind=ServerErrorKind.TIMEOUT)
+        return time.perf_counter() - start
     finally:
         session.close()
 

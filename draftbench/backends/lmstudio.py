@@ -37,6 +37,7 @@ import requests
 from ..client import StreamedResponse
 from ..errors import BinaryNotFoundError, ModelProblem, Problem, RequestError, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir
+from ..polling import poll
 from ..process import tail_file
 from ..settings_schema import Field, default_settings
 from .base import (
@@ -525,19 +526,13 @@ class LMStudioBackend(Backend):
 
 
 def _wait_for_models(session, base_url, headers, timeout_s: float, log: _Log) -> dict:
-    deadline = time.perf_counter() + timeout_s
-    delay = 0.05
-    while True:
-        models = _list_models(session, base_url, headers)
-        if models is not None:
-            return models
-        if time.perf_counter() > deadline:
-            raise ServerError(f"LM Studio's server did not answer at {base_url} within {timeout_s:g} s of "
-                              "`lms server start`", "check LM Studio (`lms server status`), or raise "
-                              "settings.startup_timeout_s", log_tail=log_tail(log), log_path=str(log.path),
-                              kind=ServerErrorKind.TIMEOUT)
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+    models = poll(lambda: _list_models(session, base_url, headers), timeout_s)
+    if models is None:
+        raise ServerError(f"LM Studio's server did not answer at {base_url} within {timeout_s:g} s of "
+                          "`lms server start`", "check LM Studio (`lms server status`), or raise "
+                          "settings.startup_timeout_s", log_tail=log_tail(log), log_path=str(log.path),
+                          kind=ServerErrorKind.TIMEOUT)
+    return models
 
 
 def _load_failure(proc: subprocess.CompletedProcess, target: str, log: _Log) -> ServerError:

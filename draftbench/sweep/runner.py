@@ -21,6 +21,7 @@ from ..measure import MeasurementFailed, MeasureOptions, run_prompts
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
 from ..results import Role, Row, Status, now_iso
+from ..stats import rounded
 from .console import Reporter
 from .plan import Combination
 
@@ -77,8 +78,6 @@ def speculation_outcome(requested: bool, status: SpeculationStatus,
     return True, []
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 3)
 
 
 class CombinationRunner:
@@ -130,7 +129,7 @@ class CombinationRunner:
         fix = getattr(exc, "fix", None)
         self.reporter.failed(first_line(exc), fix)
         return Row(status=Status.ERROR.value, reason=first_line(exc) + (f" — {fix}" if fix else ""),
-                   requests=records, wall_time=_r(self.clock() - started),
+                   requests=records, wall_time=rounded(self.clock() - started, 3),
                    server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
                                         log_tail=tail).to_dict(), **base)
 
@@ -157,7 +156,7 @@ class CombinationRunner:
             if combo.is_speculative and status.active is False:
                 self.reporter.speculation_inactive(status.reason)
                 return Row(status=Status.ERROR.value, reason=f"speculation not active: {status.reason}", server=info,
-                           load_time_s=_r(server.load_time_s), wall_time=_r(self.clock() - started),
+                           load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
             records = run_prompts(server, self.prompts, self.options,
@@ -167,8 +166,8 @@ class CombinationRunner:
             self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
                                    combo.role == Role.SPECULATIVE)
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
-            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=_r(server.load_time_s),
-                       requests=tuple(records), wall_time=_r(self.clock() - started),
+            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+                       requests=tuple(records), wall_time=rounded(self.clock() - started, 3),
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
             return self._error_row(base, failure.error, server, log_path, spec.port, started, tuple(failure.records))
