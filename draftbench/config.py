@@ -15,22 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
 from .errors import ConfigError, Problem
+from .labels import check_label
+from .modelref import ModelRef
 from .paths import PathProblem, expand_path
 from .settings_schema import COMMON_SETTINGS, Field, check_value
 
-_SAFE_LABEL = re.compile(r"^[^\x00-\x1f\x7f/\\]+$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
-TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "settings"}
+TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "candidates", "settings"}
 MODEL_KEYS = {"label", "path", "extra_args"}
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    label: str
-    path: str                   # resolved (absolute) path, or a backend-specific model id
-    extra_args: tuple[str, ...] = ()
-    raw_path: str = ""          # as written in the config
 
 
 @dataclass(frozen=True)
@@ -44,7 +38,8 @@ class SweepConfig:
     settings: dict                  # validated settings, defaults filled in
     source: str = "<config>"
     base_dir: str = "."
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Problem, ...] = ()
+    candidates: tuple[CandidateSpec, ...] = ()   # from $.candidates (drafts are candidates too: see specs())
 
     @property
     def draft_max_values(self) -> tuple:
@@ -52,6 +47,12 @@ class SweepConfig:
         if isinstance(value, list):
             return tuple(value)
         return (value,)
+
+    def specs(self) -> tuple[CandidateSpec, ...]:
+        """Every candidate to try against each target: the drafts (each swept over settings.draft_max),
+        then the configured candidates."""
+        k = self.settings.get("draft_max")
+        return tuple(from_draft(d, k, f"$.drafts[{i}]") for i, d in enumerate(self.drafts)) + self.candidates
 
     def default_stem(self) -> str:
         return "_".join(part.replace(" ", "-") for part in (self.hardware, self.backend, self.name))
@@ -143,7 +144,7 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
 
 
 def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], *, required: bool,
-                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[str]) -> tuple[ModelRef, ...]:
+                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[Problem]) -> tuple[ModelRef, ...]:
     path = f"$.{key}"
     if value is None:
         if required:
@@ -163,24 +164,9 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
                                     "write {\"label\": \"7B Q4_K_M\", \"path\": \"/models/model.gguf\"}"))
             continue
         for extra in sorted(set(entry) - MODEL_KEYS):
-            warnings.append(f"{ep}.{extra}: unknown key, ignored (known: {', '.join(sorted(MODEL_KEYS))})")
+            warnings.append(Problem(f"{ep}.{extra}", f"unknown key, ignored (known: {', '.join(sorted(MODEL_KEYS))})"))
         label = entry.get("label")
-        ok = True
-        if not isinstance(label, str) or not label.strip():
-            problems.append(Problem(f"{ep}.label", "is missing or empty" if label is None or isinstance(label, str)
-                                    else f"must be a string, not {json.dumps(label)}",
-                                    "add a short display name like \"7B Q4_K_M\""))
-            ok = False
-        elif not _SAFE_LABEL.fullmatch(label) or label.strip() in (".", "..") or len(label) > 100:
-            problems.append(Problem(f"{ep}.label", f"{label!r} cannot be used in file names (no '/', '\\', "
-                                    "control characters, '.' or '..'; at most 100 characters)", "rename it"))
-            ok = False
-        elif label in seen:
-            problems.append(Problem(f"{ep}.label", f"duplicates {seen[label]}.label ({label!r})",
-                                    "give every entry its own label"))
-            ok = False
-        else:
-            seen[label] = ep
+        ok = check_label(f"{ep}.label", label, seen, problems)
         raw_path = entry.get("path")
         resolved = ""
         if not isinstance(raw_path, str) or not raw_path.strip():
@@ -204,7 +190,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     from .backends import backend_names, get_backend
 
     problems: list[Problem] = list(extra_problems or [])
-    warnings: list[str] = []
+    warnings: list[Problem] = []
     if not isinstance(data, dict):
         raise ConfigError(source, problems + [Problem("$", f"must be a JSON object, not {type(data).__name__}",
                                                       "see configs/example_sweep.json")])
@@ -233,6 +219,8 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
 
+    candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, warnings, resolve)
+
     schema = dict(COMMON_SETTINGS)
     if backend:
         schema.update(backend.settings_schema)
@@ -247,7 +235,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     for key, spec in schema.items():
         settings[key] = check_value(f"$.settings.{key}", settings_raw.get(key), spec, problems)
     for key in sorted(set(settings_raw) - set(schema)):
-        warnings.append(f"$.settings.{key}: unknown key, ignored (known: {', '.join(sorted(schema))})")
+        warnings.append(Problem(f"$.settings.{key}", f"unknown key, ignored (known: {', '.join(sorted(schema))})"))
     # Executable paths: relative to the config's folder, with ~ and $VARS (llama_bin, and a backend's own)
     path_keys = backend.path_settings if backend else ()
     for key in path_keys:
@@ -262,10 +250,12 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         problems.extend(backend.validate_settings(settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        warnings.append(f"$.{key}: unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
+        warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))
 
+    problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]") for i, d in enumerate(drafts))
+                                            + candidates))
     if problems:
         raise ConfigError(source, problems)
     return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,
                        targets=targets, drafts=drafts, settings=settings, source=source, base_dir=base_dir,
-                       warnings=tuple(warnings))
+                       warnings=tuple(warnings), candidates=candidates)

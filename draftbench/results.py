@@ -111,6 +111,8 @@ class Row:
     target_path: str | None = None
     draft_path: str | None = None
     speculation_active: bool | None = None
+    candidate: dict | None = None             # what was tried: {label, method, draft, params} (see candidates.py)
+    active_methods: list | None = None        # speculative methods the server said it ran ([] = plain decoding)
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None

@@ -23,7 +23,8 @@ REFERENCE = REPO / "tests" / "data" / "upstream"
 sys.path.insert(0, str(REPO))
 
 from draftbench.backends.base import LaunchSpec  # noqa: E402
-from draftbench.backends.llamacpp import LlamaCppBackend, find_llama_server  # noqa: E402
+from draftbench.backends.llamacpp import LlamaCppBackend  # noqa: E402
+from draftbench.backends.llamacpp_command import find_llama_server  # noqa: E402
 from draftbench.errors import BinaryNotFoundError  # noqa: E402
 from draftbench.process import free_port  # noqa: E402
 from draftbench.settings_schema import COMMON_SETTINGS  # noqa: E402

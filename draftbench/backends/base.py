@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import requests
 
+from ..candidates import CandidateSpec
 from ..client import StreamedResponse, stream_chat
 from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
 from ..gguf_meta import read_info
@@ -34,8 +35,10 @@ class LaunchSpec:
     """Everything a backend needs to start one server for one combination."""
 
     target: str                      # model path or id
-    draft: str | None = None
+    draft: str | None = None         # draft model path or id (None: no draft model)
     draft_max: int | None = None
+    method: tuple[str, ...] = ()     # speculative methods, the backend's names (): a draft's default, or none
+    params: dict = field(default_factory=dict)     # the candidate's method parameters (backend names)
     host: str = "127.0.0.1"
     port: int = 8080
     ctx_size: int = 4096
@@ -128,6 +131,11 @@ class Server:
         """Is the server speculating? Asked once after launch; ``requested`` says whether we asked it to."""
         return SpeculationStatus(None if requested else False, "")
 
+    def active_methods(self) -> tuple[str, ...] | None:
+        """The speculative methods the server says it is running (``()``: plain decoding); None when it
+        does not say. Asked after the warm-up: a baseline must prove it did not speculate."""
+        return None
+
     @property
     def bench_hint(self) -> str:
         """How to benchmark this server by hand (printed by server.py)."""
@@ -193,6 +201,7 @@ class Backend:
     path_settings: ClassVar[tuple[str, ...]] = ()       # settings holding executable paths (expanded like paths)
     default_port: ClassVar[int] = 8080
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
+    default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
@@ -205,6 +214,12 @@ class Backend:
         except ModelFileError as exc:
             return ModelProblem(exc.message, exc.fix, missing=not os.path.exists(ref))
         return None
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        """Problems with the candidates for this backend (methods it lacks, unknown parameters). May run
+        the server binary (``--help``); called before anything starts. Default: plain drafts only."""
+        return [Problem(f"{s.where}.method", f"{self.config_name} runs draft models only, not {', '.join(s.method)}",
+                        "remove the candidate, or use backend llamacpp or vllm") for s in specs if s.method]
 
     def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
         """Why this draft cannot speculate for this target, known before any server starts (or None)."""

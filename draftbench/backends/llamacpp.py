@@ -15,17 +15,13 @@ Facts this relies on (checked on build 11434; see README "llama.cpp versions"):
 from __future__ import annotations
 
 import argparse
-import glob
-import hashlib
-import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import requests
 
-from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, ServerError, ServerErrorKind, UsageError
+from ..candidates import CandidateSpec
+from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
@@ -40,134 +36,11 @@ from .base import (
     SpeculationStatus,
     add_common_server_arguments,
     explain_exit_from_log,
-    find_executable,
     launch_process,
     same_file,
     url_host,
 )
-
-COMMON_BUILD_DIRS = (
-    "~/llama.cpp/build/bin",
-    "~/Code/llama.cpp/build/bin",
-    "~/code/llama.cpp/build/bin",
-    "~/src/llama.cpp/build/bin",
-    "~/Code/ml/llama.cpp/build/bin",
-    "./llama.cpp/build/bin",
-    "/opt/llama.cpp/build/bin",
-    "/usr/local/bin",
-    "/opt/homebrew/bin",
-)
-
-_HOW_TO_GET = ("run `make llama-server` in the draftbench folder (builds it once into ~/.cache/draftbench), "
-               "install llama.cpp (e.g. `brew install llama.cpp`), or set settings.llama_bin / --llama-bin")
-
-
-def find_llama_server(explicit: str | None = None) -> str:
-    """Locate llama-server: explicit path, $DRAFTBENCH_LLAMA_SERVER, PATH, build folders, our cache."""
-    cached = sorted(glob.glob(str(cache_dir() / "llama-server-*" / "bin" / "llama-server")), reverse=True)
-    found = find_executable("llama-server", explicit, env_var="DRAFTBENCH_LLAMA_SERVER",
-                            setting="settings.llama_bin / --llama-bin", how_to_get=_HOW_TO_GET,
-                            candidates=tuple(os.path.join(d, "llama-server") for d in COMMON_BUILD_DIRS)
-                            + tuple(cached))
-    if found is None:
-        raise BinaryNotFoundError("llama-server was not found (searched PATH, common build folders and "
-                                  f"{cache_dir()})", _HOW_TO_GET)
-    return found
-
-
-# --------------------------------------------------------------------------- capabilities
-
-_caps_memo: dict[str, dict] = {}
-
-
-def _binary_key(binary: str) -> str:
-    st = os.stat(binary)
-    return hashlib.sha256(f"{os.path.realpath(binary)}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-
-
-def capabilities(binary: str) -> dict:
-    """Flags the binary accepts (from ``--help``) and its version; cached per binary."""
-    key = _binary_key(binary)
-    if key in _caps_memo:
-        return _caps_memo[key]
-    cache_file = cache_dir() / "capabilities" / f"{key}.json"
-    try:
-        caps = json.loads(cache_file.read_text())
-        _caps_memo[key] = caps
-        return caps
-    except (OSError, ValueError):
-        pass
-    try:
-        help_out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
-                                  errors="replace")
-        version_out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
-                                     errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BinaryNotFoundError(f"cannot run {binary} --help: {exc}", f"check that it is a working llama-server; "
-                                  f"{_HOW_TO_GET}") from None
-    text = help_out.stdout + help_out.stderr
-    flags = sorted(set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text)))
-    if "--model" not in flags and "-m" not in flags:
-        raise BinaryNotFoundError(f"{binary} does not look like llama-server (its --help lists no --model)",
-                                  f"point settings.llama_bin at llama-server; {_HOW_TO_GET}")
-    version = None
-    for line in (version_out.stdout + version_out.stderr).splitlines():
-        if line.startswith("version:"):
-            version = line.split(":", 1)[1].strip()
-            break
-    spec_types = []
-    m = re.search(r"--spec-type[^\n]*\n?(?:[^\n]*\n){0,6}", text)
-    if m:
-        spec_types = sorted(set(re.findall(r"\b((?:draft|ngram)-[a-z0-9-]+)\b", m.group(0))))
-    caps = {"flags": flags, "version": version, "spec_types": spec_types, "binary": os.path.realpath(binary)}
-    _caps_memo[key] = caps
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(caps))
-        os.replace(tmp, cache_file)
-    except OSError:
-        pass
-    return caps
-
-
-def _first(caps: dict, *names: str) -> str | None:
-    flags = set(caps["flags"])
-    return next((n for n in names if n in flags), None)
-
-
-def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
-    """The exact llama-server command for one combination, using only flags this build knows."""
-    cmd = [binary, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
-           "-c", str(spec.ctx_size), "-ngl", str(spec.gpu_layers)]
-    slots = _first(caps, "-np", "--parallel")
-    if slots:
-        cmd += [slots, "1"]
-    if _first(caps, "--metrics"):
-        cmd += ["--metrics"]
-    if spec.draft:
-        cmd += [_first(caps, "-md", "--model-draft", "--spec-draft-model") or "-md", spec.draft]
-        if "--spec-type" in caps["flags"]:
-            cmd += ["--spec-type", "draft-simple"]
-        draft_ngl = _first(caps, "-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
-        if draft_ngl:
-            cmd += [draft_ngl, str(spec.gpu_layers)]
-        if spec.draft_max is not None:
-            flag = _first(caps, "--spec-draft-n-max", "--draft-max", "--draft-n-max", "--draft")
-            if flag is None:
-                raise ServerError("this llama-server has no flag for the draft length",
-                                  "remove settings.draft_max, or use a newer llama.cpp", kind=ServerErrorKind.FLAGS)
-            cmd += [flag, str(spec.draft_max)]
-        p_min = spec.settings.get("draft_p_min")
-        if p_min is not None:
-            flag = _first(caps, "--spec-draft-p-min", "--draft-p-min")
-            if flag is None:
-                raise ServerError("this llama-server has no flag for the draft p-min",
-                                  "remove settings.draft_p_min", kind=ServerErrorKind.FLAGS)
-            cmd += [flag, f"{p_min:g}"]
-    cmd += list(spec.extra_args)
-    return cmd
-
+from .llamacpp_command import build_command, candidate_problems, capabilities, find_llama_server
 
 # --------------------------------------------------------------------------- failures
 
@@ -246,6 +119,19 @@ class LlamaCppServer(Server):
             return float(response.timings["predicted_per_second"])
         return None
 
+    def active_methods(self) -> tuple[str, ...] | None:
+        """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
+        fills in once a request ran. ``/props`` is not reliable for this: it said ``none`` while on."""
+        try:
+            slots = self.session.get(self.base_url + "/slots", timeout=5, headers=self.headers()).json()
+        except (requests.RequestException, ValueError):
+            return None
+        params = slots[0].get("params") if isinstance(slots, list) and slots and isinstance(slots[0], dict) else None
+        types = params.get("speculative.types") if isinstance(params, dict) else None
+        if not isinstance(types, str):
+            return None
+        return tuple(t for t in (part.strip() for part in types.split(",")) if t and t != "none")
+
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         tail = self.log_tail(400)
         if requested and re.search(r"vocabs are not compatible|draft model vocab type|failed to initialize "
@@ -272,6 +158,13 @@ class LlamaCppBackend(Backend):
     aliases = ("llama.cpp", "llama_cpp", "llamacpp", "llama-cpp")
     default_port = 8080
     path_settings = ("llama_bin",)
+    default_draft_method = "draft-simple"
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        if not any(s.method or s.params for s in specs):
+            return []          # plain drafts: every llama-server build runs them
+        binary = find_llama_server(settings.get("llama_bin"))
+        return candidate_problems(specs, capabilities(binary), binary)
 
     def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
         try:

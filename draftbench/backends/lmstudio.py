@@ -34,6 +34,7 @@ from typing import ClassVar
 
 import requests
 
+from ..candidates import CandidateSpec
 from ..client import StreamedResponse
 from ..errors import BinaryNotFoundError, ModelProblem, Problem, RequestError, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir
@@ -395,6 +396,13 @@ class LMStudioBackend(Backend):
                 problems.append(Problem(f"$.settings.{key}", "cannot be set per request in LM Studio (its draft "
                                         "settings live in the app's speculative-decoding panel)",
                                         "remove it, and set the draft length in LM Studio"))
+        return problems
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        problems = super().validate_candidates(specs, settings)
+        problems += [Problem(f"{s.where}.params", "LM Studio takes no per-candidate parameters over its REST API",
+                             "remove them (LM Studio sets draft length in the app)")
+                     for s in specs if s.params and not s.where.startswith("$.drafts")]
         return problems
 
     def check_ready_to_run(self, settings: dict) -> None:

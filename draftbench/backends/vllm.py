@@ -30,6 +30,7 @@ from typing import ClassVar
 
 import requests
 
+from ..candidates import CandidateSpec
 from ..errors import BinaryNotFoundError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir, expand_path
 from ..process import ManagedProcess
@@ -94,18 +95,20 @@ def _served_name(spec: LaunchSpec) -> str:
 
 
 def speculative_config(spec: LaunchSpec) -> dict | None:
-    """The ``--speculative-config`` object for one combination (None = no speculation)."""
-    if spec.draft is None:
+    """The ``--speculative-config`` object for one combination (None = no speculation). A candidate's
+    own method and parameters win over ``settings.vllm_method``; ``vllm_speculative_config`` wins last."""
+    if spec.draft is None and not spec.method:
         return None
-    method = spec.settings.get("vllm_method") or "draft_model"
+    method = spec.method[0] if spec.method else (spec.settings.get("vllm_method") or "draft_model")
     cfg: dict = {"method": method}
-    if method not in MODEL_FREE_METHODS:
+    if method not in MODEL_FREE_METHODS and spec.draft:
         cfg["model"] = spec.draft
     k = spec.draft_max
     if k is None and method in _NEEDS_K:
         k = DEFAULT_NUM_SPECULATIVE_TOKENS
     if k is not None:
         cfg["num_speculative_tokens"] = k
+    cfg.update(spec.params)
     cfg.update(spec.settings.get("vllm_speculative_config") or {})
     return cfg
 
@@ -333,6 +336,22 @@ class VLLMBackend(Backend):
                     json.dumps(extra)
                 except (TypeError, ValueError):
                     problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
+        return problems
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        """One method per candidate (vLLM has no hybrids); parameters are --speculative-config keys."""
+        problems = []
+        for s in specs:
+            if len(s.method) > 1:
+                problems.append(Problem(f"{s.where}.method", "vLLM runs one speculative method at a time",
+                                        "give one method (hybrids are a llama.cpp feature)"))
+            for m in s.method:
+                if m not in METHODS:
+                    problems.append(Problem(f"{s.where}.method", f"{m!r} is not a vLLM speculative method",
+                                            f"use one of: {', '.join(METHODS)}"))
+                elif m not in MODEL_FREE_METHODS and s.draft is None:
+                    problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
+                                            "from drafts (an id or folder)"))
         return problems
 
     def check_ready_to_run(self, settings: dict) -> None:

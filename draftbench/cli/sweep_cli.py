@@ -9,7 +9,7 @@ from pathlib import Path
 from ..analysis import analyze
 from ..backends import get_backend
 from ..config import load_config
-from ..errors import DraftbenchError, UsageError
+from ..errors import ConfigError, DraftbenchError, UsageError
 from ..results import load_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
 from . import run_main
@@ -52,6 +52,10 @@ def chart_only(args) -> int:
 
 def run_config(path: str, args, *, results: str | None, chart: str | None) -> int:
     config = load_config(path)
+    backend = get_backend(config.backend)
+    problems = backend.validate_candidates(config.specs(), config.settings)
+    if problems:
+        raise ConfigError(config.source, problems)
     results_path, chart_path = default_paths(config, results, chart)
     if args.dry_run:
         for warning in config.warnings:
@@ -62,7 +66,6 @@ def run_config(path: str, args, *, results: str | None, chart: str | None) -> in
         show_k = shows_k(config)
         for i, run in enumerate(runs, 1):
             print(f"  [{i}/{len(runs)}] {run.title(show_k)}")
-        backend = get_backend(config.backend)
         print("Models:")
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)

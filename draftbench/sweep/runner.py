@@ -99,9 +99,10 @@ class CombinationRunner:
     def _base(self, combo: Combination) -> dict:
         if combo.role == Role.DRAFT_ALONE:
             return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path)
-        return dict(target=combo.target.label, draft=combo.draft.label if combo.draft else None,
-                    role=combo.role.value, draft_max=combo.draft_max if combo.draft else None,
-                    target_path=combo.target.path, draft_path=combo.draft.path if combo.draft else None,
+        cand = combo.candidate
+        return dict(target=combo.target.label, draft=cand.label if cand else None, role=combo.role.value,
+                    draft_max=combo.draft_max, target_path=combo.target.path,
+                    draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
                     started_at=now_iso(), speculation_active=None)
 
     def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
@@ -116,7 +117,7 @@ class CombinationRunner:
                 # A model that is not there yet is skipped (add it and resume); a broken one is an error.
                 return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
                            **base)
-        if combo.draft is not None:
+        if combo.draft is not None and combo.role == Role.SPECULATIVE:
             problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
             if problem:
                 return Row(status=Status.SKIPPED.value, reason=str(problem),
@@ -162,12 +163,21 @@ class CombinationRunner:
             records = run_prompts(server, self.prompts, self.options,
                                   on_request=lambda i, n, rec: self.reporter.request_done(i, n))
             fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs)
+            methods = server.active_methods()
+            if not combo.is_speculative and methods:
+                # A build that speculates by default would make the baseline look fast: never compare to it.
+                self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
+                return Row(status=Status.ERROR.value, reason=f"the baseline is not plain decoding: the server ran "
+                           f"{', '.join(methods)} (/slots speculative.types)", server=info,
+                           load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
+                           wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"))
             self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
                                    combo.role == Role.SPECULATIVE)
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3),
+                       active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
             return self._error_row(base, failure.error, server, log_path, spec.port, started, tuple(failure.records))
@@ -179,10 +189,12 @@ class CombinationRunner:
                 self.reporter.server_stopped()
 
     def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
+        cand = combo.candidate
         extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
-                 + (combo.draft.extra_args if combo.draft else ()))
+                 + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
         return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
-                          draft_max=combo.draft_max if combo.draft else None, host=self.settings["host"], port=port,
+                          draft_max=combo.draft_max, method=cand.method if cand else (),
+                          params=cand.settings_params if cand else {}, host=self.settings["host"], port=port,
                           ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
                           extra_args=extra, settings=self.settings,
                           startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path))
