@@ -82,6 +82,8 @@ class DraftCol:
 
 @dataclass(frozen=True)
 class Cell:
+    """One target × draft column: its row (None when not run), its state and the hover's note."""
+
     target: str
     col: DraftCol
     row: Row | None
@@ -110,6 +112,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class ReportData:
+    """The analysed results and their grid: targets across, draft columns grouped by size class."""
+
     results: ResultsFile
     targets: tuple[str, ...]
     columns: tuple[DraftCol, ...]
