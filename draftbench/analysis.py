@@ -10,7 +10,7 @@ import os
 import statistics
 from dataclasses import replace
 
-from . import stats, theory
+from . import ceiling, kpredict, perpos, stats, theory
 from .findings import Code, Finding
 from .results import RequestRecord, ResultsFile, Row
 
@@ -44,6 +44,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     tps = stats.summarize(r.decode_tps for r in ok)
     drafted, accepted, rate = acceptance(ok)
     steps = _sum(r.verify_steps for r in ok)
+    per_pos, per_pos_findings = perpos.row_positions(ok)
     by_prompt: dict[str, list[float]] = {}
     for r in ok:
         by_prompt.setdefault(r.prompt_id, []).append(r.decode_tps)
@@ -57,7 +58,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
                                         tps_values=[r.decode_tps for r in ok],
                                         completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens,
-                                        flags=flags)
+                                        flags=flags) + per_pos_findings
     server_tps = stats.summarize(r.server_decode_tps for r in ok)
     if tps and server_tps and tps["median"] and server_tps["median"]:
         gap = abs(tps["median"] / server_tps["median"] - 1)
@@ -74,7 +75,9 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         "mean_total_time": _round(total["mean"], 2) if total else None,
         "acceptance_rate": rate,
         "draft_n": drafted, "draft_n_accepted": accepted, "verify_steps": steps,
+        # llama-server's own "mean len": the target's token plus the accepted drafts, per verify step
         "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
+        "accepted_per_pos": per_pos,
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
     }
@@ -154,6 +157,17 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
                            measured_ratio=row.speedup["ratio"] if row.speedup else None)
 
 
+def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> Row:
+    """Per-position diagnosis, the k predicted from this row, and this draft against its ceiling."""
+    prediction = kpredict.predict(row, baseline) if row.ok else None
+    if prediction is not None:
+        prediction = kpredict.with_measured(prediction, kpredict.siblings(row, results.results))
+    summary = ceiling.summarize(row, ceiling.ceiling_rows(results.results, row)) if row.ok else None
+    diagnosis = perpos.diagnose(row.accepted_per_pos, row.verify_steps,
+                                best_k=prediction["recommended_k"] if prediction else None)
+    return replace(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
+
+
 def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[str, float]:
     """Per target, |ratio − 1| of a control baseline against the first one, where significant."""
     drift = {}
@@ -175,7 +189,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target)
-        if row.ok and row.role in ("speculative", "control") and baseline is not None:
+        if row.ok and row.role in ("speculative", "control", "ceiling") and baseline is not None:
             floor = noise_floor
             if row.role == "speculative" and drift.get(row.target, 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
@@ -187,10 +201,14 @@ def analyze(results: ResultsFile) -> ResultsFile:
                                          f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
-            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature))
+            # A ceiling row's text is not valid output (synthetic acceptance): never compared.
+            row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
+                          equivalence(row, baseline, temperature=temperature))
             if row.role == "speculative":
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
+        if row.role == "speculative":
+            row = _inside_the_draft(row, baseline, results)
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary=recommend(results))
@@ -251,8 +269,27 @@ def recommend(results: ResultsFile) -> dict:
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
+        _add_inside_the_draft(entry, results, target)
         per_target.append(entry)
     return {"targets": per_target}
+
+
+def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
+    """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
+    cannot_pay = ceiling.no_draft_can_pay(results.results, target)
+    entry["no_draft_can_pay"] = cannot_pay is not None
+    if cannot_pay:
+        entry["verdict"] += " " + cannot_pay
+    rec = entry.get("recommended_draft")
+    leading = {r.draft: r for r in kpredict.leading_rows(r for r in results.results if r.target == target)}
+    prediction = leading[rec].k_prediction if rec in leading else None
+    entry["k_prediction"] = None
+    if prediction and entry.get("speedup"):
+        entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
+                                                             "mean_abs_error_pct", "compared")}
+        best_k = prediction.get("recommended_k")
+        if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
+            entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
 
 
 def _pct(x) -> str:

@@ -185,6 +185,14 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     return tuple(refs)
 
 
+def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceiling") -> list[Problem]:
+    """settings.ceiling needs a backend that can fake acceptance (llama.cpp's --spec-synth-len)."""
+    if settings.get("ceiling") and not backend.synthetic_acceptance:
+        return [Problem(where, f"{backend.config_name} cannot run drafts at synthetic acceptance (only llama.cpp's "
+                        "--spec-synth-len can)", "remove settings.ceiling, or use backend llamacpp")]
+    return []
+
+
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
                     extra_problems: list[Problem] | None = None) -> SweepConfig:
     from .backends import backend_names, get_backend
@@ -248,6 +256,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
+        problems.extend(ceiling_problems(backend, settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))

@@ -80,6 +80,7 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
         server_decode_tps=rounded(server.server_decode_tps(response), 5),
         prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
         draft_n=counts.drafted, draft_n_accepted=counts.accepted, verify_steps=counts.steps,
+        accepted_per_pos=list(counts.accepted_per_pos) if counts.accepted_per_pos is not None else None,
         draft_source=counts.source.value if counts.source else None, draft_details=counts.details or None,
         finish_reason=response.finish_reason, text=response.text,
     )

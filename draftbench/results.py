@@ -23,7 +23,8 @@ from .findings import Finding
 from .paths import atomic_write_text
 
 # 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
-SCHEMA_VERSION = 2
+# 3: ceiling rows (role "ceiling": synthetic acceptance); acceptance by draft position, diagnosis, k prediction.
+SCHEMA_VERSION = 3
 TOOL = "draftbench"
 
 UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
@@ -35,6 +36,7 @@ class Role(str, Enum):
     SPECULATIVE = "speculative"    # the target with a draft
     CONTROL = "control"            # the target alone again, after its drafts (drift check)
     DRAFT_ALONE = "draft_alone"    # a draft as the only model (its cost ratio)
+    CEILING = "ceiling"            # a draft at synthetic acceptance (settings.ceiling): never a candidate
 
 
 class Status(str, Enum):
@@ -47,8 +49,10 @@ ROLES = tuple(r.value for r in Role)
 STATUSES = tuple(s.value for s in Status)
 
 
-def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool) -> str:
-    """How a combination is named to people (console, report, log file names)."""
+def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
+                      synthetic: str | None = None) -> str:
+    """How a combination is named to people (console, report, log file names); ``synthetic`` is a
+    ceiling run's level (see :mod:`draftbench.ceiling`)."""
     if role == "baseline":
         return f"{target} (baseline)"
     if role == "control":
@@ -56,6 +60,9 @@ def combination_title(role: str, target: str, draft: str | None, draft_max: int 
     if role == "draft_alone":
         return f"{target} (draft alone, for its cost ratio)"
     k = f" (k={draft_max})" if show_k and draft_max is not None else ""
+    if role == "ceiling":
+        what = "full acceptance" if synthetic == "full" else "its measured acceptance"
+        return f"{target} + {draft}{k} [synthetic: {what}]"
     return f"{target} + {draft}{k}"
 
 
@@ -75,6 +82,7 @@ class RequestRecord:
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None
+    accepted_per_pos: list | None = None     # accepted draft tokens by draft position (0 = first drafted token)
     draft_source: str | None = None          # where the draft counts came from (backends.CountsSource)
     draft_details: dict | None = None        # backend-specific draft statistics, as reported
     finish_reason: str | None = None
@@ -116,7 +124,12 @@ class Row:
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None
-    mean_accepted_len: float | None = None    # tokens per verify step, 1 + accepted/steps
+    mean_accepted_len: float | None = None    # tokens per verify step, 1 + accepted/steps (llama-server's "mean len")
+    accepted_per_pos: list | None = None      # Σ accepted draft tokens by draft position over the requests
+    diagnosis: Finding | None = None          # where the draft's tokens are rejected, in one line (see perpos.py)
+    k_prediction: dict | None = None          # tok/s predicted for every k from this row (see kpredict.py)
+    synthetic: dict | None = None             # ceiling rows: {level, synth_len, k, from_mean_accepted_len}
+    ceiling: dict | None = None               # speculative rows: this draft against its ceiling (see ceiling.py)
     tps: dict | None = None                   # summary of per-request decode tok/s
     server_tps: dict | None = None            # summary of the server's own decode tok/s
     ttft_s: dict | None = None
@@ -141,11 +154,15 @@ class Row:
         if not all(isinstance(w, Finding) for w in self.warnings):
             object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
                                                        for w in self.warnings))
+        if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
+            object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
 
     @property
     def key(self) -> tuple:
-        """Identity for resume: what was measured, not how it turned out."""
-        return (self.role, self.target, self.draft, self.draft_max)
+        """Identity for resume: what was measured, not how it turned out. A ceiling row is one of
+        several levels for the same draft."""
+        key = (self.role, self.target, self.draft, self.draft_max)
+        return key + ((self.synthetic or {}).get("level"),) if self.role == "ceiling" else key
 
     @property
     def ok(self) -> bool:
@@ -166,6 +183,7 @@ class Row:
                 continue
             out[f.name] = getattr(self, f.name)
         out["warnings"] = [w.to_dict() for w in self.warnings]
+        out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis else None
         out["requests"] = [r.to_dict() for r in self.requests]
         for k, v in self.extra.items():
             out.setdefault(k, v)

@@ -145,6 +145,9 @@ COMMON_SETTINGS: dict[str, Field] = {
                               "(an A/A check that measures drift over the sweep)"),
     "draft_alone": Field("bool", False, "benchmark each draft alone too, to measure its cost ratio c "
                          "for the theory column"),
+    "ceiling": Field("bool", False, "also run each draft at synthetic acceptance (llama.cpp --spec-synth-len): "
+                     "at its measured mean accepted length and at full acceptance, to show what its cost allows "
+                     "on this hardware"),
 }
 
 

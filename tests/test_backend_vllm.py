@@ -111,7 +111,8 @@ def test_prometheus_counters_are_summed_over_engines():
             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4.0\n'
             'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 7.0\n')
     assert parse_counters(text) == {"vllm:spec_decode_num_drafts_total": 15.0,
-                                    "vllm:spec_decode_num_accepted_tokens_total": 7.0}
+                                    "vllm:spec_decode_num_accepted_tokens_total": 7.0,
+                                    "vllm:spec_decode_num_accepted_tokens_per_pos_total[0]": 4.0}
 
 
 # --------------------------------------------------------------------------- launch, stream, acceptance
@@ -152,6 +153,8 @@ def test_launch_waits_through_refused_connections_then_streams_and_counts(fake, 
             assert did["chunks"] < 24                            # several tokens per chunk
             assert (record.draft_n, record.draft_n_accepted, record.verify_steps) == \
                 (did["draft_tokens"], did["accepted"], did["drafts"])
+            # per draft position, from the Prometheus counter's change (summed over engines)
+            assert record.accepted_per_pos == did["per_pos"] and sum(record.accepted_per_pos) == did["accepted"]
             assert {"draft_n": record.draft_n, "draft_n_accepted": record.draft_n_accepted,
                     "verify_steps": record.verify_steps} == EXPECTED_24
             assert record.decode_tps and record.decode_tps > 0 and record.ttft_s is not None
@@ -173,6 +176,8 @@ def test_acceptance_from_the_response_when_vllm_reports_it(fake, tmp_path):
         assert counts.source == "response"
         assert (counts.drafted, counts.accepted, counts.steps) == (32, 16, 8)
         assert counts.details["mean_acceptance_length"] == 3.0
+        # per position from /metrics beside the per-request summary (which has none): pattern 3, 1, 4→4, 0
+        assert counts.accepted_per_pos == (6, 4, 4, 2) and sum(counts.accepted_per_pos) == counts.accepted
         # and the Prometheus counters agree with it (what the fallback would have used)
         after = server.spec_counters()
         assert after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"] \
@@ -224,6 +229,9 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert good["acceptance_rate"] == 0.5
     assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (64, 32, 16)   # 2 requests
     assert good["mean_accepted_len"] == 3.0
+    assert good["accepted_per_pos"] == [12, 8, 8, 4] and sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
+    assert good["diagnosis"]["code"] == "acceptance_holds"
+    assert base["accepted_per_pos"] is None and base["diagnosis"] is None
     assert good["server"]["command"][:3] == [str(fake.bin), "serve", TARGET]
     assert good["server"]["version"] == "0.11.0+fake"
     assert ignored["status"] == "error" and ignored["speculation_active"] is False

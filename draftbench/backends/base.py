@@ -67,6 +67,8 @@ class DraftCounts:
     accepted: int | None = None      # of those, accepted by the target
     steps: int | None = None         # verify steps (drafts) — gives mean accepted length
     source: CountsSource | None = None
+    # accepted draft tokens by draft position (index 0: the first drafted token); None: not reported
+    accepted_per_pos: tuple[int, ...] | None = None
     details: dict = field(default_factory=dict)   # backend-specific extras, saved with the request
 
 
@@ -202,6 +204,7 @@ class Backend:
     default_port: ClassVar[int] = 8080
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
+    synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""

@@ -40,7 +40,7 @@ from .base import (
     same_file,
     url_host,
 )
-from .llamacpp_command import build_command, candidate_problems, capabilities, find_llama_server
+from .llamacpp_command import SYNTH_LEN_FLAG, build_command, candidate_problems, capabilities, find_llama_server
 
 # --------------------------------------------------------------------------- failures
 
@@ -71,6 +71,7 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 # --------------------------------------------------------------------------- server
 
 DRAFTS_TOTAL = "llamacpp:spec_decode_num_drafts_total"
+ACCEPTED_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 class LlamaCppServer(Server):
@@ -106,13 +107,16 @@ class LlamaCppServer(Server):
         if drafted is None and self.expects_draft:
             # llama-server omits the draft fields when nothing was drafted.
             drafted, accepted = 0, 0
-        steps = None
+        steps, per_pos = None, None
         after = self._metrics() if before is not None else None
         if before is not None and after is not None:
             steps_before, steps_after = prometheus.total(before, DRAFTS_TOTAL), prometheus.total(after, DRAFTS_TOTAL)
             if steps_before is not None and steps_after is not None:
                 steps = round(steps_after - steps_before)
-        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)
+            # One slot, one request in flight: the counters' change is this request's.
+            per_pos = prometheus.position_delta(before, after, ACCEPTED_PER_POS, present_before=DRAFTS_TOTAL)
+        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
+                           accepted_per_pos=per_pos)
 
     def server_decode_tps(self, response) -> float | None:
         if response.timings and isinstance(response.timings.get("predicted_per_second"), (int, float)):
@@ -159,12 +163,19 @@ class LlamaCppBackend(Backend):
     default_port = 8080
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
+    synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
-        if not any(s.method or s.params for s in specs):
+        if not settings.get("ceiling") and not any(s.method or s.params for s in specs):
             return []          # plain drafts: every llama-server build runs them
         binary = find_llama_server(settings.get("llama_bin"))
-        return candidate_problems(specs, capabilities(binary), binary)
+        caps = capabilities(binary)
+        problems = candidate_problems(specs, caps, binary)
+        if settings.get("ceiling") and SYNTH_LEN_FLAG not in caps["flags"]:
+            problems.append(Problem("$.settings.ceiling", f"{binary} has no {SYNTH_LEN_FLAG}, so it cannot run drafts "
+                                    "at synthetic acceptance", "use a newer llama.cpp build, or remove "
+                                    "settings.ceiling / --ceiling"))
+        return problems
 
     def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
         try:

@@ -69,3 +69,50 @@ def by_label(samples: list[Sample], name: str, label: str) -> dict[str, float]:
             if key is not None:
                 out[key] = out.get(key, 0.0) + s.value
     return out
+
+
+def by_position(samples: list[Sample], name: str, label: str = "position") -> tuple[float, ...] | None:
+    """A counter labelled by a 0-based integer position as a dense vector (positions missing in
+    between read 0); None when the server does not export it."""
+    found: dict[int, float] = {}
+    for key, value in by_label(samples, name, label).items():
+        if key.isdigit():
+            found[int(key)] = value
+    if not found:
+        return None
+    return tuple(found.get(i, 0.0) for i in range(max(found) + 1))
+
+
+def position_delta(before: list[Sample], after: list[Sample], name: str, *,
+                   present_before: str) -> tuple[int, ...] | None:
+    """``after − before`` of a per-position counter. A server may export the positions only once
+    something was counted (llama-server does), so a missing series before the request reads as
+    zeros when ``present_before`` (a plain counter of the same family) was exported then."""
+    now = by_position(after, name)
+    if now is None:
+        return None
+    then = by_position(before, name)
+    if then is None:
+        if total(before, present_before) is None:
+            return None          # the snapshot before the request was not a usable reading
+        then = ()
+    return tuple(round(value - (then[i] if i < len(then) else 0.0)) for i, value in enumerate(now))
+
+
+def flat_totals(samples: list[Sample], names: tuple[str, ...], positional: str) -> dict[str, float]:
+    """:func:`totals` of ``names`` plus the per-position counter ``positional`` as ``NAME[i]`` entries:
+    one flat dict that two readings can be compared and subtracted by."""
+    out = totals(samples, names)
+    for i, value in enumerate(by_position(samples, positional) or ()):
+        out[f"{positional}[{i}]"] = value
+    return out
+
+
+def flat_position_delta(before: dict[str, float], after: dict[str, float], positional: str) -> tuple[int, ...] | None:
+    """``after − before`` of the ``NAME[i]`` entries of :func:`flat_totals` (absent before: 0)."""
+    now = []
+    while f"{positional}[{len(now)}]" in after:
+        now.append(after[f"{positional}[{len(now)}]"])
+    if not now:
+        return None
+    return tuple(round(v - before.get(f"{positional}[{i}]", 0.0)) for i, v in enumerate(now))

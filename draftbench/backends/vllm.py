@@ -9,7 +9,9 @@ Facts this relies on (vLLM documentation, 2025–2026; see docs/backends.md):
   model loads, and ``/health`` answers 503 if the engine died.
 * ``GET /metrics`` (Prometheus) has the counters ``vllm:spec_decode_num_drafts_total``,
   ``vllm:spec_decode_num_draft_tokens_total`` and ``vllm:spec_decode_num_accepted_tokens_total``
-  (one series per engine; we sum them) when speculation is configured, and none of them otherwise.
+  (one series per engine; we sum them) when speculation is configured, and none of them otherwise;
+  ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`` counts accepted tokens per
+  draft position.
 * With ``--per-request-spec-decode-metrics summary`` newer builds put
   ``metrics.speculative_decoding`` (``num_spec_steps``, ``num_draft_tokens``,
   ``num_accepted_draft_tokens``…) on the final usage chunk of a stream.
@@ -62,6 +64,7 @@ COUNTERS = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",
 }
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 _HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
                "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
@@ -170,8 +173,16 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 # --------------------------------------------------------------------------- server
 
 def parse_counters(text: str) -> dict[str, float]:
-    """Sum every series of the spec-decode counters in a Prometheus text exposition."""
-    return prometheus.totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()))
+    """Sum every series of the spec-decode counters in a Prometheus text exposition (the per-position
+    counter too: see :func:`prometheus.flat_totals`)."""
+    return prometheus.flat_totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()), ACCEPTED_PER_POS)
+
+
+def per_position_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> tuple[int, ...] | None:
+    """Accepted tokens per draft position between two readings (None unless both were read)."""
+    if before is None or after is None or COUNTERS["drafts"] not in before:
+        return None
+    return prometheus.flat_position_delta(before, after, ACCEPTED_PER_POS)
 
 
 class VLLMServer(Server):
@@ -228,13 +239,14 @@ class VLLMServer(Server):
         metrics = response.extras.get("metrics")
         per_request = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
         if isinstance(per_request, dict) and isinstance(per_request.get("num_draft_tokens"), int):
-            if before is not None:
-                self._settled_counters()   # keep the next request's baseline clean
+            # Settling also keeps the next request's baseline clean.
+            settled = self._settled_counters() if before is not None else None
             return DraftCounts(drafted=per_request["num_draft_tokens"],
                                accepted=_int(per_request.get("num_accepted_draft_tokens")),
                                steps=_int(per_request.get("num_spec_steps")), source=CountsSource.RESPONSE,
                                details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
-                                                                     "acceptance_histogram") if k in per_request})
+                                                                     "acceptance_histogram") if k in per_request},
+                               accepted_per_pos=per_position_delta(before, settled))
         if before is None:
             return DraftCounts()
         after = self._settled_counters()
@@ -248,7 +260,7 @@ class VLLMServer(Server):
             return round(after[name] - before[name])
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
-                           source=CountsSource.METRICS)
+                           source=CountsSource.METRICS, accepted_per_pos=per_position_delta(before, after))
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         text = self._metrics_text()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ..analysis import analyze
 from ..backends import get_backend
-from ..config import load_config
+from ..config import ceiling_problems, load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
 from ..results import load_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
@@ -33,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    p.add_argument("--ceiling", action="store_true", help="also run each draft at synthetic acceptance (its measured "
+                   "mean accepted length, and full acceptance) to show what its cost allows; same as "
+                   "settings.ceiling: true (llama.cpp only)")
     return p
 
 
@@ -53,7 +57,10 @@ def chart_only(args) -> int:
 def run_config(path: str, args, *, results: str | None, chart: str | None) -> int:
     config = load_config(path)
     backend = get_backend(config.backend)
-    problems = backend.validate_candidates(config.specs(), config.settings)
+    if args.ceiling:
+        config = replace(config, settings={**config.settings, "ceiling": True})
+    problems = ceiling_problems(backend, config.settings, "--ceiling") if args.ceiling else []
+    problems += backend.validate_candidates(config.specs(), config.settings)
     if problems:
         raise ConfigError(config.source, problems)
     results_path, chart_path = default_paths(config, results, chart)

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..analysis import analyze
 from ..results import ResultsFile
 from ..stats import describe_speedup
-from . import theme
+from . import inside, theme
 from .model import UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 from .text import num, pct, plotly_text, signed_pct
 
@@ -26,19 +26,8 @@ Figure = dict[str, Any]
 # --------------------------------------------------------------------------- shared pieces
 
 def _layout(**extra: Any) -> dict[str, Any]:
-    """The common dark layout; ``xaxis``/``yaxis`` in ``extra`` are merged into the defaults."""
-    axis = dict(gridcolor=theme.GRID, zerolinecolor=theme.GRID, linecolor=theme.GRID, automargin=True)
-    layout: dict[str, Any] = dict(
-        template="none", paper_bgcolor=theme.CARD, plot_bgcolor=theme.CARD,
-        font=dict(family=theme.FONT, color=theme.TEXT, size=13),
-        margin=dict(l=70, r=30, t=30, b=60),
-        hoverlabel=dict(align="left", bgcolor=theme.HOVER_BG, font=dict(color=theme.TEXT)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
-        xaxis=dict(axis), yaxis=dict(axis),
-    )
-    for key, value in extra.items():
-        layout[key] = {**layout[key], **value} if key in ("xaxis", "yaxis") else value
-    return layout
+    """The common dark layout (see :func:`theme.plot_layout`)."""
+    return theme.plot_layout(**extra)
 
 
 def _class_color(data: ReportData, cls: str) -> str:
@@ -277,6 +266,9 @@ CHARTS: tuple[Chart, ...] = (
     Chart("chart-scatter", "Acceptance vs speed-up",
           lambda data: "One point per target + draft pair. Points below 0% are slowdowns despite the acceptance.",
           scatter_figure),
+    Chart("chart-positions", "Acceptance by draft position", inside.positions_lead, inside.positions_figure),
+    Chart("chart-ceiling", "Each draft against its ceiling", inside.ceiling_lead, inside.ceiling_figure),
+    Chart("chart-kpredict", "Best k from one run", inside.kpredict_lead, inside.kpredict_figure),
 )
 CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
 

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..candidates import Candidate, expand
+from ..ceiling import Level
 from ..config import SweepConfig
 from ..modelref import ModelRef
 from ..results import Role, combination_title
@@ -23,6 +24,7 @@ class Combination:
     role: Role
     target: ModelRef                 # the model the server loads as its main model
     candidate: Candidate | None = None
+    synthetic: dict | None = None    # ceiling runs: {"level": …}, completed by sweep.ceilings.resolve
 
     @property
     def draft(self) -> ModelRef | None:
@@ -35,7 +37,8 @@ class Combination:
     @property
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
-        return (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        key = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        return key + ((self.synthetic or {}).get("level"),) if self.role == Role.CEILING else key
 
     @property
     def is_speculative(self) -> bool:
@@ -43,7 +46,7 @@ class Combination:
 
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
-                                 self.draft_max, show_k=show_k)
+                                 self.draft_max, show_k=show_k, synthetic=(self.synthetic or {}).get("level"))
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
@@ -52,18 +55,27 @@ def candidates(config: SweepConfig) -> list[Candidate]:
 
 
 def plan(config: SweepConfig) -> list[Combination]:
-    """Upstream's order: each target's baseline, then its candidates, then the optional control;
-    draft-alone runs (for the cost ratio) last."""
+    """Upstream's order: each target's baseline, then its candidates, then the optional ceiling runs
+    (after the rows they read their acceptance from), then the optional control; draft-alone runs
+    (for the cost ratio) last."""
     out: list[Combination] = []
     concrete = candidates(config)
     for target in config.targets:
         out.append(Combination(Role.BASELINE, target))
         out += [Combination(Role.SPECULATIVE, target, c) for c in concrete]
+        if config.settings.get("ceiling"):
+            out += ceiling_combinations(target, concrete)
         if config.settings.get("control_baseline"):
             out.append(Combination(Role.CONTROL, target))
     if config.settings.get("draft_alone"):
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
     return out
+
+
+def ceiling_combinations(target: ModelRef, concrete: list[Candidate]) -> list[Combination]:
+    """Two synthetic-acceptance runs for every candidate with a draft model (see :mod:`draftbench.ceiling`)."""
+    return [Combination(Role.CEILING, target, c, synthetic={"level": level.value})
+            for c in concrete if c.draft is not None for level in Level]
 
 
 def shows_k(config: SweepConfig) -> bool:

@@ -20,8 +20,9 @@ from ..findings import Code, Finding
 from ..measure import MeasurementFailed, MeasureOptions, run_prompts
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
-from ..results import Role, Row, Status, now_iso
+from ..results import ResultsFile, Role, Row, Status, now_iso
 from ..stats import rounded
+from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
 
@@ -103,12 +104,12 @@ class CombinationRunner:
         return dict(target=combo.target.label, draft=cand.label if cand else None, role=combo.role.value,
                     draft_max=combo.draft_max, target_path=combo.target.path,
                     draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
-                    started_at=now_iso(), speculation_active=None)
+                    started_at=now_iso(), speculation_active=None, synthetic=combo.synthetic)
 
     def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
         base = self._base(combo)
-        if combo.role in (Role.SPECULATIVE, Role.CONTROL) and combo.target.label in failed_baselines:
+        if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
             return Row(status=Status.SKIPPED.value, reason=reason.splitlines()[0], **base)
         for ref in (combo.target, combo.draft):
@@ -117,7 +118,7 @@ class CombinationRunner:
                 # A model that is not there yet is skipped (add it and resume); a broken one is an error.
                 return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
                            **base)
-        if combo.draft is not None and combo.role == Role.SPECULATIVE:
+        if combo.draft is not None and combo.role in (Role.SPECULATIVE, Role.CEILING):
             problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
             if problem:
                 return Row(status=Status.SKIPPED.value, reason=str(problem),
@@ -135,10 +136,16 @@ class CombinationRunner:
                                         log_tail=tail).to_dict(), **base)
 
     # ------------------------------------------------------------------ one combination
-    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str]) -> Row:
+    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str],
+            results: ResultsFile | None = None) -> Row:
+        """``results``: the rows so far (a ceiling run reads its draft's measured acceptance there)."""
         early = self._skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
+        if combo.role == Role.CEILING:
+            combo, why_not = resolve(combo, results)
+            if why_not:
+                return Row(status=Status.SKIPPED.value, reason=why_not, **self._base(combo))
         base = self._base(combo)
         port = self._choose_port()
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
@@ -173,7 +180,7 @@ class CombinationRunner:
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"))
             self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
-                                   combo.role == Role.SPECULATIVE)
+                                   combo.role in (Role.SPECULATIVE, Role.CEILING))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3),

@@ -93,7 +93,7 @@ class Sweep:
                 continue
             self.reporter.combination_started(index, len(combos), combo.title(show_k))
             started = time.perf_counter()
-            row = runner.run(combo, index, failed_baselines)
+            row = runner.run(combo, index, failed_baselines, self.results)
             if combo.role == Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
             self.results = analyze(self.results.with_row(row))

@@ -179,7 +179,7 @@ def main():
             self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                              "logprobs": None, "finish_reason": None}]})
             emitted, step = 0, 0
-            mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0}
+            mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0, "per_pos": [0] * len(per_pos)}
             while emitted < n:
                 time.sleep(step_s)
                 if speculating:
@@ -204,6 +204,8 @@ def main():
                     mine["drafts"] += 1
                     mine["draft_tokens"] += k
                     mine["accepted"] += accepted
+                    for pos in range(accepted):
+                        mine["per_pos"][pos] += 1
             self.event({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
             if (body.get("stream_options") or {}).get("include_usage"):
                 usage_chunk = {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,
