@@ -12,7 +12,8 @@ The cost of a step is modelled as linear in the tokens drafted,
 
 where t_target is the target's time per token alone (its baseline, on the same prompts) and c,
 the cost of one more drafted token (drafting it plus verifying it), is fitted to this row's own
-decode time: time = (steps + plain steps) · t_target + c · drafted. Times are the server's own
+decode time: time = (steps + plain steps) · t_target + c · drafted (plain steps: where nothing was
+drafted; the same number is assumed at every k). Times are the server's own
 (llama.cpp ``timings``) where every request has them, else the client's. The prediction is
 anchored to the measured row: predicted tok/s(k) = measured tok/s · (τ(k)/T(k)) / (τ(k_max)/T(k_max)).
 
@@ -83,14 +84,15 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
         s, a, d = s + r.verify_steps, a + r.draft_n_accepted, d + r.draft_n
     if not s or not d:
         return None
-    plain_steps = max(0, tokens - s - a)        # steps where nothing was drafted
+    plain_steps = max(0, tokens - s - a)        # steps where nothing was drafted (1 token at t_target)
     cost = max(0.0, (time_s - (s + plain_steps) * t_target) / d)
     k_max = len(per_pos)
     drafted_per_step = d / s
 
     def rate(k: int) -> float:
-        tau = 1 + sum(per_pos[:k]) / steps
-        return tau / (t_target + cost * min(k, drafted_per_step))
+        """Tokens per second at k for this row's workload (its speculative and plain steps)."""
+        tokens_k = s * (1 + sum(per_pos[:k]) / steps) + plain_steps
+        return tokens_k / ((s + plain_steps) * t_target + cost * s * min(k, drafted_per_step))
 
     anchor = rate(k_max)
     per_k = []

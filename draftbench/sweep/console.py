@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from .. import ceiling, kpredict
+from .. import kpredict
 from ..findings import Code
 from ..results import ResultsFile, Role, Row, Status
 from ..stats import describe_speedup
@@ -152,8 +152,6 @@ class Console(Reporter):
         if row.k_prediction:
             text = kpredict.describe(row.k_prediction)
             self.line(f"  {text[0].upper()}{text[1:]}")
-        if row.ceiling and ceiling.describe(row.ceiling):
-            self.line(f"  Ceiling: {ceiling.describe(row.ceiling)}")
 
     def progress(self, elapsed_s, remaining_s) -> None:
         eta = f", about {format_duration(remaining_s)} left" if remaining_s else ""
@@ -161,7 +159,12 @@ class Console(Reporter):
         self.line()
 
     def _predicted_vs_measured(self, results: ResultsFile) -> None:
-        """Where a draft_max list was swept: each measured k beside its one-run prediction."""
+        """Where a draft_max list was swept: each measured k beside its one-run prediction; then each
+        draft against its ceiling (known only once the ceiling runs are done)."""
+        for row in results.results:
+            if row.role == Role.SPECULATIVE and row.ceiling and row.ceiling.get("text"):
+                k = f" (k={row.draft_max})" if row.draft_max else ""
+                self.line(f"Ceiling of {row.target} + {row.draft}{k}: {row.ceiling['text']}")
         for row in kpredict.leading_rows(results.results):
             prediction = row.k_prediction or {}
             lines = kpredict.comparison_lines(prediction)
