@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+from .kpredict import tok_s
 from .results import Row
 from .stats import describe_speedup
 
@@ -90,7 +91,7 @@ def describe(summary: dict) -> str:
     parts = []
     if summary.get("reach") is not None:
         parts.append(f"this draft reaches {summary['reach']:.0%} of what its cost allows "
-                     f"({summary['full_tps']:.1f} tok/s with every drafted token accepted)")
+                     f"({tok_s(summary['full_tps'])} with every drafted token accepted)")
     if summary.get("full_speedup"):
         parts.append(f"a perfect draft of this size would give {describe_speedup(summary['full_speedup'])}")
     return "; ".join(parts)

@@ -8,7 +8,7 @@ draft at k = j; the target accepts a prefix of them. The per-position counts mea
 
 The cost of a step is modelled as linear in the tokens drafted,
 
-    T(k) = t_target + c · k̄(k),    k̄(k) = min(k, drafted / steps)
+    T(k) = t_target + c · k̄(k),    k̄(k) = (drafted / steps) · k / k_max
 
 where t_target is the target's time per token alone (its baseline, on the same prompts) and c,
 the cost of one more drafted token (drafting it plus verifying it), is fitted to this row's own
@@ -28,6 +28,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .results import RequestRecord, Row
+
+
+def tok_s(value: float) -> str:
+    """A rate as people read it: one decimal, two below 10 tok/s (slow machines stay readable)."""
+    return f"{value:.1f} tok/s" if value >= 10 else f"{value:.2f} tok/s"
 
 
 def _decode_time_s(r: RequestRecord, server: bool) -> float | None:
@@ -92,14 +97,15 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
     def rate(k: int) -> float:
         """Tokens per second at k for this row's workload (its speculative and plain steps)."""
         tokens_k = s * (1 + sum(per_pos[:k]) / steps) + plain_steps
-        return tokens_k / ((s + plain_steps) * t_target + cost * s * min(k, drafted_per_step))
+        # Drafts shorter than k_max (cut at the end of an answer) are assumed cut in proportion at k.
+        return tokens_k / ((s + plain_steps) * t_target + cost * s * drafted_per_step * k / k_max)
 
     anchor = rate(k_max)
     per_k = []
     for k in range(1, k_max + 1):
         tps = row.mean_tps * rate(k) / anchor
         per_k.append({"k": k, "tokens_per_step": round(1 + sum(per_pos[:k]) / steps, 4),
-                      "predicted_tps": round(tps, 2), "predicted_speedup": round(tps / baseline.mean_tps, 4),
+                      "predicted_tps": round(tps, 3), "predicted_speedup": round(tps / baseline.mean_tps, 4),
                       "measured_tps": None, "error_pct": None})
     best = max(per_k, key=lambda p: (p["predicted_tps"], -p["k"]))
     pays = best["predicted_tps"] > baseline.mean_tps
@@ -141,7 +147,7 @@ def describe(prediction: dict) -> str:
     if prediction.get("recommended_k") is None:
         return f"no k is predicted to beat the target alone ({base})"
     speedup = prediction["recommended_tps"] / prediction["baseline_tps"] - 1 if prediction["baseline_tps"] else 0.0
-    return (f"best k predicted: {prediction['recommended_k']} → {prediction['recommended_tps']:.1f} tok/s "
+    return (f"best k predicted: {prediction['recommended_k']} → {tok_s(prediction['recommended_tps'])} "
             f"({speedup:+.0%} vs the target alone; {base})")
 
 
@@ -150,7 +156,7 @@ def comparison_lines(prediction: dict) -> list[str]:
     lines = []
     for p in prediction["per_k"]:
         if p["measured_tps"] is not None:
-            lines.append(f"k={p['k']}: predicted {p['predicted_tps']:.1f} tok/s, measured {p['measured_tps']:.1f} "
+            lines.append(f"k={p['k']}: predicted {tok_s(p['predicted_tps'])}, measured {tok_s(p['measured_tps'])} "
                          f"({p['error_pct']:+.1f}%)")
     return lines
 

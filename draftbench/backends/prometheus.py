@@ -110,7 +110,7 @@ def flat_totals(samples: list[Sample], names: tuple[str, ...], positional: str) 
 
 def flat_position_delta(before: dict[str, float], after: dict[str, float], positional: str) -> tuple[int, ...] | None:
     """``after − before`` of the ``NAME[i]`` entries of :func:`flat_totals` (absent before: 0)."""
-    now = []
+    now: list[float] = []
     while f"{positional}[{len(now)}]" in after:
         now.append(after[f"{positional}[{len(now)}]"])
     if not now:
