@@ -104,3 +104,19 @@ def test_one_run_prediction_against_measured_k_then_the_ceiling(models, tmp_path
     assert results.with_suffix(".html").exists()
     page = results.with_suffix(".html").read_text()
     assert "Each draft against its ceiling" in page and "Acceptance by draft position" in page
+
+
+def test_dry_run_plans_the_ceiling_and_other_backends_refuse_it(models, tmp_path):
+    config = _config(tmp_path, models, "plan", 4)
+    proc = run_cli("sweep.py", "--config", str(config), "--ceiling", "--dry-run")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[3/4] 241M Q4_1 + 135M Q4_1 [synthetic: its measured acceptance]" in proc.stdout
+    assert "[4/4] 241M Q4_1 + 135M Q4_1 [synthetic: full acceptance]" in proc.stdout
+    data = json.loads(config.read_text())
+    data.update(backend="vllm", targets=[{"label": "8B", "path": "org/target"}],
+                drafts=[{"label": "1B", "path": "org/draft"}])
+    config.write_text(json.dumps(data))
+    proc = run_cli("sweep.py", "--config", str(config), "--ceiling", "--dry-run")
+    assert proc.returncode == 2 and proc.stderr.count("\n") <= 3, proc.stdout + proc.stderr
+    assert "--ceiling: vllm cannot run drafts at synthetic acceptance" in proc.stderr
+    assert "Traceback" not in proc.stderr
