@@ -9,6 +9,7 @@ from .backends.base import Server
 from .errors import RequestError, ServerError
 from .prompts import Prompt
 from .results import RequestRecord
+from .server_values import check_draft_counts
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
                                temperature=options.temperature, seed=seed)
     before = server.before_request()
     response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
-    counts = server.draft_counts(response, before)
+    counts = check_draft_counts(server.draft_counts(response, before))   # accepted ≤ drafted, whole numbers
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=_r(response.ttft_s), total_s=_r(response.total_s), decode_tps=_r(response.decode_tps),

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import requests
 
+from ..client import new_session
 from ..errors import BinaryNotFoundError, Problem, ServerError
 from ..paths import expand_path
 from ..process import ManagedProcess
@@ -74,7 +75,7 @@ class Server:
         self.load_time_s = load_time_s
         self.port = port
         self.spec = spec
-        self.session = requests.Session()
+        self.session = new_session()   # refuses redirects: we measure this server or nothing
         self.warnings: list[str] = []
 
     # -- requests -------------------------------------------------------------------------

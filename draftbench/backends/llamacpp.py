@@ -29,6 +29,7 @@ import requests
 from ..errors import BinaryNotFoundError, ServerError
 from ..paths import cache_dir
 from ..process import ManagedProcess
+from ..server_values import counter_difference
 from ..settings_schema import Field
 from .base import (
     Backend,
@@ -223,7 +224,13 @@ class LlamaCppServer(Server):
             text = self.session.get(self.base_url + "/metrics", timeout=5).text
         except requests.RequestException:
             return None
-        return {name: float(value) for name, value in _METRIC.findall(text)}
+        values = {}
+        for name, value in _METRIC.findall(text):
+            try:
+                values[name] = float(value)
+            except ValueError:
+                continue   # "1.2.3" matches the pattern but is no number: not a reading
+        return values
 
     def before_request(self):
         return self._metrics()
@@ -232,8 +239,8 @@ class LlamaCppServer(Server):
         timings = response.timings
         if not timings:
             return DraftCounts()
-        drafted = timings.get("draft_n")
-        accepted = timings.get("draft_n_accepted")
+        drafted = response.timing_count("draft_n")
+        accepted = response.timing_count("draft_n_accepted")
         if drafted is None and self.expects_draft:
             # llama-server omits the draft fields when nothing was drafted.
             drafted, accepted = 0, 0
@@ -241,14 +248,11 @@ class LlamaCppServer(Server):
         after = self._metrics() if before is not None else None
         if before is not None and after is not None:
             key = "llamacpp:spec_decode_num_drafts_total"
-            if key in after and key in before:
-                steps = round(after[key] - before.get(key, 0))
+            steps = counter_difference(after.get(key), before.get(key), key)
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source="timings")
 
     def server_decode_tps(self, response) -> float | None:
-        if response.timings and isinstance(response.timings.get("predicted_per_second"), (int, float)):
-            return float(response.timings["predicted_per_second"])
-        return None
+        return response.timing_rate("predicted_per_second")
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         tail = self.log_tail(400)
