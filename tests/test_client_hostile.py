@@ -83,16 +83,25 @@ def test_stream_chat_refuses_a_limit_that_bounds_nothing(value):
 # --------------------------------------------------------------------------- TTFT is not inflated
 
 def test_ttft_and_rate_match_what_the_server_sent_without_chunked_encoding():
-    """One event every 100 ms in a close-delimited body: each must be seen when it arrives (fixed-size
-    block reads saw them up to five at a time: TTFT 20% and tok/s 5% off)."""
-    with HostileServer("ok-close", tokens=20, first_delay_s=0.5, interval_s=0.1) as server:
-        response = stream_chat(requests.Session(), server.url + CHAT, {"messages": []})
-        sent = [t for _, t in server.sent]
-    sent_ttft = sent[0] - response.t_start              # the server's send times, on the same clock
-    sent_tps = (len(sent) - 1) / (sent[-1] - sent[0])
-    assert response.completion_tokens == 20
-    assert response.ttft_s == pytest.approx(sent_ttft, rel=0.02)
-    assert response.decode_tps == pytest.approx(sent_tps, rel=0.02)
+    """Events 100 ms apart in a close-delimited body must each be seen when they arrive: reading
+    fixed 512-byte blocks saw them several at a time (TTFT 20% and tok/s 5% late), every time.
+
+    Compared with the server's own send times (same clock), so only delivery counts; a second
+    and third try absorb a moment when a loaded machine did not schedule the reader at once."""
+    misses = []
+    for _ in range(3):
+        with HostileServer("ok-close", tokens=12, first_delay_s=1.0, interval_s=0.1) as server:
+            response = stream_chat(requests.Session(), server.url + CHAT, {"messages": []})
+            sent = [t for _, t in server.sent]
+        assert response.completion_tokens == 12
+        sent_ttft = sent[0] - response.t_start
+        sent_tps = (len(sent) - 1) / (sent[-1] - sent[0])
+        ttft_error = abs(response.ttft_s / sent_ttft - 1)
+        tps_error = abs(response.decode_tps / sent_tps - 1)
+        if ttft_error <= 0.02 and tps_error <= 0.02:
+            return
+        misses.append(f"TTFT {ttft_error:.1%} off, tok/s {tps_error:.1%} off")
+    pytest.fail("; ".join(misses))
 
 
 # --------------------------------------------------------------------------- malformed data
@@ -212,8 +221,8 @@ def test_bench_ends_with_one_error_line(mode, args, limit_s, words):
         proc, elapsed = bench(server.url, *args)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert words in one_error_line(proc)
-    if limit_s:   # Python's start-up is part of `elapsed`: count it in the slack
-        assert elapsed <= 2 * limit_s + SLACK_S + 2.0
+    if limit_s:   # Python's start-up is part of `elapsed` (slow on a loaded machine); unbounded would be 900 s
+        assert elapsed <= 2 * limit_s + SLACK_S + 5.0
 
 
 @pytest.mark.parametrize("flag, value", [("--stall-timeout", "0"), ("--stall-timeout", "nan"),
