@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 import time
 
 import pytest
@@ -233,25 +234,36 @@ def test_bench_refuses_time_outs_that_bound_nothing(flag, value):
     assert f"{flag} is" in one_error_line(proc)
 
 
-def _read_only_dir(tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    return folder / "out.json"
+def _read_only_file(tmp_path):
+    path = tmp_path / "protected.json"
+    path.write_text("{}")
+    path.chmod(0o444)
+    return path
+
+
+def _sys_is_read_only() -> bool:
+    try:
+        tempfile.TemporaryFile(dir="/sys").close()
+    except OSError:
+        return os.path.isdir("/sys")
+    return False
 
 
 @pytest.mark.parametrize("where, words", [
     ("folder", "is a folder"),
     ("under-a-file", "is a file, not a folder"),
     ("prompt-file", "is also an input"),
-    pytest.param("read-only", "cannot be created", marks=pytest.mark.skipif(
-        os.geteuid() == 0, reason="root writes into read-only folders")),
+    pytest.param("read-only-fs", "no new file can be made in /sys", marks=pytest.mark.skipif(
+        not _sys_is_read_only(), reason="needs a read-only /sys (Linux containers and non-root users have one)")),
+    pytest.param("read-only-file", "cannot be written (Permission denied)", marks=pytest.mark.skipif(
+        os.geteuid() == 0, reason="root may write a read-only file")),
 ])
 def test_bench_checks_the_json_path_before_measuring(tmp_path, where, words):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Say hi.\n")
     path = {"folder": tmp_path, "under-a-file": prompts / "out.json", "prompt-file": prompts,
-            "read-only": _read_only_dir(tmp_path) if where == "read-only" else None}[where]
+            "read-only-fs": "/sys/draftbench-test/out.json",
+            "read-only-file": _read_only_file(tmp_path) if where == "read-only-file" else None}[where]
     with HostileServer("ok") as server:
         proc, _ = bench(server.url, "--prompt-file", str(prompts), "--json", str(path))
         requests_seen = server.requests

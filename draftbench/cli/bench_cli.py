@@ -193,17 +193,16 @@ def check_output_file(path: str, flag: str, inputs: tuple[str | None, ...] = ())
         except OSError as exc:
             raise UsageError(f"{flag} {path} cannot be written ({exc.strerror})",
                              "choose another path, or make the file writable") from None
-        return target
     folder = target.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir():
         raise UsageError(f"{flag} {path} cannot be created: {folder} is a file, not a folder",
                          f"give {flag} a path inside a folder")
-    try:
+    try:   # the file is written as a temporary file beside it, then renamed
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
-        raise UsageError(f"{flag} {path} cannot be created in {folder} ({exc.strerror})",
+        raise UsageError(f"{flag} {path} cannot be written: no new file can be made in {folder} ({exc.strerror})",
                          "choose a folder you can write to") from None
     return target
 
