@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import requests
 
 from ..candidates import CandidateSpec
-from ..client import StreamedResponse, stream_chat
+from ..client import StreamedResponse, new_session, stream_chat
 from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
 from ..gguf_meta import read_info
 from ..paths import PathProblem, expand_path
@@ -97,7 +97,7 @@ class Server:
         self.load_time_s = load_time_s
         self.port = port
         self.api_key = api_key            # kept in memory only: never written to results or logs
-        self.session = requests.Session()
+        self.session = new_session()      # refuses redirects: we measure this server or nothing
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
 
     # -- requests -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerE
 from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
+from ..server_values import counter_difference
 from ..settings_schema import default_settings
 from . import prometheus
 from .base import (
@@ -101,23 +102,20 @@ class LlamaCppServer(Server):
         timings = response.timings
         if not timings:
             return DraftCounts()
-        drafted = timings.get("draft_n")
-        accepted = timings.get("draft_n_accepted")
+        drafted = response.timing_count("draft_n")
+        accepted = response.timing_count("draft_n_accepted")
         if drafted is None and self.expects_draft:
             # llama-server omits the draft fields when nothing was drafted.
             drafted, accepted = 0, 0
         steps = None
         after = self._metrics() if before is not None else None
         if before is not None and after is not None:
-            steps_before, steps_after = prometheus.total(before, DRAFTS_TOTAL), prometheus.total(after, DRAFTS_TOTAL)
-            if steps_before is not None and steps_after is not None:
-                steps = round(steps_after - steps_before)
+            steps = counter_difference(prometheus.total(after, DRAFTS_TOTAL), prometheus.total(before, DRAFTS_TOTAL),
+                                       DRAFTS_TOTAL)
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)
 
     def server_decode_tps(self, response) -> float | None:
-        if response.timings and isinstance(response.timings.get("predicted_per_second"), (int, float)):
-            return float(response.timings["predicted_per_second"])
-        return None
+        return response.timing_rate("predicted_per_second")
 
     def active_methods(self) -> tuple[str, ...] | None:
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server

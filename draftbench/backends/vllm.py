@@ -34,6 +34,7 @@ from ..candidates import CandidateSpec
 from ..errors import BinaryNotFoundError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir, expand_path
 from ..process import ManagedProcess
+from ..server_values import counter_difference, server_count
 from ..settings_schema import Field, default_settings
 from . import prometheus
 from .base import (
@@ -225,14 +226,16 @@ class VLLMServer(Server):
         return self.spec_counters()
 
     def draft_counts(self, response, before) -> DraftCounts:
-        metrics = response.extras.get("metrics")
-        per_request = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-        if isinstance(per_request, dict) and isinstance(per_request.get("num_draft_tokens"), int):
+        per_request = response.section("metrics", "speculative_decoding")
+        if per_request is not None and per_request.get("num_draft_tokens") is not None:
             if before is not None:
                 self._settled_counters()   # keep the next request's baseline clean
-            return DraftCounts(drafted=per_request["num_draft_tokens"],
-                               accepted=_int(per_request.get("num_accepted_draft_tokens")),
-                               steps=_int(per_request.get("num_spec_steps")), source=CountsSource.RESPONSE,
+            where = "metrics.speculative_decoding."
+            return DraftCounts(drafted=server_count(per_request["num_draft_tokens"], where + "num_draft_tokens"),
+                               accepted=server_count(per_request.get("num_accepted_draft_tokens"),
+                                                     where + "num_accepted_draft_tokens"),
+                               steps=server_count(per_request.get("num_spec_steps"), where + "num_spec_steps"),
+                               source=CountsSource.RESPONSE,
                                details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
                                                                      "acceptance_histogram") if k in per_request})
         if before is None:
@@ -243,9 +246,7 @@ class VLLMServer(Server):
 
         def diff(key: str) -> int | None:
             name = COUNTERS[key]
-            if name not in after or name not in before:
-                return None
-            return round(after[name] - before[name])
+            return counter_difference(after.get(name), before.get(name), name)
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
                            source=CountsSource.METRICS)
@@ -264,8 +265,6 @@ class VLLMServer(Server):
         return SpeculationStatus(None if requested else False, "")
 
 
-def _int(x) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 def _served_models(server: Server) -> list[str] | None:
