@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from .redact import command_line
+
 _live: dict[int, ManagedProcess] = {}
 _lock = threading.Lock()
 
@@ -41,7 +43,7 @@ class ManagedProcess:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab", buffering=0)
-        self._log.write(("$ " + " ".join(self.cmd) + "\n").encode())
+        self._log.write(("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
         preexec = _set_pdeathsig if sys.platform.startswith("linux") else None
         try:
             self.popen = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=self._log,

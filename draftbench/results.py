@@ -19,14 +19,13 @@ from typing import Any
 
 from .errors import ResultsFileError
 from .paths import atomic_write_text
+from .results_schema import first_problem
 
 SCHEMA_VERSION = 1
 TOOL = "draftbench"
 
 UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
                      "acceptance_rate")
-ROLES = ("baseline", "speculative", "control", "draft_alone")
-STATUSES = ("ok", "error", "skipped")
 
 
 def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool) -> str:
@@ -236,6 +235,12 @@ class ResultsFile:
             if data.get("tool", TOOL) != TOOL:
                 raise ResultsFileError(f"{source} was written by {data.get('tool')!r}, not draftbench",
                                        "use a new --results path")
+        problem = first_problem(data)
+        if problem:
+            where, what = problem
+            raise ResultsFileError(f"{source}: {where} {what}; the file was left untouched",
+                                   "fix that value (or restore the file from a backup), or pass a new --results "
+                                   "path to start over")
         rows = []
         for i, raw in enumerate(data["results"]):
             try:
@@ -275,6 +280,9 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
         raise ResultsFileError(f"cannot read results file {p}: {exc}", "check its permissions") from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise ResultsFileError(f"results file {p} is nested too deeply to be a results file; it was left untouched",
+                               "restore it from a backup, or pass a new --results path to start over") from None
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                f"{exc.msg}); it was left untouched",

@@ -22,10 +22,13 @@ from .backends.base import Backend, LaunchSpec
 from .config import ModelRef, SweepConfig
 from .errors import DraftbenchError, ResultsFileError, ServerError
 from .measure import MeasurementFailed, MeasureOptions, run_prompts
+from .output_paths import logs_dir_for
 from .process import free_port, port_is_free, wait_port_free
 from .prompts import resolve_prompts
+from .redact import redact_args
 from .results import SCHEMA_VERSION, ResultsFile, Row, combination_title, load_results, now_iso, save_results
 from .stats import describe_speedup
+from .text_safety import safe_text
 
 # Settings that change what is measured: a results file made with other values is not resumed.
 MEASUREMENT_KEYS = ("runs", "max_tokens", "temperature", "gpu_layers", "ctx_size", "prompts", "seed", "warmup",
@@ -81,7 +84,9 @@ def config_snapshot(config: SweepConfig) -> dict:
         "source": config.source,
         "targets": [{"label": t.label, "path": t.path} for t in config.targets],
         "drafts": [{"label": d.label, "path": d.path} for d in config.drafts],
-        "measurement": {k: config.settings.get(k) for k in MEASUREMENT_KEYS},
+        # secrets in extra_args are masked: the snapshot is written to the results file
+        "measurement": {k: redact_args(config.settings.get(k)) if k == "extra_args" else config.settings.get(k)
+                        for k in MEASUREMENT_KEYS},
     }
 
 
@@ -98,9 +103,10 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, path: Path) -> N
             differences.append(f"{key} {getattr(existing, key)!r} vs {getattr(config, key)!r}")
     old = (existing.config or {})
     old_measure = old.get("measurement") or {}
+    new_measure = config_snapshot(config)["measurement"]
     for key in MEASUREMENT_KEYS:
-        if key in old_measure and old_measure[key] != config.settings.get(key):
-            differences.append(f"settings.{key} {old_measure[key]!r} vs {config.settings.get(key)!r}")
+        if key in old_measure and old_measure[key] != new_measure[key]:
+            differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
     for kind in ("targets", "drafts"):
         old_paths = {m["label"]: m["path"] for m in old.get(kind) or [] if isinstance(m, dict)}
         for ref in getattr(config, kind):
@@ -129,11 +135,12 @@ class Console:
     def __init__(self, stream=None):
         self.stream = stream or sys.stdout
 
+    # Labels, reasons and server log tails reach the terminal: control sequences in them are shown, not run.
     def line(self, text: str = "") -> None:
-        print(text, file=self.stream, flush=True)
+        print(safe_text(text), file=self.stream, flush=True)
 
     def part(self, text: str) -> None:
-        print(text, end="", file=self.stream, flush=True)
+        print(safe_text(text), end="", file=self.stream, flush=True)
 
 
 def _slug(text: str) -> str:
@@ -157,7 +164,7 @@ class Sweep:
         self.console = console or Console()
         self.cdn = cdn
         self.backend: Backend = get_backend(config.backend)
-        self.logs_dir = results_path.with_name(results_path.stem + ".logs")
+        self.logs_dir = logs_dir_for(results_path)
 
     # ------------------------------------------------------------------ setup
     def load_or_create(self) -> ResultsFile:
@@ -172,8 +179,9 @@ class Sweep:
 
     def _public_settings(self) -> dict:
         # Secrets (API keys) never reach results: only settings that are not credentials.
-        return {k: v for k, v in self.settings.items() if ("key" not in k.lower() and "token" not in k.lower())
-                or k == "max_tokens"}
+        public = {k: v for k, v in self.settings.items() if ("key" not in k.lower() and "token" not in k.lower())
+                  or k == "max_tokens"}
+        return dict(public, extra_args=redact_args(public.get("extra_args")))
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
@@ -300,7 +308,7 @@ class Sweep:
             c.line(f"ready ({server.load_time_s:.1f} s)" if server.load_time_s else "ready")
             for note in server.warnings:   # e.g. "attached to a running LM Studio server"
                 c.line(f"  Note: {note}")
-            server_info = {"backend": self.config.backend, "command": server.command, "version": server.version,
+            server_info = {"backend": self.config.backend, "command": redact_args(server.command), "version": server.version,
                            "log": server.log_path, "port": server.port or spec.port}
             status = server.speculation_status(requested=run.draft is not None)
             if run.draft is not None and status.active is False:
@@ -342,7 +350,7 @@ class Sweep:
             tail = getattr(err, "log_tail", "") or (server.log_tail(20) if server else "")
             c.line(f"  ! {_first_line(err)}")
             return Row(status="error", reason=_first_line(err), requests=tuple(failure.records),
-                       server={"backend": self.config.backend, "command": server.command if server else None,
+                       server={"backend": self.config.backend, "command": redact_args(server.command) if server else None,
                                "version": server.version if server else None,
                                "log": server.log_path if server else str(log_path), "log_tail": tail},
                        wall_time=_r(time.perf_counter() - wall_start), **base)

@@ -139,9 +139,24 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
     return proc.returncode, text + out
 
 
+# Every process this test session starts inherits this marker, so that "servers left running" counts
+# ours only: other work on a shared machine may run llama-servers of its own at the same time.
+SESSION_MARKER = f"DRAFTBENCH_TEST_SESSION={os.getpid()}-{time.time_ns()}"
+os.environ["DRAFTBENCH_TEST_SESSION"] = SESSION_MARKER.split("=", 1)[1]
+
+
 def llama_server_pids() -> set[int]:
+    """llama-server processes started by this test session (directly or through the CLIs)."""
     out = subprocess.run(["pgrep", "-x", "llama-server"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
+    ours = set()
+    for pid in (int(p) for p in out.stdout.split()):
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue          # exited meanwhile, or not readable: not ours
+        if SESSION_MARKER.encode() in environ:
+            ours.add(pid)
+    return ours
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):

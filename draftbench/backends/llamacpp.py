@@ -29,6 +29,7 @@ import requests
 from ..errors import BinaryNotFoundError, ServerError
 from ..paths import cache_dir
 from ..process import ManagedProcess
+from ..server_args import api_key_from_args
 from ..settings_schema import Field
 from .base import (
     Backend,
@@ -206,6 +207,8 @@ class LlamaCppServer(Server):
         self.has_metrics = has_metrics
         self.expects_draft = expects_draft
         self._api_key = api_key
+        if api_key:     # /props, /slots and /metrics need it too when the server was started with --api-key
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.props: dict = {}
 
     def headers(self) -> dict:
@@ -290,7 +293,8 @@ class LlamaCppBackend(Backend):
         proc = ManagedProcess(cmd, log_path)
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
                                 process=proc, command=cmd, version=caps.get("version"), port=spec.port, spec=spec,
-                                has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
+                                has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
+                                api_key=api_key_from_args(spec.extra_args))
         try:
             wait_until_ready(proc, server.base_url + "/health", spec.startup_timeout_s, what="llama-server",
                              on_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path))
@@ -319,7 +323,9 @@ class LlamaCppBackend(Backend):
         if not server.alive():
             raise explain_exit(server.process.returncode, server.log_tail(30), spec.port, server.log_path)
         try:
-            props = server.session.get(server.base_url + "/props", timeout=10).json()
+            answer = server.session.get(server.base_url + "/props", timeout=10)
+            # Ours knows the key we gave it (if any): a 401/403 means someone else answers on this port.
+            props = None if answer.status_code in (401, 403) else answer.json()
         except (requests.RequestException, ValueError):
             props = None
         model_path = props.get("model_path") if isinstance(props, dict) else None

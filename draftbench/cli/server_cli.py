@@ -11,6 +11,8 @@ from ..backends.base import LaunchSpec
 from ..errors import ServerError, UsageError
 from ..paths import cache_dir
 from ..process import free_port, port_is_free
+from ..redact import command_line
+from ..server_args import check_server_args, host_problems
 from ..settings_schema import COMMON_SETTINGS
 from . import run_main
 
@@ -26,6 +28,8 @@ def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="server.py", description="Start an inference server for benchmarking "
                                 "(stops it on Ctrl-C). Arguments after -- are passed to the server as they are.")
+    p.add_argument("--allow-remote", action="store_true", help="allow a --host (here or after --) other than "
+                   "loopback: the server is then reachable from other machines")
     sub = p.add_subparsers(dest="backend", required=True, metavar="{llama-cpp,vllm,lm-studio}")
     llama = sub.add_parser("llama-cpp", help="start llama.cpp's llama-server")
     llama.add_argument("--model-path", required=True, help="target GGUF")
@@ -49,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _common(p, port: int) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another address "
+                   "needs --allow-remote)")
     p.add_argument("--port", type=int, default=port, help=f"port (default {port}; 0 = any free port)")
     p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
     p.add_argument("--log", default=None, help="server log file (default: under ~/.cache/draftbench/logs)")
@@ -76,9 +81,25 @@ def launch_spec(args, extra: list[str]) -> tuple[object, LaunchSpec]:
     return backend, make(args, extra)
 
 
+def check_exposure(args, extra: list[str]) -> list[str]:
+    """Refuse --port after -- and a non-loopback host without --allow-remote; return warnings to print."""
+    problems, warnings = check_server_args("--", extra, allow_remote=args.allow_remote, allow_flag="--allow-remote",
+                                           where=lambda i: f"argument {i + 1} after --")
+    host = getattr(args, "host", None)
+    if isinstance(host, str):
+        problems += host_problems("--host", host, allow_remote=args.allow_remote, allow_flag="--allow-remote",
+                                  warnings=warnings)
+    if problems:
+        first = problems[0]
+        raise UsageError(f"{first.path}: {first.message}", (first.fix or "").replace("settings.port", "--port"))
+    return warnings
+
+
 def main(argv: list[str]) -> int:
     ours, extra = _split_extra(argv)
     args = build_parser().parse_args(ours)
+    for warning in check_exposure(args, extra):
+        print(f"Warning: {warning}", flush=True)
     backend, spec = launch_spec(args, extra)
     owns_port = getattr(backend, "owns_port", True)   # False: LM Studio's one server is reused, not started anew
     if spec.port == 0 and owns_port:
@@ -94,7 +115,7 @@ def main(argv: list[str]) -> int:
         print(f"Ready in {server.load_time_s:.1f} s at {server.base_url}" if server.load_time_s
               else f"Ready at {server.base_url}", flush=True)
         if server.command:
-            print("Command: " + " ".join(server.command), flush=True)
+            print("Command: " + command_line(server.command), flush=True)
         if server.version:
             print(f"Version: {server.version}", flush=True)
         for note in server.warnings:
