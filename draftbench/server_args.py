@@ -81,7 +81,8 @@ def host_problems(path: str, host: str | None, *, allow_remote: bool, allow_flag
         return []
     if not allow_remote:
         return [Problem(path, f"makes the server listen on {', '.join(remote)}, reachable from other machines",
-                        f"keep the default 127.0.0.1, or set {allow_flag} to expose it on purpose")]
+                        "keep the default 127.0.0.1, or expose it on purpose with "
+                        + (f"{allow_flag}: true" if allow_flag.startswith("settings.") else allow_flag))]
     warnings.append(remote_warning(", ".join(remote), path))
     return []
 

@@ -93,6 +93,13 @@ def test_server_cli_refuses_exposure_without_allow_remote(models, args, message)
     assert llama_server_pids() == before
 
 
+def test_server_cli_accepts_allow_remote_after_the_backend_name_too(tmp_path):
+    proc = run_cli("server.py", "llama-cpp", "--model-path", str(tmp_path / "missing.gguf"), "--host", "0.0.0.0",
+                   "--allow-remote", timeout=60)
+    assert_clean_error(proc, 2, "does not exist")            # past the exposure check, stopped at the model
+    assert "Warning: --host: the server will listen on 0.0.0.0" in proc.stdout
+
+
 @pytest.mark.llama
 def test_server_cli_allow_remote_warns_and_masks_the_key(models):
     code, out = interrupt_server_cli("--allow-remote", "llama-cpp", "--model-path", models["target-2x"], "--port",

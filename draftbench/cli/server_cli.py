@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sp.add_argument("--model", required=False)
             _common(sp, port=backend.default_port)
+    for parser in (llama, *(sub.choices[REGISTRY[k].name] for k in ("vllm", "lmstudio"))):
+        # also accepted after the backend name; SUPPRESS keeps the top-level value when absent here
+        parser.add_argument("--allow-remote", action="store_true", default=argparse.SUPPRESS,
+                            help="allow a --host (here or after --) other than loopback")
     return p
 
 
