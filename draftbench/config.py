@@ -23,7 +23,7 @@ from .text_safety import lone_surrogate_paths, safe_text, text_problem
 
 _SAFE_LABEL = re.compile(r"^[^\x00-\x1f\x7f/\\]+$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
-# name and hardware make the default file names (<hardware>_<backend>_<name>.json, .logs, .json.lock):
+# name and hardware make the default file names (<hardware>_<backend>_<name>.json, .logs, .lock):
 # 100 characters each keeps those within the file systems' 255-byte limit.
 MAX_NAME_CHARS = 100
 MAX_LABEL_CHARS = 100

@@ -25,10 +25,16 @@ def logs_dir_for(results: Path) -> Path:
     return results.with_name(results.stem + ".logs")
 
 
-def lock_path_for(results: Path) -> Path:
-    """The lock file of a results file: beside the file it guards (the real one, when linked)."""
+def lock_paths_for(results: Path) -> list[Path]:
+    """The lock files a sweep writing ``results`` holds: ``<stem>.lock`` beside it, named like its logs
+    folder so that two results files sharing a logs folder (``x.json``, ``x.dat``) exclude each other;
+    and, when ``results`` is a symlink, the same beside its target, so that every path to one file
+    takes one lock."""
+    paths = [results.with_name(results.stem + ".lock")]
     real = Path(os.path.realpath(results))
-    return real.with_name(real.name + ".lock")
+    if real.parent != Path(os.path.realpath(results.parent)) or real.name != results.name:
+        paths.append(real.with_name(real.stem + ".lock"))
+    return paths
 
 
 def default_chart_for(results: Path) -> Path:
@@ -92,7 +98,7 @@ def check_output_paths(results: Path, chart: Path | None, configs: Sequence[Path
         roles.append(_Role("--chart", chart, "file", True))
     if sweeping:
         roles.append(_Role("the logs folder", logs_dir_for(results), "folder", True))
-        roles.append(_Role("the lock file", lock_path_for(results), "file", True))
+        roles += [_Role("the lock file", lock, "file", True) for lock in lock_paths_for(results)]
     roles += [_Role("the config", Path(c), "file", False) for c in configs]
     for role in roles:
         problem = _shape_problem(role) if role.writes or role.what == "--results" else None

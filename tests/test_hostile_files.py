@@ -162,6 +162,17 @@ def test_a_config_nested_100k_deep_is_a_config_error(tmp_path, tripwire):  # noq
     assert not tripwire[1].exists()
 
 
+def test_a_prompt_file_nested_deep_is_a_config_error(tmp_path, tripwire):  # noqa: F811
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "ok"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    config = {"name": "x", "hardware": "h", "targets": [{"label": "T", "path": "t.gguf"}],
+              "settings": {"llama_bin": str(tripwire[0]), "prompts": str(prompts)}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(config))
+    proc = run_cli("sweep.py", "--config", str(path), "--dry-run", timeout=60)
+    assert_clean_error(proc, 2, "$.settings.prompts", "p.jsonl:2: nested too deeply")
+
+
 def test_a_config_dir_batch_names_every_broken_file_and_runs_the_rest(tmp_path, tripwire):  # noqa: F811
     exe, marker = tripwire
     folder = tmp_path / "configs"

@@ -67,11 +67,11 @@ OVERWRITES = [
     (["--results", "{config}"], "would destroy the config", ["--results", "the config"]),
     (["--results", "r.json", "--chart", "link.html"], "would destroy the config", ["link.html", "c.json"]),
     (["--results", "r.json", "--chart", "r.logs"], "are the same file", ["--chart r.logs", "the logs folder r.logs"]),
-    (["--results", "r.json", "--chart", "r.json.lock"], "are the same file", ["the lock file"]),
+    (["--results", "r.json", "--chart", "r.lock"], "are the same file", ["the lock file"]),
     (["--results", "z.json"], "is a file; draftbench keeps the server logs in a folder", ["z.logs"]),
     (["--results", "r.json", "--chart", "folder.html"], "is a folder, not a file", ["folder.html"]),
     (["--results", "folder.html/r.json", "--chart", "c.cfg/r.html"], "is a file, not a folder", ["c.cfg"]),
-    (["--results", "a" * 250 + ".json"], "bytes long", [".json.lock"]),
+    (["--results", "a" * 252 + ".json"], "257 bytes long", ["--results aaaa"]),
 ]
 
 
@@ -182,7 +182,7 @@ def test_two_sweeps_on_one_results_file_never_mix(models, tmp_path):
                               str(results), "--no-chart"], cwd=str(tmp_path), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
-        lock = tmp_path / "store" / "real.json.lock"
+        lock = tmp_path / "store" / "real.lock"
         wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.pid), timeout=60)
         second = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=60,
                          cwd=tmp_path)

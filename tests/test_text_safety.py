@@ -15,7 +15,7 @@ import time
 import pytest
 from draftbench.config import validate_config
 from draftbench.errors import ConfigError, UsageError
-from draftbench.output_paths import check_output_paths, lock_path_for, logs_dir_for
+from draftbench.output_paths import check_output_paths, lock_paths_for, logs_dir_for
 from draftbench.redact import MASK, redact_command
 from draftbench.results_lock import ResultsInUseError, results_lock
 from draftbench.server_args import api_key_from_args, check_server_args, is_loopback
@@ -190,7 +190,7 @@ def test_output_paths_resolve_symlinks_and_hard_links(tmp_path):
     with pytest.raises(UsageError, match="would destroy the config"):
         check_output_paths(results, config, [config])
     check_output_paths(results, tmp_path / "r.html", [config])         # distinct: fine
-    assert logs_dir_for(results).name == "r.logs" and lock_path_for(results).name == "r.json.lock"
+    assert logs_dir_for(results).name == "r.logs" and [p.name for p in lock_paths_for(results)] == ["r.lock"]
 
 
 def test_output_paths_that_cannot_work(tmp_path):
@@ -198,20 +198,31 @@ def test_output_paths_that_cannot_work(tmp_path):
     with pytest.raises(UsageError, match="is a file, not a folder"):
         check_output_paths(tmp_path / "file" / "r.json", None)
     with pytest.raises(UsageError, match="bytes long"):
-        check_output_paths(tmp_path / ("r" * 250 + ".json"), None)   # the .json.lock beside it is too long
+        check_output_paths(tmp_path / ("r" * 251 + ".json"), None)
 
 
 def test_a_symlinked_results_file_is_locked_through_its_target(tmp_path):
-    real = tmp_path / "real.json"
+    real = tmp_path / "store" / "real.json"
     (tmp_path / "link.json").symlink_to(real)
-    assert lock_path_for(tmp_path / "link.json") == lock_path_for(real)
+    assert lock_paths_for(tmp_path / "link.json") == [tmp_path / "link.lock", tmp_path / "store" / "real.lock"]
+    assert lock_paths_for(real) == [tmp_path / "store" / "real.lock"]
+
+
+def test_results_files_sharing_a_logs_folder_share_a_lock(tmp_path):
+    with results_lock(tmp_path / "x.json"), pytest.raises(ResultsInUseError, match="its logs folder"), \
+            results_lock(tmp_path / "x.dat"):
+        pass
+    with results_lock(tmp_path / "store" / "real.json"):
+        (tmp_path / "link.json").symlink_to(tmp_path / "store" / "real.json")
+        with pytest.raises(ResultsInUseError), results_lock(tmp_path / "link.json"):
+            pass
 
 
 # ---------------------------------------------------------------------------- the lock
 
 def test_the_lock_is_exclusive_names_its_holder_and_dies_with_it(tmp_path):
     results = tmp_path / "r.json"
-    with results_lock(results) as lock:
+    with results_lock(results) as [lock]:
         assert lock.read_text().strip() == str(os.getpid())
         with pytest.raises(ResultsInUseError, match=f"in use by process {os.getpid()}"), results_lock(results):
             pass
