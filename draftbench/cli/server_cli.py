@@ -14,6 +14,7 @@ from ..process import free_port, port_is_free
 from ..redact import command_line
 from ..server_args import check_server_args, host_problems
 from ..settings_schema import COMMON_SETTINGS
+from ..text_safety import safe_text
 from . import run_main
 
 
@@ -103,7 +104,7 @@ def main(argv: list[str]) -> int:
     ours, extra = _split_extra(argv)
     args = build_parser().parse_args(ours)
     for warning in check_exposure(args, extra):
-        print(f"Warning: {warning}", flush=True)
+        print(safe_text(f"Warning: {warning}"), flush=True)
     backend, spec = launch_spec(args, extra)
     owns_port = getattr(backend, "owns_port", True)   # False: LM Studio's one server is reused, not started anew
     if spec.port == 0 and owns_port:
@@ -113,24 +114,24 @@ def main(argv: list[str]) -> int:
                           "stop that program, pass another --port, or --port 0 for any free port", kind="port_in_use")
     if spec.log_path is None:
         spec = spec.__class__(**{**spec.__dict__, "log_path": str(cache_dir() / "logs" / f"server-{spec.port}.log")})
-    print(f"Starting {args.backend} on {spec.host}:{spec.port} (log: {spec.log_path}) ...", flush=True)
+    print(safe_text(f"Starting {args.backend} on {spec.host}:{spec.port} (log: {spec.log_path}) ..."), flush=True)
     server = backend.launch(spec)
     try:
         print(f"Ready in {server.load_time_s:.1f} s at {server.base_url}" if server.load_time_s
               else f"Ready at {server.base_url}", flush=True)
         if server.command:
-            print("Command: " + command_line(server.command), flush=True)
+            print(safe_text("Command: " + command_line(server.command)), flush=True)
         if server.version:
-            print(f"Version: {server.version}", flush=True)
+            print(safe_text(f"Version: {server.version}"), flush=True)
         for note in server.warnings:
-            print(f"Note: {note}", flush=True)
+            print(safe_text(f"Note: {note}"), flush=True)
         requested = spec.draft is not None
         status = server.speculation_status(requested=requested)
         if requested:
             if status.active:
                 print("Speculative decoding: active", flush=True)
             elif status.active is False:
-                print(f"Warning: speculative decoding is NOT active: {status.reason}", flush=True)
+                print(safe_text(f"Warning: speculative decoding is NOT active: {status.reason}"), flush=True)
             else:
                 print("Speculative decoding: requested (the server does not report whether it is active)", flush=True)
         hint = getattr(server, "bench_hint", None) or f"python bench.py --url {server.base_url}"
@@ -142,7 +143,7 @@ def main(argv: list[str]) -> int:
             while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
                 signal.pause()
         print(f"The server exited by itself (code {server.process.returncode if server.process else '?'}); "
-              f"last log lines:\n{server.log_tail(15)}", file=sys.stderr)
+              f"last log lines:\n{safe_text(server.log_tail(15))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nStopping ...", flush=True)
