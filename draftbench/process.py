@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from .redact import command_line
+from .redact import command_line, redact_text
 
 _live: dict[int, ManagedProcess] = {}
 _lock = threading.Lock()
@@ -93,7 +93,7 @@ class ManagedProcess:
         return self.popen.returncode
 
     def log_tail(self, lines: int = 25) -> str:
-        return tail_file(self.log_path, lines)
+        return redact_text(tail_file(self.log_path, lines), self.cmd)   # some servers echo their --api-key
 
 
 def _signal_group(pid: int, sig: int) -> None:

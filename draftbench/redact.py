@@ -55,6 +55,26 @@ def redact_command(cmd: Iterable[object]) -> list[str]:
     return out
 
 
+def secret_values(cmd: Iterable[object]) -> list[str]:
+    """The values :func:`redact_command` masks (to find them again where a server echoes its arguments)."""
+    args = [str(a) for a in cmd]
+    masked = redact_command(args)
+    values = []
+    for original, shown in zip(args, masked):
+        if original != shown:
+            value = original.split("=", 1)[1] if shown.endswith("=" + MASK) else original
+            values += [v for v in value.split(",") if v] + [value]   # llama-server: comma-separated keys
+    return sorted(set(v for v in values if len(v) >= 4), key=len, reverse=True)   # longest first
+
+
+def redact_text(text: str, cmd: Iterable[object]) -> str:
+    """``text`` (a server's log lines) with every secret value of ``cmd`` replaced by ``***``: some
+    servers (vLLM) print their arguments, keys included."""
+    for value in secret_values(cmd):
+        text = text.replace(value, MASK)
+    return text
+
+
 def redact_args(args: Sequence[str] | None) -> list[str] | None:
     """:func:`redact_command` for an argument list that may be absent (settings, snapshots)."""
     return None if args is None else redact_command(args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -139,3 +140,17 @@ def test_a_401_from_props_is_not_our_server():
     finally:
         stranger.shutdown()
         stranger.server_close()
+
+
+def test_a_server_that_echoes_its_key_has_it_masked_in_every_log_line_we_show(tmp_path):
+    from draftbench.process import ManagedProcess
+    log = tmp_path / "server.log"
+    proc = ManagedProcess([sys.executable, "-c", "import sys; print('args:', sys.argv[1:])", "--api-key", SECRET],
+                          log)
+    try:
+        proc.popen.wait(timeout=30)
+    finally:
+        proc.stop()
+    assert log.read_text().splitlines()[0].endswith("--api-key ***")      # our header line
+    assert SECRET in log.read_text()                                      # the server's own words, kept as written
+    assert SECRET not in proc.log_tail() and "'***'" in proc.log_tail()   # what results and errors show

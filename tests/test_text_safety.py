@@ -166,6 +166,14 @@ def test_redact_command(cmd, expected):
     assert redact_command(cmd) == expected
 
 
+def test_secret_values_echoed_by_a_server_are_masked_in_its_log_lines():
+    from draftbench.redact import redact_text
+    cmd = ["vllm", "serve", "m", "--api-key", "k-123,k-456", "--hf-token=hf_abcdef", "--port", "8000"]
+    log = "non-default args: {'api_key': ['k-123,k-456'], 'hf_token': 'hf_abcdef', 'port': 8000}\nk-456 again"
+    assert redact_text(log, cmd) == "non-default args: {'api_key': ['***'], 'hf_token': '***', 'port': 8000}\n" \
+        "*** again"
+
+
 def test_api_key_is_found_for_our_own_requests(tmp_path):
     assert api_key_from_args(["--api-key", "a,b"]) == "a"
     keys = tmp_path / "keys"
