@@ -132,6 +132,19 @@ def test_a_config_dir_never_writes_over_one_of_its_configs(tmp_path, tripwire): 
     assert config.read_bytes() == before and not marker.exists()
 
 
+def test_two_configs_of_a_batch_never_share_a_results_file(tmp_path, tripwire):  # noqa: F811
+    exe, marker = tripwire
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    write_config(folder, exe, name="a.json")
+    write_config(folder, exe, name="b.json", model_family="same name and hardware as a.json")
+    proc = run_cli("sweep.py", "--config-dir", str(folder), "--dry-run", timeout=60, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "a.json: valid." in proc.stdout and "b.json: INVALID CONFIG" in proc.stdout
+    assert "b.json would write results/h_llamacpp_x.json, the results file of" in proc.stderr
+    assert not marker.exists()
+
+
 def test_results_and_charts_are_written_through_symlinks(tmp_path):
     target = tmp_path / "store" / "real.json"
     target.parent.mkdir()

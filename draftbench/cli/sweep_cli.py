@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -59,12 +60,20 @@ def chart_only(args) -> int:
     return EXIT_OK
 
 
-def run_config(path: str, args, *, results: str | None, chart: str | None, batch: tuple[Path, ...] = ()) -> int:
-    """One config. ``batch``: every config of a --config-dir run, none of which may be written over."""
+def run_config(path: str, args, *, results: str | None, chart: str | None, batch: tuple[Path, ...] = (),
+               used: dict[str, Path] | None = None) -> int:
+    """One config. ``batch``: every config of a --config-dir run, none of which may be written over;
+    ``used``: results files of the batch's earlier configs (real path -> config), never shared."""
     config = load_config(path)
     results_path, default_chart = default_paths(config, results, chart)
     chart_path = None if args.no_chart else default_chart
     check_output_paths(results_path, chart_path, (Path(path), *batch))
+    if used is not None:
+        real = os.path.realpath(results_path)
+        if real in used:
+            raise UsageError(f"{path} would write {results_path}, the results file of {used[real]} in this batch",
+                             "give the configs different names (or hardware), which name their results files")
+        used[real] = Path(path)
     if args.dry_run:
         for warning in config.warnings:
             print(safe_text(f"Warning: {warning}"))
@@ -93,10 +102,11 @@ def run_config_dir(folder: str, args) -> int:
     if not configs:
         raise UsageError(f"{folder} holds no *.json configs (example_*.json are ignored)", "add a config")
     outcomes = []
+    used: dict[str, Path] = {}
     for path in configs:
         print(f"\n##### {path} #####\n", flush=True)
         try:
-            code = run_config(str(path), args, results=None, chart=None, batch=tuple(configs))
+            code = run_config(str(path), args, results=None, chart=None, batch=tuple(configs), used=used)
         except DraftbenchError as exc:
             print(f"Error: {safe_text(exc)}", file=sys.stderr, flush=True)
             code = exc.exit_code
