@@ -89,7 +89,7 @@ def test_server_cli_speculates_and_leaves_nothing_behind(models, how):
         assert "Speculative decoding: active" in out
         assert "--spec-type draft-simple" in out
         child = wait_for(lambda: llama_server_pids() - before, timeout=5)
-        response = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
+        response = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=300, json={
             "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 16, "temperature": 0})
         assert response.json()["timings"]["draft_n"] > 0
         # Ctrl-C stops the server cleanly; even SIGKILL of server.py takes the server down with it.

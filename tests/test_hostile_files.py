@@ -226,7 +226,7 @@ def test_a_nested_gguf_is_an_error_row_and_the_next_combination_runs(tmp_path, m
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))
     results = tmp_path / "r.json"
-    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=300)
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart")
     assert proc.returncode == 3, proc.stdout + proc.stderr                # finished, with an error row
     assert "Traceback" not in proc.stdout + proc.stderr
     deep, real = json.loads(results.read_text(), parse_constant=pytest.fail)["results"]

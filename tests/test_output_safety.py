@@ -196,11 +196,11 @@ def test_two_sweeps_on_one_results_file_never_mix(models, tmp_path):
                              stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
         lock = tmp_path / "store" / "real.lock"
-        wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.pid), timeout=60)
+        wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.pid), timeout=300)
         second = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=60,
                          cwd=tmp_path)
         assert_clean_error(second, 1, f"is in use by process {first.pid}")
-        out, _ = first.communicate(timeout=300)
+        out, _ = first.communicate(timeout=900)
     finally:
         if first.poll() is None:
             first.kill()

@@ -36,7 +36,7 @@ def test_an_api_key_in_extra_args_is_used_and_masked_everywhere(models, tmp_path
     config = write_config(tmp_path, models, drafts=(), runs=1, max_tokens=8, prompts=["code"], warmup=0,
                           extra_args=["--api-key", SECRET])
     results = tmp_path / "r.json"
-    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), timeout=300)
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results))
     assert proc.returncode == 0, proc.stdout + proc.stderr     # our own requests carried the key
     data = json.loads(results.read_text())
     [row] = data["results"]
