@@ -49,7 +49,9 @@ def test_bench_without_a_draft_says_na_not_zero(start_llama, models):
     proc = run_cli("bench.py", "--url", server.base_url + "/v1", "--requests", "2", "--max-tokens", "16")
     assert proc.returncode == 0, proc.stderr
     assert "acceptance         n/a" in proc.stdout
-    assert "0.0%" not in proc.stdout
+    # no acceptance is ever shown as 0% (other figures, such as a CV of 50.0% on a busy machine, may end so)
+    acceptance = [line for line in proc.stdout.splitlines() if "acceptance" in line]
+    assert acceptance and not any(re.search(r"(?<![\d.])0(\.0+)?%", line) for line in acceptance), acceptance
 
 
 def test_bench_compare_reports_speedup_and_output_equivalence(start_llama, models, tmp_path):
