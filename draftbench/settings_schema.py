@@ -126,6 +126,8 @@ COMMON_SETTINGS: dict[str, Field] = {
     "port": Field("int", 8080, "port for the server we start (0 = any free port)", min=0, max=65535),
     # draftbench additions
     "host": Field("str", "127.0.0.1", "address the server binds to"),
+    "allow_remote": Field("bool", False, "allow a server address other than loopback (settings.host or --host "
+                          "in extra_args): the server is then reachable from other machines"),
     "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max); "
                        "a list sweeps several values; null = the server's default", min=1, max=256),
     "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min)",

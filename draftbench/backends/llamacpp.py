@@ -25,6 +25,7 @@ from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerE
 from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
+from ..server_args import api_key_from_args
 from ..server_values import counter_difference
 from ..settings_schema import default_settings
 from . import prometheus
@@ -185,7 +186,8 @@ class LlamaCppBackend(Backend):
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
                                 process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
-                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
+                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
+                                api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
@@ -207,7 +209,9 @@ class LlamaCppBackend(Backend):
     def _verify_identity(self, server: LlamaCppServer, spec: LaunchSpec) -> None:
         """Refuse to benchmark a server that is not the one we started."""
         try:
-            props = server.session.get(server.base_url + "/props", timeout=10).json()
+            answer = server.session.get(server.base_url + "/props", timeout=10)
+            # Ours knows the key we gave it (if any): a 401/403 means someone else answers on this port.
+            props = None if answer.status_code in (401, 403) else answer.json()
         except (requests.RequestException, ValueError):
             props = None
         model_path = props.get("model_path") if isinstance(props, dict) else None
