@@ -145,7 +145,7 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
     # no noise can hide): the verdict names it and the speed-up's floor rises to it.
     baseline_tps = {(r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
     control_row = loaded.row(("control", "241M Q4_1", None, None))
-    drifted = loaded.with_row(control_row.with_(requests=tuple(
+    drifted = loaded.with_row(replace(control_row, requests=tuple(
         replace(r, decode_tps=baseline_tps[(r.prompt_id, r.run)] * 1.5) for r in control_row.requests)))
     save_results(analyze(drifted), results)
     again = run_cli("sweep.py", "--chart-only", "--results", str(results), "--chart", str(tmp_path / "aa.html"))
