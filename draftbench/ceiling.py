@@ -17,18 +17,13 @@ as synthetic everywhere. This module is pure: rows in, numbers and sentences out
 
 from __future__ import annotations
 
-from enum import Enum
-
 from .kpredict import tok_s
 from .results import Row
+from .rowkinds import CeilingLevel
 from .stats import describe_speedup
 
 SYNTH_LEN = "synth_len"      # the llama.cpp candidate parameter (--spec-synth-len)
-
-
-class Level(str, Enum):
-    MEASURED = "measured"    # at the draft's own measured mean accepted length
-    FULL = "full"            # every drafted token accepted: length k + 1
+Level = CeilingLevel         # measured / full (declared with the row kinds: the results schema checks it)
 
 
 def draft_length(measured: Row | None, configured_k: int | None) -> int | None:

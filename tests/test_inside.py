@@ -17,7 +17,8 @@ from draftbench.config import validate_config
 from draftbench.errors import ConfigError
 from draftbench.findings import Code
 from draftbench.report import build_figures, render_report
-from draftbench.results import RequestRecord, ResultsFile, Role, Row, load_results
+from draftbench.results import RequestRecord, ResultsFile, Row, load_results
+from draftbench.rowkinds import Role
 from draftbench.sweep import Console, Sweep, plan
 from draftbench.sweep.console import Reporter
 

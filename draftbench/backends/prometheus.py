@@ -11,6 +11,11 @@ import math
 import re
 from dataclasses import dataclass
 
+from ..server_values import counter_difference
+
+# No draft proposes this many tokens per step (llama.cpp's own limits are far lower).
+MAX_POSITIONS = 1024
+
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\d+)?\s*$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -76,7 +81,8 @@ def by_position(samples: list[Sample], name: str, label: str = "position") -> tu
     between read 0); None when the server does not export it."""
     found: dict[int, float] = {}
     for key, value in by_label(samples, name, label).items():
-        if key.isdigit():
+        # A position past any real draft length is a broken or hostile server: never a huge vector.
+        if key.isdigit() and int(key) < MAX_POSITIONS:
             found[int(key)] = value
     if not found:
         return None
@@ -96,7 +102,7 @@ def position_delta(before: list[Sample], after: list[Sample], name: str, *,
         if total(before, present_before) is None:
             return None          # the snapshot before the request was not a usable reading
         then = ()
-    return tuple(round(value - (then[i] if i < len(then) else 0.0)) for i, value in enumerate(now))
+    return tuple(_moved(value, then[i] if i < len(then) else 0.0, name, i) for i, value in enumerate(now))
 
 
 def flat_totals(samples: list[Sample], names: tuple[str, ...], positional: str) -> dict[str, float]:
@@ -115,4 +121,10 @@ def flat_position_delta(before: dict[str, float], after: dict[str, float], posit
         now.append(after[f"{positional}[{len(now)}]"])
     if not now:
         return None
-    return tuple(round(v - before.get(f"{positional}[{i}]", 0.0)) for i, v in enumerate(now))
+    return tuple(_moved(v, before.get(f"{positional}[{i}]", 0.0), positional, i) for i, v in enumerate(now))
+
+
+def _moved(after: float, before: float, name: str, position: int) -> int:
+    """One position's change, checked like every server counter (never backwards, never absurd)."""
+    moved = counter_difference(after, before, f'{name}{{position="{position}"}}')
+    return 0 if moved is None else moved

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ceiling import SYNTH_LEN, Level, synth_length
-from ..results import ResultsFile, Role
+from ..results import ResultsFile
+from ..rowkinds import Role
 from .plan import Combination
 
 
