@@ -17,6 +17,7 @@ import time
 
 import pytest
 import requests
+from draftbench.analysis import summarize_records
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.vllm import VLLMBackend
@@ -200,6 +201,18 @@ def test_a_vllm_that_runs_without_speculation_is_reported(fake, tmp_path, monkey
         status = server.speculation_status(requested=True)
         assert status.active is False
         assert "vllm:spec_decode" in status.reason
+
+
+def test_an_older_vllm_without_per_position_counters_gives_null_not_zeros(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DRAFTS", json.dumps({DRAFT: "no-per-pos"}))
+    with VLLMBackend().launch(make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin))) as server:
+        records = run_prompts(server, list(BUILTIN_PROMPTS[:2]), MeasureOptions(runs=1, warmup=0, max_tokens=24))
+    for record in records:      # the totals still count; the positions are not reported
+        assert {"draft_n": record.draft_n, "draft_n_accepted": record.draft_n_accepted,
+                "verify_steps": record.verify_steps} == EXPECTED_24
+        assert record.accepted_per_pos is None
+    fields = summarize_records(records, max_tokens=24, runs=1)
+    assert fields["accepted_per_pos"] is None and fields["mean_accepted_len"] == 3.0
 
 
 # --------------------------------------------------------------------------- the sweep's results row

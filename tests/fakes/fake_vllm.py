@@ -28,8 +28,9 @@ Environment:
   FAKE_VLLM_PIDS     folder where the process writes <pid>.pid (tests check none is left running)
   FAKE_VLLM_LOAD_S   seconds to "load" (not listening) before serving; default 0.3
   FAKE_VLLM_MODE     ok | never-ready (/health 503 forever) | exit-draft-unsupported | exit-oom
-  FAKE_VLLM_DRAFTS   JSON {draft model: "ok" | "no-spec" | "zero"}: no-spec = runs without
-                     speculation (no counters); zero = counters that never move
+  FAKE_VLLM_DRAFTS   JSON {draft model: "ok" | "no-spec" | "zero" | "no-per-pos"}: no-spec = runs
+                     without speculation (no counters); zero = counters that never move; no-per-pos =
+                     an older vLLM: the spec-decode totals without the per-position counter
   FAKE_VLLM_STEP_S   seconds per engine step (default 0.002)
 """
 
@@ -109,7 +110,7 @@ def main():
     per_pos = [0] * max(k, 1)
     truth = []   # per request: what the server "did", for tests to compare with
     step_s = float(os.environ.get("FAKE_VLLM_STEP_S", "0.002"))
-    speculating = spec_cfg is not None and behaviour in ("ok", "zero") and k > 0
+    speculating = spec_cfg is not None and behaviour in ("ok", "zero", "no-per-pos") and k > 0
 
     def metrics_text():
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
@@ -123,7 +124,7 @@ def main():
                           f'vllm:spec_decode_{name}_total{{engine="0",model_name="{served}"}} {float(counters[key])}',
                           f'vllm:spec_decode_{name}_total{{engine="1",model_name="{served}"}} 0.0',
                           f'vllm:spec_decode_{name}_created{{engine="0",model_name="{served}"}} 1.7e+09']
-            for pos, n in enumerate(per_pos):
+            for pos, n in enumerate(per_pos if behaviour != "no-per-pos" else ()):
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{served}",'
                              f'position="{pos}"}} {float(n)}')
         return "\n".join(lines) + "\n"
@@ -194,7 +195,7 @@ def main():
                 emitted += count
                 step += 1
                 mine["chunks"] += 1
-                if speculating and behaviour == "ok":
+                if speculating and behaviour in ("ok", "no-per-pos"):
                     with lock:   # recorded right after the step's tokens went out, as vLLM does
                         counters["drafts"] += 1
                         counters["draft_tokens"] += k
