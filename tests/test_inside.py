@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,11 @@ from draftbench.analysis import analyze, summarize_records
 from draftbench.backends.llamacpp_command import candidate_problems
 from draftbench.candidates import CandidateSpec
 from draftbench.config import validate_config
-from draftbench.errors import ConfigError
+from draftbench.errors import ConfigError, ResultsFileError
 from draftbench.findings import Code
 from draftbench.report import build_figures, render_report
 from draftbench.results import RequestRecord, ResultsFile, Row, load_results
+from draftbench.results_schema import first_problem
 from draftbench.rowkinds import Role
 from draftbench.sweep import Console, Sweep, plan
 from draftbench.sweep.console import Reporter
@@ -271,3 +273,26 @@ def test_report_says_not_reported_by_this_server(tmp_path):
     page = render_report(results)
     assert "Acceptance by draft position: not reported by this server (lmstudio)." in page
     assert build_figures(results)["chart-positions"]["data"] == []
+
+
+# --------------------------------------------------------------------------- the results file (schema 3)
+
+def test_schema_3_fields_are_declared_and_checked_on_load(tmp_path):
+    _code, path = run_sweep(tmp_path, FakeBackend(script()), config(tmp_path, ceiling=True, draft_max=[2, 4]))
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 3 and first_problem(data) is None
+    spec = next(r for r in data["results"] if r["role"] == "speculative" and r["draft_max"] == 4)
+    assert spec["k_prediction"]["per_k"] and spec["ceiling"]["full_tps"] and spec["diagnosis"]["code"]
+    assert data["summary"]["targets"][0]["no_draft_can_pay"] is False
+    index = data["results"].index(spec)
+    for key, bad, words in (("accepted_per_pos", ["3", 1], "accepted_per_pos[0] must be an integer"),
+                            ("k_prediction", {"from_k": "eight", "per_k": []}, "k_prediction.from_k must be an integer"),
+                            ("k_prediction", {"from_k": 4}, "k_prediction.per_k is missing"),
+                            ("synthetic", {"level": "half"}, "synthetic.level must be one of 'measured', 'full'"),
+                            ("ceiling", {"reach": "most"}, "ceiling.reach must be a finite number"),
+                            ("diagnosis", {"code": "x"}, "diagnosis.message is missing")):
+        broken = json.loads(json.dumps(data))
+        broken["results"][index][key] = bad
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ResultsFileError, match=re.escape(f"$.results[{index}].{words}")):
+            load_results(path)
