@@ -230,6 +230,31 @@ def test_a_ceiling_is_skipped_when_its_draft_has_no_measurement(tmp_path):
     assert [s.spec.draft for s in backend.servers].count(BAD) == 1         # no server for the skipped ceilings
 
 
+def test_a_schema_2_file_resumes_into_schema_3_with_ceiling_runs(tmp_path):
+    """A sweep saved by the previous version (no per-position counts, no ceiling rows) resumed with
+    --ceiling: only the ceiling runs start, their k comes from the config, and the file becomes schema 3."""
+    cfg = config(tmp_path, draft_max=4)
+    _code, path = run_sweep(tmp_path, FakeBackend(script()), cfg)
+    data = json.loads(path.read_text())
+    data["schema_version"] = 2
+    for row in data["results"]:
+        for key in ("accepted_per_pos", "diagnosis", "k_prediction", "synthetic", "ceiling"):
+            row.pop(key, None)
+        for r in row["requests"]:
+            r.pop("accepted_per_pos", None)
+    path.write_text(json.dumps(data))
+    again = FakeBackend(script())
+    code, _path = run_sweep(tmp_path, again, config(tmp_path, draft_max=4, ceiling=True))
+    assert code == 0 and [s.spec.params for s in again.servers] == [{"synth_len": 4.2}, {"synth_len": 5.0},
+                                                                     {"synth_len": 1.1}, {"synth_len": 5.0}]
+    saved = load_results(path)
+    assert saved.schema_version == 3
+    full = saved.row(("ceiling", "7B", "good", 4, "full"))
+    assert full.synthetic["k"] == 4 and full.accepted_per_pos == [40, 40, 40, 40]   # 4 requests, all accepted
+    old = saved.row(("speculative", "7B", "good", 4))
+    assert old.accepted_per_pos is None and old.diagnosis is None and old.ceiling["full_tps"] == full.mean_tps
+
+
 def test_ceiling_rows_resume_by_level(tmp_path):
     cfg = config(tmp_path, ceiling=True, draft_max=4)
     run_sweep(tmp_path, FakeBackend(script(fail_launch={})), cfg)
