@@ -22,7 +22,7 @@ from .backends.base import Backend, LaunchSpec
 from .config import ModelRef, SweepConfig
 from .errors import DraftbenchError, ResultsFileError, ServerError
 from .measure import MeasurementFailed, MeasureOptions, run_prompts
-from .process import free_port, port_is_free, wait_port_free
+from .process import free_port, port_is_free, prepare_to_start_servers, wait_port_free
 from .prompts import resolve_prompts
 from .results import SCHEMA_VERSION, ResultsFile, Row, combination_title, load_results, now_iso, save_results
 from .stats import describe_speedup
@@ -189,6 +189,7 @@ class Sweep:
         show_k = len(self.config.draft_max_values) > 1
         # One clear error before anything starts if the backend cannot run at all.
         self.backend.check_ready_to_run(self.settings)
+        prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
 
         n_targets, n_drafts = len(self.config.targets), len(self.config.drafts)
         c.line("=" * 60)

@@ -287,7 +287,7 @@ class LlamaCppBackend(Backend):
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start = time.perf_counter()
-        proc = ManagedProcess(cmd, log_path)
+        proc = ManagedProcess(cmd, log_path, port=spec.port)
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
                                 process=proc, command=cmd, version=caps.get("version"), port=spec.port, spec=spec,
                                 has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)

@@ -348,7 +348,7 @@ class VLLMBackend(Backend):
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         start = time.perf_counter()
-        proc = ManagedProcess(cmd, log_path)
+        proc = ManagedProcess(cmd, log_path, port=spec.port)
         server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=_served_name(spec), process=proc,
                             command=cmd, port=spec.port, spec=spec, expects_draft=spec.draft is not None)
         try:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
+import time
 
 from ..backends import get_backend
 from ..backends.base import LaunchSpec
 from ..errors import ServerError, UsageError
 from ..paths import cache_dir
-from ..process import free_port, port_is_free
+from ..process import free_port, port_is_free, prepare_to_start_servers
 from ..settings_schema import COMMON_SETTINGS
 from . import run_main
 
@@ -81,6 +81,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(ours)
     backend, spec = launch_spec(args, extra)
     owns_port = getattr(backend, "owns_port", True)   # False: LM Studio's one server is reused, not started anew
+    prepare_to_start_servers()   # a server left over from a crashed run is named before "port in use"
     if spec.port == 0 and owns_port:
         spec = spec.__class__(**{**spec.__dict__, "port": free_port(spec.host)})
     elif owns_port and not port_is_free(spec.host, spec.port):
@@ -112,10 +113,10 @@ def main(argv: list[str]) -> int:
         print(f"Benchmark it with: {hint}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
         if server.process:
-            server.process.popen.wait()  # blocks until the server exits; Ctrl-C interrupts it
+            server.process.wait()  # blocks until the server exits; Ctrl-C interrupts it
         else:
-            while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
-                signal.pause()
+            while True:            # a server we do not own a process of (LM Studio): wait for Ctrl-C
+                time.sleep(3600)   # (signal.pause does not exist on Windows; sleep is interruptible everywhere)
         print(f"The server exited by itself (code {server.process.returncode if server.process else '?'}); "
               f"last log lines:\n{server.log_tail(15)}", file=sys.stderr)
         return 1
