@@ -29,6 +29,10 @@ from draftbench.process import free_port  # noqa: E402
 from draftbench.settings_schema import COMMON_SETTINGS  # noqa: E402
 
 REQUIRE_LLAMA = os.environ.get("DRAFTBENCH_REQUIRE_LLAMA") == "1" or os.environ.get("CI") == "true"
+# Every process this test session starts inherits this tag, so that llama_server_pids() counts only
+# ours: other work on a shared machine may run llama-servers of its own.
+SESSION_TAG = f"{os.getpid()}-{time.time_ns()}"
+os.environ["DRAFTBENCH_TEST_SESSION"] = SESSION_TAG
 
 
 def _missing(what: str, how: str):
@@ -140,8 +144,17 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
 
 
 def llama_server_pids() -> set[int]:
+    """llama-servers started by this test session (directly or by the CLIs it ran), alive or not yet reaped."""
     out = subprocess.run(["pgrep", "-x", "llama-server"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
+    tag = f"DRAFTBENCH_TEST_SESSION={SESSION_TAG}".encode()
+    return {int(p) for p in out.stdout.split() if tag in _environ(int(p))}
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []   # gone, or not ours to read
 
 
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):

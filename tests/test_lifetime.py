@@ -53,11 +53,11 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 
 # draftbench as far as the lifetime goes: start the (fake) server, stream a request, wait to be killed.
 DRIVER = r'''
-import http.client, socket, sys, time
+import http.client, json, socket, sys, time
 sys.path.insert(0, sys.argv[1])
 from draftbench.process import ManagedProcess
-fake, port, log, mode = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-proc = ManagedProcess([sys.executable, fake, str(port), mode], log, port=port, grace_s=1.0)
+port, log, command = int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+proc = ManagedProcess(command, log, port=port, grace_s=1.0)
 deadline = time.monotonic() + 60
 while True:
     try:
@@ -138,15 +138,18 @@ def private_cache(tmp_path, monkeypatch) -> Path:
     return cache
 
 
-def start_driver(tmp_path: Path, fake: Path, guard: str, mode: str = "stream", cache: Path | None = None):
-    """Run DRIVER until it is mid-request; return (driver process, server pid, port)."""
+def start_driver(tmp_path: Path, fake: Path, guard: str, mode: str = "stream", cache: Path | None = None,
+                 command=None):
+    """Run DRIVER until it is mid-request; return (driver process, server pid, port).
+
+    ``command(port)`` gives the server command (default: the fake server in ``mode``)."""
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     port = free_port()
+    argv = command(port) if command else [sys.executable, str(fake), str(port), mode]
     env = dict(os.environ, **{GUARD_ENV: guard, "DRAFTBENCH_CACHE": str(cache or tmp_path / "cache")})
-    proc = subprocess.Popen([sys.executable, str(driver), str(REPO), str(fake), str(port),
-                             str(tmp_path / f"server-{port}.log"), mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen([sys.executable, str(driver), str(REPO), str(port), str(tmp_path / f"server-{port}.log"),
+                             json.dumps(argv)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     line = proc.stdout.readline()
     if not line.startswith("mid-request "):
         proc.kill()
@@ -320,11 +323,11 @@ def test_the_supervisor_removes_the_pid_file_when_draftbench_is_killed(tmp_path,
         kill_group_quietly(server_pid)
 
 
-def make_leftover(tmp_path: Path, fake: Path) -> tuple[int, int]:
+def make_leftover(tmp_path: Path, fake: Path, command=None) -> tuple[int, int]:
     """A real leftover: draftbench and its supervisor killed together under the portable guard.
     Returns (server pid, port); the server keeps running."""
     cache = tmp_path / "cache"
-    driver, server_pid, port = start_driver(tmp_path, fake, "portable", cache=cache)
+    driver, server_pid, port = start_driver(tmp_path, fake, "portable", cache=cache, command=command)
     supervisor_pid = json.loads((cache / "run" / f"port-{port}.json").read_text())["supervisor_pid"]
     os.kill(supervisor_pid, signal.SIGKILL)
     driver.kill()
