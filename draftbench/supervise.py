@@ -66,10 +66,11 @@ class Supervisor:
 
     def _install_signal_handlers(self) -> None:
         # Ctrl-C (and Ctrl-Break) are draftbench's to handle: it tells us to stop through the pipe.
+        # A handler that does nothing, not SIG_IGN: an ignored signal would stay ignored in the server.
         for name in ("SIGINT", "SIGBREAK"):
             sig = getattr(signal, name, None)
             if sig is not None:
-                signal.signal(sig, signal.SIG_IGN)
+                signal.signal(sig, _ignore)
         if groups.is_windows():
             return
         for name in ("SIGTERM", "SIGHUP"):   # SIGTERM is also the parent-death signal
@@ -158,6 +159,10 @@ class Supervisor:
                 path.unlink()
         except (OSError, ValueError, AttributeError):
             pass
+
+
+def _ignore(_signum: int, _frame: object) -> None:
+    pass
 
 
 def _float_or_none(raw: bytes) -> float | None:

@@ -225,6 +225,26 @@ def test_a_server_killed_by_a_signal_is_reported_with_that_signal(monkeypatch, t
     assert proc.stop() == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("guard", GUARDS)
+def test_the_server_starts_with_default_signal_handling(monkeypatch, tmp_path, guard):
+    """The supervisor shrugs off Ctrl-C (draftbench handles it), but the server must not inherit that."""
+    monkeypatch.setenv(GUARD_ENV, guard)
+    proc = ManagedProcess(["sleep", "600"], tmp_path / "server.log")
+    try:
+        status = wait_for(lambda: _status_if_exec_done(proc.pid), timeout=5)
+        ignored = int(status["SigIgn"], 16)
+        assert not ignored & (1 << (signal.SIGINT - 1)) and not ignored & (1 << (signal.SIGTERM - 1))
+        assert not ignored & (1 << (signal.SIGHUP - 1))
+    finally:
+        proc.stop()
+
+
+def _status_if_exec_done(pid: int) -> dict | None:
+    fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                  if ":\t" in line)
+    return fields if fields.get("Name") == "sleep" else None
+
+
 def test_stop_kills_a_group_that_ignores_sigterm_after_the_grace_period(tmp_path):
     log = tmp_path / "server.log"
     proc = ManagedProcess(["sh", "-c", "trap '' TERM; sleep 600 & sleep 601; wait"], log)
