@@ -93,8 +93,12 @@ def set_results_context(results: str | os.PathLike | None) -> None:
 
 
 def record(port: int, pid: int, command: list[str], supervisor_pid: int, supervisor_command: list[str]) -> Path | None:
-    """Write the PID file for a server just started. Returns its path, or None if the cache is not writable."""
+    """Write the PID file for a server just started. Returns its path, or None if it was not written: the
+    cache is not writable, or the file names another server that still runs (ours will fail to bind)."""
     path = pid_file_for_port(port)
+    existing = load(path)
+    if existing is not None and existing.pid != pid and is_running(existing.pid, existing.command):
+        return None
     data = {"schema_version": SCHEMA_VERSION, "port": int(port), "pid": pid, "command": list(command),
             "started": time.strftime("%Y-%m-%d %H:%M:%S"), "supervisor_pid": supervisor_pid,
             "supervisor_command": list(supervisor_command), "owner_pid": os.getpid(),

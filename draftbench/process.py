@@ -118,6 +118,7 @@ class ManagedProcess:
         reader.join(HANDSHAKE_TIMEOUT_S)
         line = box[0].decode("utf-8", "replace").strip() if box else None
         if line is None:
+            stdout.close()
             raise ServerError(f"the draftbench supervisor did not start the server within {HANDSHAKE_TIMEOUT_S:g} s",
                               "the machine may be overloaded; see the log", log_tail=self.log_tail(15),
                               log_path=str(self.log_path))
@@ -131,7 +132,7 @@ class ManagedProcess:
             except ValueError:
                 why = {"message": rest}
             raise OSError(int(why.get("errno") or 0), str(why.get("message")), why.get("filename"))
-        self.popen.wait(timeout=10)
+        self.exited_within(10)
         raise ServerError(f"the draftbench supervisor exited (code {self.popen.returncode}) before starting the server",
                           "see the log lines below", log_tail=self.log_tail(15), log_path=str(self.log_path))
 

@@ -331,6 +331,22 @@ def test_pid_file_lives_as_long_as_the_server(private_cache, tmp_path):
         pidfiles.set_results_context(None)
 
 
+def test_a_second_server_on_a_busy_port_leaves_the_first_ones_pid_file_alone(private_cache, tmp_path):
+    port = free_port()
+    first = ManagedProcess(["sleep", "600"], tmp_path / "first.log", port=port)
+    path = private_cache / "run" / f"port-{port}.json"
+    wait_for(lambda: pidfiles.is_running(first.pid, ["sleep", "600"]), timeout=5)
+    second = ManagedProcess(["sleep", "601"], tmp_path / "second.log", port=port)
+    try:
+        assert json.loads(path.read_text())["pid"] == first.pid
+        second.stop()
+        assert json.loads(path.read_text())["pid"] == first.pid
+    finally:
+        second.stop()
+        first.stop()
+    assert not path.exists()
+
+
 def test_the_supervisor_removes_the_pid_file_when_draftbench_is_killed(tmp_path, fake_server):
     cache = tmp_path / "cache"
     driver, server_pid, port = start_driver(tmp_path, fake_server, "portable", cache=cache)
