@@ -144,7 +144,8 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
 
 
 def llama_server_pids() -> set[int]:
-    """llama-servers started by this test session (directly or by the CLIs it ran), alive or not yet reaped."""
+    """Live llama-servers started by this test session, directly or by the CLIs it ran (a zombie has no
+    environment left, so an exited but not yet reaped server does not count)."""
     out = subprocess.run(["pgrep", "-x", "llama-server"], capture_output=True, text=True)
     tag = f"DRAFTBENCH_TEST_SESSION={SESSION_TAG}".encode()
     return {int(p) for p in out.stdout.split() if tag in _environ(int(p))}

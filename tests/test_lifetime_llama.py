@@ -14,13 +14,15 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import requests
 from draftbench import pidfiles
 from draftbench.process import GUARD_ENV, free_port
 
-from conftest import REPO, llama_server_pids, run_cli, wait_for
+from conftest import REPO, llama_server_pids, read_until, run_cli, wait_for
+from test_faults import FAKE_SERVER as FAKE_LLAMA_SERVER
 from test_lifetime import FAKE_SERVER, assert_group_gone_within, group_members, is_alive, make_leftover
 from test_sweep import write_config
 
@@ -100,6 +102,57 @@ def test_sigkill_of_server_cli_mid_request_leaves_no_server(models):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        try:
+            kids = [int(k) for k in Path(f"/proc/{frontier.pop()}/task").glob("*/children")
+                    for k in k.read_text().split()]
+        except (OSError, ValueError):
+            continue
+        found += kids
+        frontier += kids
+    return found
+
+
+@pytest.mark.parametrize("guard", ["portable", "pdeathsig"])
+def test_sigkill_of_server_cli_leaves_no_grandchild(models, tmp_path, guard):
+    """Issue 11: a server that spawned a helper of its own — SIGKILL of server.py takes both down."""
+    fake = tmp_path / "llama-server"
+    fake.write_text(FAKE_LLAMA_SERVER.format(python=sys.executable, mode="stall").replace(
+        'MODE = "stall"', 'MODE = "stall"\nimport subprocess\nsubprocess.Popen(["sleep", "600"])  # a grandchild'))
+    fake.chmod(0o755)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(REPO / "server.py"), "llama-cpp", "--model-path", models["base"],
+                             "--llama-bin", str(fake), "--port", str(port)], cwd=str(REPO), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **{GUARD_ENV: guard}))
+    server = None
+    try:
+        read_until(proc, "Press Ctrl-C", timeout=60)
+        server = next(pid for pid in descendants(proc.pid)   # the fake itself: python running the script
+                      if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:2] == [str(fake).encode()])
+        wait_for(lambda: len(group_members(server)) == 2, timeout=10)   # the server and its grandchild
+        threading.Thread(target=lambda: _quietly_post(port), daemon=True).start()   # a request that stalls
+        proc.kill()
+        proc.wait()
+        assert_group_gone_within(server, 5, f"after SIGKILL of server.py ({guard})")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if server is not None:
+            for pid in group_members(server):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _quietly_post(port: int) -> None:
+    try:
+        requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": []}, timeout=30)
+    except requests.RequestException:
+        pass
 
 
 def _health(port: int) -> bool:
