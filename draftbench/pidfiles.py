@@ -1,8 +1,8 @@
 """PID files for the servers draftbench starts, so that a server left over from a crashed run is noticed.
 
 One small JSON file per port in ``<cache>/run/`` (``port-8080.json``) holds the server's pid,
-command line and start time, its supervisor's pid and command line, and the results file of the
-sweep that started it. Before servers are started, :func:`check_no_leftovers` reads them all:
+start time and command line (secrets masked; a SHA-256 of the exact command line identifies it),
+its supervisor's pid and command-line digest, and the results file of the sweep that started it. Before servers are started, :func:`check_no_leftovers` reads them all:
 
 * the server is gone, or its pid now runs another command (pid reuse): the file is stale and is
   removed silently;
@@ -16,6 +16,7 @@ A cache that cannot be written never stops a run: the PID file is then simply no
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -24,10 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ServerError
+from .errors import ServerError, ServerErrorKind
 from .paths import atomic_write_text, cache_dir
+from .redact import redact_command
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 PS_TIMEOUT_S = 5.0
 
 _context: dict[str, str | None] = {"results": None}
@@ -39,10 +41,12 @@ class ServerRecord:
 
     port: int
     pid: int
-    command: tuple[str, ...]
+    command: tuple[str, ...]            # secrets masked: for people, not for matching
+    command_digest: str                 # SHA-256 of the exact command line: identifies the process
     started: str                        # local time, for people
     supervisor_pid: int
-    supervisor_command: tuple[str, ...]
+    supervisor_digest: str
+    supervisor_executable: str          # its program (Windows can only compare that)
     owner_pid: int                      # the draftbench process that started it
     results: str | None = None          # the sweep's results file, when a sweep started it
     path: Path | None = None            # the PID file itself
@@ -76,7 +80,7 @@ class LeftoverServerError(ServerError):
                        + "; nothing will stop them, and a benchmark beside them would measure a busy machine")
             fix = "stop them with " + ", ".join(f"`{r.stop_command}`" for r in leftovers) + \
                 ", then run the same command again"
-        super().__init__(message, fix, kind="leftover")
+        super().__init__(message, fix, kind=ServerErrorKind.LEFTOVER)
 
 
 def run_dir() -> Path:
@@ -97,12 +101,13 @@ def record(port: int, pid: int, command: list[str], supervisor_pid: int, supervi
     cache is not writable, or the file names another server that still runs (ours will fail to bind)."""
     path = pid_file_for_port(port)
     existing = load(path)
-    if existing is not None and existing.pid != pid and is_running(existing.pid, existing.command):
+    if existing is not None and existing.pid != pid and _runs(existing.pid, existing.command_digest, existing.command):
         return None
-    data = {"schema_version": SCHEMA_VERSION, "port": int(port), "pid": pid, "command": list(command),
-            "started": time.strftime("%Y-%m-%d %H:%M:%S"), "supervisor_pid": supervisor_pid,
-            "supervisor_command": list(supervisor_command), "owner_pid": os.getpid(),
-            "results": _context["results"]}
+    data = {"schema_version": SCHEMA_VERSION, "port": int(port), "pid": pid, "command": redact_command(command),
+            "command_digest": command_digest(command), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "supervisor_pid": supervisor_pid, "supervisor_digest": command_digest(supervisor_command),
+            "supervisor_executable": supervisor_command[0],
+            "owner_pid": os.getpid(), "results": _context["results"]}
     try:
         atomic_write_text(path, json.dumps(data, indent=1) + "\n")
     except OSError:
@@ -120,12 +125,13 @@ def forget(path: Path | None, pid: int) -> None:
 
 
 def load(path: Path) -> ServerRecord | None:
-    """The record in ``path``; None if it is missing or not a PID file of ours."""
+    """The record in ``path``; None if it is missing or not a PID file of ours (an older one included)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return ServerRecord(port=int(data["port"]), pid=int(data["pid"]), command=tuple(map(str, data["command"])),
-                            started=str(data["started"]), supervisor_pid=int(data["supervisor_pid"]),
-                            supervisor_command=tuple(map(str, data["supervisor_command"])),
+                            command_digest=str(data["command_digest"]), started=str(data["started"]),
+                            supervisor_pid=int(data["supervisor_pid"]), supervisor_digest=str(data["supervisor_digest"]),
+                            supervisor_executable=str(data["supervisor_executable"]),
                             owner_pid=int(data["owner_pid"]),
                             results=str(data["results"]) if data.get("results") is not None else None, path=path)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -141,10 +147,10 @@ def find_leftovers() -> list[ServerRecord]:
     leftovers = []
     for path in files:
         rec = load(path)
-        if rec is None or not is_running(rec.pid, rec.command):
+        if rec is None or not _runs(rec.pid, rec.command_digest, rec.command):
             _unlink(path)    # malformed, the server is gone, or its pid was reused by another command
             continue
-        if is_running(rec.supervisor_pid, rec.supervisor_command):
+        if _runs(rec.supervisor_pid, rec.supervisor_digest, (rec.supervisor_executable,)):
             continue         # a live draftbench run guards it
         leftovers.append(rec)
     return leftovers
@@ -166,21 +172,34 @@ def _unlink(path: Path) -> None:
 
 # --------------------------------------------------------------------------- is pid N still that command?
 
+def command_digest(args: tuple[str, ...] | list[str]) -> str:
+    """What identifies a command line without keeping it (it may hold secrets): SHA-256 of its words."""
+    return hashlib.sha256(_normalise(args).encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def is_running(pid: int, command: tuple[str, ...] | list[str], *, method: str | None = None) -> bool:
-    """True if process ``pid`` exists and runs ``command``.
+    """True if process ``pid`` exists and runs ``command``."""
+    return bool(command) and _runs(pid, command_digest(command), tuple(command), method=method)
+
+
+def _runs(pid: int, digest: str, command: tuple[str, ...] | None, *, method: str | None = None) -> bool:
+    """Does process ``pid`` run the command line with this digest?
 
     Linux reads ``/proc/PID/cmdline``; macOS and other POSIX systems ask ``ps``; Windows compares the
-    executable's name from ``tasklist`` (its full command line needs WMI). A zombie runs nothing."""
-    if pid <= 0 or not command:
+    executable's name from ``tasklist`` with ``command[0]`` (the full command line needs WMI), and
+    without a command to compare with it cannot tell, so says no. A zombie runs nothing."""
+    if pid <= 0:
         return False
     method = method or ("tasklist" if sys.platform == "win32" else "proc" if sys.platform.startswith("linux")
                         else "ps")
     if method == "tasklist":
         image = _image_from_tasklist(pid)
+        if image is None or not command:
+            return False
         want = Path(command[0]).name.lower()
-        return image is not None and image.lower() in (want, want + ".exe")
+        return image.lower() in (want, want + ".exe")
     seen = _cmdline_from_proc(pid) if method == "proc" else _cmdline_from_ps(pid)
-    return seen is not None and seen == _normalise(command)
+    return seen is not None and hashlib.sha256(seen.encode("utf-8", "surrogateescape")).hexdigest() == digest
 
 
 def _normalise(args: tuple[str, ...] | list[str]) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 from . import pidfiles
 from . import process_groups as groups
 from .errors import ServerError, UsageError
+from .redact import command_line, redact_text
 from .supervise import DEFAULT_GRACE_S
 
 GUARD_ENV = "DRAFTBENCH_LIFETIME_GUARD"
@@ -94,7 +95,7 @@ class ManagedProcess:
         self._pid_file = pidfiles.pid_file_for_port(port) if port else None
         self.supervisor_cmd = supervisor_command(self.cmd, guard=self.guard, grace_s=grace_s, pid_file=self._pid_file)
         with open(self.log_path, "ab", buffering=0) as log:
-            log.write(("$ " + " ".join(self.cmd) + "\n").encode())
+            log.write(("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
             self.popen = subprocess.Popen(self.supervisor_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=log, env=env, **groups.new_group_kwargs())
         try:
@@ -210,7 +211,7 @@ class ManagedProcess:
             pass
 
     def log_tail(self, lines: int = 25) -> str:
-        return tail_file(self.log_path, lines)
+        return redact_text(tail_file(self.log_path, lines), self.cmd)   # some servers echo their --api-key
 
 
 def tail_file(path: str | os.PathLike, lines: int = 25) -> str:

@@ -396,17 +396,34 @@ def test_stale_pid_files_are_removed_silently(private_cache):
     my_command = [a.decode() for a in me if a]
     dead = subprocess.Popen(["true"])
     dead.wait()
-    base = {"started": "2025-01-01 00:00:00", "supervisor_pid": dead.pid, "supervisor_command": ["x"],
-            "owner_pid": dead.pid, "results": None}
-    (run / "port-1.json").write_text(json.dumps({**base, "port": 1, "pid": dead.pid, "command": ["sleep", "1"]}))
-    # pid reused by another program: our own pid, recorded with another command line
-    (run / "port-2.json").write_text(json.dumps({**base, "port": 2, "pid": os.getpid(), "command": ["llama-server"]}))
+    base = {"started": "2025-01-01 00:00:00", "supervisor_pid": dead.pid, "supervisor_digest": "0",
+            "supervisor_executable": "python", "owner_pid": dead.pid, "results": None}
+
+    def record(port: int, pid: int, command: list[str], **more) -> None:
+        (run / f"port-{port}.json").write_text(json.dumps({**base, "port": port, "pid": pid, "command": command,
+                                                           "command_digest": pidfiles.command_digest(command),
+                                                           **more}))
+    record(1, dead.pid, ["sleep", "1"])                    # the server is gone
+    record(2, os.getpid(), ["llama-server"])               # its pid now runs another program (us)
     (run / "port-3.json").write_text("{ not json")
+    (run / "port-5.json").write_text(json.dumps({"port": 5, "pid": os.getpid(), "command": my_command}))  # not ours
     # guarded: the server runs, and so does its supervisor (both are us here)
-    (run / "port-4.json").write_text(json.dumps({**base, "port": 4, "pid": os.getpid(), "command": my_command,
-                                                 "supervisor_pid": os.getpid(), "supervisor_command": my_command}))
+    record(4, os.getpid(), my_command, supervisor_pid=os.getpid(), supervisor_digest=pidfiles.command_digest(my_command))
     assert pidfiles.find_leftovers() == []
     assert sorted(p.name for p in run.iterdir()) == ["port-4.json"]
+
+
+def test_pid_files_hold_no_secrets(private_cache, tmp_path):
+    command = ["sh", "-c", "sleep 600", "--api-key", "s3cret"]
+    port = free_port()
+    proc = ManagedProcess(command, tmp_path / "server.log", port=port)
+    try:
+        text = (private_cache / "run" / f"port-{port}.json").read_text()
+        assert "s3cret" not in text and json.loads(text)["command"][-1] == "***"
+        wait_for(lambda: pidfiles.is_running(proc.pid, command), timeout=5)   # identified all the same
+        assert "s3cret" not in (tmp_path / "server.log").read_text()
+    finally:
+        proc.stop()
 
 
 def test_command_lines_read_by_ps_match_proc():

@@ -23,6 +23,7 @@ Facts this relies on (LM Studio documentation and changelog; see docs/backends.m
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -33,12 +34,24 @@ from typing import ClassVar
 
 import requests
 
-from ..client import StreamedResponse
-from ..errors import BinaryNotFoundError, Problem, RequestError, ServerError
-from ..paths import cache_dir
+from ..candidates import CandidateSpec
+from ..client import StreamedResponse, expect_type
+from ..errors import BinaryNotFoundError, ModelProblem, Problem, RequestError, ServerError, ServerErrorKind, UsageError
+from ..paths import PathProblem, cache_dir
+from ..polling import poll
 from ..process import tail_file
-from ..settings_schema import Field
-from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, find_executable, url_host
+from ..server_values import server_count, server_rate
+from ..settings_schema import Field, default_settings
+from .base import (
+    Backend,
+    CountsSource,
+    DraftCounts,
+    LaunchSpec,
+    Server,
+    SpeculationStatus,
+    find_executable,
+    url_host,
+)
 
 DEFAULT_PORT = 1234
 IDENTIFIER = "draftbench-target"      # the identifier our `lms load` gives the target
@@ -94,7 +107,7 @@ def run_lms(cmd: list[str], log: _Log, timeout_s: float) -> subprocess.Completed
         log.write(f"(no answer within {timeout_s:g} s)")
         raise ServerError(f"`{' '.join(cmd[1:3])}` did not finish within {timeout_s:g} s",
                           "check LM Studio (is it waiting for a dialog?), or raise settings.startup_timeout_s",
-                          log_path=str(log.path), kind="timeout") from None
+                          log_path=str(log.path), kind=ServerErrorKind.TIMEOUT) from None
     except OSError as exc:
         raise BinaryNotFoundError(f"cannot run {cmd[0]}: {exc}", _HOW_TO_GET) from None
     output = (proc.stdout or "") + (proc.stderr or "")
@@ -129,28 +142,22 @@ def _list_models(session: requests.Session, base_url: str, headers: dict) -> dic
     return _probe(session, base_url, headers)[1]
 
 
-def _int(x) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
 def counts_from_stats(stats: dict, *, draft_requested: bool) -> DraftCounts:
-    """Draft counters from LM Studio's ``stats`` (ignored drafts excluded from draft_n; kept in extra)."""
-    accepted = _int(stats.get("accepted_draft_tokens_count"))
-    rejected = _int(stats.get("rejected_draft_tokens_count"))
-    ignored = _int(stats.get("ignored_draft_tokens_count"))
-    total = _int(stats.get("total_draft_tokens_count"))
-    extra = {"ignored": ignored, "total": total, "draft_model": stats.get("draft_model"),
-             "time_to_first_token": stats.get("time_to_first_token")}
+    """Draft counters from LM Studio's ``stats`` (ignored drafts excluded from draft_n; kept in details)."""
+    accepted, rejected, ignored, total = (server_count(stats.get(f"{kind}_draft_tokens_count"),
+                                                       f"stats.{kind}_draft_tokens_count")
+                                          for kind in ("accepted", "rejected", "ignored", "total"))
+    details = {"ignored": ignored, "total": total, "draft_model": stats.get("draft_model"),
+               "time_to_first_token": stats.get("time_to_first_token")}
     if accepted is None and rejected is None and total is None:
         if draft_requested:
             # LM Studio reports these whenever it speculates: their absence is a measured "did not draft".
-            return DraftCounts(drafted=0, accepted=0, source="stats (no draft counters: LM Studio did not use "
-                               "the draft)", extra=extra)
-        return DraftCounts(extra=extra)
+            return DraftCounts(drafted=0, accepted=0, source=CountsSource.STATS_WITHOUT_DRAFT, details=details)
+        return DraftCounts(details=details)
     if rejected is None and total is not None and accepted is not None:
         rejected = total - accepted - (ignored or 0)
     drafted = accepted + rejected if accepted is not None and rejected is not None else None
-    return DraftCounts(drafted=drafted, accepted=accepted, steps=None, source="stats", extra=extra)
+    return DraftCounts(drafted=drafted, accepted=accepted, steps=None, source=CountsSource.STATS, details=details)
 
 
 def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: dict,
@@ -179,9 +186,10 @@ def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: d
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    result.text = message.get("content") or ""
-    result.reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-    result.finish_reason = choice.get("finish_reason")
+    result.text = expect_type(message.get("content"), str, "choices[0].message.content") or ""
+    result.reasoning = (expect_type(message.get("reasoning_content"), str, "choices[0].message.reasoning_content")
+                        or expect_type(message.get("reasoning"), str, "choices[0].message.reasoning") or "")
+    result.finish_reason = expect_type(choice.get("finish_reason"), str, "choices[0].finish_reason")
     result.usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
     result.n_events = 1
     stats = data.get("stats")
@@ -195,10 +203,8 @@ def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: d
 
 
 class LMStudioServer(Server):
-    backend_name = "lmstudio"
-
     def __init__(self, base_url: str, *, model: str, draft: str | None = None, endpoint: str = "native",
-                 lms: str | None = None, log: _Log | None = None, api_key: str | None = None,
+                 lms: str | None = None, log: _Log | None = None,
                  loaded_identifier: str | None = None, started_server: bool = False,
                  unload_draft_after: bool = False, **kwargs):
         super().__init__(base_url, model=model, **kwargs)
@@ -206,7 +212,6 @@ class LMStudioServer(Server):
         self.endpoint = endpoint
         self.lms = lms
         self._log = log
-        self._api_key = api_key
         self.loaded_identifier = loaded_identifier
         self.started_server = started_server
         self.unload_draft_after = unload_draft_after
@@ -221,9 +226,6 @@ class LMStudioServer(Server):
             return super().send(body, request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
         return blocking_chat(self.session, self.chat_url(), body, headers=self.headers(),
                              request_timeout_s=request_timeout_s)
-
-    def headers(self) -> dict:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     @property
     def bench_hint(self) -> str:
@@ -254,9 +256,8 @@ class LMStudioServer(Server):
         return counts_from_stats(stats, draft_requested=self.draft is not None)
 
     def server_decode_tps(self, response) -> float | None:
-        stats = response.extras.get("stats")
-        tps = stats.get("tokens_per_second") if isinstance(stats, dict) else None
-        return float(tps) if isinstance(tps, (int, float)) and not isinstance(tps, bool) else None
+        stats = response.section("stats")
+        return server_rate(stats.get("tokens_per_second"), "stats.tokens_per_second") if stats else None
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         """One short non-streaming request in the documented v0 format: do its stats show drafting?"""
@@ -286,7 +287,7 @@ class LMStudioServer(Server):
         counts = counts_from_stats(stats, draft_requested=True)
         if self._log:
             self._log.write(f"speculation check: stats {stats}")
-        if counts.drafted == 0 and counts.source.startswith("stats (no draft"):
+        if counts.drafted == 0 and counts.source is CountsSource.STATS_WITHOUT_DRAFT:
             return SpeculationStatus(False, f"LM Studio answered without draft statistics, so it did not use the "
                                      f"draft {self.draft!r}; speculative decoding needs LM Studio 0.3.10+ and a draft "
                                      "with the target's vocabulary (LM Studio's own picker lists only compatible "
@@ -341,10 +342,10 @@ def _error_text(response: requests.Response) -> str:
 
 
 _LOAD_FAILURES = (
-    (r"out of memory|insufficient|not enough memory|exceeds.*memory|guardrail", "oom",
+    (r"out of memory|insufficient|not enough memory|exceeds.*memory|guardrail", ServerErrorKind.OOM,
      "LM Studio could not load {target}: not enough memory",
      "lower settings.ctx_size, set settings.lmstudio_gpu to a fraction such as \"0.5\", or use a smaller quantisation"),
-    (r"not found|no model|cannot find|could not find|unknown model", "model", "LM Studio has no model {target!r}",
+    (r"not found|no model|cannot find|could not find|unknown model", ServerErrorKind.MODEL, "LM Studio has no model {target!r}",
      "use a model key from `lms ls`"),
 )
 
@@ -362,17 +363,17 @@ class LMStudioBackend(Backend):
         "lmstudio_port": Field("int", DEFAULT_PORT, "port of LM Studio's server (settings.port is not used: LM "
                                "Studio runs one server for all models)", min=1, max=65535),
         "lmstudio_gpu": Field("str", None, "`lms load --gpu`: off, max, or a fraction 0-1 (default: off when "
-                              "gpu_layers is 0, else max)"),
+                              "gpu_layers is 0, else max)", measured=True),
         "lmstudio_endpoint": Field("str", "native", "native = /api/v0/chat/completions streamed, with draft "
                                    "statistics; native-blocking = the same unstreamed (TTFT is LM Studio's own "
                                    "figure); openai = /v1/chat/completions (speed only, no acceptance)",
-                                   choices=ENDPOINTS),
+                                   choices=ENDPOINTS, measured=True),
     }
 
-    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
+    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         return raw.strip(), None       # LM Studio model keys, as `lms ls` prints them
 
-    def model_problem(self, ref: str) -> str | None:
+    def model_problem(self, ref: str) -> ModelProblem | None:
         return None                    # checked against /api/v0/models when the server is up
 
     def validate_settings(self, settings: dict) -> list[Problem]:
@@ -391,6 +392,13 @@ class LMStudioBackend(Backend):
                 problems.append(Problem(f"$.settings.{key}", "cannot be set per request in LM Studio (its draft "
                                         "settings live in the app's speculative-decoding panel)",
                                         "remove it, and set the draft length in LM Studio"))
+        return problems
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        problems = super().validate_candidates(specs, settings)
+        problems += [Problem(f"{s.where}.params", "LM Studio takes no per-candidate parameters over its REST API",
+                             "remove them (LM Studio sets draft length in the app)")
+                     for s in specs if s.params and not s.where.startswith("$.drafts")]
         return problems
 
     def check_ready_to_run(self, settings: dict) -> None:
@@ -416,23 +424,23 @@ class LMStudioBackend(Backend):
             if state == "auth":
                 raise ServerError(f"LM Studio at {base_url} requires an API token", "export LM_API_TOKEN=<a token "
                                   "from LM Studio's Developer page> (it is sent as a Bearer token and never saved)",
-                                  log_path=str(log.path), kind="auth")
+                                  log_path=str(log.path), kind=ServerErrorKind.AUTH)
             if state == "foreign":
                 raise ServerError(f"port {port} answers, but not as LM Studio (no /api/v0/models there)",
                                   "set settings.lmstudio_port / --port to LM Studio's port (default 1234), or stop "
-                                  "the program using that port", log_path=str(log.path), kind="foreign")
+                                  "the program using that port", log_path=str(log.path), kind=ServerErrorKind.FOREIGN)
             if models is None:
                 if lms is None:
                     raise ServerError(f"no LM Studio server answers at {base_url}, and the lms CLI was not found "
                                       "to start one", "start LM Studio's server (Developer tab → Start server, port "
                                       f"{port}) and run again, set settings.lmstudio_port if it uses another port, "
-                                      f"or {_HOW_TO_GET}", log_path=str(log.path), kind="unreachable")
+                                      f"or {_HOW_TO_GET}", log_path=str(log.path), kind=ServerErrorKind.UNREACHABLE)
                 proc = run_lms([lms, "server", "start", "--port", str(port)], log, 120)
                 started_server = True
                 if proc.returncode != 0:
                     raise ServerError(f"`lms server start --port {port}` failed (exit code {proc.returncode})",
                                       f"see the log lines below; is port {port} taken by another program?",
-                                      log_tail=log_tail(log), log_path=str(log.path), kind="server")
+                                      log_tail=log_tail(log), log_path=str(log.path), kind=ServerErrorKind.SERVER)
                 models = _wait_for_models(session, base_url, headers, spec.startup_timeout_s, log)
             else:
                 notes.append(f"LM Studio's server was already running at {base_url}: using it (it stays running)")
@@ -467,9 +475,9 @@ class LMStudioBackend(Backend):
             draft_was_loaded = (models.get(spec.draft) or {}).get("state") == "loaded" if spec.draft else True
             server = LMStudioServer(base_url, model=model_name, draft=spec.draft, endpoint=endpoint, lms=lms, log=log,
                                     api_key=api_key, loaded_identifier=loaded, started_server=started_server,
-                                    unload_draft_after=not draft_was_loaded, command=command, port=port, spec=spec,
+                                    unload_draft_after=not draft_was_loaded, command=command, port=port,
                                     load_time_s=time.perf_counter() - start)
-            server.warnings.extend(notes)
+            server.notes.extend(notes)
             session.close()
             return server
         except BaseException:
@@ -493,7 +501,7 @@ class LMStudioBackend(Backend):
         return server
 
     # -- server.py lm-studio --------------------------------------------------------------
-    def add_server_arguments(self, p) -> None:
+    def add_server_arguments(self, p: argparse.ArgumentParser) -> None:
         p.add_argument("--model", required=True, help="target model key (as `lms ls` prints it)")
         p.add_argument("--draft-model", default=None, help="draft model key: sent as \"draft_model\" with every "
                        "request (LM Studio speculates per request)")
@@ -507,16 +515,13 @@ class LMStudioBackend(Backend):
         p.add_argument("--log", default=None, help="log of the lms commands (default: under ~/.cache/draftbench/logs)")
         p.add_argument("--lms-bin", default=None, help="the lms CLI (default: PATH, then ~/.lmstudio/bin/lms)")
 
-    def spec_from_args(self, args, extra: list[str]) -> LaunchSpec:
-        from ..errors import UsageError
-        from ..settings_schema import COMMON_SETTINGS
+    def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
         if args.port < 1:
             raise UsageError("--port must be LM Studio's port (1-65535)", f"the default is {DEFAULT_PORT}")
         problems = self.validate_settings({"lmstudio_gpu": args.gpu})
         if problems:
             raise UsageError(f"--gpu {problems[0].message}", problems[0].fix)
-        settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
-        settings.update({k: f.default for k, f in self.settings_schema.items()})
+        settings = default_settings(self.settings_schema)
         settings.update(lms_bin=args.lms_bin, lmstudio_port=args.port, lmstudio_gpu=args.gpu,
                         lmstudio_endpoint=args.endpoint, host=args.host, ctx_size=args.context_length)
         return LaunchSpec(target=args.model, draft=args.draft_model, host=args.host, port=args.port,
@@ -525,19 +530,13 @@ class LMStudioBackend(Backend):
 
 
 def _wait_for_models(session, base_url, headers, timeout_s: float, log: _Log) -> dict:
-    deadline = time.perf_counter() + timeout_s
-    delay = 0.05
-    while True:
-        models = _list_models(session, base_url, headers)
-        if models is not None:
-            return models
-        if time.perf_counter() > deadline:
-            raise ServerError(f"LM Studio's server did not answer at {base_url} within {timeout_s:g} s of "
-                              "`lms server start`", "check LM Studio (`lms server status`), or raise "
-                              "settings.startup_timeout_s", log_tail=log_tail(log), log_path=str(log.path),
-                              kind="timeout")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.5)
+    models = poll(lambda: _list_models(session, base_url, headers), timeout_s)
+    if models is None:
+        raise ServerError(f"LM Studio's server did not answer at {base_url} within {timeout_s:g} s of "
+                          "`lms server start`", "check LM Studio (`lms server status`), or raise "
+                          "settings.startup_timeout_s", log_tail=log_tail(log), log_path=str(log.path),
+                          kind=ServerErrorKind.TIMEOUT)
+    return models
 
 
 def _load_failure(proc: subprocess.CompletedProcess, target: str, log: _Log) -> ServerError:
@@ -547,7 +546,7 @@ def _load_failure(proc: subprocess.CompletedProcess, target: str, log: _Log) -> 
             return ServerError(message.format(target=target) + f" (`lms load` exit code {proc.returncode})", fix,
                                log_tail=log_tail(log), log_path=str(log.path), kind=kind)
     return ServerError(f"`lms load {target}` failed (exit code {proc.returncode})", "see the log lines below",
-                       log_tail=log_tail(log), log_path=str(log.path), kind="model")
+                       log_tail=log_tail(log), log_path=str(log.path), kind=ServerErrorKind.MODEL)
 
 
 def log_tail(log: _Log, lines: int = 20) -> str:
