@@ -3,7 +3,8 @@
 Each case runs in a fresh interpreter that imports draftbench's dependencies for real, then
 pretends to be ``darwin`` or ``win32``: ``sys.platform`` is patched and the attributes that OS does
 not have are removed (on Windows: ``signal.SIGHUP``, ``signal.SIGKILL``, ``signal.pause``,
-``os.killpg``, ``os.setsid``, ``os.fork``, ``fcntl``, ``resource``…; on macOS: Linux-only ones such
+``os.killpg``, ``os.setsid``, ``os.fork``, ``fcntl``, ``resource``…, and ``msvcrt`` is a stand-in
+that records the file-lock calls; on macOS: Linux-only ones such
 as ``os.sched_getaffinity``). Then every draftbench module is imported, every CLI parser built, and
 the start-up paths run as far as they go without starting a server: signal handlers, the lifetime
 guard, ``bench.py`` against an unreachable URL, ``server.py`` with a missing model, a whole sweep
@@ -71,6 +72,11 @@ if pretend == "win32":
     stand_ins["signal"].SIGBREAK = 21   # SIGTTIN's number on Linux: harmless to handle
     for name in ("fcntl", "resource", "pwd", "grp", "termios", "pty", "tty", "posix"):
         sys.modules[name] = None
+    # Windows' own module (file locks): a stand-in that records the calls, as results_lock makes them.
+    msvcrt = types.ModuleType("msvcrt")
+    msvcrt.LK_UNLCK, msvcrt.LK_NBLCK, msvcrt.calls = 0, 2, []
+    msvcrt.locking = lambda fd, mode, nbytes: msvcrt.calls.append((mode, nbytes))
+    sys.modules["msvcrt"] = msvcrt
 real = {name: sys.modules[name] for name in stand_ins}
 sys.modules.update(stand_ins)
 sys.platform = pretend
@@ -103,6 +109,8 @@ codes["sweep"] = run_main(sweep_cli.main, ["--config", os.path.join(work, "c.jso
                                             os.path.join(work, "r.json")])
 codes["chart only"] = run_main(sweep_cli.main, ["--chart-only", "--results", sys.argv[5], "--chart",
                                                  os.path.join(work, "upstream.html")])
+if pretend == "win32":
+    assert (2, 1) in sys.modules["msvcrt"].calls, "the sweep did not lock its results file the Windows way"
 print("CODES " + json.dumps(codes))
 '''
 
