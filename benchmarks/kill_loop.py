@@ -6,8 +6,8 @@ server's process group took to disappear, and whether it always did.
 
 Each try starts ``server.py`` (or ``sweep.py``, alternating with ``--cli both``) on the forged test
 models (``make models``), waits until llama-server is busy with a streamed request, kills the CLI
-with SIGKILL, and times until nobody is left in the server's process group (zombies count as gone).
-A try fails if anything is left after 5 s. Exit status 1 if any try failed. Linux only (reads /proc).
+with SIGKILL, and times until nobody is left in the server's process group and its supervisor has
+exited too (zombies count as gone). A try fails if anything is left after 5 s. Exit status 1 if any try failed. Linux only (reads /proc).
 The suite runs the same check 20 times with a small fake server and twice with llama-server
 (tests/test_lifetime.py, tests/test_lifetime_llama.py); this script is the long version.
 """
@@ -71,6 +71,20 @@ def children_named(parent: int, name: str) -> list[int]:
     return found
 
 
+def parent_of(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return int(text[text.rindex(")") + 2:].split()[1])
+
+
+def alive(pid: int) -> bool:
+    """Exists and is not a zombie (the supervisor, reparented once draftbench is killed)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2:].split()[0] != "Z"
+
+
 def busy(port: int) -> bool:
     try:
         slots = requests.get(f"http://127.0.0.1:{port}/slots", timeout=1).json()
@@ -122,10 +136,11 @@ def one_try(cli: str, models: dict, guard: str, folder: Path) -> float | None:
         if not servers:
             raise RuntimeError(f"{cli}.py never got llama-server busy")
         pgid = servers[0]
+        supervisor = parent_of(pgid)
         proc.kill()
         proc.wait()
         start = time.monotonic()
-        gone = wait(lambda: not group_members(pgid), timeout=LIMIT_S)
+        gone = wait(lambda: not group_members(pgid) and not alive(supervisor), timeout=LIMIT_S)
         took = time.monotonic() - start
         if not gone:
             for pid in group_members(pgid):
