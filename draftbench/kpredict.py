@@ -65,7 +65,8 @@ def drafts_greedily(row: Row) -> bool:
     """A draft model alone (no n-gram method beside it, whose proposals are not a prefix of the
     longer ones): the case where counts at k_max tell what a smaller k accepts."""
     methods = (row.candidate or {}).get("method") or []
-    return row.draft_path is not None and all(str(m).startswith("draft-") for m in methods)
+    # llama.cpp's draft-* types; vLLM's draft_model (the method a plain draft gets there)
+    return row.draft_path is not None and all(str(m).startswith("draft-") or m == "draft_model" for m in methods)
 
 
 def predict(row: Row, baseline: Row | None) -> dict | None:

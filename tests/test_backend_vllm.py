@@ -245,6 +245,9 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert good["mean_accepted_len"] == 3.0
     assert good["accepted_per_pos"] == [12, 8, 8, 4] and sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
     assert good["diagnosis"]["code"] == "acceptance_holds"
+    # best k from one run works from vLLM's counters too (client times: vLLM reports no decode timings)
+    assert good["k_prediction"]["from_k"] == 4 and good["k_prediction"]["times"] == "client"
+    assert [p["k"] for p in good["k_prediction"]["per_k"]] == [1, 2, 3, 4]
     assert base["accepted_per_pos"] is None and base["diagnosis"] is None
     assert good["server"]["command"][:3] == [str(fake.bin), "serve", TARGET]
     assert good["server"]["version"] == "0.11.0+fake"

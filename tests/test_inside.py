@@ -141,6 +141,8 @@ def test_no_prediction_without_what_it_needs():
     assert kpredict.predict(ngram, baseline_row()) is None                          # model-free method
     hybrid = Row(**{**row.__dict__, "candidate": {"method": ["draft-simple", "ngram-mod"]}})
     assert kpredict.predict(hybrid, baseline_row()) is None
+    for method in (["draft-simple"], ["draft_model"], []):                         # llama.cpp, vLLM, a plain draft
+        assert kpredict.drafts_greedily(Row(**{**row.__dict__, "candidate": {"method": method}}))
 
 
 def test_when_no_k_pays_the_prediction_says_so():
