@@ -93,8 +93,9 @@ def describe(summary: dict) -> str:
 
 
 def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str) -> str | None:
-    """The verdict's sentence when even the cheapest draft tried, with every drafted token accepted,
-    is not faster than the target alone (None otherwise, or without full-acceptance rows)."""
+    """The verdict's sentence when even the draft with the highest ceiling (at equal k, the cheapest),
+    with every drafted token accepted, is not faster than the target alone (None otherwise, or
+    without full-acceptance rows)."""
     fulls = [r for r in rows if r.role == "ceiling" and r.ok and r.target == target and _level(r) == Level.FULL.value
              and r.speedup and r.speculation_active is not False]
     if not fulls:
@@ -104,7 +105,7 @@ def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str) -> str | No
     if speed.get("ratio", 0) > 1 and speed.get("significant") is not False:
         return None
     k = f", k={best.draft_max}" if best.draft_max else ""
-    return (f"No draft can pay on this hardware: even the cheapest draft tried ({best.draft}{k}), with every "
+    return (f"No draft can pay on this hardware: even the draft with the highest ceiling ({best.draft}{k}), with every "
             f"drafted token accepted (synthetic acceptance), gives {describe_speedup(speed)} against the target "
             "alone — verifying drafted tokens costs about as much as generating them here (a compute-bound "
             "target, typical of CPUs). More or better drafts will not help on this machine.")

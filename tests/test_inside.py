@@ -219,7 +219,7 @@ def test_the_verdict_says_when_no_draft_can_pay(tmp_path):
     _code, path = run_sweep(tmp_path, backend, config(tmp_path, ceiling=True, draft_max=4))
     entry = load_results(path).summary["targets"][0]
     assert entry["no_draft_can_pay"] and entry["recommended_draft"] is None
-    assert "No draft can pay on this hardware: even the cheapest draft tried (good, k=4)" in entry["verdict"]
+    assert "No draft can pay on this hardware: even the draft with the highest ceiling (good, k=4)" in entry["verdict"]
 
 
 def test_a_ceiling_is_skipped_when_its_draft_has_no_measurement(tmp_path):
