@@ -10,7 +10,9 @@ import os
 import statistics
 from dataclasses import replace
 
-from . import stats, theory
+from . import method_stats, stats, theory
+from .categories import best_per_category, category_sentence, category_speedups
+from .degenerate import assess as assess_loops
 from .findings import Code, Finding
 from .results import RequestRecord, ResultsFile, Row
 
@@ -77,6 +79,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
+        "method_stats": method_stats.aggregate(r.draft_details for r in ok),
     }
 
 
@@ -187,13 +190,24 @@ def analyze(results: ResultsFile) -> ResultsFile:
                                          f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
-            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature))
+            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature),
+                          speedup_by_category=category_speedups(row, baseline, noise_floor=floor))
             if row.role == "speculative":
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
+        if row.ok and baseline is not None:
+            row = _with_loop_check(row, baseline, noise_floor)
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary=recommend(results))
+
+
+def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
+    """Mark a row measured on the target's looping output (recomputed on every analysis, so the
+    finding is replaced, never repeated)."""
+    info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
+    kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
+    return replace(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -222,6 +236,11 @@ def recommend(results: ResultsFile) -> dict:
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
                                 f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+            if best.degenerate_output:
+                entry["verdict"] += (f" Caution: the target's own output loops on "
+                                     f"{best.degenerate_output['looping_requests']} of "
+                                     f"{best.degenerate_output['requests']} requests, which flatters this "
+                                     "speed-up (see the row's warning).")
         elif candidates:
             best = max(candidates, key=lambda r: r.speedup["ratio"])
             if results.is_upstream or best.speedup.get("significant") is None:
@@ -251,6 +270,12 @@ def recommend(results: ResultsFile) -> dict:
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
+        by_category = best_per_category(results, target) if not results.is_upstream else {}
+        if by_category:
+            entry["by_category"] = by_category
+            sentence = category_sentence(by_category)
+            if sentence:
+                entry["verdict"] += " " + sentence
         per_target.append(entry)
     return {"targets": per_target}
 
