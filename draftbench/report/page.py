@@ -218,6 +218,11 @@ speed-up means the draft is too slow; low acceptance means it predicts the targe
 <li><b>Size classes</b> come from the parameter count in the draft's label (0.5B, 1.5B, 135M&hellip;) or its GGUF
 metadata; drafts without one form an &ldquo;unknown size&rdquo; class. The bar charts show the fastest draft of each
 class; the heatmap shows every draft.</li>
+<li><b>Model-free methods</b> (n-gram lookup) load no draft model: they form the &ldquo;no draft model&rdquo;
+class. A hybrid (a draft plus an n-gram method) is classed by its draft's size.</li>
+<li><b>loops</b> in a cell: the target's own output repeats one pattern on some of these requests (a base model
+answering a chat request, a too-small model). Any draft or n-gram method predicts a loop trivially, so such a
+speed-up does not carry over to real text; the row's warning gives the speed-up without those requests.</li>
 <li><b>Grey cells</b> are combinations without a valid speed-up: <i>error</i>, <i>skipped</i>, <i>inactive</i>
 (the server ran but the draft never drafted a token), <i>no baseline</i> or <i>not run</i>. They are never counted
 as speed-ups; the reasons are listed under Problems.</li>
