@@ -1,0 +1,246 @@
+"""Comparing speculative methods without a server: per-method statistics from llama-server's log lines,
+trace verbosity in the command, the workloads, loop detection, per-category verdicts and the report's
+model-free classes and method charts. The real llama-server runs in test_methods_llamacpp.py."""
+
+from __future__ import annotations
+
+import io
+
+from draftbench.analysis import analyze
+from draftbench.backends.base import LaunchSpec
+from draftbench.backends.llamacpp_command import build_command, stats_lines_expected
+from draftbench.backends.llamacpp_stats import StatsLog, parse_line, parse_lines, per_request
+from draftbench.config import validate_config
+from draftbench.degenerate import LOOP_SHARE_LIMIT, loop_share
+from draftbench.findings import Code
+from draftbench.method_stats import aggregate
+from draftbench.prompts import BUILTIN_PROMPTS, CATEGORIES, METHOD_PROMPTS, resolve_prompts
+from draftbench.report import build_figures
+from draftbench.report.model import NO_DRAFT_MODEL, build_data
+from draftbench.results import RequestRecord, ResultsFile, Row
+from draftbench.sweep.console import Console
+
+from conftest import default_settings
+
+# As common_speculative_print_stats (common/speculative.cpp, build 11434) prints them, with the log prefix.
+FIRST = ("3.45.554.735 I spec common_specu: statistics     ngram-simple: #calls(b,g,a) =    1     39      0, "
+         "#gen drafts =      0, #acc drafts =     0, #gen tokens =      0, #acc tokens =     0, "
+         "dur(b,g,a) = 0.000, 0.059, 0.000 ms")
+SECOND = ("3.50.000.001 I spec common_specu: statistics     ngram-simple: #calls(b,g,a) =    2     60     10, "
+          "#gen drafts =     10, #acc drafts =     8, #gen tokens =     50, #acc tokens =    30, #mean acc len = 4.00, "
+          "#acc rate/pos = (0.800, 0.700, 0.500), dur(b,g,a) = 0.010, 0.159, 0.020 ms")
+DRAFT = ("3.50.000.002 I spec common_specu: statistics     draft-simple: #calls(b,g,a) =    2     60     40, "
+         "#gen drafts =     40, #acc drafts =    20, #gen tokens =    160, #acc tokens =    50, #mean acc len = 2.25, "
+         "#acc rate/pos = (0.500, 0.400, 0.300, 0.050), dur(b,g,a) = 0.100, 90.000, 1.000 ms")
+
+
+# --------------------------------------------------------------------------- log lines
+
+def test_statistics_lines_are_parsed_with_and_without_acceptance_figures():
+    first, second = parse_line(FIRST), parse_line(SECOND)
+    assert first.impl == "ngram-simple" and (first.calls_begin, first.calls_draft, first.calls_accept) == (1, 39, 0)
+    assert first.acc_rate_per_pos == () and first.draft_ms == 0.059
+    assert second.acc_tokens == 30 and second.acc_rate_per_pos == (0.8, 0.7, 0.5) and second.accept_ms == 0.02
+    assert parse_line("slot print_timing: id  0 | task 2 | draft acceptance = 0.6") is None
+    old = parse_line("statistics ngram_mod: #calls = 12, #gen drafts = 3, #acc drafts = 2, #gen tokens = 9, "
+                     "#acc tokens = 5")
+    assert old.impl == "ngram_mod" and old.calls_draft == 12 and old.calls_accept is None and old.begin_ms is None
+
+
+def test_cumulative_lines_become_per_request_figures():
+    totals: dict = {}
+    assert per_request(parse_lines(FIRST), totals)["ngram-simple"]["gen_tokens"] == 0
+    fig = per_request(parse_lines(SECOND), totals)["ngram-simple"]
+    assert (fig["calls_draft"], fig["calls_accept"], fig["gen_tokens"], fig["acc_tokens"]) == (21, 10, 50, 30)
+    assert fig["acceptance_rate"] == 0.6 and fig["mean_accepted_len"] == 4.0
+    assert fig["accepted_per_pos"] == [8.0, 7.0, 5.0] and fig["acc_rate_per_pos"] == [0.8, 0.7, 0.5]
+    assert fig["draft_ms"] == 0.1
+
+
+def test_a_late_line_is_counted_once_with_the_next_request():
+    totals: dict = {}
+    late = per_request(parse_lines(FIRST + "\n" + SECOND), totals)       # both arrived after one request
+    assert late["ngram-simple"]["calls_draft"] == 60 and late["ngram-simple"]["acc_tokens"] == 30
+
+
+def test_the_log_is_followed_from_the_servers_start(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(SECOND + "\n")                      # an earlier server's lines in the same (appended) file
+    stats = StatsLog(str(log), log.stat().st_size, expected=2)
+    with log.open("a") as fh:
+        fh.write("noise\n" + FIRST + "\n" + DRAFT.replace("60     40", "30     20").replace("#gen tokens =    160",
+                                                                                               "#gen tokens =     80"))
+    first = stats.after_request()                      # DRAFT has no newline yet: not read
+    assert set(first) == {"ngram-simple"}
+    with log.open("a") as fh:
+        fh.write("\n" + SECOND + "\n" + DRAFT + "\n")
+    second = stats.after_request()
+    assert second["ngram-simple"]["acc_tokens"] == 30 and second["draft-simple"]["gen_tokens"] == 160
+    assert StatsLog(str(log), 0, expected=0).after_request() is None
+
+
+def test_row_totals_sum_the_requests_per_method():
+    totals: dict = {}
+    requests = [{"methods": per_request(parse_lines(FIRST), totals)},
+                {"methods": per_request(parse_lines(SECOND + "\n" + DRAFT), totals)}, None, {}]
+    rows = aggregate(requests)
+    assert rows["ngram-simple"]["requests"] == 2 and rows["ngram-simple"]["acc_tokens"] == 30
+    assert rows["draft-simple"]["acceptance_rate"] == round(50 / 160, 4)
+    assert rows["draft-simple"]["mean_accepted_len"] == 2.25
+    assert aggregate([None, {}]) is None
+
+
+# --------------------------------------------------------------------------- the command
+
+CAPS = {"flags": ["-m", "-np", "--metrics", "--spec-type", "-lv", "--log-verbosity", "-md", "--spec-draft-n-max"],
+        "version": "x"}
+
+
+def test_trace_verbosity_is_added_to_every_server_when_method_stats_is_on():
+    def cmd(**kw):
+        base = dict(target="/m/t.gguf", port=8080, settings=default_settings(method_stats=True))
+        return build_command("/bin/llama-server", CAPS, LaunchSpec(**{**base, **kw}))
+
+    model_free = cmd(method=("ngram-mod",))
+    assert model_free[-2:] == ["-lv", "4"] and stats_lines_expected(model_free) == 1
+    hybrid = cmd(draft="/m/d.gguf", method=("draft-simple", "ngram-mod"))
+    assert stats_lines_expected(hybrid) == 2
+    baseline = cmd()
+    assert baseline[-2:] == ["-lv", "4"] and stats_lines_expected(baseline) == 0     # same level, nothing to read
+    off = cmd(method=("ngram-mod",), settings=default_settings(method_stats=False))
+    assert "-lv" not in off and stats_lines_expected(off) == 0
+    overridden = cmd(method=("ngram-mod",), extra_args=("-lv", "3"))                  # the user's flag wins
+    assert stats_lines_expected(overridden) == 0
+
+
+# --------------------------------------------------------------------------- workloads
+
+def test_method_workloads_run_only_when_named():
+    assert resolve_prompts("builtin") == list(BUILTIN_PROMPTS) and "code-edit" not in CATEGORIES
+    chosen = resolve_prompts(["code-edit", "multi-turn", "code"])
+    assert [p.id for p in chosen] == ["code-bst", "code-edit-rename", "multi-turn-1", "multi-turn-2", "multi-turn-3"]
+    config = validate_config({"name": "w", "targets": [{"label": "t", "path": "/m/t.gguf"}],
+                              "settings": {"prompts": ["rewrite", "summarise-long", "reasoning"]}})
+    assert config.settings["prompts"] == ["rewrite", "summarise-long", "reasoning"]
+
+
+def test_the_code_edit_prompt_holds_the_file_and_later_turns_repeat_earlier_ones():
+    edit = next(p for p in METHOD_PROMPTS if p.category == "code-edit")
+    assert "def parse_rows(lines):" in edit.text and "Return the complete modified module" in edit.text
+    turns = [p for p in METHOD_PROMPTS if p.category == "multi-turn"]
+    assert [len(t.messages) for t in turns] == [1, 3, 5]
+    assert turns[2].messages[:3] == turns[1].messages and turns[1].messages[:1] == turns[0].messages
+
+
+# --------------------------------------------------------------------------- loops
+
+LOOP = "Sure! " + "<|im_start|>user\n" * 40
+
+
+def test_loop_share_finds_back_to_back_repetition_only():
+    assert loop_share(LOOP) > 0.9
+    assert loop_share("Hello.\n" + "\n" * 60) > 0.9
+    assert loop_share("too short to judge") is None
+    for p in BUILTIN_PROMPTS + METHOD_PROMPTS:
+        assert (loop_share(p.text) or 0) < LOOP_SHARE_LIMIT, p.id
+    listing = " ".join(f"{i}. Country{i}: capital City{i}, population {i * 7} million." for i in range(30))
+    assert loop_share(listing) < LOOP_SHARE_LIMIT
+
+
+def _req(pid, category, run, tps, text="a normal answer", methods=None):
+    return RequestRecord(prompt_id=pid, category=category, run=run, decode_tps=tps, completion_tokens=64,
+                         text=text, draft_details={"methods": methods} if methods else None)
+
+
+def _row(draft, role, factors, *, text_for=None, candidate=None, draft_max=None):
+    prompts = (("edit", "code-edit"), ("chat", "chat"), ("story", "prose"))
+    reqs = tuple(_req(pid, cat, run, 50 * factors[cat] * (1 + 0.003 * run + 0.001 * i),
+                      text=(text_for or {}).get(pid, f"answer {pid} {run}: " + " ".join(f"w{j}" for j in range(30))))
+                 for run in range(3) for i, (pid, cat) in enumerate(prompts))
+    mean = sum(r.decode_tps for r in reqs) / len(reqs)
+    return Row(target="T 7B", draft=draft, role=role, mean_tps=mean, speculation_active=True if draft else None,
+               acceptance_rate=0.6 if draft else None, requests=reqs, candidate=candidate, draft_max=draft_max)
+
+
+def _results(*rows):
+    return analyze(ResultsFile(name="m", hardware="h", backend="llamacpp", model_family="f",
+                               settings={"noise_floor": 0.02, "temperature": 0.0}, results=rows))
+
+
+NGRAM = {"label": "ngram-mod", "method": ["ngram-mod"], "draft": None, "params": {}}
+DRAFTED = {"label": "135M", "method": [], "draft": "135M", "params": {"draft_max": 4}}
+
+
+def test_the_verdict_names_the_best_configuration_per_category_when_they_differ():
+    res = _results(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}),
+                   _row("ngram-mod", "speculative", {"code-edit": 2.0, "chat": 0.97, "prose": 0.95}, candidate=NGRAM),
+                   _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.25}, candidate=DRAFTED,
+                        draft_max=4))
+    entry = res.summary["targets"][0]
+    assert entry["by_category"]["code-edit"]["candidate"] == "ngram-mod"
+    assert entry["by_category"]["chat"]["candidate"] == "135M (k=4)"
+    assert "Best per prompt type: for code-edit: ngram-mod (+" in entry["verdict"]
+    assert "for chat: 135M (k=4)" in entry["verdict"]
+    ngram = next(r for r in res.results if r.draft == "ngram-mod")
+    assert ngram.speedup_by_category["code-edit"]["ratio"] > 1.9 and ngram.speedup_by_category["prose"]["ratio"] < 1
+
+
+def test_one_best_configuration_everywhere_needs_no_per_category_sentence():
+    res = _results(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}),
+                   _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.25}, candidate=DRAFTED))
+    assert "Best per prompt type" not in res.summary["targets"][0]["verdict"]
+
+
+def test_speedups_resting_on_a_looping_baseline_are_flagged_once_everywhere():
+    looping = {"edit": LOOP}
+    base = _row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}, text_for=looping)
+    fast = _row("ngram-mod", "speculative", {"code-edit": 3.0, "chat": 1.5, "prose": 1.5}, text_for=looping,
+                candidate=NGRAM)
+    res = analyze(_results(base, fast))                                   # analysed twice: one finding, not two
+    baseline, row = res.results
+    assert [w.code for w in baseline.warnings if w.code is Code.DEGENERATE_OUTPUT] == [Code.DEGENERATE_OUTPUT]
+    flagged = [w for w in row.warnings if w.code is Code.DEGENERATE_OUTPUT]
+    assert len(flagged) == 1 and "rests on looping output" in flagged[0].message and "edit" in flagged[0].message
+    assert flagged[0].setting == "settings.prompts"
+    info = row.degenerate_output
+    assert info["looping_requests"] == 3 and info["prompts"] == ["edit"]
+    assert abs(info["speedup_without_loops"]["ratio"] - 1.5) < 0.02        # without the loops: +50%, not +100%
+    assert "Caution: the target's own output loops on 3 of 9 requests" in res.summary["targets"][0]["verdict"]
+    out = io.StringIO()
+    Console(out).row_recorded(row)
+    assert "rests on looping output" in out.getvalue()
+    figs = build_figures(res)
+    assert any("loops" in t for line in figs["chart-heatmap"]["data"][0]["text"] for t in line)
+    cats = figs["chart-categories"]["data"][0]
+    assert "loops" in cats["text"][0][cats["x"].index("code-edit")]
+
+
+# --------------------------------------------------------------------------- the report
+
+def test_model_free_and_hybrid_candidates_are_charted_in_their_own_classes():
+    hybrid = {"label": "135M + ngram-mod", "method": ["draft-simple", "ngram-mod"], "draft": "135M", "params": {}}
+    rows = [_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}),
+            _row("ngram-mod", "speculative", {"code-edit": 2.0, "chat": 1.1, "prose": 1.05}, candidate=NGRAM),
+            _row("135M + ngram-mod", "speculative", {"code-edit": 1.8, "chat": 1.3, "prose": 1.2}, candidate=hybrid)]
+    for i, n_match in enumerate((8, 16, 24)):
+        params = {"ngram_mod_n_match": n_match}
+        rows.append(_row(f"mod n_match={n_match}", "speculative", {"code-edit": 1.2 + 0.2 * i, "chat": 1, "prose": 1},
+                         candidate={"label": "mod", "method": ["ngram-mod"], "draft": None, "params": params}))
+    res = _results(*rows)
+    data = build_data(res)
+    sizes = {c.label: c.size for c in data.columns}
+    assert sizes["ngram-mod"] == NO_DRAFT_MODEL and sizes["135M + ngram-mod"] == "135M"
+    assert data.classes[0] == NO_DRAFT_MODEL
+    figs = build_figures(res)
+    assert "best model-free method" in [t["name"] for t in figs["chart-throughput"]["data"]]
+    assert figs["chart-categories"]["data"][0]["x"] == ["code-edit", "chat", "prose"]
+    lines = figs["chart-params"]["data"]
+    assert lines[0]["name"] == "mod (by n_match)" and lines[0]["x"] == [8, 16, 24]
+    assert lines[0]["y"] == sorted(lines[0]["y"]) and lines[-1]["name"] == "T 7B alone"
+
+
+def test_method_charts_say_why_they_are_empty():
+    res = _results(Row(target="T", mean_tps=10.0), Row(target="T", draft="d 1B", role="speculative", mean_tps=12.0))
+    figs = build_figures(res)
+    assert figs["chart-categories"]["data"] == [] and figs["chart-params"]["data"] == []
+    assert "No parameter was swept" in figs["chart-params"]["layout"]["annotations"][0]["text"]
