@@ -63,3 +63,17 @@ def aggregate(per_request: Iterable[dict | None]) -> dict[str, dict] | None:
                 total[name] = round(total[name], 3)
         out[impl] = dict(with_derived(total, per_pos[impl]), requests=requests[impl])
     return out
+
+
+def describe(stats: dict[str, dict] | None) -> str:
+    """'ngram-mod: 74 drafted, 10 accepted (14%), 2.67 per step; draft-simple: …' for people."""
+    parts = []
+    for impl, fig in (stats or {}).items():
+        gen, acc = fig.get("gen_tokens"), fig.get("acc_tokens")
+        text = f"{impl}: {gen if gen is not None else 'n/a'} drafted, {acc if acc is not None else 'n/a'} accepted"
+        if fig.get("acceptance_rate") is not None:
+            text += f" ({fig['acceptance_rate']:.0%})"
+        if fig.get("mean_accepted_len") is not None:
+            text += f", {fig['mean_accepted_len']:.2f} tokens per step"
+        parts.append(text)
+    return "; ".join(parts)

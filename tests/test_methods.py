@@ -244,3 +244,14 @@ def test_method_charts_say_why_they_are_empty():
     figs = build_figures(res)
     assert figs["chart-categories"]["data"] == [] and figs["chart-params"]["data"] == []
     assert "No parameter was swept" in figs["chart-params"]["layout"]["annotations"][0]["text"]
+
+
+def test_the_console_shows_each_component_of_a_row():
+    totals: dict = {}
+    details = {"methods": per_request(parse_lines(SECOND + "\n" + DRAFT), totals)}
+    row = Row(target="T", draft="135M + ngram-simple", role="speculative", speculation_active=True,
+              method_stats=aggregate([details]))
+    out = io.StringIO()
+    Console(out).row_recorded(row)
+    assert ("Per method: ngram-simple: 50 drafted, 30 accepted (60%), 4.00 tokens per step; "
+            "draft-simple: 160 drafted, 50 accepted (31%), 2.25 tokens per step") in out.getvalue()

@@ -112,7 +112,7 @@ def per_request(lines: list[MethodTotals], previous: dict[str, MethodTotals]) ->
 
 TRACE_VERBOSITY = 4          # llama-server's "trace" level (`--help`: 4: trace (more info)); default is 3
 VERBOSITY_FLAGS = ("-lv", "--log-verbosity", "--verbosity")
-WAIT_FOR_LINES_S = 3.0       # the server logs through a background thread: the lines may trail the response
+WAIT_FOR_LINES_S = 5.0       # the server logs through a background thread: the lines may trail the response
 
 
 class StatsLog:

@@ -11,6 +11,7 @@ import sys
 from typing import TextIO
 
 from ..findings import Code
+from ..method_stats import describe as describe_methods
 from ..results import ResultsFile, Role, Row, Status
 from ..stats import describe_speedup
 
@@ -131,6 +132,8 @@ class Console(Reporter):
             self.line(f"  Output: identical to the baseline on {eq['matched']}/{eq['compared']} requests"
                       + (f" (first difference at character {first['char_pos']} of {first['prompt_id']})"
                          if first else ""))
+        if row.method_stats:
+            self.line(f"  Per method: {describe_methods(row.method_stats)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for finding in row.warnings:
