@@ -50,12 +50,12 @@ from .base import (
     url_host,
 )
 
-METHODS = (ServerErrorKind.DRAFT_MODEL, "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
+METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
 MODEL_FREE_METHODS = ("ngram", "suffix", "mtp")
 # Used when settings.draft_max is null and the method needs a draft length (vLLM has no default for these).
 DEFAULT_NUM_SPECULATIVE_TOKENS = 5
-_NEEDS_K = (ServerErrorKind.DRAFT_MODEL, "ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
+_NEEDS_K = ("draft_model", "ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
