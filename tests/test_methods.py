@@ -255,3 +255,12 @@ def test_the_console_shows_each_component_of_a_row():
     Console(out).row_recorded(row)
     assert ("Per method: ngram-simple: 50 drafted, 30 accepted (60%), 4.00 tokens per step; "
             "draft-simple: 160 drafted, 50 accepted (31%), 2.25 tokens per step") in out.getvalue()
+
+
+def test_a_model_free_method_that_never_drafts_is_not_a_speedup_and_says_why():
+    from draftbench.backends.base import SpeculationStatus
+    from draftbench.sweep.runner import speculation_outcome
+
+    active, findings = speculation_outcome(True, SpeculationStatus(True), 0, model_free=True)
+    assert active is False and findings[0].code is Code.NEVER_DRAFTED
+    assert "only draft where the answer repeats" in findings[0].message

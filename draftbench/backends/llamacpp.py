@@ -43,7 +43,14 @@ from .base import (
     same_file,
     url_host,
 )
-from .llamacpp_command import build_command, candidate_problems, capabilities, find_llama_server, stats_lines_expected
+from .llamacpp_command import (
+    build_command,
+    candidate_problems,
+    capabilities,
+    find_llama_server,
+    spec_types,
+    stats_lines_expected,
+)
 from .llamacpp_stats import StatsLog
 
 # --------------------------------------------------------------------------- failures
@@ -199,7 +206,8 @@ class LlamaCppBackend(Backend):
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
                                 process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
-                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
+                                port=spec.port, has_metrics="--metrics" in cmd,
+                                expects_draft=bool(spec_types(spec)))   # model-free methods draft too
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
