@@ -4,6 +4,7 @@ mechanics, not speed. A code-edit prompt makes the answer repeat the prompt, so 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from draftbench.backends.llamacpp import LlamaCppBackend
 from draftbench.config import validate_config
@@ -11,6 +12,8 @@ from draftbench.measure import MeasureOptions
 from draftbench.prompts import resolve_prompts
 from draftbench.sweep import CombinationRunner, Sweep, plan
 from draftbench.sweep.console import Reporter
+
+from conftest import run_cli
 
 # Short n-grams: a 135M model's answer copies only stretches of the prompt (the defaults want 12–48 tokens).
 NGRAM_SIMPLE = {"ngram_simple_size_n": 3, "ngram_simple_size_m": 16}
@@ -72,3 +75,26 @@ def test_a_hybrid_records_both_of_its_components(models, tmp_path):
     assert command[command.index("--spec-type") + 1] == "draft-simple,ngram-mod" and "-md" in command
     assert row.candidate == {"label": "57M + ngram-mod", "method": ["draft-simple", "ngram-mod"], "draft": "57M",
                              "params": {"draft_max": 4, **NGRAM_MOD}}
+
+
+def test_the_example_config_is_valid_and_a_type_the_binary_lacks_exits_2_listing_its_types(llama_bin, tmp_path):
+    """configs/example_methods.json as shipped plans its 7 rows; the same config naming a spec type this
+    llama-server lacks exits 2 before anything starts, listing the types read from the binary's --help."""
+    shipped = Path(__file__).resolve().parents[1] / "configs" / "example_methods.json"
+    proc = run_cli("sweep.py", "--config", str(shipped), "--results", str(tmp_path / "r.json"), "--dry-run",
+                   env={"DRAFTBENCH_LLAMA_SERVER": llama_bin})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "7 combinations" in proc.stdout and "135M + ngram-mod n_match=24" in proc.stdout
+
+    config = json.loads(shipped.read_text())
+    config["candidates"][1]["method"] = "ngram-foo"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(config))
+    proc = run_cli("sweep.py", "--config", str(bad), "--results", str(tmp_path / "r.json"),
+                   env={"DRAFTBENCH_LLAMA_SERVER": llama_bin})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("Error:") and "$.candidates[1].method" in proc.stderr
+    assert "'ngram-foo' is not a speculative type this llama-server offers" in proc.stderr
+    for offered in ("draft-simple", "ngram-simple", "ngram-map-k", "ngram-mod", "ngram-cache"):
+        assert offered in proc.stderr
+    assert not (tmp_path / "r.json").exists() and "Traceback" not in proc.stderr
