@@ -264,3 +264,40 @@ def test_a_model_free_method_that_never_drafts_is_not_a_speedup_and_says_why():
     active, findings = speculation_outcome(True, SpeculationStatus(True), 0, model_free=True)
     assert active is False and findings[0].code is Code.NEVER_DRAFTED
     assert "only draft where the answer repeats" in findings[0].message
+
+
+def test_a_baseline_that_speculates_is_an_error_row_and_its_candidates_are_not_compared(tmp_path):
+    """A build that turns a method on by default (upstream proposes ngram-mod) would flatter every
+    baseline: /slots speculative.types must list nothing for the target alone."""
+    import json
+
+    from draftbench.sweep import EXIT_INCOMPLETE, Sweep
+    from draftbench.sweep.console import Reporter
+
+    from fakes.inprocess import FakeBackend, FakeServer, Script
+
+    class SpeculatingServer(FakeServer):
+        def active_methods(self):
+            return ("ngram-mod",)          # what /slots says, whatever the command asked for
+
+    class SpeculatingBackend(FakeBackend):
+        def launch(self, spec):
+            server = SpeculatingServer(spec, self.script, self.log)
+            self.servers.append(server)
+            return server
+
+    cfg = validate_config({"name": "u", "hardware": "box", "backend": "llamacpp",
+                           "targets": [{"label": "7B", "path": "/m/t.gguf"}],
+                           "candidates": [{"label": "ngram-mod", "method": "ngram-mod"}],
+                           "settings": {"runs": 1, "max_tokens": 16, "prompts": ["code"], "port": 0}},
+                          source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
+    backend = SpeculatingBackend(Script(tps={"/m/t.gguf": 50.0}))
+    code = Sweep(cfg, tmp_path / "r.json", None, reporter=Reporter(), backend=backend).run()
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    baseline, candidate = rows
+    assert code == EXIT_INCOMPLETE
+    assert baseline["status"] == "error" and baseline["active_methods"] == ["ngram-mod"]
+    assert "the baseline is not plain decoding: the server ran ngram-mod" in baseline["reason"]
+    assert baseline["requests"], "what was measured is kept"
+    assert candidate["status"] == "skipped" and candidate["speedup"] is None
+    assert all(server.stopped for server in backend.servers)
