@@ -301,3 +301,35 @@ def test_a_baseline_that_speculates_is_an_error_row_and_its_candidates_are_not_c
     assert baseline["requests"], "what was measured is kept"
     assert candidate["status"] == "skipped" and candidate["speedup"] is None
     assert all(server.stopped for server in backend.servers)
+
+
+def test_the_report_lists_each_configurations_flags_active_methods_and_per_method_statistics():
+    import dataclasses
+
+    from draftbench.report import render_report
+    from draftbench.report.methods_table import speculative_flags
+
+    hybrid = {"label": "135M + ngram-mod", "method": ["draft-simple", "ngram-mod"], "draft": "135M",
+              "params": {"draft_max": 4, "ngram_mod_n_match": 24}}
+    command = ["llama-server", "-m", "/m/t.gguf", "--port", "8080", "--spec-type", "draft-simple,ngram-mod",
+               "-md", "/models/d 135M.gguf", "-ngld", "0", "--spec-draft-n-max", "4", "--spec-draft-cpu-moe",
+               "--spec-ngram-mod-n-match", "24", "-lv", "4"]
+    assert speculative_flags(command) == ("--spec-type draft-simple,ngram-mod -md d 135M.gguf -ngld 0 "
+                                          "--spec-draft-n-max 4 --spec-draft-cpu-moe --spec-ngram-mod-n-match 24")
+    totals: dict = {}
+    details = {"methods": per_request(parse_lines(SECOND + "\n" + DRAFT), totals)}
+    base = dataclasses.replace(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}), active_methods=[],
+                               server={"command": ["llama-server", "--spec-type", "none"]})
+    row = dataclasses.replace(_row("135M + ngram-mod", "speculative", {"code-edit": 2, "chat": 1.2, "prose": 1.1},
+                                   candidate=hybrid), active_methods=["draft-simple", "ngram-mod"],
+                              method_stats=aggregate([details]), server={"command": command})
+    page = render_report(_results(base, row))
+    section = page[page.index('<section id="methods">'):]
+    section = section[:section.index("</section>")]
+    assert "--spec-type none" in section and "none (plain decoding)" in section
+    assert "--spec-ngram-mod-n-match 24" in section and "draft-simple, ngram-mod" in section
+    assert "ngram-simple<br>draft-simple" in section or "draft-simple<br>ngram-simple" in section
+    assert "50<br>160" in section and "60%<br>31%" in section       # each component's drafted tokens and acceptance
+    plain = render_report(_results(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}),
+                                   _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.2})))
+    assert '<section id="methods">' not in plain
