@@ -31,6 +31,13 @@ def category_speedups(row: Row, baseline: Row, *, noise_floor: float) -> dict[st
     return out or None
 
 
+def never_drafted(row: Row, category: str) -> bool:
+    """True when the server said the row drafted no token on any of the category's requests: its
+    difference from the baseline there is noise, not speculation (an n-gram method on a story)."""
+    counts = [r.draft_n for r in row.requests if r.category == category and r.error is None]
+    return bool(counts) and all(n == 0 for n in counts)
+
+
 def candidate_name(row: Row) -> str:
     """How the verdict names a configuration: its label, with k when one is recorded."""
     return (row.draft or "") + (f" (k={row.draft_max})" if row.draft_max else "")
@@ -43,7 +50,8 @@ def _key(speed: dict) -> tuple[float, float]:
 def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     """category → the best measured configuration on it: ``{candidate, draft, draft_max, speedup,
     significant_gain, looping}``, or ``{candidate: None}`` when nothing beat the target alone there.
-    Only rows that count as speed-ups take part; significant gains rank first."""
+    Only rows that count as speed-ups take part, and on a category only rows that drafted there;
+    significant gains rank first."""
     baseline = results.baseline_for(target)
     rows = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup_by_category]
     if baseline is None or not rows:
@@ -53,7 +61,8 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     categories = dict.fromkeys(c for r in rows for c in (r.speedup_by_category or {}))
     for category in categories:
-        scored = [(r, (r.speedup_by_category or {})[category]) for r in rows if category in (r.speedup_by_category or {})]
+        scored = [(r, (r.speedup_by_category or {})[category]) for r in rows
+                  if category in (r.speedup_by_category or {}) and not never_drafted(r, category)]
         gains = [(r, s) for r, s in scored if s["ratio"] > 1]
         significant = [(r, s) for r, s in gains if s.get("significant")]
         pool = significant or gains

@@ -84,7 +84,7 @@ def test_the_example_config_is_valid_and_a_type_the_binary_lacks_exits_2_listing
     proc = run_cli("sweep.py", "--config", str(shipped), "--results", str(tmp_path / "r.json"), "--dry-run",
                    env={"DRAFTBENCH_LLAMA_SERVER": llama_bin})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "7 combinations" in proc.stdout and "135M + ngram-mod n_match=24" in proc.stdout
+    assert "7 combinations" in proc.stdout and "135M + ngram-mod n_match=8" in proc.stdout
 
     config = json.loads(shipped.read_text())
     config["candidates"][1]["method"] = "ngram-foo"
