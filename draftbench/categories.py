@@ -91,4 +91,7 @@ def category_sentence(best: dict[str, dict]) -> str:
         if entry.get("looping"):
             text += " [the target's output loops here]"
         parts.append(f"for {category}: {text}")
+    if not any(entry.get("significant_gain") for entry in best.values()):
+        # Noise can differ by category too: say that no per-category gain was shown to be real.
+        return "Best measured per prompt type (no gain significant): " + "; ".join(parts) + "."
     return "Best per prompt type: " + "; ".join(parts) + "."

@@ -348,3 +348,12 @@ def test_a_configuration_that_drafted_nothing_on_a_category_is_not_its_best():
     best = res.summary["targets"][0]["by_category"]
     assert best["code-edit"]["candidate"] == "ngram-mod" and best["chat"]["candidate"] == "135M"
     assert res.results[1].speedup_by_category["chat"]["ratio"] > 1.4          # still recorded as measured
+
+
+def test_per_category_bests_without_a_significant_gain_say_so():
+    from draftbench.categories import category_sentence
+
+    noisy = {"ratio": 5.4, "percent": 440.0, "significant": None, "method": "single-sample", "n_pairs": 0}
+    best = {"chat": {"candidate": "135M (k=4)", "speedup": noisy, "significant_gain": False},
+            "code-edit": {"candidate": "ngram-simple", "speedup": noisy, "significant_gain": False}}
+    assert category_sentence(best).startswith("Best measured per prompt type (no gain significant): for chat: 135M")
