@@ -357,3 +357,35 @@ def test_per_category_bests_without_a_significant_gain_say_so():
     best = {"chat": {"candidate": "135M (k=4)", "speedup": noisy, "significant_gain": False},
             "code-edit": {"candidate": "ngram-simple", "speedup": noisy, "significant_gain": False}}
     assert category_sentence(best).startswith("Best measured per prompt type (no gain significant): for chat: 135M")
+
+
+def test_method_fields_are_declared_and_type_checked_on_load(tmp_path):
+    import json
+
+    from draftbench.errors import ResultsFileError
+    from draftbench.results import load_results
+    from draftbench.results_schema import first_problem
+
+    totals: dict = {}
+    details = {"methods": per_request(parse_lines(SECOND + "\n" + DRAFT), totals)}
+    res = _results(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}, text_for={"edit": LOOP}),
+                   _row("ngram-mod", "speculative", {"code-edit": 2.0, "chat": 1.1, "prose": 1.0}, candidate=NGRAM,
+                        text_for={"edit": LOOP}))
+    data = json.loads(json.dumps(res.to_dict()))
+    row = data["results"][1]
+    row["method_stats"] = aggregate([details])
+    row["requests"][0]["draft_details"] = details
+    assert row["speedup_by_category"] and row["degenerate_output"]["speedup_without_loops"]
+    assert first_problem(data) is None
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    assert load_results(path).results[1].method_stats["draft-simple"]["gen_tokens"] == 160
+
+    row["method_stats"]["ngram-simple"]["gen_tokens"] = "fifty"
+    path.write_text(json.dumps(data))
+    try:
+        load_results(path)
+    except ResultsFileError as exc:
+        assert "$.results[1].method_stats.ngram-simple.gen_tokens" in str(exc)
+    else:
+        raise AssertionError("a string counter was accepted")
