@@ -204,8 +204,8 @@ class LlamaCppBackend(Backend):
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
-                                process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
-                                port=spec.port, has_metrics="--metrics" in cmd,
+                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
+                                version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",
