@@ -8,7 +8,9 @@ per-method lines have content and only one model loads per server): once at the 
 verbosity, once at trace verbosity. Both stay loaded (an idle llama-server waits without using
 the CPU); requests then alternate between them (A B, B A, …), so each pair of requests sees the
 same load on a shared machine. Prints the ratio of the servers' own decode tok/s (trace / default)
-with a 95% CI over the pairs. A CI that includes 1.000 means: no measurable cost.
+with a 95% CI over the pairs (a CI that includes 1.000 means: no measurable cost), and what each
+server wrote to its log per request (the mechanism by which verbosity could cost time; it does
+not depend on the machine's load).
 
 ``--control`` runs the same with both servers at the default verbosity (an A/A test): on a shared
 machine it shows how far apart two identical servers measure, which the trace ratio must exceed
@@ -45,6 +47,12 @@ def launch(model: str, method: str, trace: bool, logs: Path) -> Server:
     return LlamaCppBackend().launch(spec)
 
 
+def log_size(server: Server) -> tuple[int, int]:
+    """(lines, bytes) the server has written to its log so far."""
+    data = Path(server.process.log_path).read_bytes() if server.process else b""
+    return data.count(b"\n"), len(data)
+
+
 def one(server: Server, options: MeasureOptions) -> tuple[float | None, bool]:
     (record,) = run_prompts(server, [PROMPT], options)
     return record.server_decode_tps, bool(record.draft_details)
@@ -67,6 +75,7 @@ def main() -> int:
         run_prompts(plain, [PROMPT], MeasureOptions(runs=1, warmup=0, max_tokens=16))     # warm-up, both
         run_prompts(traced, [PROMPT], MeasureOptions(runs=1, warmup=0, max_tokens=16))
         stats_seen = 0
+        logged_before = {id(plain): log_size(plain), id(traced): log_size(traced)}
         for i in range(args.pairs):
             order = ((plain, base), (traced, trace)) if i % 2 == 0 else ((traced, trace), (plain, base))
             line = []
@@ -77,6 +86,11 @@ def main() -> int:
                     into[(PROMPT.id, i)] = tps
                 line.append(f"{'second' if server is traced else 'first'} {tps or 0:.2f}")
             print(f"pair {i + 1}: " + ", ".join(line) + " tok/s", flush=True)
+        # What the higher verbosity adds, independent of the machine's load: log written per request.
+        for name, server in (("first", plain), ("second", traced)):
+            lines, size = (a - b for a, b in zip(log_size(server), logged_before[id(server)]))
+            print(f"{name} server's log per measured request: {lines / args.pairs:.1f} lines, "
+                  f"{size / args.pairs:.0f} bytes", flush=True)
     ratio = speedup(base, trace, noise_floor=0.0)
     if not ratio:
         print("no measurement")
