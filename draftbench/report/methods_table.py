@@ -21,26 +21,32 @@ _SPEC_FLAGS = (*_DRAFT_MODEL_FLAGS, "-ngld", "--gpu-layers-draft", "--n-gpu-laye
                "--draft-min", "--draft-p-min")
 
 
-def speculative_flags(command: list | str | None) -> str:
-    """The speculative part of a recorded server command (``--spec-type ngram-mod --spec-ngram-mod-n-match
-    24``), or '' when none was recorded. vLLM's ``--speculative-config`` counts too."""
+def speculative_flag_groups(command: list | str | None) -> list[str]:
+    """The speculative part of a recorded server command, one flag with its value per item
+    (``["--spec-type ngram-mod", "--spec-ngram-mod-n-match 24"]``); [] when none was recorded.
+    vLLM's ``--speculative-config`` counts too."""
     if isinstance(command, str):
         try:
             command = shlex.split(command)
         except ValueError:
-            return ""
+            return []
     if not isinstance(command, list):
-        return ""
+        return []
     out: list[str] = []
     for i, arg in enumerate(command):
         arg = str(arg)
         if not (arg.startswith("--spec") or arg in _SPEC_FLAGS):
             continue
-        out.append(arg)
         value = str(command[i + 1]) if i + 1 < len(command) else None
         if value is not None and not (value.startswith("-") and not value.lstrip("-").replace(".", "").isdigit()):
-            out.append(os.path.basename(value) if arg in _DRAFT_MODEL_FLAGS else value)
-    return " ".join(out)
+            arg += " " + (os.path.basename(value) if arg in _DRAFT_MODEL_FLAGS else value)
+        out.append(arg)
+    return out
+
+
+def speculative_flags(command: list | str | None) -> str:
+    """:func:`speculative_flag_groups` as one line."""
+    return " ".join(speculative_flag_groups(command))
 
 
 def _method_cells(row: Row) -> str:
@@ -52,15 +58,18 @@ def _method_cells(row: Row) -> str:
               esc(pct(fig.get("acceptance_rate"))), esc(num(fig.get("mean_accepted_len"), ".2f"))]
              for impl, fig in stats.items()]
     columns = zip(*lines)
-    return "".join(f"<td{' class=num' if i else ''}>{'<br>'.join(col)}</td>" for i, col in enumerate(columns))
+    # one line per method in every column, so a method's figures stay level with its name
+    return "".join(f"<td style=\"white-space: nowrap\"{' class=num' if i else ''}>{'<br>'.join(col)}</td>"
+                   for i, col in enumerate(columns))
 
 
 def _row_html(row: Row, multi_k: bool) -> str:
     title = combination_title(row.role, row.target, row.draft, row.draft_max, show_k=multi_k)
     active = row.active_methods
     active_text = "not reported" if active is None else (", ".join(active) or "none (plain decoding)")
-    flags = speculative_flags((row.server or {}).get("command"))
-    return (f"<tr><td>{esc(title)}</td><td><code>{esc(flags) or '—'}</code></td>"
+    flags = " ".join(f"<span style=\"white-space: nowrap\">{esc(group)}</span>"
+                     for group in speculative_flag_groups((row.server or {}).get("command")))
+    return (f"<tr><td>{esc(title)}</td><td><code>{flags or '—'}</code></td>"
             f"<td>{esc(active_text)}</td>{_method_cells(row)}</tr>")
 
 
@@ -79,5 +88,5 @@ def methods_section(data: ReportData) -> str:
             "<code>ngram-cache</code>) are measured over that session, as a chat client would see them.</p>"
             "<details open><summary>Per configuration</summary><div class=\"table-wrap\"><table id=\"methods-table\">"
             "<thead><tr><th>Configuration</th><th>Speculative flags</th><th>Active methods</th><th>Method</th>"
-            "<th>Drafted</th><th>Accepted</th><th>Acceptance</th><th>Tokens per step</th></tr></thead><tbody>"
+            "<th>Drafted</th><th>Accepted</th><th>Acceptance</th><th>Tokens / step</th></tr></thead><tbody>"
             + body + "</tbody></table></div></details></section>")
