@@ -14,6 +14,8 @@ import os
 import re
 from typing import Any
 
+from .results import ResultsFile
+
 # Fields that hold what a model generated; rewriting them would falsify the measurement.
 GENERATED_TEXT_KEYS = frozenset({"text", "baseline_excerpt", "candidate_excerpt"})
 
@@ -61,3 +63,8 @@ def redact_paths(value: Any, *, key: str | None = None) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_paths(v, key=key) for v in value]
     return value
+
+
+def redacted_results(results: ResultsFile) -> ResultsFile:
+    """A copy of a results file with its paths redacted (it loads like the original)."""
+    return ResultsFile.from_dict(redact_paths(results.to_dict()), source="<redacted>")

@@ -10,9 +10,11 @@ from ..analysis import analyze
 from ..backends import get_backend
 from ..config import load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
+from ..redact import redacted_results
 from ..results import load_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
 from . import run_main
+from .share_cli import add_share_arguments, run_share, wants_share
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments (nothing started); 1 other error;
@@ -33,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    add_share_arguments(p)
     return p
 
 
@@ -41,7 +44,8 @@ def chart_only(args) -> int:
         raise UsageError("--chart-only needs --results FILE", "e.g. python sweep.py --chart-only --results "
                          "results/x.json")
     from ..report import write_report
-    results = analyze(load_results(args.results))
+    results = load_results(args.results)
+    results = analyze(redacted_results(results) if args.redact_paths else results)
     chart = Path(args.chart) if args.chart else Path(args.results).with_suffix(".html")
     write_report(results, chart, cdn=args.cdn)
     for entry in (results.summary or {}).get("targets", []):
@@ -107,6 +111,10 @@ def run_config_dir(folder: str, args) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if wants_share(args):
+        return run_share(args)
+    if args.output:
+        raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")
