@@ -105,6 +105,8 @@ def _relative(rec: Record) -> str:
         text += f" [{rec['speedup_ci95_low']:.2f}, {rec['speedup_ci95_high']:.2f}]"
     if rec["speedup_significant"] is False:
         text += " (not significant)"
+    elif rec["speedup_significant"] is None:
+        text += " (no CI)"       # a ratio of means, or too few requests: significance unknown
     return text
 
 
