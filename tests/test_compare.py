@@ -17,6 +17,7 @@ from draftbench.results import Row, save_results
 
 from conftest import REFERENCE, run_cli
 from share_data import GOOD, SETTINGS, TARGET, box_a, box_b, machine, without_requests
+from test_report import browser  # noqa: F401  (the headless Chromium fixture)
 
 REF_72B = REFERENCE / "m4max-128gb_llamacpp_qwen25-72b.json"
 REF_7B = REFERENCE / "m4max-128gb_llamacpp_qwen25-7b.json"
@@ -194,7 +195,7 @@ def test_report_escapes_labels_from_the_files(tmp_path):
 
 
 @pytest.mark.browser
-def test_comparison_report_renders_offline_in_chromium(browser, tmp_path):
+def test_comparison_report_renders_offline_in_chromium(browser, tmp_path):  # noqa: F811
     from draftbench.report.compare_page import write_comparison
     from selenium.webdriver.support.ui import WebDriverWait
     comp = compare(load_compared(files(tmp_path, box_a(), box_b()) + [str(REF_7B)]))
@@ -213,6 +214,3 @@ def test_comparison_report_renders_offline_in_chromium(browser, tmp_path):
     texts = browser.execute_script("return Array.from(document.querySelectorAll('#chart-difference-C text'))"
                                    ".map(t => t.textContent).join('|')")
     assert "not in C" in texts        # a grey cell says why it has no difference
-
-
-from test_report import browser  # noqa: E402,F401  (the headless Chromium fixture)

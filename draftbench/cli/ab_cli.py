@@ -111,10 +111,10 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
 def run_ab_command(args: argparse.Namespace, prompts: list[Prompt]) -> int:
     """Exit 0 when both combinations were measured (whatever the verdict); 1 when one failed."""
     backend = LlamaCppBackend()
-    plan = build_plan(args, prompts, backend)
     results_path = Path(args.json_path) if args.json_path else None
     if results_path is not None:
         check_output(results_path, [], "--json")
+    plan = build_plan(args, prompts, backend)
     backend.check_ready_to_run(plan.settings)      # a missing llama-server is one error before anything starts
     logs = (logs_dir_for(results_path) if results_path else
             cache_dir() / "logs" / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
