@@ -176,6 +176,7 @@ def test_compare_never_overwrites_an_input(tmp_path):
     (["--compare", "a.json", "b.json", "--results", "c.json"], "--compare takes the results files itself"),
     (["--compare", "a.json", "b.json", "--config", "c.json"], "they do not run a sweep"),
     (["--compare", "nope.json", "b.json"], "results file nope.json does not exist"),
+    (["--chart-only", "--results", "a.json", "--export", "md"], "--chart-only and --export are separate commands"),
 ])
 def test_compare_usage_errors_are_one_line(tmp_path, args, message):
     proc = run_cli("sweep.py", *args, cwd=tmp_path)
@@ -214,3 +215,14 @@ def test_comparison_report_renders_offline_in_chromium(browser, tmp_path):  # no
     texts = browser.execute_script("return Array.from(document.querySelectorAll('#chart-difference-C text'))"
                                    ".map(t => t.textContent).join('|')")
     assert "not in C" in texts        # a grey cell says why it has no difference
+
+
+def test_a_failed_row_is_shown_as_such_never_as_a_change(tmp_path):
+    from draftbench.report.compare_figures import difference_cell
+    b = box_b()
+    failed = replace(b.results[1], status="error", reason="llama-server crashed (signal 9)")
+    comp = comparison(tmp_path, box_a(), replace(b, results=(b.results[0], failed, b.results[2])))
+    good = row_titled(comp, f"{TARGET} + {GOOD}")
+    assert good.changes == () and describe_change(None) == "—"
+    assert "| 69.10   | error   |" in render(comp)
+    assert difference_cell(good, 1, 0, comp.letters) == (None, "error in B", ["error in B"])

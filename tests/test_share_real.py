@@ -22,7 +22,7 @@ def fresh(models, tmp_path_factory) -> Path:
     """One small real sweep: the 241M target alone and with the good draft."""
     folder = tmp_path_factory.mktemp("fresh")
     config = write_config(folder, models, drafts=("good",), name="fresh", runs=1, max_tokens=16)
-    results = folder / "fresh.json"
+    results = folder / "fresh-results.json"
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return results
@@ -34,7 +34,7 @@ def test_reference_files_and_a_fresh_sweep_compare(fresh, tmp_path):
     proc = run_cli("sweep.py", "--compare", str(REF_72B), str(REF_7B), str(fresh), "--chart", str(chart))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "C  fresh.json — test-2core, llamacpp, fresh" in out
+    assert "C  fresh-results.json — test-2core, llamacpp, fresh" in out
     assert "Warning: the files differ in what was measured" in out
     assert "settings.max_tokens: A 1024; B 1024; C 16" in out
     assert "per-request data: A no; B no; C yes" in out
@@ -42,12 +42,12 @@ def test_reference_files_and_a_fresh_sweep_compare(fresh, tmp_path):
     assert "Only in C (2 combinations):" in out and "  241M Q4_1: baseline, 135M Q4_1" in out
     assert f"Comparison report saved to {chart}" in out
     page = chart.read_text()
-    assert 'id="measurement-differences"' in page and "fresh.json" in page and 'id="chart-file-C"' in page
+    assert 'id="measurement-differences"' in page and "fresh-results.json" in page and 'id="chart-file-C"' in page
     assert fresh.read_bytes() == before
 
 
 def test_a_sweep_compared_with_its_shared_copy_matches_itself(fresh, tmp_path):
-    shared = tmp_path / "fresh.shared.json"
+    shared = tmp_path / "fresh-results.shared.json"
     proc = run_cli("sweep.py", "--results", str(fresh), "--redact-paths", "--output", str(shared))
     assert proc.returncode == 0, proc.stderr
     text = shared.read_text()

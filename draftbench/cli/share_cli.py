@@ -167,6 +167,8 @@ def run_share(args: argparse.Namespace) -> int:
             raise UsageError("--compare takes the results files itself", "drop --results/--chart-only: "
                              "python sweep.py --compare a.json b.json")
         return run_compare(args)
+    if args.chart_only:
+        raise UsageError("--chart-only and --export are separate commands", "run them one after the other")
     if not args.results:
         raise UsageError(f"{'--export' if args.export else '--redact-paths'} needs --results FILE (or --compare)",
                          "e.g. python sweep.py --results results/x.json --export md")
