@@ -21,7 +21,7 @@ from draftbench.results import load_results
 from draftbench.settings_schema import default_settings
 from draftbench.sweep.console import Reporter
 
-from conftest import REPO, llama_server_pids, run_cli, wait_for
+from conftest import REPO, llama_server_pids, read_until, run_cli, wait_for
 from fakes.inprocess import FakeBackend, Script
 
 TARGET, DRAFT = "/m/target.gguf", "/m/draft.gguf"
@@ -139,20 +139,25 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
 
 
 @pytest.mark.llama
-def test_ctrl_c_during_the_ab_stops_its_server(models, tmp_path):
+@pytest.mark.parametrize("when", ["loading", "measuring"])
+def test_ctrl_c_during_the_ab_stops_its_server(models, tmp_path, when):
     before = llama_server_pids()
     proc = subprocess.Popen([sys.executable, str(REPO / "bench.py"), "--target", models["target-2x"], "--draft",
                              models["base"], *AB_ARGS], cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    seen = ""
     try:
-        wait_for(lambda: llama_server_pids() - before, timeout=120)     # a server of ours is running
+        if when == "loading":
+            wait_for(lambda: llama_server_pids() - before, timeout=120)     # a server of ours is starting
+        else:
+            seen = read_until(proc, "ready (", timeout=300)                  # the baseline is being measured
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, out
+    assert proc.returncode == 130, seen + out
     assert "Interrupted." in out
     wait_for(lambda: not (llama_server_pids() - before), timeout=15)
 
