@@ -21,7 +21,8 @@ from .hostinfo import host_info
 from .measure import MeasureOptions
 from .modelref import ModelRef
 from .prompts import Prompt
-from .results import SCHEMA_VERSION, ResultsFile, Role, Row, now_iso
+from .results import SCHEMA_VERSION, ResultsFile, Row, now_iso
+from .rowkinds import Role
 from .stats import BENCH_FLAGS, describe_speedup
 from .sweep import Combination, CombinationRunner, Reporter
 

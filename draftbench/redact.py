@@ -1,70 +1,85 @@
-"""Redact local paths from a results file so it can be posted publicly (``--redact-paths``).
+"""Mask secrets in server commands before they are recorded or printed.
 
-Every string value is rewritten: an absolute path (``/home/alex/models/q.gguf``,
-``C:\\Users\\alex\\q.gguf``) becomes its last component (``q.gguf``) and a bare home directory
-becomes ``~``; ``~/…`` paths become their last component too. URLs and relative paths are left
-alone. Generated text (a request's ``text``, the output excerpts of ``equivalence``) is model
-output, not a path, and is kept as measured. Keys are never changed, so a redacted file loads,
-charts, compares and exports like the original.
+A leaf module. ``extra_args`` may carry credentials (``--api-key K``, ``--hf-token T``); the
+command of every server is written to results files (``server.command``), to the server log
+(its ``$ command`` header) and to the console. All of those go through :func:`redact_command`.
 """
 
 from __future__ import annotations
 
-import os
 import re
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from .results import ResultsFile
+MASK = "***"
 
-# Fields that hold what a model generated; rewriting them would falsify the measurement.
-GENERATED_TEXT_KEYS = frozenset({"text", "baseline_excerpt", "candidate_excerpt"})
-
-# A path component: anything but separators, whitespace, quotes and the punctuation that ends a
-# path in prose or in a command line ("…", 'x.gguf', (see /a/b), a,b).
-_PART = r"[^\s/\\\"'`()\[\]{},;<>|]+"
-# An absolute path is not preceded by a character that would make it part of a word, a URL
-# (http://host/x, 127.0.0.1:8080/v1) or a relative path (models/x).
-_UNIX = rf"(?<![\w.:/~\\-])/(?:{_PART}/)*{_PART}/?"
-_TILDE = rf"(?<![\w.:/\\-])~(?:/{_PART})+/?"
-_WINDOWS = rf"(?<![\w.:/\\-])[A-Za-z]:\\(?:{_PART}\\)*{_PART}\\?"
-_PATH_RE = re.compile(f"{_UNIX}|{_TILDE}|{_WINDOWS}")
-_HOME_RE = re.compile(r"^(?:/home/[^/\\]+|/Users/[^/\\]+|/root|[A-Za-z]:\\Users\\[^/\\]+)[/\\]?$")
+# A flag is secret when one of the words of its name is one of these: --api-key, --api-key-file,
+# --hf-token, --ssl-key-file, --access-token, --client-secret, --password. Word-wise, so that
+# --max-num-batched-tokens, --tokenizer or --keep are left alone.
+_SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"})
+_SECRET_SHORT_FLAGS = frozenset({"-hft"})      # llama-server's --hf-token
 
 
-def _is_home(path: str) -> bool:
-    home = os.path.expanduser("~").rstrip("/\\")
-    return bool(_HOME_RE.match(path)) or (bool(home) and path.rstrip("/\\") == home)
+def is_secret_flag(arg: str) -> bool:
+    """True for ``--api-key`` and the like (also written ``--api_key`` or ``--API-KEY=…``)."""
+    if not arg.startswith("-"):
+        return False
+    if arg.split("=", 1)[0] in _SECRET_SHORT_FLAGS:
+        return True
+    name = arg.lstrip("-").split("=", 1)[0].lower()
+    return bool(name) and any(word in _SECRET_WORDS for word in re.split(r"[-_.]", name))
 
 
-def _replace(match: re.Match) -> str:
-    path = match.group(0)
-    if _is_home(path) or path.rstrip("/") == "~":
-        return "~"
-    parts = [p for p in re.split(r"[/\\]", path) if p]
-    if not parts or (len(parts) == 1 and path.startswith("/") and not path.startswith("//")):
-        # "/" alone, or one component ("/v1", "/health", "/props"): an endpoint, not a local path.
-        return path
-    return parts[-1]
+def redact_command(cmd: Iterable[object]) -> list[str]:
+    """``cmd`` with the value of every secret flag replaced by ``***``.
+
+    Handles ``--api-key VALUE`` and ``--api-key=VALUE``. A secret flag followed by another
+    flag (or nothing) is a switch, not a value, and is kept as is.
+    """
+    args = [str(a) for a in cmd]
+    out: list[str] = []
+    mask_next = False
+    for arg in args:
+        if mask_next and not arg.startswith("-"):
+            out.append(MASK)
+            mask_next = False
+            continue
+        mask_next = False
+        if is_secret_flag(arg):
+            if "=" in arg:
+                out.append(arg.split("=", 1)[0] + "=" + MASK)
+            else:
+                out.append(arg)
+                mask_next = True
+            continue
+        out.append(arg)
+    return out
 
 
-def redact_text(text: str) -> str:
-    """``text`` with every absolute (or ``~/``) path replaced by its last component and home folders by ``~``."""
-    return _PATH_RE.sub(_replace, text)
+def secret_values(cmd: Iterable[object]) -> list[str]:
+    """The values :func:`redact_command` masks (to find them again where a server echoes its arguments)."""
+    args = [str(a) for a in cmd]
+    masked = redact_command(args)
+    values = []
+    for original, shown in zip(args, masked):
+        if original != shown:
+            value = original.split("=", 1)[1] if shown.endswith("=" + MASK) else original
+            values += [v for v in value.split(",") if v] + [value]   # llama-server: comma-separated keys
+    return sorted(set(v for v in values if len(v) >= 4), key=len, reverse=True)   # longest first
 
 
-def redact_paths(value: Any, *, key: str | None = None) -> Any:
-    """A copy of a JSON value with paths redacted in every string (see the module's docstring)."""
-    if key in GENERATED_TEXT_KEYS:
-        return value
-    if isinstance(value, str):
-        return redact_text(value)
-    if isinstance(value, dict):
-        return {k: redact_paths(v, key=k) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redact_paths(v, key=key) for v in value]
-    return value
+def redact_text(text: str, cmd: Iterable[object]) -> str:
+    """``text`` (a server's log lines) with every secret value of ``cmd`` replaced by ``***``: some
+    servers (vLLM) print their arguments, keys included."""
+    for value in secret_values(cmd):
+        text = text.replace(value, MASK)
+    return text
 
 
-def redacted_results(results: ResultsFile) -> ResultsFile:
-    """A copy of a results file with its paths redacted (it loads like the original)."""
-    return ResultsFile.from_dict(redact_paths(results.to_dict()), source="<redacted>")
+def redact_args(args: Sequence[str] | None) -> list[str] | None:
+    """:func:`redact_command` for an argument list that may be absent (settings, snapshots)."""
+    return None if args is None else redact_command(args)
+
+
+def command_line(cmd: Iterable[object]) -> str:
+    """A command as one line for logs and the console, secrets masked."""
+    return " ".join(redact_command(cmd))

@@ -5,6 +5,7 @@ upstream reference files; the real-sweep comparison is in test_share_real.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -164,9 +165,17 @@ def test_compare_command_prints_the_table_and_writes_the_report(tmp_path):
 def test_compare_never_overwrites_an_input(tmp_path):
     a, b = files(tmp_path, box_a(), box_b())
     before = Path(a).read_bytes()
-    for flags in (["--chart", a], ["--export", "md", "--output", b], ["--export", "csv", "--output", a, "--no-chart"]):
+    (tmp_path / "link.html").symlink_to(a)            # another name for an input is still the input
+    os.link(b, tmp_path / "hard.md")
+    cases = [(["--chart", a], "ends in .json: the report is an HTML page"),
+             (["--chart", str(tmp_path / "link.html")], "writing it would destroy the input"),
+             (["--export", "md", "--output", b], "writing it would destroy the input"),
+             (["--export", "md", "--output", str(tmp_path / "hard.md"), "--no-chart"], "writing it would destroy"),
+             (["--export", "csv", "--output", a, "--no-chart"], "writing it would destroy the input"),
+             (["--export", "md", "--output", str(tmp_path)], "is a folder, not a file")]
+    for flags, message in cases:
         proc = run_cli("sweep.py", "--compare", a, b, *flags)
-        assert proc.returncode == 2 and "is one of the input files; it is never overwritten" in proc.stderr, flags
+        assert proc.returncode == 2 and message in proc.stderr, (flags, proc.stderr)
         assert proc.stdout == ""             # checked before anything is printed or written
     assert Path(a).read_bytes() == before
 

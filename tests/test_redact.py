@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from draftbench.redact import redact_paths, redact_text
+from draftbench.path_redaction import redact_path_text, redact_paths
 from draftbench.results import load_results, save_results
 
 from conftest import run_cli
@@ -27,7 +27,7 @@ from share_data import box_a, box_b
     ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"),
 ])
 def test_paths_become_file_names_and_homes_tilde(text, expected):
-    assert redact_text(text) == expected
+    assert redact_path_text(text) == expected
 
 
 def test_generated_text_and_keys_are_kept():

@@ -15,12 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..analysis import analyze
-from ..compare import compare, load_compared, render, same_path
+from ..compare import compare, load_compared, render
 from ..compare.match import ComparedFile
 from ..errors import DraftbenchError, ResultsFileError, UsageError
 from ..export import FORMATS, comparison_table, export, results_table
+from ..output_paths import check_new_file
+from ..path_redaction import redact_path_text, redacted_results
 from ..paths import atomic_write_text
-from ..redact import redact_text, redacted_results
 from ..results import ResultsFile, load_results, save_results
 
 REDACTED_MARK = "redacted_paths"     # top-level key of a redacted copy: it may be rewritten by the next one
@@ -56,14 +57,9 @@ def _looks_like_results(path: Path) -> bool | None:
     return None if data.get(REDACTED_MARK) is True else True
 
 
-def check_output(path: Path, inputs: list[str], flag: str) -> None:
+def check_output(path: Path, inputs: list[str], flag: str, *, html: bool = False) -> None:
     """Refuse to overwrite an input, a folder, or a results file (measurements are never overwritten)."""
-    for source in inputs:
-        if same_path(path, source):
-            raise UsageError(f"{flag} {path} is one of the input files; it is never overwritten",
-                             "choose another path")
-    if path.is_dir():
-        raise UsageError(f"{flag} {path} is a folder", "give a file path")
+    check_new_file(flag, path, [Path(p) for p in inputs], html=html)
     if path.exists() and _looks_like_results(path):
         raise UsageError(f"{flag} {path} is an existing results file; it is never overwritten",
                          "choose another path, or move that file away first")
@@ -86,7 +82,7 @@ def _load(path: str, redact: bool) -> ResultsFile:
 
 def export_results(args: argparse.Namespace) -> int:
     results = analyze(_load(args.results, args.redact_paths))
-    source = redact_text(str(args.results)) if args.redact_paths else str(args.results)
+    source = redact_path_text(str(args.results)) if args.redact_paths else str(args.results)
     text = export(results_table(results, source), args.export)
     if args.output:
         out = Path(args.output)
@@ -128,10 +124,10 @@ def run_compare(args: argparse.Namespace) -> int:
                          "--chart for the report")
     for path, flag in ((chart, "--chart"), (output, "--output")):
         if path is not None:     # checked before anything is written
-            check_output(path, paths, flag)
+            check_output(path, paths, flag, html=flag == "--chart")
     files = load_compared(paths)
     if args.redact_paths:
-        files = [ComparedFile(f.letter, redact_text(f.path), analyze(redacted_results(f.results))) for f in files]
+        files = [ComparedFile(f.letter, redact_path_text(f.path), analyze(redacted_results(f.results))) for f in files]
     comparison = compare(files)
     export_to_stdout = bool(args.export) and output is None
     info = sys.stderr if export_to_stdout else sys.stdout   # standard output carries the export alone

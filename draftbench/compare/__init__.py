@@ -4,10 +4,10 @@ measured, :mod:`.model` compares each combination across files with a confidence
 :mod:`.text` renders it for the console."""
 
 from .differences import Difference, DiffKind, file_differences
-from .match import ComparedFile, Match, load_compared, match_key, match_rows, same_path
+from .match import ComparedFile, Match, load_compared, match_key, match_rows
 from .model import CellState, Change, ComparedRow, Comparison, FileCell, compare
 from .text import describe_change, render
 
 __all__ = ["CellState", "Change", "ComparedFile", "ComparedRow", "Comparison", "DiffKind", "Difference", "FileCell",
            "Match", "compare", "describe_change", "file_differences", "load_compared", "match_key", "match_rows",
-           "render", "same_path"]
+           "render"]

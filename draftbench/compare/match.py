@@ -9,7 +9,6 @@ of the same label with no method and no parameters.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,10 +130,3 @@ def match_rows(files: list[ComparedFile]) -> list[Match]:
         out.append(Match(key, title, tuple(by_key[key])))
     return out
 
-
-def same_path(a: str | os.PathLike, b: str | os.PathLike) -> bool:
-    """Do two paths name the same file (an output must never overwrite an input)?"""
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return Path(a).resolve() == Path(b).resolve()

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from ..candidates import Candidate, expand
 from ..config import SweepConfig
 from ..modelref import ModelRef
-from ..results import Role, combination_title
+from ..results import combination_title
+from ..rowkinds import Role
 
 
 @dataclass(frozen=True)
