@@ -173,7 +173,21 @@ def test_unknown_spec_type_is_refused_before_any_server_starts(models, tmp_path)
 def test_results_file_is_not_overwritten(tmp_path):
     existing = tmp_path / "old.json"
     existing.write_text(json.dumps({"results": [], "name": "x"}))
-    proc = run_cli("bench.py", "--target", str(existing), "--draft", str(existing), "--json", str(existing),
-                   cwd=tmp_path)
+    proc = run_cli("bench.py", "--target", "t.gguf", "--draft", "d.gguf", "--json", str(existing), cwd=tmp_path)
     assert proc.returncode == 2 and "--json " in proc.stderr and "is an existing results file" in proc.stderr
     assert existing.read_text() == json.dumps({"results": [], "name": "x"})
+
+
+def test_json_onto_a_model_is_refused(tmp_path):
+    model = tmp_path / "t.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00")
+    proc = run_cli("bench.py", "--target", str(model), "--draft", "d.gguf", "--json", str(model), cwd=tmp_path)
+    assert proc.returncode == 2 and "writing it would destroy" in proc.stderr, proc.stderr
+    assert model.read_bytes() == b"GGUF\x03\x00\x00\x00"
+
+
+def test_a_file_name_that_cannot_be_a_label_is_refused(tmp_path):
+    proc = run_cli("bench.py", "--target", "evil\x1b[2J.gguf", "--draft", "d.gguf", cwd=tmp_path)
+    assert proc.returncode == 2 and "--target evil\\x1b[2J.gguf: the file name" in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stderr          # shown as an escape, never sent to the terminal
+

@@ -14,14 +14,17 @@ from pathlib import Path
 from ..ab import ABPlan, run_ab, screen
 from ..backends.llamacpp import LlamaCppBackend
 from ..candidates import DRAFT_MAX, CandidateSpec, expand
-from ..errors import DraftbenchError, UsageError
+from ..errors import DraftbenchError, Problem, UsageError
+from ..labels import MAX_LABEL, check_label
 from ..measure import MeasureOptions
 from ..modelref import ModelRef
 from ..paths import cache_dir
 from ..prompts import Prompt
 from ..results import save_results
+from ..results_lock import results_lock
 from ..settings_schema import default_settings
 from ..sweep import Console, logs_dir_for
+from ..text_safety import safe_text
 from .share_cli import check_output
 
 # bench.py options that only make sense against a running server
@@ -46,7 +49,16 @@ def add_ab_arguments(p: argparse.ArgumentParser) -> None:
 
 def _label(path: str) -> str:
     name = Path(path).name
-    return name[:-5] if name.lower().endswith(".gguf") else name
+    return (name[:-5] if name.lower().endswith(".gguf") else name)[:MAX_LABEL]
+
+
+def _check_labels(target: str, draft: str | None) -> None:
+    """File names become labels (shown, and used in log file names): checked as a config's labels are."""
+    problems: list[Problem] = []
+    for flag, path in (("--target", target), ("--draft", draft)):
+        if path is not None and not check_label(flag, _label(path), {}, problems):
+            raise UsageError(f"{flag} {safe_text(path)}: the file name {problems[0].message}",
+                             "rename the file (or link it under a plain name) and pass that")
 
 
 def _check_model(backend: LlamaCppBackend, flag: str, path: str) -> None:
@@ -78,6 +90,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    _check_labels(args.target, args.draft)
     _check_model(backend, "--target", args.target)
     if args.draft:
         _check_model(backend, "--draft", args.draft)
@@ -112,18 +125,23 @@ def run_ab_command(args: argparse.Namespace, prompts: list[Prompt]) -> int:
     """Exit 0 when both combinations were measured (whatever the verdict); 1 when one failed."""
     backend = LlamaCppBackend()
     results_path = Path(args.json_path) if args.json_path else None
-    if results_path is not None:
-        check_output(results_path, [], "--json")
+    if results_path is not None:     # the models and prompts are inputs; a results file is never overwritten
+        check_output(results_path, [p for p in (args.target, args.draft, args.prompt_file) if p], "--json")
     plan = build_plan(args, prompts, backend)
     backend.check_ready_to_run(plan.settings)      # a missing llama-server is one error before anything starts
-    logs = (logs_dir_for(results_path) if results_path else
-            cache_dir() / "logs" / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
     console = Console()
-    results = run_ab(plan, backend, "llamacpp", logs, console)
-    console.line()
-    console.line(screen(results, plan))
-    if results_path is not None:
-        save_results(results, results_path)
+    if results_path is None:
+        logs = cache_dir() / "logs" / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        results = run_ab(plan, backend, "llamacpp", logs, console)
+        console.line()
+        console.line(screen(results, plan))
+    else:
+        logs = logs_dir_for(results_path)
+        with results_lock(results_path):     # one writer per results file, as for a sweep
+            results = run_ab(plan, backend, "llamacpp", logs, console)
+            console.line()
+            console.line(screen(results, plan))
+            save_results(results, results_path)
         console.line(f"Results saved to {results_path} (python sweep.py --results {results_path} --export md, "
                      "--chart-only, or --compare with another file)")
     console.line(f"Server logs: {logs}")

@@ -23,6 +23,7 @@ from ..output_paths import check_new_file
 from ..path_redaction import redact_path_text, redacted_results
 from ..paths import atomic_write_text
 from ..results import ResultsFile, load_results, save_results
+from ..text_safety import safe_text
 
 REDACTED_MARK = "redacted_paths"     # top-level key of a redacted copy: it may be rewritten by the next one
 
@@ -49,6 +50,9 @@ def wants_share(args: argparse.Namespace) -> bool:
 def _looks_like_results(path: Path) -> bool | None:
     """True: a results file with measurements; False: something else; None: a redacted copy of ours."""
     try:
+        with open(path, "rb") as f:
+            if f.read(64).lstrip()[:1] != b"{":      # not JSON (a model, a report): never read it whole
+                return False
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return False
@@ -88,9 +92,9 @@ def export_results(args: argparse.Namespace) -> int:
         out = Path(args.output)
         check_output(out, [args.results], "--output")
         write_text(out, text, "the export")
-        print(f"Exported {len(results.results)} combinations to {out}")
+        print(safe_text(f"Exported {len(results.results)} combinations to {out}"))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(safe_text(text))
     return 0
 
 
@@ -104,7 +108,7 @@ def redact_copy(args: argparse.Namespace) -> int:
         save_results(redacted, out)
     except ResultsFileError as exc:
         raise DraftbenchError(exc.message.replace("results file", "the redacted copy"), exc.fix) from None
-    print(f"Wrote a copy of {source} with local paths redacted to {out} (the original is unchanged)")
+    print(safe_text(f"Wrote a copy of {source} with local paths redacted to {out} (the original is unchanged)"))
     return 0
 
 
@@ -137,11 +141,11 @@ def run_compare(args: argparse.Namespace) -> int:
         if output is not None:
             write_text(output, text, "the export")
         else:
-            sys.stdout.write(text)
+            sys.stdout.write(safe_text(text))
     if not export_to_stdout:
-        print(render(comparison))
+        print(safe_text(render(comparison)))
     if args.export and output is not None:
-        print(f"\nExported {len(table.records)} combinations to {output}")
+        print(safe_text(f"\nExported {len(table.records)} combinations to {output}"))
     if chart is not None:
         from ..report.compare_page import write_comparison
         try:
@@ -149,7 +153,7 @@ def run_compare(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise DraftbenchError(f"cannot write the comparison report {chart}: {exc.strerror or exc}",
                                   "choose another --chart path") from None
-        print(("" if export_to_stdout else "\n") + f"Comparison report saved to {chart}", file=info)
+        print(("" if export_to_stdout else "\n") + safe_text(f"Comparison report saved to {chart}"), file=info)
     return 0
 
 
