@@ -79,3 +79,17 @@ def test_exports_and_comparisons_can_be_redacted(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "/home/alex" not in chart.read_text() and str(tmp_path) not in chart.read_text()
     assert "A  a.json — box-a" in proc.stdout
+
+
+def test_a_shared_copy_carries_no_secret(tmp_path):
+    """An older or upstream file may hold a server command with its API key: the copy masks it."""
+    source = tmp_path / "old.json"
+    data = box_a().to_dict()
+    data["results"][1]["server"]["command"] += ["--api-key", "sk-live-1234567", "--hf-token=hf_abcdefgh"]
+    source.write_text(json.dumps(data))
+    proc = run_cli("sweep.py", "--results", str(source), "--redact-paths")
+    assert proc.returncode == 0, proc.stderr
+    command = json.loads((tmp_path / "old.shared.json").read_text())["results"][1]["server"]["command"]
+    assert command[-3:] == ["--api-key", "***", "--hf-token=***"]
+    assert "sk-live" not in (tmp_path / "old.shared.json").read_text()
+    assert list(redact_paths(["see", "/home/alex/notes.txt"])) == ["see", "notes.txt"]   # plain lists: paths only
