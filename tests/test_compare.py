@@ -135,6 +135,19 @@ def test_reference_files_share_no_row_and_every_row_is_listed(tmp_path):
     assert "No combination is in more than one file" in out
     assert "Only in A (64 combinations):" in out and "Only in B (207 combinations):" in out
     assert "  72B Q4_K_M: baseline, 0.5B FP16," in out and "  7B Q2_K: baseline," in out
+    # no row in common, yet each file's own verdict per target is a table side by side
+    assert "Each file's own verdict, per target (speed-up over that file's own baseline):" in out
+    assert "| A    | 72B Q8_0   | 6.45           | 1.5B Q6_K      | +199.7% (significance unknown) | 83.9%      |" in out
+    assert "| B    | 7B FP16    | 33.63          | 0.5B Q4_0      | +192.9% (significance unknown) | 71.2%      |" in out
+    page = render_comparison(comp, cdn=True)
+    assert 'id="best-table"' in page and "<td>72B Q4_K_M</td>" in page
+
+
+def test_a_target_where_no_candidate_pays_says_so(tmp_path):
+    slow = replace(box_a(), results=tuple(r for r in box_a().results if GOOD not in (r.draft or "")))
+    out = render(comparison(tmp_path, slow, box_b()))
+    best_rows = [line for line in out.splitlines() if line.startswith("| A    |")]
+    assert len(best_rows) == 1 and "| none pays " in best_rows[0], best_rows
 
 
 def test_an_upstream_file_matches_a_new_one_by_labels(tmp_path):
@@ -202,6 +215,17 @@ def test_report_escapes_labels_from_the_files(tmp_path):
     b = replace(b, results=tuple(replace(r, target=hostile) for r in b.results))
     page = render_comparison(comparison(tmp_path, a, b), cdn=True)
     assert hostile not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_console_shows_control_characters_from_the_files_as_escapes(tmp_path):
+    hostile = "7B\x1b]0;owned\x07"
+    a = box_a()
+    a = replace(a, results=tuple(replace(r, target=hostile) for r in a.results))
+    paths = files(tmp_path, a, box_b())
+    for extra in ([], ["--export", "md"]):
+        proc = run_cli("sweep.py", "--compare", *paths, "--no-chart", *extra)
+        assert proc.returncode == 0, proc.stderr
+        assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout and "7B\\x1b]0;owned\\x07" in proc.stdout
 
 
 @pytest.mark.browser

@@ -41,8 +41,12 @@ def test_reference_files_and_a_fresh_sweep_compare(fresh, tmp_path):
     assert "Only in A (64 combinations):" in out and "Only in B (207 combinations):" in out
     assert "Only in C (2 combinations):" in out and "  241M Q4_1: baseline, 135M Q4_1" in out
     assert f"Comparison report saved to {chart}" in out
+    # no row in common (other models), yet a table: each file's own verdict per target, side by side
+    verdicts = [line for line in out.splitlines() if line.startswith(("| A ", "| B ", "| C "))]
+    assert [line[:6] for line in verdicts] == ["| A   "] * 2 + ["| B   "] * 9 + ["| C   "], verdicts
+    assert verdicts[-1].startswith("| C    | 241M Q4_1 ")
     page = chart.read_text()
-    assert 'id="measurement-differences"' in page and "fresh-results.json" in page and 'id="chart-file-C"' in page
+    assert 'id="best-table"' in page and 'id="measurement-differences"' in page and "fresh-results.json" in page and 'id="chart-file-C"' in page
     assert fresh.read_bytes() == before
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from ..stats import describe_speedup
+from .best import best_per_target
 from .differences import DiffKind
 from .match import Match
 from .model import CellState, Change, Comparison, FileCell
@@ -133,6 +134,26 @@ def _only_lines(letter: str, matches: tuple[Match, ...]) -> list[str]:
     return lines
 
 
+BEST_TITLE = "Each file's own verdict, per target (speed-up over that file's own baseline):"
+
+
+def best_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the per-file best-candidate table (shared by the console and the report)."""
+    header = ["File", "Target", "Baseline tok/s", "Best candidate", "Speed-up", "Acceptance"]
+    body = []
+    for b in best_per_target(comparison.files):
+        if b.baseline_tps is None:
+            best = "no baseline measured"
+        elif b.best is None:
+            best = "none pays"
+        else:
+            best = b.best + (f" (k={b.draft_max})" if b.draft_max else "")
+        body.append([b.letter, b.target, f"{b.baseline_tps:.2f}" if b.baseline_tps else "—", best,
+                     describe_speedup(b.speedup) if b.speedup else "—",
+                     f"{b.acceptance_rate:.1%}" if b.acceptance_rate is not None else "—"])
+    return header, body
+
+
 def difference_lines(comparison: Comparison) -> list[str]:
     letters = comparison.letters
     measured = [d for d in comparison.differences if d.kind is DiffKind.MEASUREMENT]
@@ -173,6 +194,10 @@ def render(comparison: Comparison) -> str:
     else:
         out.append("No combination is in more than one file: nothing to compare row by row "
                    "(rows match on target, candidate and settings; check the labels).")
+    header, body = best_table(comparison)
+    if body:
+        out += ["", BEST_TITLE]
+        out += ascii_table(header, body)
     for letter, matches in zip(letters, comparison.only_in):
         if matches:
             out.append("")

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from .. import __version__
 from ..compare import Comparison, DiffKind
-from ..compare.text import NOT_SIGNIFICANT_MEANS, change_columns, no_interval_reasons, short_name, table_rows
+from ..compare.text import (
+    BEST_TITLE,
+    NOT_SIGNIFICANT_MEANS,
+    best_table,
+    change_columns,
+    no_interval_reasons,
+    short_name,
+    table_rows,
+)
 from ..paths import atomic_write_text
 from .compare_figures import difference_heatmap_figure, speculative_rows, speedup_by_file_figure
 from .figures import heatmap_figure
@@ -92,6 +100,18 @@ def _table(comparison: Comparison) -> str:
     return (f"<section id=\"rows\"><h2>Row by row</h2><p class=\"lead\">{esc(lead)}</p>"
             f"<div class=\"table-wrap\"><table id=\"compare-table\"><thead><tr>{head}</tr></thead><tbody>{rows}"
             "</tbody></table></div>" + "".join(f"<p class=\"note\">{esc(n)}</p>" for n in notes) + "</section>")
+
+
+def _best(comparison: Comparison) -> str:
+    header, body = best_table(comparison)
+    if not body:
+        return ""
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>" for cells in body)
+    return (f"<section id=\"best-per-target\"><h2>Each file's verdict</h2><p class=\"lead\">{esc(BEST_TITLE)} "
+            "This needs no matching rows: files of different models compare on what each one concluded.</p>"
+            f"<div class=\"table-wrap\"><table id=\"best-table\"><thead><tr>{head}</tr></thead><tbody>{rows}"
+            "</tbody></table></div></section>")
 
 
 def _chart(div_id: str, title: str, lead: str, fig: dict) -> str:
@@ -175,6 +195,7 @@ def render_comparison(comparison: Comparison, *, cdn: bool = False) -> str:
         _files(comparison),
         _differences(comparison),
         _table(comparison),
+        _best(comparison),
         *_charts(comparison),
         _own_heatmaps(comparison),
         _only_in(comparison),
