@@ -36,8 +36,8 @@ def add_share_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", metavar="PATH", help="where --export (or the --redact-paths copy) is written; "
                    "never one of the input files")
     p.add_argument("--redact-paths", action="store_true", help="replace absolute paths with their file names and "
-                   "home folders with ~ in what is written; with --results alone, write a redacted copy "
-                   "(default <results>.shared.json)")
+                   "home folders with ~ (and mask secret flag values) in what is written; with --results alone, "
+                   "write a redacted copy (default <results>.shared.json)")
 
 
 def wants_share(args: argparse.Namespace) -> bool:
