@@ -87,7 +87,7 @@ class CombinationRunner:
 
     def __init__(self, backend: Backend, backend_name: str, settings: dict, prompts: list[Prompt],
                  options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
         self.backend = backend
         self.backend_name = backend_name
         self.settings = settings
@@ -96,6 +96,7 @@ class CombinationRunner:
         self.logs_dir = logs_dir
         self.reporter = reporter or Reporter()
         self.clock = clock
+        self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
 
     # ------------------------------------------------------------------ rows
     def _base(self, combo: Combination) -> dict:
@@ -164,7 +165,8 @@ class CombinationRunner:
             self.reporter.benchmarking()
             records = run_prompts(server, self.prompts, self.options,
                                   on_request=lambda i, n, rec: self.reporter.request_done(i, n))
-            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs)
+            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
+                                       flags=self.flags)
             methods = server.active_methods()
             if not combo.is_speculative and methods:
                 # A build that speculates by default would make the baseline look fast: never compare to it.
