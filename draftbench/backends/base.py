@@ -11,6 +11,7 @@ import argparse
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class LaunchSpec:
     settings: dict = field(default_factory=dict)   # the whole validated settings (backend keys too)
     startup_timeout_s: float = 600.0
     log_path: str | None = None
+    concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
 
 
 class CountsSource(str, Enum):
@@ -68,6 +70,20 @@ class DraftCounts:
     steps: int | None = None         # verify steps (drafts) — gives mean accepted length
     source: CountsSource | None = None
     details: dict = field(default_factory=dict)   # backend-specific extras, saved with the request
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """One of the server's slots (llama.cpp ``/slots``): the context it holds and whether it is busy."""
+
+    slot_id: int
+    n_ctx: int | None
+    processing: bool
+
+
+# Keys of Server.totals(): the server's own counters since it started.
+TOTAL_NAMES = ("prompt_tokens", "output_tokens", "draft_tokens", "accepted_tokens", "verify_steps", "decode_calls",
+               "busy_slot_decodes")
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,18 @@ class Server:
         self.api_key = api_key            # kept in memory only: never written to results or logs
         self.session = requests.Session()
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self._owner, self._local = threading.get_ident(), threading.local()
+        self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
+
+    def http(self) -> requests.Session:
+        """The HTTP session for the calling thread: :attr:`session` on the thread that made this object, one
+        of its own on every other thread (concurrent streams never share one)."""
+        if threading.get_ident() == self._owner:
+            return self.session
+        if not hasattr(self._local, "session"):
+            self._local.session = requests.Session()
+            self._thread_sessions.append(self._local.session)
+        return self._local.session
 
     # -- requests -------------------------------------------------------------------------
     def chat_url(self) -> str:
@@ -113,7 +141,7 @@ class Server:
 
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
         """Run one request and time it (streamed; a backend may answer differently)."""
-        return stream_chat(self.session, self.chat_url(), body, headers=self.headers(),
+        return stream_chat(self.http(), self.chat_url(), body, headers=self.headers(),
                            request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
 
     def before_request(self) -> Any:
@@ -134,6 +162,16 @@ class Server:
     def active_methods(self) -> tuple[str, ...] | None:
         """The speculative methods the server says it is running (``()``: plain decoding); None when it
         does not say. Asked after the warm-up: a baseline must prove it did not speculate."""
+        return None
+
+    def totals(self) -> dict[str, float] | None:
+        """The server's own cumulative counters (keys from :data:`TOTAL_NAMES`, those it reports), or None.
+        Their difference over a window is the window's total; with several requests in flight it cannot
+        be split per request."""
+        return None
+
+    def slot_states(self) -> tuple[SlotState, ...] | None:
+        """The server's slots right now, where it reports them (None otherwise)."""
         return None
 
     @property
@@ -170,7 +208,8 @@ class Server:
 
     def stop(self) -> None:
         try:
-            self.session.close()
+            for session in (self.session, *self._thread_sessions):
+                session.close()
         finally:
             if self.process:
                 self.process.stop(grace_s=self.stop_grace_s)

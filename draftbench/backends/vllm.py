@@ -120,6 +120,8 @@ def build_command(binary: str, spec: LaunchSpec) -> list[str]:
     if not spec.settings.get("vllm_prefix_caching"):
         # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
         cmd.append("--no-enable-prefix-caching")
+    if spec.concurrency > 1:
+        cmd += ["--max-num-seqs", str(spec.concurrency)]   # N sequences batched at once; one stream: vLLM's default
     cfg = speculative_config(spec)
     if cfg is not None:
         cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
