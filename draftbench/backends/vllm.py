@@ -62,6 +62,10 @@ COUNTERS = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",
 }
+# Server.totals() names -> vLLM's Prometheus counters (summed over engines)
+TOTALS = {"prompt_tokens": "vllm:prompt_tokens_total", "output_tokens": "vllm:generation_tokens_total",
+          "draft_tokens": COUNTERS["draft_tokens"], "accepted_tokens": COUNTERS["accepted"],
+          "verify_steps": COUNTERS["drafts"]}
 
 _HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
                "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
@@ -219,6 +223,21 @@ class VLLMServer(Server):
             if now == last:
                 break
             last = now
+        return last
+
+    def totals(self) -> dict[str, float] | None:
+        """Read until two readings agree: vLLM records a step's statistics just after its tokens went out."""
+        last = None
+        for _ in range(6):
+            text = self._metrics_text()
+            if text is None:
+                return None
+            now = {name: value for name, metric in TOTALS.items()
+                   if (value := prometheus.total(prometheus.parse(text, prefix="vllm:"), metric)) is not None}
+            if now == last:
+                break
+            last = now
+            time.sleep(0.01)
         return last
 
     def before_request(self):
