@@ -137,9 +137,9 @@ class SlotWatch:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
         self._stop.set()
-        if self._thread.is_alive():
+        if exc_type is None and self._thread.is_alive():   # on Ctrl-C the daemon thread is left to die
             self._thread.join(timeout=10)
 
 

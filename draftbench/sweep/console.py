@@ -159,7 +159,8 @@ class Console(Reporter):
         if bad:
             self.line(f"{len(bad)} combination(s) did not produce a measurement:")
             for r in bad:
-                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}: {r.status}: {r.reason}")
+                streams = f" [{r.concurrency} streams]" if r.concurrency != 1 else ""
+                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {r.reason}")
         self.line()
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):
