@@ -18,12 +18,13 @@ from draftbench.findings import Code
 from draftbench.measure import MeasurementFailed, MeasureOptions
 from draftbench.measure_concurrent import describe_level, level_fields, run_pool, run_streams
 from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.report import CHARTS, build_figures, render_report
+from draftbench.report import CHARTS, build_figures, render_report, write_report
 from draftbench.results import ResultsFile, Role, Row, load_results, save_results
 from draftbench.sweep import EXIT_OK, Sweep, plan
 from draftbench.sweep.console import Reporter
 
 from fakes.inprocess import FakeBackend, Script
+from test_report import browser, open_in_browser  # noqa: F401  (browser is a fixture)
 
 TARGET, GOOD, BAD = "/m/target.gguf", "/m/good.gguf", "/m/bad.gguf"
 LEVEL_CHARTS = {"chart-concurrency-speedup", "chart-concurrency-throughput", "chart-concurrency-latency"}
@@ -232,6 +233,23 @@ def test_crossover_sentences_for_every_shape(tmp_path):
     assert data["summary"]["targets"][0]["crossover"]["candidate"] is None
 
 
+def test_crossover_when_it_pays_only_under_load_or_a_level_failed(tmp_path):
+    from dataclasses import replace
+
+    from draftbench.analysis import analyze
+    late = crossover_script(speedup={GOOD: 0.9, BAD: 0.6}, per_stream={TARGET: {2: 0.5}, GOOD: {2: 0.7}})
+    data = json.loads(sweep(tmp_path / "a", FakeBackend(late), config(tmp_path, concurrency=[1, 2])).read_text())
+    entry = data["summary"]["targets"][0]
+    assert entry["recommended_draft"] is None and entry["crossover"]["candidate"] == "good"
+    assert "good is significantly faster only at 2 streams, not from 1 up" in entry["verdict"]
+    results = load_results(sweep(tmp_path / "b", FakeBackend(crossover_script()), config(tmp_path, concurrency=[1, 2, 4])))
+    broken = tuple(replace(r, status="error", reason="llama-server crashed (signal 9)", speedup=None)
+                   if (r.draft, r.concurrency) == ("good", 4) else r for r in results.results)
+    entry = analyze(replace(results, results=broken)).summary["targets"][0]
+    assert entry["crossover"]["max_streams"] == 2
+    assert "at 4 streams it has no valid measurement (llama-server crashed (signal 9))" in entry["verdict"]
+
+
 def test_resuming_adds_levels_to_an_older_one_stream_file(tmp_path):
     path = sweep(tmp_path, FakeBackend(crossover_script()), config(tmp_path))
     old = load_results(path)
@@ -293,3 +311,16 @@ def test_an_upstream_file_still_renders(tmp_path):
     save_results(results, tmp_path / "u.json")
     assert "chart-concurrency" not in render_report(load_results(tmp_path / "u.json"))
     assert Role.BASELINE.value == "baseline"
+
+
+@pytest.mark.browser
+def test_the_concurrency_charts_render_offline_in_chromium(browser, tmp_path):  # noqa: F811
+    results = load_results(sweep(tmp_path, FakeBackend(crossover_script()), config(tmp_path, concurrency=[1, 2, 4])))
+    info = open_in_browser(browser, write_report(results, tmp_path / "levels.html"), screenshot="concurrency")
+    assert info["errors"] == [] and info["log"] == [], (info["errors"], info["log"])
+    built = build_figures(results)
+    for div_id in LEVEL_CHARTS:
+        chart = info["charts"][div_id]
+        assert chart is not None and chart["drawn"], (div_id, chart)
+        assert chart["traces"] == chart["full"] == len(built[div_id]["data"]), (div_id, chart)
+    assert "crossover: ≤ 2" in info["svgText"]

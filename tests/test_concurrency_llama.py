@@ -18,6 +18,9 @@ from conftest import run_cli
 pytestmark = pytest.mark.llama
 
 CTX = 512
+# One thread per server: on a shared, oversubscribed machine llama.cpp's threads spin-wait on each other
+# (measured here: 0.3 tok/s with 2 threads vs 9 tok/s with 1 at load 16 on 2 cores). Mechanisms only.
+ONE_THREAD = ("--threads", "1")
 
 
 def overlapping(timeline: list[dict]) -> bool:
@@ -26,7 +29,7 @@ def overlapping(timeline: list[dict]) -> bool:
 
 
 def test_two_slots_two_overlapping_streams_and_counters_that_add_up(start_llama, models):
-    server = start_llama(models["base"], models["base"], ctx_size=CTX, concurrency=2)
+    server = start_llama(models["base"], models["base"], ctx_size=CTX, concurrency=2, extra_args=ONE_THREAD)
     cmd = server.command
     assert cmd[cmd.index("-np") + 1] == "2" and cmd[cmd.index("-c") + 1] == str(2 * CTX)
     slots = server.slot_states()
@@ -56,7 +59,7 @@ def write_config(folder: Path, models: dict, **settings) -> Path:
         "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
         "settings": {"runs": 1, "max_tokens": 16, "ctx_size": CTX, "gpu_layers": 0, "port": free_port(),
                      "prompts": ["code", "json"], "concurrency": [1, 2], "request_timeout_s": 600,
-                     "stall_timeout_s": 300, **settings},
+                     "stall_timeout_s": 300, "extra_args": list(ONE_THREAD), **settings},
     }
     path = folder / "levels.json"
     path.write_text(json.dumps(config, indent=2))
@@ -94,8 +97,8 @@ def test_a_sweep_over_two_levels_end_to_end(models, tmp_path):
 
 
 def test_bench_concurrency_against_running_servers(start_llama, models, tmp_path):
-    one_slot = start_llama(models["base"], ctx_size=CTX)
-    two_slots = start_llama(models["base"], models["base"], ctx_size=CTX, concurrency=2)
+    one_slot = start_llama(models["base"], ctx_size=CTX, extra_args=ONE_THREAD)
+    two_slots = start_llama(models["base"], models["base"], ctx_size=CTX, concurrency=2, extra_args=ONE_THREAD)
     out_json = tmp_path / "bench.json"
     proc = run_cli("bench.py", "--url", one_slot.base_url, "--compare-url", two_slots.base_url, "--concurrency", "2",
                    "--requests", "2", "--max-tokens", "16", "--request-timeout", "600", "--json", str(out_json),

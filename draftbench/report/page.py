@@ -46,6 +46,8 @@ def _settings_text(settings: dict) -> str:
             if settings.get(k) is not None]
     if isinstance(settings.get("prompts"), list):
         bits.append("prompts " + ", ".join(str(p) for p in settings["prompts"]))
+    if settings.get("concurrency") not in (None, 1, [1]):
+        bits.append(f"concurrency {settings['concurrency']}")
     return "; ".join(bits) or "—"
 
 
