@@ -74,7 +74,7 @@ def _after(results: ResultsFile, target: str, row: Row | None, n: int) -> str:
     if row is None or state is LevelOutcome.NO_MEASUREMENT:
         why = row.reason if row is not None and row.reason else "not measured"
         return f"at {n} streams it has no valid measurement ({why})"
-    where = f"at {n} streams: {describe_speedup(row.speedup)} per stream{_aggregate_text(results, target, row, n)}"
+    where = f"per stream at {n} streams: {describe_speedup(row.speedup)}{_aggregate_text(results, target, row, n)}"
     if state is LevelOutcome.SLOWER:
         return f"above that it costs {(1 - _ratio(row)) * 100:.0f}% of throughput ({where})"
     return f"above that it is no longer significantly faster ({where})"
@@ -123,8 +123,9 @@ def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str
     else:
         after = levels[levels.index(top) + 1]
         info["next_streams"] = after
-        sentence = (f"Under load: use {name} for up to {top} concurrent stream{'s' if top > 1 else ''} "
-                    f"({describe_speedup(rows[top].speedup)} at {top}); {_after(results, target, rows.get(after), after)}.")
+        reach_text = "a single stream only" if top == 1 else f"up to {top} concurrent streams"
+        sentence = (f"Under load: use {name} for {reach_text} ({describe_speedup(rows[top].speedup)} at {top}); "
+                    f"{_after(results, target, rows.get(after), after)}.")
     further = [(key, n) for key, n in reach.items() if n is not None and (top is None or n > top)]
     if further:
         key, n = max(further, key=lambda kn: kn[1])

@@ -8,6 +8,7 @@ speed-ups (errors, inactive speculation) leave a gap in their line rather than a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,7 +131,9 @@ def speedup_vs_streams_figure(data: ReportData) -> Figure:
     for target, top in _crossovers(data).items():
         shapes.append(dict(type="line", x0=top, x1=top, yref="paper", y0=0, y1=1,
                            line=dict(color=theme.MUTED, width=1.5, dash="dash")))
-        notes.append(dict(x=top, y=1, yref="paper", yanchor="bottom", showarrow=False, font=dict(color=theme.MUTED),
+        # on a log axis an annotation's x is the log of the value (a shape's is the value itself)
+        notes.append(dict(x=math.log10(top), y=1, yref="paper", yanchor="bottom", showarrow=False,
+                          font=dict(color=theme.MUTED),
                           text=plotly_text(f"crossover: ≤ {top}" + (f" ({target})" if len(data.targets) > 1 else ""))))
     layout = _layout(height=460, shapes=shapes, annotations=notes, xaxis=_streams_axis(data),
                      yaxis=dict(title=dict(text="speed-up vs the target alone at the same N (%)"), ticksuffix="%",
