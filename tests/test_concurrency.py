@@ -80,6 +80,20 @@ def test_one_stream_plans_exactly_as_before_and_levels_repeat_it_per_target(tmp_
     assert len({c.key for c in combos}) == len(combos)
 
 
+def test_llama_server_gets_n_slots_of_ctx_size_each():
+    from draftbench.backends.base import LaunchSpec
+    from draftbench.backends.llamacpp_command import build_command
+    from draftbench.errors import ServerError
+    caps = {"flags": ["-m", "-md", "-np", "--parallel", "--metrics", "--spec-type"], "version": "x"}
+    one = build_command("llama-server", caps, LaunchSpec(target="/m/t.gguf", ctx_size=2048))
+    four = build_command("llama-server", caps, LaunchSpec(target="/m/t.gguf", ctx_size=2048, concurrency=4))
+    assert (one[one.index("-np") + 1], one[one.index("-c") + 1]) == ("1", "2048")       # as before
+    assert (four[four.index("-np") + 1], four[four.index("-c") + 1]) == ("4", "8192")
+    with pytest.raises(ServerError, match="no -np/--parallel"):
+        build_command("llama-server", {"flags": ["-m"], "version": "x"},
+                      LaunchSpec(target="/m/t.gguf", concurrency=2))
+
+
 def test_lm_studio_refuses_concurrency_and_vllm_gets_max_num_seqs(tmp_path):
     with pytest.raises(ConfigError, match=r"settings\.concurrency: LM Studio .* not supported"):
         config(tmp_path, backend="lmstudio", drafts=(), concurrency=[1, 2])
@@ -324,3 +338,12 @@ def test_the_concurrency_charts_render_offline_in_chromium(browser, tmp_path):  
         assert chart is not None and chart["drawn"], (div_id, chart)
         assert chart["traces"] == chart["full"] == len(built[div_id]["data"]), (div_id, chart)
     assert "crossover: ≤ 2" in info["svgText"]
+
+
+def test_bench_refuses_bad_concurrency_before_measuring():
+    from conftest import run_cli
+    proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--concurrency", "0")
+    assert proc.returncode == 2 and "Error: --concurrency must be at least 1 (got 0)" in proc.stderr
+    proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--backend", "lmstudio", "--concurrency", "2")
+    assert proc.returncode == 2 and "--concurrency is not supported with LM Studio" in proc.stderr
+    assert "Traceback" not in proc.stderr
