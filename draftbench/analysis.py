@@ -232,9 +232,11 @@ def recommend(results: ResultsFile) -> dict:
             best = max(candidates, key=lambda r: r.speedup["ratio"])
             if results.is_upstream or best.speedup.get("significant") is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
+                why = ("this file has no per-request data" if results.is_upstream or not best.requests else
+                       "too few requests were measured for a confidence interval (raise settings.runs to 3)")
                 entry["verdict"] = (f"{target}: best measured draft is {best.draft} "
-                                    f"({stats.describe_speedup(best.speedup)}); this file has no per-request data, "
-                                    "so significance cannot be judged.")
+                                    f"({stats.describe_speedup(best.speedup)}); {why}, so significance cannot be "
+                                    "judged.")
             else:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "

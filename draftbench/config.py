@@ -20,9 +20,14 @@ from .errors import ConfigError, Problem
 from .labels import check_label
 from .modelref import ModelRef
 from .paths import PathProblem, expand_path
+from .server_args import check_server_args, host_problems
 from .settings_schema import COMMON_SETTINGS, Field, check_value
+from .text_safety import lone_surrogate_paths, safe_text, text_problem
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
+# name and hardware make the default file names (<hardware>_<backend>_<name>.json, .logs, .lock):
+# 100 characters each keeps those within the file systems' 255-byte limit.
+MAX_NAME_CHARS = 100
 TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "candidates", "settings"}
 MODEL_KEYS = {"label", "path", "extra_args"}
 
@@ -118,12 +123,16 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
                                            "check the file's permissions")]) from None
     try:
         data = json.loads(text, object_pairs_hook=_pairs_hook)
+        dup_problems = _duplicate_key_problems(data)
+        data = _plain(data)
     except json.JSONDecodeError as exc:
         raise ConfigError(source, [Problem("$", f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                            f"{exc.msg}", "fix the syntax (a trailing comma or a missing quote?)")]
                           ) from None
-    dup_problems = _duplicate_key_problems(data)
-    data = _plain(data)
+    except RecursionError:
+        raise ConfigError(source, [Problem("$", "is nested too deeply to be a sweep config (lists or objects "
+                                           "inside each other hundreds of levels deep)",
+                                           "see configs/example_sweep.json for the expected shape")]) from None
     return validate_config(data, source=source, base_dir=str(p.resolve().parent), extra_problems=dup_problems)
 
 
@@ -137,9 +146,14 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
         problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}",
                                 "write a short identifier in double quotes"))
         return default
-    if filename_safe and (not _SAFE_NAME.fullmatch(value) or ".." in value):
-        problems.append(Problem(path, f"{value!r} cannot be used in a file name",
+    if filename_safe and len(value) > MAX_NAME_CHARS:
+        problems.append(Problem(path, f"is {len(value)} characters long; it becomes part of file names, which "
+                                f"file systems limit", f"shorten it to at most {MAX_NAME_CHARS} characters"))
+    elif filename_safe and (not _SAFE_NAME.fullmatch(value) or ".." in value):
+        problems.append(Problem(path, f"{safe_text(repr(value))} cannot be used in a file name",
                                 "use letters, digits, '.', '_', '-', '+' and spaces only"))
+    elif not filename_safe and text_problem(value):
+        problems.append(Problem(path, str(text_problem(value)), "write it in plain text"))
     return value
 
 
@@ -185,6 +199,33 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     return tuple(refs)
 
 
+def _as_problem(note: str, default_path: str) -> Problem:
+    """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
+    path, sep, message = note.partition(": ")
+    return Problem(path, message) if sep and path.startswith("$") else Problem(default_path, note)
+
+
+def _check_server_args(data: dict, settings: dict, problems: list[Problem], warnings: list[Problem]) -> None:
+    """--port in any extra_args is refused; a non-loopback --host (or settings.host) needs allow_remote."""
+    allow_remote = settings.get("allow_remote") is True
+    lists = [("$.settings.extra_args", settings.get("extra_args"))]
+    for kind in ("targets", "drafts", "candidates"):
+        entries = data.get(kind)
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            if isinstance(entry, dict):
+                lists.append((f"$.{kind}[{i}].extra_args", entry.get("extra_args")))
+    for path, args in lists:
+        if isinstance(args, list) and all(isinstance(a, str) for a in args):
+            found, notes = check_server_args(path, args, allow_remote=allow_remote)
+            problems.extend(found)
+            warnings.extend(_as_problem(note, path) for note in notes)
+    if isinstance(settings.get("host"), str):
+        notes: list[str] = []
+        problems.extend(host_problems("$.settings.host", settings["host"], allow_remote=allow_remote,
+                                      allow_flag="settings.allow_remote", warnings=notes))
+        warnings.extend(_as_problem(note, "$.settings.host") for note in notes)
+
+
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
                     extra_problems: list[Problem] | None = None) -> SweepConfig:
     from .backends import backend_names, get_backend
@@ -194,6 +235,13 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     if not isinstance(data, dict):
         raise ConfigError(source, problems + [Problem("$", f"must be a JSON object, not {type(data).__name__}",
                                                       "see configs/example_sweep.json")])
+    surrogates = lone_surrogate_paths(data)
+    if surrogates:
+        # Such text cannot be written to a results file, a log or a terminal: stop before anything else.
+        raise ConfigError(source, problems + [Problem(where, "holds a lone surrogate (a \\ud800-\\udfff escape "
+                                                      "without its pair), which is not valid Unicode text",
+                                                      "remove the escape or write the character itself")
+                                              for where in surrogates])
 
     name = _check_text("$.name", data.get("name"), problems, required=True, filename_safe=True, default="unnamed")
     hardware = _check_text("$.hardware", data.get("hardware"), problems, required=False, filename_safe=True,
@@ -248,6 +296,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
+    _check_server_args(data, settings, problems, warnings)
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))

@@ -20,6 +20,9 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 # Arrays longer than this are summarised (count + digest) rather than kept.
 _KEEP_ARRAY_ITEMS = 64
+# Real files nest arrays at most once or twice; recursion on a file nested thousands deep would
+# exhaust the stack.
+_MAX_ARRAY_NESTING = 16
 
 
 @dataclass(frozen=True)
@@ -104,19 +107,22 @@ class _Reader:
                                  "download the model again")
         return self.read(n).decode("utf-8", errors="replace")
 
-    def value(self, vtype: int):
+    def value(self, vtype: int, depth: int = 0):
         if vtype in _SCALARS:
             return self.scalar(vtype)
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
+            if depth >= _MAX_ARRAY_NESTING:
+                raise ModelFileError(self.path, f"holds metadata arrays nested more than {_MAX_ARRAY_NESTING} deep "
+                                     "(corrupt or hostile file)", "download the model again from a trusted source")
             (item_type,) = struct.unpack("<I", self.read(4))
             (count,) = struct.unpack("<Q", self.read(8))
             if count <= _KEEP_ARRAY_ITEMS or self.keep_whole:
-                return [self.value(item_type) for _ in range(count)]
+                return [self.value(item_type, depth + 1) for _ in range(count)]
             digest = hashlib.sha256()
             for _i in range(count):
-                item = self.value(item_type)
+                item = self.value(item_type, depth + 1)
                 digest.update((str(item) + "\0").encode())
             return ArraySummary(count, digest.hexdigest())
         raise ModelFileError(self.path, f"uses unknown metadata value type {vtype} (corrupt file, or a GGUF "

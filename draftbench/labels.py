@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from .errors import Problem
+from .text_safety import safe_text, text_problem
 
 _SAFE_LABEL = re.compile(r"^[^\x00-\x1f\x7f/\\]+$")
 MAX_LABEL = 100
@@ -21,11 +22,16 @@ def check_label(where: str, label: Any, seen: dict[str, str], problems: list[Pro
                                 "add a short display name like \"7B Q4_K_M\""))
         return False
     if not _SAFE_LABEL.fullmatch(label) or label.strip() in (".", "..") or len(label) > MAX_LABEL:
-        problems.append(Problem(where, f"{label!r} cannot be used in file names (no '/', '\\', control "
-                                f"characters, '.' or '..'; at most {MAX_LABEL} characters)", "rename it"))
+        problems.append(Problem(where, f"{safe_text(repr(label))} cannot be used in file names (no '/', '\\', "
+                                f"control characters, '.' or '..'; at most {MAX_LABEL} characters)", "rename it"))
+        return False
+    problem = text_problem(label)
+    if problem:
+        problems.append(Problem(where, str(problem), "use a short display name like \"7B Q4_K_M\""))
         return False
     if label in seen:
-        problems.append(Problem(where, f"duplicates {seen[label]} ({label!r})", "give every entry its own label"))
+        problems.append(Problem(where, f"duplicates {seen[label]} ({safe_text(repr(label))})",
+                                "give every entry its own label"))
         return False
     seen[label] = where
     return True

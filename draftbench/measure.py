@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .backends.base import DraftCounts, Server
 from .client import StreamedResponse
 from .errors import RequestError, ServerError, ServerErrorKind
 from .prompts import Prompt
 from .results import RequestRecord
+from .server_values import FIX_SERVER_DATA, server_count
 from .stats import rounded
 
 
@@ -85,6 +86,7 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
 def request_record(server: Server, prompt: Prompt, run: int, response: StreamedResponse,
                    counts: DraftCounts) -> RequestRecord:
     """One measured request as the results file records it."""
+    counts = check_draft_counts(counts)   # accepted ≤ drafted, whole numbers
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),
@@ -96,3 +98,17 @@ def request_record(server: Server, prompt: Prompt, run: int, response: StreamedR
     )
 
 
+def check_draft_counts(counts: DraftCounts) -> DraftCounts:
+    """``counts`` with whole-number counters; refuses counters that cannot be true (accepted > drafted).
+
+    Acceptance is accepted / drafted, so this keeps it inside [0, 1]; a server claiming more
+    accepted than drafted tokens is reported, never printed as an acceptance above 100%.
+    """
+    where = f" (from {counts.source.value})" if counts.source else ""
+    drafted = server_count(counts.drafted, f"drafted tokens{where}")
+    accepted = server_count(counts.accepted, f"accepted draft tokens{where}")
+    steps = server_count(counts.steps, f"verify steps{where}")
+    if drafted is not None and accepted is not None and accepted > drafted:
+        raise RequestError(f"the server reported {accepted} accepted of {drafted} drafted tokens{where}; "
+                           "acceptance cannot exceed 100%", FIX_SERVER_DATA)
+    return replace(counts, drafted=drafted, accepted=accepted, steps=steps)

@@ -104,12 +104,17 @@ def _default_mode() -> int:
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
 
-    A crash at any moment leaves the old file or the new one, never half of one. The new file
+    A crash at any moment leaves the old file or the new one, never half of one. A symlink is
+    written through (its target is replaced, the link stays). The new file
     keeps the old one's permissions (a new file gets the umask default, not mkstemp's private
     0600, so a report meant to be shared stays readable). Raises ``OSError``; the temp file is
     removed on any failure.
     """
     p = Path(path)
+    if p.is_symlink():
+        # Update the file the link points to; replacing the link itself would silently turn it
+        # into a regular file and leave its target stale.
+        p = Path(os.path.realpath(p))
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.is_dir():
         raise IsADirectoryError(21, "is a folder", str(p))

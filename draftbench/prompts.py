@@ -144,6 +144,9 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
                                  'each line must be an object like {"prompt": "...", "category": "code"}') from None
+            except RecursionError:
+                raise UsageError(f"{where}: nested too deeply to be a prompt",
+                                 'each line must be an object like {"prompt": "...", "category": "code"}') from None
             if isinstance(obj, str):
                 obj = {"prompt": obj}
             if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or "messages" in obj):

@@ -14,13 +14,14 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from .errors import ResultsFileError
 from .findings import Finding
 from .paths import atomic_write_text
+from .results_schema import first_problem
+from .rowkinds import ROLES, STATUSES
 
 # 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
 SCHEMA_VERSION = 2
@@ -29,22 +30,6 @@ TOOL = "draftbench"
 UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
                      "acceptance_rate")
 
-
-class Role(str, Enum):
-    BASELINE = "baseline"          # the target alone
-    SPECULATIVE = "speculative"    # the target with a draft
-    CONTROL = "control"            # the target alone again, after its drafts (drift check)
-    DRAFT_ALONE = "draft_alone"    # a draft as the only model (its cost ratio)
-
-
-class Status(str, Enum):
-    OK = "ok"
-    ERROR = "error"
-    SKIPPED = "skipped"
-
-
-ROLES = tuple(r.value for r in Role)
-STATUSES = tuple(s.value for s in Status)
 
 
 def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
@@ -274,6 +259,12 @@ class ResultsFile:
             if data.get("tool", TOOL) != TOOL:
                 raise ResultsFileError(f"{source} was written by {data.get('tool')!r}, not draftbench",
                                        "use a new --results path")
+        problem = first_problem(data)
+        if problem:
+            where, what = problem
+            raise ResultsFileError(f"{source}: {where} {what}; the file was left untouched",
+                                   "fix that value (or restore the file from a backup), or pass a new --results "
+                                   "path to start over")
         rows = []
         for i, raw in enumerate(data["results"]):
             try:
@@ -313,6 +304,9 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
         raise ResultsFileError(f"cannot read results file {p}: {exc}", "check its permissions") from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise ResultsFileError(f"results file {p} is nested too deeply to be a results file; it was left untouched",
+                               "restore it from a backup, or pass a new --results path to start over") from None
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                f"{exc.msg}); it was left untouched",

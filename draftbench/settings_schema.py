@@ -126,6 +126,8 @@ COMMON_SETTINGS: dict[str, Field] = {
     "port": Field("int", 8080, "port for the server we start (0 = any free port)", min=0, max=65535),
     # draftbench additions
     "host": Field("str", "127.0.0.1", "address the server binds to"),
+    "allow_remote": Field("bool", False, "allow a server address other than loopback (settings.host or --host "
+                          "in extra_args): the server is then reachable from other machines"),
     "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max); "
                        "a list sweeps several values; null = the server's default", min=1, max=256),
     "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min)",
@@ -137,8 +139,8 @@ COMMON_SETTINGS: dict[str, Field] = {
     "seed": Field("int", 42, "sampling seed sent with every request", min=0, max=2**31 - 1, measured=True),
     "startup_timeout_s": Field("float", 600.0, "seconds to wait for a server to load", min=1, max=86400),
     "request_timeout_s": Field("float", 900.0, "seconds one request may take in total", min=1, max=86400),
-    "stall_timeout_s": Field("float", 120.0, "seconds without any streamed byte before a request is "
-                             "declared stalled", min=1, max=86400),
+    "stall_timeout_s": Field("float", 120.0, "seconds without a streamed data event (keep-alive comments do not "
+                             "count) before a request is declared stalled", min=1, max=86400),
     "noise_floor": Field("float", 0.02, "speed-ups smaller than this fraction are never called significant",
                          min=0, max=1),
     "control_baseline": Field("bool", False, "run each target's baseline again after its drafts "

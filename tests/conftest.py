@@ -96,7 +96,14 @@ def start_llama(request, tmp_path, llama_bin):
         server.stop()
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+# Bounds on how long a test waits for real work (a sweep, a server loading) are guards against a hang,
+# not speed expectations: CI shares its machine with other work, and a loaded 2-core machine can be
+# ten times slower than a quiet one. Mechanism bounds (stopped within seconds) stay tight where they are.
+SLOW_WORK_S = 900
+
+
+def run_cli(*args: str, timeout: float = SLOW_WORK_S, env: dict | None = None,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run one of the top-level scripts as a user would."""
     full_env = dict(os.environ, PYTHONUNBUFFERED="1")
     full_env.update(env or {})
@@ -113,7 +120,7 @@ def start_server_cli(*args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
-def read_until(proc: subprocess.Popen, marker: str, timeout: float = 60) -> str:
+def read_until(proc: subprocess.Popen, marker: str, timeout: float = 300) -> str:
     """Output up to and including the first line holding ``marker``; fail with what was seen."""
     seen = []
     deadline = time.monotonic() + timeout
@@ -141,9 +148,14 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
     return proc.returncode, text + out
 
 
-# Every process this test session starts inherits this marker, so the leak check below counts only
-# our own servers: other programs on a shared machine (CI, another checkout's tests) may run
-# llama-server too.
+# One thread per llama-server the tests start (inherited through the environment, so the commands stay
+# as users run them). ggml's worker threads spin while they wait for each other: on a 2-core machine
+# shared with other work, a 2-thread server was measured 23x slower than a 1-thread one (0.11 vs 2.6
+# tok/s at load 16), which turned every bound into a failure. The tests assert mechanisms, not speed.
+os.environ.setdefault("LLAMA_ARG_THREADS", "1")
+
+# Every process this test session starts inherits this marker, so that "servers left running" counts
+# ours only: other work on a shared machine may run llama-servers of its own at the same time.
 SESSION_MARKER = f"DRAFTBENCH_TEST_SESSION={os.getpid()}-{time.time_ns()}"
 os.environ["DRAFTBENCH_TEST_SESSION"] = SESSION_MARKER.split("=", 1)[1]
 

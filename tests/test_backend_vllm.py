@@ -19,7 +19,8 @@ import pytest
 import requests
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.vllm import VLLMBackend, build_command, find_vllm, parse_counters
+from draftbench.backends.vllm import VLLMBackend
+from draftbench.backends.vllm_command import build_command, find_vllm, parse_counters
 from draftbench.client import stream_chat
 from draftbench.errors import BinaryNotFoundError, ServerError
 from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts

@@ -291,9 +291,9 @@ def write(tmp_path: Path, text: str | bytes, name: str = "r.json") -> Path:
     ("[1, 2]", 'not a draftbench results file (no "results" list)'),
     ('{"name": "x"}', 'no "results" list'),
     ('{"results": {}}', 'no "results" list'),
-    ('{"results": [{"draft": "D"}]}', "results[0] is not a valid row (a result row needs a string 'target')"),
-    ('{"results": [{"target": "T"}, 5]}', "results[1] is not a valid row"),
-    ('{"results": [{"target": "T", "requests": [{"category": "c"}]}]}', "results[0] is not a valid row"),
+    ('{"results": [{"draft": "D"}]}', "$.results[0].target is missing"),
+    ('{"results": [{"target": "T"}, 5]}', "$.results[1] must be an object, not integer 5"),
+    ('{"results": [{"target": "T", "requests": [{"category": "c"}]}]}', "$.results[0].requests[0].prompt_id is missing"),
     ('{"schema_version": "one", "results": []}', "schema_version 'one' is not a valid version number"),
     ('{"schema_version": true, "results": []}', "is not a valid version number"),
     ('{"schema_version": 999, "results": []}', "written by a newer draftbench (results schema 999"),
@@ -318,6 +318,10 @@ def test_missing_folder_and_binary_files(tmp_path):
         load_results(write(tmp_path, b"\xff\xfe\x00garbage", "bin.json"))
 
 
-def test_non_text_header_fields_get_defaults():
-    rf = ResultsFile.from_dict({"name": 5, "hardware": None, "settings": [], "results": []})
+def test_null_header_fields_get_defaults_and_wrong_types_are_refused():
+    rf = ResultsFile.from_dict({"name": None, "hardware": None, "settings": None, "results": []})
     assert (rf.name, rf.hardware, rf.settings) == ("unnamed", "unknown", {})
+    with pytest.raises(ResultsFileError, match=r"\$\.name must be a string or null, not integer 5"):
+        ResultsFile.from_dict({"name": 5, "results": []})
+    with pytest.raises(ResultsFileError, match=r"\$\.settings must be an object or null, not a list"):
+        ResultsFile.from_dict({"settings": [], "results": []})

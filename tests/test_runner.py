@@ -12,7 +12,8 @@ from draftbench.config import validate_config
 from draftbench.errors import ResultsFileError, ServerError, ServerErrorKind
 from draftbench.measure import MeasureOptions
 from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.results import Role, load_results
+from draftbench.results import load_results
+from draftbench.rowkinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Console, Sweep, plan
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.plan import Combination

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import requests
 
 from ..candidates import CandidateSpec
-from ..client import StreamedResponse, stream_chat
+from ..client import StreamedResponse, new_session, stream_chat
 from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
 from ..gguf_meta import read_info
 from ..paths import PathProblem, expand_path
@@ -113,7 +113,9 @@ class Server:
         self.load_time_s = load_time_s
         self.port = port
         self.api_key = api_key            # kept in memory only: never written to results or logs
-        self.session = requests.Session()
+        self.session = new_session()      # refuses redirects: we measure this server or nothing
+        if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
@@ -295,7 +297,8 @@ class Backend:
 
 def add_common_server_arguments(p: argparse.ArgumentParser, *, port: int, what: str = "the server") -> None:
     """Options every ``server.py`` sub-command shares."""
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another address "
+                   "needs --allow-remote)")
     p.add_argument("--port", type=int, default=port, help=f"port (default {port}; 0 = any free port)")
     p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
     p.add_argument("--log", default=None, help=f"log of {what} (default: under ~/.cache/draftbench/logs)")

@@ -25,6 +25,8 @@ from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerE
 from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
+from ..server_args import api_key_from_args
+from ..server_values import counter_difference
 from ..settings_schema import default_settings
 from . import prometheus
 from .base import (
@@ -108,17 +110,16 @@ class LlamaCppServer(Server):
         timings = response.timings
         if not timings:
             return DraftCounts()
-        drafted = timings.get("draft_n")
-        accepted = timings.get("draft_n_accepted")
+        drafted = response.timing_count("draft_n")
+        accepted = response.timing_count("draft_n_accepted")
         if drafted is None and self.expects_draft:
             # llama-server omits the draft fields when nothing was drafted.
             drafted, accepted = 0, 0
         steps = None
         after = self._metrics() if before is not None else None
         if before is not None and after is not None:
-            steps_before, steps_after = prometheus.total(before, DRAFTS_TOTAL), prometheus.total(after, DRAFTS_TOTAL)
-            if steps_before is not None and steps_after is not None:
-                steps = round(steps_after - steps_before)
+            steps = counter_difference(prometheus.total(after, DRAFTS_TOTAL), prometheus.total(before, DRAFTS_TOTAL),
+                                       DRAFTS_TOTAL)
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)
 
     def totals(self) -> dict[str, float] | None:
@@ -142,9 +143,7 @@ class LlamaCppServer(Server):
                                bool(s.get("is_processing"))) for i, s in enumerate(slots) if isinstance(s, dict))
 
     def server_decode_tps(self, response) -> float | None:
-        if response.timings and isinstance(response.timings.get("predicted_per_second"), (int, float)):
-            return float(response.timings["predicted_per_second"])
-        return None
+        return response.timing_rate("predicted_per_second")
 
     def active_methods(self) -> tuple[str, ...] | None:
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
@@ -214,7 +213,8 @@ class LlamaCppBackend(Backend):
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
                                 process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
-                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None)
+                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
+                                api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
@@ -236,7 +236,9 @@ class LlamaCppBackend(Backend):
     def _verify_identity(self, server: LlamaCppServer, spec: LaunchSpec) -> None:
         """Refuse to benchmark a server that is not the one we started."""
         try:
-            props = server.session.get(server.base_url + "/props", timeout=10).json()
+            answer = server.session.get(server.base_url + "/props", timeout=10)
+            # Ours knows the key we gave it (if any): a 401/403 means someone else answers on this port.
+            props = None if answer.status_code in (401, 403) else answer.json()
         except (requests.RequestException, ValueError):
             props = None
         model_path = props.get("model_path") if isinstance(props, dict) else None

@@ -35,11 +35,12 @@ from typing import ClassVar
 import requests
 
 from ..candidates import CandidateSpec
-from ..client import StreamedResponse
+from ..client import StreamedResponse, expect_type
 from ..errors import BinaryNotFoundError, ModelProblem, Problem, RequestError, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir
 from ..polling import poll
 from ..process import tail_file
+from ..server_values import server_count, server_rate
 from ..settings_schema import Field, default_settings
 from .base import (
     Backend,
@@ -141,16 +142,11 @@ def _list_models(session: requests.Session, base_url: str, headers: dict) -> dic
     return _probe(session, base_url, headers)[1]
 
 
-def _int(x) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
 def counts_from_stats(stats: dict, *, draft_requested: bool) -> DraftCounts:
     """Draft counters from LM Studio's ``stats`` (ignored drafts excluded from draft_n; kept in details)."""
-    accepted = _int(stats.get("accepted_draft_tokens_count"))
-    rejected = _int(stats.get("rejected_draft_tokens_count"))
-    ignored = _int(stats.get("ignored_draft_tokens_count"))
-    total = _int(stats.get("total_draft_tokens_count"))
+    accepted, rejected, ignored, total = (server_count(stats.get(f"{kind}_draft_tokens_count"),
+                                                       f"stats.{kind}_draft_tokens_count")
+                                          for kind in ("accepted", "rejected", "ignored", "total"))
     details = {"ignored": ignored, "total": total, "draft_model": stats.get("draft_model"),
                "time_to_first_token": stats.get("time_to_first_token")}
     if accepted is None and rejected is None and total is None:
@@ -190,9 +186,10 @@ def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: d
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
     message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    result.text = message.get("content") or ""
-    result.reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
-    result.finish_reason = choice.get("finish_reason")
+    result.text = expect_type(message.get("content"), str, "choices[0].message.content") or ""
+    result.reasoning = (expect_type(message.get("reasoning_content"), str, "choices[0].message.reasoning_content")
+                        or expect_type(message.get("reasoning"), str, "choices[0].message.reasoning") or "")
+    result.finish_reason = expect_type(choice.get("finish_reason"), str, "choices[0].finish_reason")
     result.usage = data.get("usage") if isinstance(data.get("usage"), dict) else None
     result.n_events = 1
     stats = data.get("stats")
@@ -259,9 +256,8 @@ class LMStudioServer(Server):
         return counts_from_stats(stats, draft_requested=self.draft is not None)
 
     def server_decode_tps(self, response) -> float | None:
-        stats = response.extras.get("stats")
-        tps = stats.get("tokens_per_second") if isinstance(stats, dict) else None
-        return float(tps) if isinstance(tps, (int, float)) and not isinstance(tps, bool) else None
+        stats = response.section("stats")
+        return server_rate(stats.get("tokens_per_second"), "stats.tokens_per_second") if stats else None
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         """One short non-streaming request in the documented v0 format: do its stats show drafting?"""

@@ -22,20 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import sys
 import time
-from pathlib import Path
 from typing import ClassVar
 
 import requests
 
 from ..candidates import CandidateSpec
-from ..errors import BinaryNotFoundError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
+from ..errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir, expand_path
 from ..process import ManagedProcess
+from ..server_values import counter_difference, server_count
 from ..settings_schema import Field, default_settings
-from . import prometheus
 from .base import (
     Backend,
     CountsSource,
@@ -44,140 +41,22 @@ from .base import (
     Server,
     SpeculationStatus,
     add_common_server_arguments,
-    explain_exit_from_log,
-    find_executable,
     launch_process,
     url_host,
 )
-
-METHODS = (ServerErrorKind.DRAFT_MODEL, "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
-# Methods that need no separate draft model: the config's draft entry only names the method.
-MODEL_FREE_METHODS = ("ngram", "suffix", "mtp")
-# Used when settings.draft_max is null and the method needs a draft length (vLLM has no default for these).
-DEFAULT_NUM_SPECULATIVE_TOKENS = 5
-_NEEDS_K = (ServerErrorKind.DRAFT_MODEL, "ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
-
-COUNTERS = {
-    "drafts": "vllm:spec_decode_num_drafts_total",
-    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-    "accepted": "vllm:spec_decode_num_accepted_tokens_total",
-}
-# Server.totals() names -> vLLM's Prometheus counters (summed over engines)
-TOTALS = {"prompt_tokens": "vllm:prompt_tokens_total", "output_tokens": "vllm:generation_tokens_total",
-          "draft_tokens": COUNTERS["draft_tokens"], "accepted_tokens": COUNTERS["accepted"],
-          "verify_steps": COUNTERS["drafts"]}
-
-_HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
-               "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
-
-
-def find_vllm(explicit: str | None = None) -> str:
-    """Locate the ``vllm`` executable: explicit path, $DRAFTBENCH_VLLM, PATH, next to this Python."""
-    found = find_executable("vllm", explicit, env_var="DRAFTBENCH_VLLM", setting="settings.vllm_bin / --vllm-bin",
-                            how_to_get=_HOW_TO_GET,
-                            # a virtualenv that is used but not activated
-                            candidates=(Path(sys.executable).parent / "vllm",))
-    if found is None:
-        raise BinaryNotFoundError("the vllm executable was not found (searched PATH and this Python's bin folder)",
-                                  _HOW_TO_GET)
-    return found
-
-
-def _looks_like_path(raw: str) -> bool:
-    return raw.startswith(("/", "./", "../", "~", "$")) or raw.startswith("\\") or bool(re.match(r"^[A-Za-z]:[\\/]",
-                                                                                            raw))
-
-
-def _served_name(spec: LaunchSpec) -> str:
-    args = list(spec.extra_args)
-    for i, arg in enumerate(args):
-        if arg == "--served-model-name" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--served-model-name="):
-            return arg.split("=", 1)[1]
-    return spec.target
-
-
-def speculative_config(spec: LaunchSpec) -> dict | None:
-    """The ``--speculative-config`` object for one combination (None = no speculation). A candidate's
-    own method and parameters win over ``settings.vllm_method``; ``vllm_speculative_config`` wins last."""
-    if spec.draft is None and not spec.method:
-        return None
-    method = spec.method[0] if spec.method else (spec.settings.get("vllm_method") or "draft_model")
-    cfg: dict = {"method": method}
-    if method not in MODEL_FREE_METHODS and spec.draft:
-        cfg["model"] = spec.draft
-    k = spec.draft_max
-    if k is None and method in _NEEDS_K:
-        k = DEFAULT_NUM_SPECULATIVE_TOKENS
-    if k is not None:
-        cfg["num_speculative_tokens"] = k
-    cfg.update(spec.params)
-    cfg.update(spec.settings.get("vllm_speculative_config") or {})
-    return cfg
-
-
-def build_command(binary: str, spec: LaunchSpec) -> list[str]:
-    """The exact ``vllm serve`` command for one combination."""
-    cmd = [binary, "serve", spec.target, "--host", spec.host, "--port", str(spec.port),
-           "--max-model-len", str(spec.ctx_size)]
-    if not spec.settings.get("vllm_prefix_caching"):
-        # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
-        cmd.append("--no-enable-prefix-caching")
-    if spec.concurrency > 1:
-        cmd += ["--max-num-seqs", str(spec.concurrency)]   # N sequences batched at once; one stream: vLLM's default
-    cfg = speculative_config(spec)
-    if cfg is not None:
-        cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
-        level = spec.settings.get("vllm_per_request_metrics")
-        if level and level != "none":
-            cmd += ["--per-request-spec-decode-metrics", level]
-    cmd += list(spec.extra_args)
-    return cmd
-
-
-# --------------------------------------------------------------------------- failures
-
-_FAILURES = (
-    # (regex on the log, kind, message, fix)
-    (r"Address already in use|\[Errno 98\]|\[Errno 48\]", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
-     "stop the program using it, or set settings.port to another port (0 = any free port)"),
-    (r"Speculative decoding with draft model is not supported|NotImplementedError[^\n]*[Ss]peculative",
-     ServerErrorKind.DRAFT_MODEL, "this vLLM cannot use a separate draft model (method draft_model)",
-     "upgrade vLLM (draft models returned as method \"draft_model\"), or set settings.vllm_method to ngram, eagle3 "
-     "or mtp"),
-    (r"unrecognized arguments|error: argument|invalid choice|No such option", ServerErrorKind.FLAGS,
-     "vllm rejected one of the arguments", "check extra_args and the vllm_* settings against `vllm serve --help`; "
-     "the log line below names the argument (--speculative-model was removed: draftbench uses --speculative-config)"),
-    (r"vocab[^\n]*(mismatch|must match|not match|differ)|(mismatch|different)[^\n]*vocab", ServerErrorKind.DRAFT_MODEL,
-     "vLLM says the draft's vocabulary does not match the target's",
-     "use a draft from the same model family (same tokenizer)"),
-    (r"CUDA out of memory|OutOfMemoryError|out of memory|No available memory for the cache blocks|"
-     r"larger than the maximum number of tokens that can be stored in KV cache|Insufficient memory", ServerErrorKind.OOM,
-     "vLLM ran out of GPU memory", "lower settings.ctx_size (--max-model-len), add [\"--gpu-memory-utilization\", "
-     "\"0.95\"] to extra_args, or use a smaller / quantised model or draft"),
-    (r"is not a local folder and is not a valid model identifier|Repository Not Found|RepositoryNotFoundError|"
-     r"401 Client Error|gated repo|does not appear to have a file named|Can't load the configuration|"
-     r"No such file or directory[^\n]*config\.json", ServerErrorKind.MODEL, "vLLM could not find or download a model",
-     "check the target/draft path: a Hugging Face id (org/name) or a local folder; for gated models run "
-     "`huggingface-cli login`; offline machines need the model in the Hugging Face cache"),
-    (r"No CUDA GPUs are available|Failed to infer device type|no (supported|usable) (GPU|device)", ServerErrorKind.DEVICE,
-     "vLLM found no usable GPU", "run on a machine with a GPU that vLLM supports (vLLM does not run on Apple "
-     "Silicon GPUs; use llamacpp or lmstudio there)"),
-    (r"ModuleNotFoundError|ImportError", ServerErrorKind.INSTALL, "vLLM's installation is broken (an import failed)",
-     "reinstall vLLM in a clean virtualenv (`pip install vllm`)"),
+from .vllm_command import (
+    COUNTERS,
+    DEFAULT_NUM_SPECULATIVE_TOKENS,
+    METHODS,
+    MODEL_FREE_METHODS,
+    build_command,
+    explain_exit,
+    find_vllm,
+    looks_like_path,
+    parse_counters,
+    parse_totals,
+    served_name,
 )
-
-
-def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
-    return explain_exit_from_log(_FAILURES, "vLLM", "see the log lines below", returncode, log_tail, port, log_path)
-
-
-# --------------------------------------------------------------------------- server
-
-def parse_counters(text: str) -> dict[str, float]:
-    """Sum every series of the spec-decode counters in a Prometheus text exposition."""
-    return prometheus.totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()))
 
 
 class VLLMServer(Server):
@@ -232,8 +111,7 @@ class VLLMServer(Server):
             text = self._metrics_text()
             if text is None:
                 return None
-            now = {name: value for name, metric in TOTALS.items()
-                   if (value := prometheus.total(prometheus.parse(text, prefix="vllm:"), metric)) is not None}
+            now = parse_totals(text)
             if now == last:
                 break
             last = now
@@ -246,14 +124,16 @@ class VLLMServer(Server):
         return self.spec_counters()
 
     def draft_counts(self, response, before) -> DraftCounts:
-        metrics = response.extras.get("metrics")
-        per_request = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-        if isinstance(per_request, dict) and isinstance(per_request.get("num_draft_tokens"), int):
+        per_request = response.section("metrics", "speculative_decoding")
+        if per_request is not None and per_request.get("num_draft_tokens") is not None:
             if before is not None:
                 self._settled_counters()   # keep the next request's baseline clean
-            return DraftCounts(drafted=per_request["num_draft_tokens"],
-                               accepted=_int(per_request.get("num_accepted_draft_tokens")),
-                               steps=_int(per_request.get("num_spec_steps")), source=CountsSource.RESPONSE,
+            where = "metrics.speculative_decoding."
+            return DraftCounts(drafted=server_count(per_request["num_draft_tokens"], where + "num_draft_tokens"),
+                               accepted=server_count(per_request.get("num_accepted_draft_tokens"),
+                                                     where + "num_accepted_draft_tokens"),
+                               steps=server_count(per_request.get("num_spec_steps"), where + "num_spec_steps"),
+                               source=CountsSource.RESPONSE,
                                details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
                                                                      "acceptance_histogram") if k in per_request})
         if before is None:
@@ -264,9 +144,7 @@ class VLLMServer(Server):
 
         def diff(key: str) -> int | None:
             name = COUNTERS[key]
-            if name not in after or name not in before:
-                return None
-            return round(after[name] - before[name])
+            return counter_difference(after.get(name), before.get(name), name)
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
                            source=CountsSource.METRICS)
@@ -285,8 +163,6 @@ class VLLMServer(Server):
         return SpeculationStatus(None if requested else False, "")
 
 
-def _int(x) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
 def _served_models(server: Server) -> list[str] | None:
@@ -331,7 +207,7 @@ class VLLMBackend(Backend):
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """A Hugging Face id (``org/name``) stays as written; a path is expanded like any other."""
         candidate = os.path.join(base_dir, os.path.expanduser(raw))
-        if _looks_like_path(raw) or os.path.exists(candidate):
+        if looks_like_path(raw) or os.path.exists(candidate):
             return expand_path(raw, base_dir)
         return raw, None
 
@@ -382,7 +258,7 @@ class VLLMBackend(Backend):
         binary = find_vllm(spec.settings.get("vllm_bin"))
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
-        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=_served_name(spec),
+        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=served_name(spec),
                             process=ManagedProcess(cmd, log_path), command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
         launch_process(server, spec, what="vLLM", health_path="/health",

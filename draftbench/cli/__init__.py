@@ -11,6 +11,7 @@ from collections.abc import Callable
 from ..errors import DraftbenchError
 from ..paths import cache_dir
 from ..process import install_signal_handlers, stop_all
+from ..text_safety import safe_text
 
 
 def save_traceback() -> str | None:
@@ -31,7 +32,7 @@ def run_main(main: Callable[[list[str]], int], argv: list[str] | None = None) ->
     try:
         return main(sys.argv[1:] if argv is None else argv)
     except DraftbenchError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {safe_text(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)

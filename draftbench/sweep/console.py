@@ -11,8 +11,10 @@ import sys
 from typing import TextIO
 
 from ..findings import Code
-from ..results import ResultsFile, Role, Row, Status
+from ..results import ResultsFile, Row
+from ..rowkinds import Role, Status
 from ..stats import describe_speedup
+from ..text_safety import safe_text
 
 
 def format_duration(seconds: float) -> str:
@@ -51,11 +53,12 @@ class Console(Reporter):
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
 
+    # Labels, reasons and server log tails reach the terminal: control sequences in them are shown, not run.
     def line(self, text: str = "") -> None:
-        print(text, file=self.stream, flush=True)
+        print(safe_text(text), file=self.stream, flush=True)
 
     def part(self, text: str) -> None:
-        print(text, end="", file=self.stream, flush=True)
+        print(safe_text(text), end="", file=self.stream, flush=True)
 
     def warning(self, text: str) -> None:
         self.line(f"Warning: {text}")

@@ -16,7 +16,8 @@ from ..candidates import Candidate, expand
 from ..concurrency import levels
 from ..config import SweepConfig
 from ..modelref import ModelRef
-from ..results import Role, combination_title
+from ..results import combination_title
+from ..rowkinds import Role
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from ..backends.base import Backend
 from ..config import ModelRef, SweepConfig
 from ..errors import ResultsFileError
 from ..hostinfo import host_info
+from ..redact import redact_args
 from ..results import SCHEMA_VERSION, ResultsFile, load_results, now_iso
 from ..settings_schema import measured_keys
 
@@ -31,11 +32,18 @@ def config_snapshot(config: SweepConfig, backend: Backend) -> dict:
         "source": config.source,
         "targets": [_model_entry(t, backend) for t in config.targets],
         "drafts": [_model_entry(d, backend) for d in config.drafts],
-        "measurement": {k: config.settings.get(k) for k in measurement_keys()},
+        # secrets in extra_args are masked: the snapshot is written to the results file
+        "measurement": {k: redact_args(config.settings.get(k)) if k == "extra_args" else config.settings.get(k)
+                        for k in measurement_keys()},
     }
 
 
-def check_resumable(existing: ResultsFile, config: SweepConfig, path: Path) -> None:
+def public_settings(config: SweepConfig) -> dict:
+    """The settings as saved in the results file: secrets passed in extra_args are masked."""
+    return dict(config.settings, extra_args=redact_args(config.settings.get("extra_args")))
+
+
+def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend, path: Path) -> None:
     """Refuse to mix rows from another config into a results file."""
     fix = (f"use --results with a new file name to start a separate sweep, or restore the config "
            f"that made {path}")
@@ -48,9 +56,10 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, path: Path) -> N
             differences.append(f"{key} {getattr(existing, key)!r} vs {getattr(config, key)!r}")
     old = existing.config or {}
     old_measure = old.get("measurement") or {}
+    new_measure = config_snapshot(config, backend)["measurement"]
     for key in measurement_keys():
-        if key in old_measure and old_measure[key] != config.settings.get(key):
-            differences.append(f"settings.{key} {old_measure[key]!r} vs {config.settings.get(key)!r}")
+        if key in old_measure and old_measure[key] != new_measure[key]:
+            differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
     for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
         old_paths = {m["label"]: m["path"] for m in old.get(kind) or [] if isinstance(m, dict)}
         for ref in refs:
@@ -65,9 +74,9 @@ def open_results(config: SweepConfig, backend: Backend, path: Path) -> ResultsFi
     snapshot = config_snapshot(config, backend)
     if path.exists():
         existing = load_results(path)
-        check_resumable(existing, config, path)
-        return replace(existing, config=snapshot, settings=dict(config.settings), schema_version=SCHEMA_VERSION,
+        check_resumable(existing, config, backend, path)
+        return replace(existing, config=snapshot, settings=public_settings(config), schema_version=SCHEMA_VERSION,
                        tool_version=__version__)
     return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
-                       model_family=config.model_family, settings=dict(config.settings), timestamp=now_iso(),
+                       model_family=config.model_family, settings=public_settings(config), timestamp=now_iso(),
                        schema_version=SCHEMA_VERSION, tool_version=__version__, config=snapshot, host=host_info())

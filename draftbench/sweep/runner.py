@@ -21,7 +21,9 @@ from ..measure import MeasurementFailed, MeasureOptions, run_prompts
 from ..measure_concurrent import level_fields, run_streams
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
-from ..results import Role, Row, Status, now_iso
+from ..redact import redact_args
+from ..results import Row, now_iso
+from ..rowkinds import Role, Status
 from ..stats import rounded
 from .console import Reporter
 from .plan import Combination
@@ -43,7 +45,7 @@ class ServerInfo:
            log_tail: str | None = None) -> ServerInfo:
         if server is None:
             return cls(backend, log=log, port=port, log_tail=log_tail)
-        return cls(backend, command=server.command, version=server.version, log=server.log_path or log,
+        return cls(backend, command=redact_args(server.command), version=server.version, log=server.log_path or log,
                    port=server.port or port, log_tail=log_tail)
 
     def to_dict(self) -> dict:

@@ -15,8 +15,10 @@ from ..backends import get_backend
 from ..backends.base import Backend
 from ..config import SweepConfig
 from ..measure import MeasureOptions
+from ..output_paths import logs_dir_for
 from ..prompts import resolve_prompts
-from ..results import ResultsFile, Role, Status, save_results
+from ..results import ResultsFile, save_results
+from ..rowkinds import Role, Status
 from .console import Console, Reporter
 from .plan import Combination, plan, shows_k
 from .resume import open_results
@@ -29,10 +31,6 @@ def default_paths(config: SweepConfig, results: str | None, chart: str | None) -
     results_path = Path(results) if results else Path("results") / f"{config.default_stem()}.json"
     chart_path = Path(chart) if chart else results_path.with_suffix(".html")
     return results_path, chart_path
-
-
-def logs_dir_for(results_path: Path) -> Path:
-    return results_path.with_name(results_path.stem + ".logs")
 
 
 class Sweep:
