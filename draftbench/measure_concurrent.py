@@ -21,13 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .backends.base import TOTAL_NAMES, Server, SlotState
+from .backends.base import Server
+from .backends.slots import TOTAL_NAMES, SlotState
 from .concurrency import in_flight, percentiles
 from .errors import RequestError, ServerError
 from .findings import Code, Finding
 from .measure import MeasurementFailed, MeasureOptions, explain_failure, request_record, request_seed
 from .prompts import Prompt
 from .results import RequestRecord
+from .server_values import counter_difference
 from .stats import SETTINGS_FLAGS
 
 WATCH_INTERVAL_S = 0.25       # /slots polls: often enough for multi-second requests, cheap for the server
@@ -175,14 +177,23 @@ def run_streams(server: Server, prompts: list[Prompt], options: MeasureOptions, 
 # --------------------------------------------------------------------------- what the level did
 
 def _window(before: dict | None, after: dict | None) -> dict | None:
+    """How far each of the server's counters moved over the level; a counter that went backwards or is
+    not a number (a restarted or broken server) is left out rather than reported as a total."""
     if not before or not after:
         return None
-    out = {}
+    out: dict = {}
     for name in TOTAL_NAMES:
-        if name in before and name in after:
-            diff = after[name] - before[name]
-            out[name] = round(diff, 3) if name == "busy_slot_decodes" else round(diff)
-    return out or None
+        if name not in before or name not in after:
+            continue
+        try:
+            if name == "busy_slot_decodes":   # a sum of busy slots (running mean x calls), not a count
+                moved = counter_difference(round(after[name], 3), round(before[name], 3), name)
+                out[name] = round(after[name] - before[name], 3) if moved is not None else None
+            else:
+                out[name] = counter_difference(after[name], before[name], name)
+        except RequestError:
+            continue
+    return {k: v for k, v in out.items() if v is not None} or None
 
 
 def _request_sums(records: list[RequestRecord]) -> dict:

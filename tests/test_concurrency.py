@@ -19,7 +19,8 @@ from draftbench.measure import MeasurementFailed, MeasureOptions
 from draftbench.measure_concurrent import describe_level, level_fields, run_pool, run_streams
 from draftbench.prompts import BUILTIN_PROMPTS
 from draftbench.report import CHARTS, build_figures, render_report, write_report
-from draftbench.results import ResultsFile, Role, Row, load_results, save_results
+from draftbench.results import ResultsFile, Row, load_results, save_results
+from draftbench.rowkinds import Role
 from draftbench.sweep import EXIT_OK, Sweep, plan
 from draftbench.sweep.console import Reporter
 

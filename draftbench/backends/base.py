@@ -29,6 +29,7 @@ from ..paths import PathProblem, expand_path
 from ..polling import poll
 from ..process import ManagedProcess
 from ..settings_schema import Field
+from .slots import SlotState
 
 
 @dataclass(frozen=True)
@@ -73,20 +74,6 @@ class DraftCounts:
 
 
 @dataclass(frozen=True)
-class SlotState:
-    """One of the server's slots (llama.cpp ``/slots``): the context it holds and whether it is busy."""
-
-    slot_id: int
-    n_ctx: int | None
-    processing: bool
-
-
-# Keys of Server.totals(): the server's own counters since it started.
-TOTAL_NAMES = ("prompt_tokens", "output_tokens", "draft_tokens", "accepted_tokens", "verify_steps", "decode_calls",
-               "busy_slot_decodes")
-
-
-@dataclass(frozen=True)
 class SpeculationStatus:
     active: bool | None              # None: cannot tell (e.g. attached to a foreign server)
     reason: str = ""
@@ -126,7 +113,8 @@ class Server:
         if threading.get_ident() == self._owner:
             return self.session
         if not hasattr(self._local, "session"):
-            self._local.session = requests.Session()
+            self._local.session = new_session()     # refuses redirects, as the main one does
+            self._local.session.headers.update(self.session.headers)
             self._thread_sessions.append(self._local.session)
         return self._local.session
 

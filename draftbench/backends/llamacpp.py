@@ -21,12 +21,13 @@ from pathlib import Path
 import requests
 
 from ..candidates import CandidateSpec
+from ..client import probe_json
 from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
 from ..server_args import api_key_from_args
-from ..server_values import counter_difference
+from ..server_values import MAX_TOKENS, counter_difference
 from ..settings_schema import default_settings
 from . import prometheus
 from .base import (
@@ -35,7 +36,6 @@ from .base import (
     DraftCounts,
     LaunchSpec,
     Server,
-    SlotState,
     SpeculationStatus,
     add_common_server_arguments,
     explain_exit_from_log,
@@ -44,6 +44,7 @@ from .base import (
     url_host,
 )
 from .llamacpp_command import build_command, candidate_problems, capabilities, find_llama_server
+from .slots import SlotState
 
 # --------------------------------------------------------------------------- failures
 
@@ -134,13 +135,17 @@ class LlamaCppServer(Server):
 
     def slot_states(self) -> tuple[SlotState, ...] | None:
         try:
-            slots = self.http().get(self.base_url + "/slots", timeout=5, headers=self.headers()).json()
-        except (requests.RequestException, ValueError):
+            status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
+        except requests.RequestException:
             return None
-        if not isinstance(slots, list):
+        if status != 200 or not isinstance(slots, list):
             return None
-        return tuple(SlotState(s.get("id", i), s.get("n_ctx") if isinstance(s.get("n_ctx"), int) else None,
-                               bool(s.get("is_processing"))) for i, s in enumerate(slots) if isinstance(s, dict))
+
+        def whole(value, default):   # a slot's id or context: a small whole number, or we do not know
+            return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS \
+                else default
+        return tuple(SlotState(whole(s.get("id"), i), whole(s.get("n_ctx"), None), s.get("is_processing") is True)
+                     for i, s in enumerate(slots) if isinstance(s, dict))
 
     def server_decode_tps(self, response) -> float | None:
         return response.timing_rate("predicted_per_second")
