@@ -252,12 +252,15 @@ def level_fields(fields: dict, load: dict, *, speculative: bool, flags: dict[str
     out = dict(fields)
     side = load.get("server") or {}
     window = side.get("window") or {}
-    if speculative and out.get("draft_n") is None and window.get("draft_tokens") is not None:
-        drafted, accepted = int(window["draft_tokens"]), int(window.get("accepted_tokens") or 0)
+    trusted = side.get("consistent") is not False      # totals polluted by another client are never used
+    drafted, accepted = window.get("draft_tokens"), window.get("accepted_tokens")
+    if speculative and trusted and out.get("draft_n") is None and drafted is not None \
+            and (accepted is None or accepted <= drafted):   # more accepted than drafted: a broken counter
+        drafted, accepted = int(drafted), int(accepted or 0)
         out.update(draft_n=drafted, draft_n_accepted=accepted,
                    acceptance_rate=round(accepted / drafted, 4) if drafted else None)
     steps = window.get("verify_steps")
-    if speculative and out.get("verify_steps") is None and steps is not None and side.get("consistent") is not False:
+    if speculative and out.get("verify_steps") is None and steps is not None and trusted:
         out["verify_steps"] = int(steps)
         if steps and out.get("draft_n_accepted") is not None:
             out["mean_accepted_len"] = round(1 + out["draft_n_accepted"] / steps, 3)

@@ -13,7 +13,7 @@ from draftbench.backends.base import Server
 from draftbench.client import StreamedResponse
 from draftbench.concurrency import in_flight, level_summary, levels, percentiles
 from draftbench.config import validate_config
-from draftbench.errors import ConfigError
+from draftbench.errors import ConfigError, ResultsFileError
 from draftbench.findings import Code
 from draftbench.measure import MeasurementFailed, MeasureOptions
 from draftbench.measure_concurrent import describe_level, level_fields, run_pool, run_streams
@@ -198,10 +198,21 @@ def test_per_request_counters_are_checked_against_the_servers_totals():
                           speculative=True)
     assert fields["verify_steps"] is None and [w.code for w in fields["warnings"]] == [Code.COUNTERS_DISAGREE]
     # a server whose responses carry no counters (vLLM without per-request metrics): the level's totals
+    silent = [Done(i, i, _record(run=i, draft_n=None, draft_n_accepted=None), float(i), i + 1.5) for i in range(2)]
     fields = level_fields({"draft_n": None, "draft_n_accepted": None, "verify_steps": None, "warnings": ()},
-                          describe_level([Done(0, 0, _record(draft_n=None, draft_n_accepted=None), 0, 1)], 1, before,
-                                         after), speculative=True)
+                          describe_level(silent, 2, before, after), speculative=True)
     assert (fields["draft_n"], fields["draft_n_accepted"], fields["acceptance_rate"]) == (16, 12, 0.75)
+    # ... but not when those totals disagree with what the requests say (another client on the server)
+    polluted = describe_level(silent, 2, before, dict(after, output_tokens=99))
+    fields = level_fields({"draft_n": None, "draft_n_accepted": None, "verify_steps": None, "warnings": ()},
+                          polluted, speculative=True)
+    assert fields["draft_n"] is None and fields.get("acceptance_rate") is None and fields["verify_steps"] is None
+    # a counter that went backwards (a restarted server) or a broken one is left out, never a negative total
+    restarted = describe_level(done, 2, before, dict(after, draft_tokens=3, accepted_tokens=2))
+    assert "draft_tokens" not in restarted["server"]["window"] and "draft_tokens" not in restarted["server"]["checks"]
+    broken = describe_level(silent, 2, before, dict(after, accepted_tokens=99))
+    fields = level_fields({"draft_n": None, "draft_n_accepted": None, "warnings": ()}, broken, speculative=True)
+    assert fields["draft_n"] is None and fields.get("acceptance_rate") is None
     # a level that never had its streams in flight
     fields = level_fields({"warnings": ()}, describe_level(done[:1], 4, None, None), speculative=False)
     assert [w.code for w in fields["warnings"]] == [Code.STREAMS_NOT_REACHED]
@@ -286,6 +297,28 @@ def test_row_concurrency_is_validated_when_read():
     assert Row.from_dict({"target": "t"}).concurrency == 1
     with pytest.raises(ValueError, match="concurrency"):
         Row.from_dict({"target": "t", "concurrency": 0})
+
+
+@pytest.mark.parametrize("row, where", [
+    ({"concurrency": "2"}, "$.results[0].concurrency must be an integer"),
+    ({"concurrency": None}, "$.results[0].concurrency must be an integer, not null"),
+    ({"concurrency": 0}, "results[0] is not a valid row (concurrency 0"),
+    ({"concurrency": 2, "load": {"aggregate_tps": "fast"}}, "$.results[0].load.aggregate_tps must be a finite"),
+    ({"concurrency": 2, "load": {"ttft_s": {"p50": [1]}}}, "$.results[0].load.ttft_s.p50 must be a finite"),
+    ({"concurrency": 2, "load": {"server": {"checks": {"output_tokens": {"match": "yes"}}}}},
+     "$.results[0].load.server.checks.output_tokens.match must be true or false"),
+    ({"concurrency": 2, "load": {"timeline": [{"start_s": "soon"}]}}, "$.results[0].load.timeline[0].start_s"),
+])
+def test_a_hand_edited_level_is_refused_naming_the_value(tmp_path, row, where):
+    """Row.load is declared in results_schema: a bad value is one error naming where, never a traceback in
+    the report or the crossover, and the file is left untouched."""
+    path = tmp_path / "edited.json"
+    text = json.dumps({"schema_version": 2, "tool": "draftbench", "results": [
+        {"target": "7B", "role": "baseline", "status": "ok", "mean_tps": 10.0, **row}]})
+    path.write_text(text)
+    with pytest.raises(ResultsFileError) as err:
+        load_results(path)
+    assert where in str(err.value) and path.read_text() == text
 
 
 # --------------------------------------------------------------------------- the report
