@@ -3,10 +3,13 @@ N streams at once, and the level's acceptance from vLLM's Prometheus totals when
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+from draftbench.backends.vllm import VLLMBackend
+
 from conftest import run_cli
-from test_backend_vllm import DRAFT, TARGET, fake  # noqa: F401  (fake is a fixture)
+from test_backend_vllm import DRAFT, TARGET, fake, make_spec  # noqa: F401  (fake is a fixture)
 
 
 def sweep(fake, tmp_path, **settings) -> dict:  # noqa: F811
@@ -60,3 +63,25 @@ def test_per_request_metrics_add_up_to_vllms_totals(fake, tmp_path, monkeypatch)
     assert set(checks) == {"prompt_tokens", "output_tokens", "draft_tokens", "accepted_tokens"}
     assert all(c["match"] for c in checks.values()), checks
     assert [r["draft_source"] for r in good["requests"]] == ["response"] * 4
+
+
+def test_bench_concurrency_against_a_running_vllm(fake, tmp_path, monkeypatch):  # noqa: F811
+    """bench.py --concurrency 2 --backend vllm: two streams overlap on a server started with --max-num-seqs 2,
+    and acceptance comes from vLLM's totals over the level (its responses carry no per-request counts)."""
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+    monkeypatch.setenv("FAKE_VLLM_STEP_S", "0.02")
+    spec = make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin))
+    spec = dataclasses.replace(spec, concurrency=2)
+    out_json = tmp_path / "bench.json"
+    with VLLMBackend().launch(spec) as server:
+        proc = run_cli("bench.py", "--url", server.base_url, "--backend", "vllm", "--model", TARGET,
+                       "--concurrency", "2", "--requests", "4", "--max-tokens", "24", "--json", str(out_json),
+                       timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--max-num-seqs" in fake.argv()[0] and fake.argv()[0][fake.argv()[0].index("--max-num-seqs") + 1] == "2"
+    out = proc.stdout
+    assert "aggregate tok/s" in out and "per-request counters add up to the server's totals" in out
+    assert "acceptance         50.0% (64 accepted / 128 drafted), 3.00 tokens per verify step" in out
+    row = json.loads(out_json.read_text())["results"][0]
+    assert row["concurrency"] == 2 and row["load"]["in_flight_max"] == 2
+    assert row["load"]["server"]["slots"] is None          # vLLM has no /slots: not guessed
