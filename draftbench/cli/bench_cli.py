@@ -58,16 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-timeout", type=float, default=900.0, help="seconds per request (default 900)")
     p.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without data before a request "
                    "counts as stalled (default 120)")
-<<<<<<< HEAD
-    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file "
-                   "(with --target: a results file that sweep.py --compare/--export/--chart-only read)")
-    add_ab_arguments(p)
-=======
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once: N client streams, "
                    "each sending its next request when its last one ended (default 1; the server needs N slots, "
                    "e.g. llama-server -np N)")
-    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file")
->>>>>>> concurrency
+    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file "
+                   "(with --target: a results file that sweep.py --compare/--export/--chart-only read)")
+    add_ab_arguments(p)
     return p
 
 
@@ -291,6 +287,9 @@ def main(argv: list[str]) -> int:
     json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
     if args.target:
+        if args.concurrency > 1:
+            raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",
+                             "for an A/B under load, sweep a config with settings.concurrency (see README)")
         return run_ab_command(args, prompts)
     if not args.url:
         raise UsageError("give --url URL (a running server) or --target T.gguf (an A/B that starts its own servers)",
