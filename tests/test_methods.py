@@ -389,3 +389,26 @@ def test_method_fields_are_declared_and_type_checked_on_load(tmp_path):
         assert "$.results[1].method_stats.ngram-simple.gen_tokens" in str(exc)
     else:
         raise AssertionError("a string counter was accepted")
+
+
+def test_per_method_statistics_are_followed_for_one_stream_only(monkeypatch, tmp_path):
+    """At N concurrent streams the statistics lines of different requests interleave (and count per
+    slot), so they cannot be attributed to a request: the log is then not followed."""
+    from types import SimpleNamespace
+
+    from draftbench.backends import llamacpp
+
+    caps = {"flags": ["-m", "-np", "--metrics", "--spec-type", "-lv", "--spec-ngram-mod-n-match"],
+            "spec_types": ["ngram-mod"], "removed_flags": [], "version": "test"}
+    monkeypatch.setattr(llamacpp, "find_llama_server", lambda explicit=None: "llama-server")
+    monkeypatch.setattr(llamacpp, "capabilities", lambda binary: caps)
+    monkeypatch.setattr(llamacpp, "ManagedProcess", lambda cmd, log_path, port=None: SimpleNamespace(log_path=log_path))
+    monkeypatch.setattr(llamacpp, "launch_process", lambda server, spec, **kw: None)
+    followed = {}
+    for streams in (1, 2):
+        spec = LaunchSpec(target="/m/t.gguf", method=("ngram-mod",), port=8080, settings=default_settings(method_stats=True),
+                          log_path=str(tmp_path / f"s{streams}.log"), concurrency=streams)
+        server = llamacpp.LlamaCppBackend().launch(spec)
+        followed[streams] = server.stats_log is not None
+        assert server.command[-2:] == ["-lv", "4"]
+    assert followed == {1: True, 2: False}

@@ -243,7 +243,8 @@ class LlamaCppBackend(Backend):
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
-        expected = stats_lines_expected(cmd)
+        # The statistics lines of concurrent requests interleave and count per slot: one stream only.
+        expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
         if expected:
             server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
