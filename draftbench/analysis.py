@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import replace
+from typing import Any
 
 from . import method_stats, stats, theory
 from .categories import best_per_category, category_sentence, category_speedups
@@ -229,7 +230,7 @@ def recommend(results: ResultsFile) -> dict:
         winners.sort(key=lambda r: (r.speedup.get("ci95_low") or r.speedup["ratio"], r.speedup["ratio"]), reverse=True)
         inactive = [r.draft for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
-        entry = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
+        entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
         if baseline is None:
