@@ -277,6 +277,7 @@ RESULTS_FILE = Obj({
                    "measurement": Obj({})}),
     "host": Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM}),
     "summary": Obj({}),
+    "redacted_paths": BOOL,              # a copy written by sweep.py --redact-paths
     "results": ListOf(ROW, nullable=False),
 }, required=("results",), nullable=False)
 

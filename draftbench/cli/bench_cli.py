@@ -23,6 +23,7 @@ from ..prompts import BUILTIN_PROMPTS, CATEGORIES, Prompt, custom_prompts, load_
 from ..results import Row, now_iso
 from ..stats import BENCH_FLAGS, describe_speedup, speedup
 from . import run_main
+from .ab_cli import add_ab_arguments, run_ab_command
 
 MAX_TIMEOUT_S = 86400   # as settings.request_timeout_s / stall_timeout_s
 
@@ -30,8 +31,8 @@ MAX_TIMEOUT_S = 86400   # as settings.request_timeout_s / stall_timeout_s
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench.py", description="Stream chat completions from a running server and "
                                 "report TTFT, decode tok/s and draft acceptance (from the server's own counters).")
-    p.add_argument("--url", "--base-url", dest="url", required=True,
-                   help="server address, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)")
+    p.add_argument("--url", "--base-url", dest="url", default=None,
+                   help="server address, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted); or use --target")
     p.add_argument("--model", default=None, help="model name sent in requests (needed by vLLM / LM Studio)")
     p.add_argument("--api-key", default=None, help="API key for the server (never written to files)")
     p.add_argument("--label", default=None, help="display label for --url")
@@ -60,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once: N client streams, "
                    "each sending its next request when its last one ended (default 1; the server needs N slots, "
                    "e.g. llama-server -np N)")
-    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file")
+    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file "
+                   "(with --target: a results file that sweep.py --compare/--export/--chart-only read)")
+    add_ab_arguments(p)
     return p
 
 
@@ -283,6 +286,14 @@ def main(argv: list[str]) -> int:
     check_seconds("--stall-timeout", args.stall_timeout)
     json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
+    if args.target:
+        if args.concurrency > 1:
+            raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",
+                             "for an A/B under load, sweep a config with settings.concurrency (see README)")
+        return run_ab_command(args, prompts)
+    if not args.url:
+        raise UsageError("give --url URL (a running server) or --target T.gguf (an A/B that starts its own servers)",
+                         "see python bench.py --help")
     options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                              temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
                              stall_timeout_s=args.stall_timeout)

@@ -12,11 +12,13 @@ from ..backends import get_backend
 from ..config import load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
 from ..output_paths import check_output_paths, default_chart_for
+from ..path_redaction import redacted_results
 from ..results import load_results
 from ..results_lock import results_lock
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
 from ..text_safety import safe_text
 from . import run_main
+from .share_cli import add_share_arguments, run_share, wants_share
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments, or output paths that would overwrite an
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    add_share_arguments(p)
     return p
 
 
@@ -48,7 +51,8 @@ def chart_only(args) -> int:
     from ..report import write_report
     chart = Path(args.chart) if args.chart else default_chart_for(Path(args.results))
     check_output_paths(Path(args.results), chart, sweeping=False)
-    results = analyze(load_results(args.results))
+    results = load_results(args.results)
+    results = analyze(redacted_results(results) if args.redact_paths else results)
     try:
         write_report(results, chart, cdn=args.cdn)
     except OSError as exc:
@@ -131,6 +135,10 @@ def run_config_dir(folder: str, args) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if wants_share(args):
+        return run_share(args)
+    if args.output:
+        raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")

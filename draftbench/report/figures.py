@@ -41,6 +41,16 @@ def _layout(**extra: Any) -> dict[str, Any]:
     return layout
 
 
+def dark_layout(**extra: Any) -> dict[str, Any]:
+    """The report's common layout, for other pages built from these pieces (the comparison report)."""
+    return _layout(**extra)
+
+
+def ci_whiskers(speed: dict | None) -> tuple[float | None, float | None]:
+    """(above, below) a speed-up in percentage points: its 95% CI, when known."""
+    return _whiskers(speed)
+
+
 def _class_color(data: ReportData, cls: str) -> str:
     if cls == UNKNOWN_SIZE:
         return theme.UNKNOWN_COLOR

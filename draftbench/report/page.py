@@ -254,6 +254,16 @@ def _plotly_script(cdn: bool) -> str:
     return f"<script type=\"text/javascript\">{get_plotlyjs()}</script>"
 
 
+def figure_div(fig: Figure, div_id: str) -> str:
+    """One figure as a ``<div>`` (plotly.js loaded once per page by :func:`plotly_script`)."""
+    return _figure_html(fig, div_id)
+
+
+def plotly_script(cdn: bool) -> str:
+    """plotly.js for a page: embedded, or linked from its CDN."""
+    return _plotly_script(cdn)
+
+
 # --------------------------------------------------------------------------- the page
 
 def render_report(results: ResultsFile, *, cdn: bool = False) -> str:

@@ -88,7 +88,7 @@ class CombinationRunner:
 
     def __init__(self, backend: Backend, backend_name: str, settings: dict, prompts: list[Prompt],
                  options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
         self.backend = backend
         self.backend_name = backend_name
         self.settings = settings
@@ -97,6 +97,7 @@ class CombinationRunner:
         self.logs_dir = logs_dir
         self.reporter = reporter or Reporter()
         self.clock = clock
+        self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
 
     # ------------------------------------------------------------------ rows
     def _base(self, combo: Combination) -> dict:
@@ -165,7 +166,8 @@ class CombinationRunner:
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
             records, load = self._measure(server, combo.concurrency)
-            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs)
+            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
+                                       flags=self.flags)
             if load is not None:
                 fields = level_fields(fields, load, speculative=combo.is_speculative)
             methods = server.active_methods()
