@@ -160,16 +160,16 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
                            measured_ratio=row.speedup["ratio"] if row.speedup else None)
 
 
-def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[tuple[str, int], float]:
-    """Per (target, concurrency), |ratio − 1| of a control baseline against the first one, where significant."""
-    drift: dict[tuple[str, int], float] = {}
+def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
+    """Per target, |ratio − 1| of a control baseline against the first one (both at ``concurrency``
+    streams), where significant."""
+    drift: dict[str, float] = {}
     for row in results.results:
-        baseline = results.baseline_for(row.target, row.concurrency)
-        key = (row.target, row.concurrency)
-        if row.ok and row.role == "control" and baseline is not None:
+        baseline = results.baseline_for(row.target, concurrency)
+        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.get("significant"):
-                drift[key] = max(drift.get(key, 0.0), abs(speed["ratio"] - 1.0))
+                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed["ratio"] - 1.0))
     return drift
 
 
@@ -178,7 +178,8 @@ def analyze(results: ResultsFile) -> ResultsFile:
     settings = results.settings or {}
     noise_floor = settings.get("noise_floor") if isinstance(settings.get("noise_floor"), (int, float)) else 0.02
     temperature = settings.get("temperature") or 0.0
-    drift = measured_drift(results, noise_floor=noise_floor)
+    drift = {(target, n): value for n in row_levels(results)
+             for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
