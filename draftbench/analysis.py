@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from . import stats, theory
 from .findings import Code, Finding
+from .race import server_loads
 from .results import RequestRecord, ResultsFile, Row
 
 
@@ -175,7 +176,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target)
-        if row.ok and row.role in ("speculative", "control") and baseline is not None:
+        if row.measured and row.role in ("speculative", "control") and baseline is not None:
             floor = noise_floor
             if row.role == "speculative" and drift.get(row.target, 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
@@ -193,7 +194,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
                 row = replace(row, theory=theory_for(row, baseline, alone))
         rows.append(row)
     results = replace(results, results=tuple(rows))
-    return replace(results, summary=recommend(results))
+    return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -240,6 +241,10 @@ def recommend(results: ResultsFile) -> dict:
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
+        elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
+            best = max(eliminated, key=lambda r: r.speedup["ratio"])
+            entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
+                                f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
         useless = [r.draft for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]

@@ -115,6 +115,7 @@ class Row:
     warnings: tuple[Finding, ...] = ()
     server: dict | None = None                # backend, command, version, log, port
     started_at: str | None = None
+    race: dict | None = None                  # adaptive search: loads, requests planned, interval, decision
     requests: tuple[RequestRecord, ...] = ()
     extra: dict = field(default_factory=dict)  # unknown keys from the file, written back as they were
 
@@ -135,6 +136,11 @@ class Row:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """It holds measurements: a finished row, or one an adaptive race eliminated after its probe."""
+        return self.status in ("ok", "eliminated")
 
     @property
     def is_speculative(self) -> bool:

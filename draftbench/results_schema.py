@@ -242,6 +242,8 @@ REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False)
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
+RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
+            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "confidence": NUM})})
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
@@ -256,7 +258,7 @@ ROW = Obj({
     "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
-    "requests": ListOf(REQUEST),
+    "race": RACE, "requests": ListOf(REQUEST),
 }, required=("target",), nullable=False)
 MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
                   nullable=False)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from ..analysis import analyze
@@ -37,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-chart", action="store_true", help="do not write a report")
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
+    p.add_argument("--search", choices=("exhaustive", "adaptive"), help="override settings.search: exhaustive "
+                   "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
+                   "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
     return p
 
@@ -60,11 +66,28 @@ def chart_only(args) -> int:
     return EXIT_OK
 
 
+def with_overrides(config, args):
+    """The config with --search / --budget applied (they win over the file's settings)."""
+    settings = dict(config.settings)
+    if getattr(args, "search", None):
+        settings["search"] = args.search
+    budget = getattr(args, "budget", None)
+    if budget is not None:
+        if not math.isfinite(budget) or budget < 1:
+            raise UsageError(f"--budget {budget:g} is not a number of seconds of at least 1",
+                             "e.g. --budget 3600 for an hour of measuring per target")
+        settings["budget_s"] = budget
+    if settings.get("budget_s") and settings.get("search") != "adaptive":
+        raise UsageError("a budget (settings.budget_s or --budget) only applies to the adaptive search",
+                         "add --search adaptive (or settings.search: \"adaptive\"), or remove the budget")
+    return replace(config, settings=settings)
+
+
 def run_config(path: str, args, *, results: str | None, chart: str | None, batch: tuple[Path, ...] = (),
                used: dict[str, Path] | None = None) -> int:
     """One config. ``batch``: every config of a --config-dir run, none of which may be written over;
     ``used``: results files of the batch's earlier configs (real path -> config), never shared."""
-    config = load_config(path)
+    config = with_overrides(load_config(path), args)
     backend = get_backend(config.backend)
     problems = backend.validate_candidates(config.specs(), config.settings)
     if problems:

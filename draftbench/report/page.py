@@ -219,7 +219,8 @@ speed-up means the draft is too slow; low acceptance means it predicts the targe
 metadata; drafts without one form an &ldquo;unknown size&rdquo; class. The bar charts show the fastest draft of each
 class; the heatmap shows every draft.</li>
 <li><b>Grey cells</b> are combinations without a valid speed-up: <i>error</i>, <i>skipped</i>, <i>inactive</i>
-(the server ran but the draft never drafted a token), <i>no baseline</i> or <i>not run</i>. They are never counted
+(the server ran but the draft never drafted a token), <i>eliminated</i> (the adaptive search stopped measuring it
+after its probe showed it could not win; hover for its probe numbers), <i>no baseline</i> or <i>not run</i>. They are never counted
 as speed-ups; the reasons are listed under Problems.</li>
 <li>Hover over any bar, cell or point for tok/s, acceptance and time to first token. Charts are interactive:
 click legend entries to hide series, drag to zoom, double-click to reset.</li>

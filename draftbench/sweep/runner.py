@@ -17,7 +17,7 @@ from ..analysis import summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..errors import DraftbenchError, ServerError, ServerErrorKind
 from ..findings import Code, Finding
-from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..measure import MeasurementFailed, MeasureOptions, Schedule, run_prompts
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
 from ..redact import redact_args
@@ -137,7 +137,10 @@ class CombinationRunner:
                                         log_tail=tail).to_dict(), **base)
 
     # ------------------------------------------------------------------ one combination
-    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str]) -> Row:
+    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str],
+            schedule: Schedule | None = None) -> Row:
+        """Measure ``combo`` on a new server: every request, or those of ``schedule`` (whose earlier
+        records are kept in the row, before the new ones)."""
         early = self._skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
@@ -162,8 +165,12 @@ class CombinationRunner:
                            load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
-            records = run_prompts(server, self.prompts, self.options,
-                                  on_request=lambda i, n, rec: self.reporter.request_done(i, n))
+            earlier = schedule.earlier if schedule else ()
+            keep_going = schedule.keep_going if schedule else None
+            records = [*earlier, *run_prompts(
+                server, self.prompts, self.options, on_request=lambda i, n, rec: self.reporter.request_done(i, n),
+                order=schedule.order if schedule else None,
+                keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)]
             fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs)
             methods = server.active_methods()
             if not combo.is_speculative and methods:
@@ -182,7 +189,8 @@ class CombinationRunner:
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
-            return self._error_row(base, failure.error, server, log_path, spec.port, started, tuple(failure.records))
+            return self._error_row(base, failure.error, server, log_path, spec.port, started,
+                                   (*(schedule.earlier if schedule else ()), *failure.records))
         except DraftbenchError as exc:
             return self._error_row(base, exc, server, log_path, spec.port, started)
         finally:

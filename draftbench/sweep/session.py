@@ -17,10 +17,11 @@ from ..config import SweepConfig
 from ..measure import MeasureOptions
 from ..output_paths import logs_dir_for
 from ..prompts import resolve_prompts
-from ..results import ResultsFile, save_results
+from ..results import ResultsFile, Row, save_results
 from ..rowkinds import Role, Status
 from .console import Console, Reporter
 from .plan import Combination, plan, shows_k
+from .race import AdaptiveSearch
 from .resume import open_results
 from .runner import CombinationRunner
 
@@ -64,9 +65,12 @@ class Sweep:
                                    resumed_from=str(self.results_path) if n_done else None, n_done=n_done)
         self.results = analyze(results)
         save_results(self.results, self.results_path)
-        interrupted = False
+        interrupted, complete = False, True
         try:
-            self._run_pending(combos, done, runner)
+            if settings.get("search") == "adaptive":
+                complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options).run(combos)
+            else:
+                self._run_pending(combos, done, runner)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -77,7 +81,18 @@ class Sweep:
         if interrupted:
             return EXIT_INTERRUPTED
         self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
-        return EXIT_INCOMPLETE if any(not r.ok for r in results.results) else EXIT_OK
+        # Eliminated candidates are a finished race's outcome, not a failure.
+        return EXIT_INCOMPLETE if not complete or any(not r.measured for r in results.results) else EXIT_OK
+
+    def current(self) -> ResultsFile:
+        assert self.results is not None
+        return self.results
+
+    def record(self, row: Row) -> Row:
+        """Add (or replace) a row, re-analyse and rewrite the file; the row as analysed."""
+        self.results = analyze(self.current().with_row(row))
+        save_results(self.results, self.results_path)
+        return self.results.row(row.key) or row
 
     def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
         """Run what is not measured yet into ``self.results``; the file is rewritten after every row,

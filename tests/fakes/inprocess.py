@@ -30,6 +30,7 @@ class Script:
     incompatible: set[str] = field(default_factory=set)            # drafts whose vocabulary differs
     interrupt_on: set[str] = field(default_factory=set)            # paths whose launch raises KeyboardInterrupt
     tokens: int = 64
+    noise: dict[str, float] = field(default_factory=dict)          # draft path -> ± relative tok/s, by seed
 
 
 class FakeServer(Server):
@@ -52,6 +53,8 @@ class FakeServer(Server):
             tps *= self.script.speedup.get(self.spec.draft, 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
+        if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
+            tps *= 1 + self.script.noise[self.spec.draft] * ((body["seed"] * 7919) % 11 - 5) / 5
         start = time.perf_counter()
         n = self.script.tokens
         response = StreamedResponse(t_start=start, t_first=start + 0.01, t_last=start + 0.01 + (n - 1) / tps,
