@@ -5,14 +5,19 @@ the candidates that could still win. It looks at the data many times, so a plain
 would eliminate a true winner far more often than 5% of the time. The rules here keep the
 overall error rate at :data:`ALPHA`:
 
-* Intervals are only ever computed at fixed sample sizes — after the probe, then at the end
-  of every pass over the prompt set (:attr:`RaceRules.looks`).
-* Each is a paired Student-t interval on log(tps_candidate / tps_baseline), at confidence
-  1 − ALPHA / (candidates × looks) (Bonferroni over every interval the race can compute). With
-  probability ≥ 1 − ALPHA every interval of the race covers its true speed-up at once.
-* A candidate is eliminated when its upper bound is below the leader's lower bound (it cannot be
-  the fastest), or below 1 + noise floor (it cannot beat the target alone by the noise floor).
-  When every interval covers, neither rule can remove the true winner.
+* Intervals are only computed at fixed sample sizes — after the probe, then at the end of every
+  pass over the prompt set (:attr:`RaceRules.looks`) — on the first n requests of each
+  candidate, which all candidates measure in the same order.
+* Every bound is a one-sided paired Student-t bound on log tok/s ratios, at error
+  ALPHA / (candidates × looks) (Bonferroni). The true best candidate can only be eliminated
+  through one of its own bounds — against the baseline, or against the leader of the moment,
+  at one of the looks — so the chance that this ever happens is at most ALPHA.
+* A candidate is eliminated when its upper bound against the leader (paired by prompt and
+  repetition, so the prompts' own difficulty cancels) is below 1 — it is slower than the leader
+  — or its upper bound against the baseline is below 1 + noise floor (it cannot beat the
+  target alone by the noise floor).
+* The race is decided when no other candidate can beat the leader by more than the noise floor
+  (:func:`separated_leader`): the leader is then within that margin of the best.
 
 The sweep's driver (``sweep/race.py``) and the replay simulator (``benchmarks/adaptive.py``)
 both decide with these functions, so the simulator measures the rules the sweep runs.
@@ -62,9 +67,9 @@ class RaceRules:
         return (self.probe_requests, *passes)
 
     @property
-    def confidence(self) -> float:
-        """Confidence of each interval, so that all of them hold at once with probability 1 − alpha."""
-        return 1.0 - self.alpha / (max(1, self.n_candidates) * len(self.looks))
+    def error(self) -> float:
+        """Error of each one-sided bound: alpha split over every candidate and every look (Bonferroni)."""
+        return self.alpha / (max(1, self.n_candidates) * len(self.looks))
 
     def look_size(self, n_measured: int) -> int | None:
         """The largest look at or below ``n_measured`` requests (None before the probe is complete)."""
@@ -87,17 +92,17 @@ def request_order(prompts: Sequence[Prompt], runs: int) -> list[tuple[int, int]]
 
 @dataclass(frozen=True)
 class Bound:
-    """A speed-up (geometric mean of paired ratios) and its race interval."""
+    """A speed-up (geometric mean of paired ratios) and its race bounds, one-sided at ``error`` each."""
 
     ratio: float
     low: float
     high: float
     n_pairs: int
-    confidence: float
+    error: float
 
     def to_dict(self) -> dict:
         return {"ratio": round(self.ratio, 4), "low": round(self.low, 4), "high": round(self.high, 4),
-                "n_pairs": self.n_pairs, "confidence": round(self.confidence, 6)}
+                "n_pairs": self.n_pairs, "error": float(f"{self.error:.4g}")}
 
 
 def tps_by_pair(records: Iterable[RequestRecord]) -> dict[tuple, float]:
@@ -106,57 +111,86 @@ def tps_by_pair(records: Iterable[RequestRecord]) -> dict[tuple, float]:
             if r.error is None and isinstance(r.decode_tps, (int, float)) and r.decode_tps > 0}
 
 
-def race_bound(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], confidence: float) -> Bound | None:
-    """The paired interval on log ratios at ``confidence``; None with fewer than two pairs."""
-    keys = sorted(set(baseline) & set(candidate))
+def race_bound(reference: Mapping[tuple, float], candidate: Mapping[tuple, float], error: float) -> Bound | None:
+    """``candidate`` against ``reference`` (the baseline, or the leader), paired by (prompt, run):
+    lower and upper bounds each wrong with probability ``error``. None with fewer than two pairs."""
+    keys = sorted(set(reference) & set(candidate))
     if len(keys) < 2:
         return None
-    logs = [math.log(candidate[k] / baseline[k]) for k in keys]
+    logs = [math.log(candidate[k] / reference[k]) for k in keys]
     mean = statistics.fmean(logs)
-    half = t_quantile(1.0 - (1.0 - confidence) / 2.0, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return Bound(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), confidence)
+    half = t_quantile(1.0 - error, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return Bound(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), error)
 
 
 class Why(str, Enum):
-    BELOW_LEADER = "below_leader"        # cannot be the fastest
+    BELOW_LEADER = "below_leader"        # slower than the leader
     BELOW_FLOOR = "below_floor"          # cannot beat the target alone by the noise floor
 
 
 @dataclass(frozen=True)
 class Elimination:
     why: Why
-    bound: Bound
+    bound: Bound                         # against the baseline (the probe numbers people read)
     leader: str | None = None
-    leader_bound: Bound | None = None
+    against_leader: Bound | None = None
     noise_floor: float = 0.0
 
     @property
     def reason(self) -> str:
-        head = (f"eliminated by the race after {self.bound.n_pairs} requests: its speed-up is at most "
-                f"{_pct(self.bound.high)} ({self.bound.confidence:.2%} interval {_pct(self.bound.low)} .. "
-                f"{_pct(self.bound.high)}, estimate {_pct(self.bound.ratio)})")
-        if self.why is Why.BELOW_LEADER and self.leader_bound is not None:
-            return f"{head}, below {self.leader}'s lower bound of {_pct(self.leader_bound.low)}"
-        return f"{head}, below the noise floor of {_pct(1 + self.noise_floor)}"
+        head = (f"eliminated by the race after {self.bound.n_pairs} requests (speed-up {_pct(self.bound.ratio)}, "
+                f"at most {_pct(self.bound.high)})")
+        if self.why is Why.BELOW_LEADER and self.against_leader is not None:
+            return (f"{head}: {_slower(self.against_leader.ratio)} slower than {self.leader} on the same prompts, "
+                    f"at least {_slower(self.against_leader.high)} slower")
+        return f"{head}: it cannot beat the target alone by the noise floor of {_pct(1 + self.noise_floor)}"
 
 
 def _pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
-def eliminations(bounds: Mapping[str, Bound | None], noise_floor: float) -> dict[str, Elimination]:
-    """Who leaves the race now, given every contender's current interval (None: not probed yet)."""
-    known = {label: b for label, b in bounds.items() if b is not None}
-    if not known:
+def _slower(ratio: float) -> str:
+    return f"{(1 - ratio) * 100:.1f}%"
+
+
+def _vs_baseline(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
+                 error: float) -> dict[str, Bound]:
+    return {name: b for name, t in tps.items() if (b := race_bound(baseline, t, error)) is not None}
+
+
+def eliminations(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
+                 rules: RaceRules) -> dict[str, Elimination]:
+    """Who leaves the race now. ``tps``: each contender's tok/s by (prompt, run), cut to its
+    latest look (:meth:`RaceRules.look_size`); contenders not probed yet are left out."""
+    vs_base = _vs_baseline(tps, baseline, rules.error)
+    if not vs_base:
         return {}
-    leader = max(known, key=lambda label: (known[label].low, known[label].ratio))
+    leader = max(vs_base, key=lambda name: vs_base[name].ratio)
     out: dict[str, Elimination] = {}
-    for label, bound in known.items():
-        if bound.high < 1.0 + noise_floor:
-            out[label] = Elimination(Why.BELOW_FLOOR, bound, noise_floor=noise_floor)
-        elif label != leader and bound.high < known[leader].low:
-            out[label] = Elimination(Why.BELOW_LEADER, bound, leader, known[leader])
+    for name, bound in vs_base.items():
+        if bound.high < 1.0 + rules.noise_floor:
+            out[name] = Elimination(Why.BELOW_FLOOR, bound, noise_floor=rules.noise_floor)
+            continue
+        against = race_bound(tps[leader], tps[name], rules.error) if name != leader else None
+        if against is not None and against.high < 1.0:
+            out[name] = Elimination(Why.BELOW_LEADER, bound, leader, against)
     return out
+
+
+def separated_leader(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
+                     rules: RaceRules) -> str | None:
+    """The leader, once no other contender can beat it by more than the noise floor; else None."""
+    vs_base = _vs_baseline(tps, baseline, rules.error)
+    if not vs_base or len(vs_base) < len(tps):
+        return None
+    leader = max(vs_base, key=lambda name: vs_base[name].ratio)
+    for name in tps:
+        if name != leader:
+            against = race_bound(tps[leader], tps[name], rules.error)
+            if against is None or against.high > 1.0 + rules.noise_floor:
+                return None
+    return leader
 
 
 def server_loads(results: ResultsFile) -> int:

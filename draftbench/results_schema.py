@@ -243,7 +243,7 @@ REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
-            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "confidence": NUM})})
+            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys

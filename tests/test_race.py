@@ -5,7 +5,6 @@ The race against real llama-servers is in test_race_llama.py."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from draftbench.analysis import analyze
 from draftbench.config import validate_config
 from draftbench.measure import MeasureOptions
 from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.race import Bound, RaceRules, Why, eliminations, race_bound, request_order
+from draftbench.race import RaceRules, Why, eliminations, race_bound, request_order, separated_leader
 from draftbench.results import ResultsFile, Row, load_results
 from draftbench.rowkinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Sweep, plan
@@ -69,7 +68,7 @@ def test_t_quantiles_match_the_table():
 def test_the_error_rate_is_split_over_every_look_of_every_candidate():
     rules = RaceRules(n_candidates=4, n_prompts=6, runs=3, n_categories=6)
     assert rules.probe_requests == 6 and rules.looks == (6, 12, 18)
-    assert rules.confidence == pytest.approx(1 - 0.05 / 12)
+    assert rules.error == pytest.approx(0.05 / 12)
     small = RaceRules(n_candidates=2, n_prompts=2, runs=3, n_categories=2)
     assert small.probe_requests == 3 and small.looks == (3, 4, 6)       # a probe needs 3 requests
     assert small.look_size(2) is None and small.look_size(5) == 4
@@ -82,20 +81,28 @@ def test_the_probe_covers_every_category_first():
     assert sorted(first) == sorted({p.category for p in BUILTIN_PROMPTS}) and len(order) == 14
 
 
-def test_eliminations_below_the_leader_and_below_the_floor():
-    def b(low, high):
-        return Bound(math.sqrt(low * high), low, high, 6, 0.99)
-    out = eliminations({"leader": b(1.4, 1.6), "close": b(1.3, 1.45), "behind": b(1.1, 1.35),
-                        "useless": b(0.9, 1.015), "unprobed": None}, noise_floor=0.02)
+def test_eliminations_pair_candidates_with_the_leader_prompt_by_prompt():
+    rules = RaceRules(n_candidates=4, n_prompts=4, runs=1, n_categories=4)
+    base = {(p, 0): 10.0 for p in "abcd"}
+    hard = {"a": 1.0, "b": 1.4, "c": 0.8, "d": 1.2}       # how each prompt suits speculation: shared by all
+    tps = {"leader": {(p, 0): 20.0 * f for p, f in hard.items()},
+           "behind": {(p, 0): 19.0 * f for p, f in hard.items()},     # 5% slower on every prompt
+           "useless": {(p, 0): 10.1 for p in hard}}                         # +1% on every prompt
+    out = eliminations(tps, base, rules)
     assert set(out) == {"behind", "useless"}
-    assert out["behind"].why is Why.BELOW_LEADER and "below leader's lower bound of +40.0%" in out["behind"].reason
+    assert out["behind"].why is Why.BELOW_LEADER and "5.0% slower than leader on the same prompts" in \
+        out["behind"].reason
     assert out["useless"].why is Why.BELOW_FLOOR and "noise floor of +2.0%" in out["useless"].reason
+    assert separated_leader({"leader": tps["leader"]}, base, rules) == "leader"
+    assert separated_leader(tps, base, rules) == "leader"     # nobody can beat it by more than the floor
+    close = {(p, 0): 20.3 * f * (1.05 if p in "ab" else 0.96) for p, f in hard.items()}
+    assert separated_leader({"leader": tps["leader"], "close": close}, base, rules) is None
 
 
 def test_a_bound_pairs_requests_and_widens_with_confidence():
     base = {("p", r): 10.0 for r in range(4)}
     cand = {("p", 0): 12.0, ("p", 1): 13.0, ("p", 2): 11.0, ("p", 3): 12.5, ("q", 0): 99.0}
-    narrow, wide = race_bound(base, cand, 0.95), race_bound(base, cand, 0.999)
+    narrow, wide = race_bound(base, cand, 0.025), race_bound(base, cand, 0.0005)
     assert narrow.n_pairs == 4 and wide.low < narrow.low < narrow.ratio < narrow.high < wide.high
     assert race_bound(base, {("p", 0): 12.0}, 0.95) is None
 
@@ -114,7 +121,7 @@ def test_adaptive_search_picks_the_exhaustive_winner_with_fewer_requests(tmp_pat
         assert row.status == "eliminated" and row.reason.startswith("eliminated by the race after 3 requests")
         assert len(row.requests) == 3 and row.mean_tps and row.speedup and row.race["decision"] == "eliminated"
         assert not row.counts_as_speedup()
-    assert "below best's lower bound" in rows["good"].reason and "noise floor" in rows["bad"].reason
+    assert "25.0% slower than best on the same prompts" in rows["good"].reason and "noise floor" in rows["bad"].reason
     assert rows["best"].ok and rows["best"].race["decision"] == "winner"
     measured = sum(len(r.requests) for r in raced.results)
     assert measured < sum(len(r.requests) for r in full.results)

@@ -23,7 +23,7 @@ from typing import Protocol
 from ..config import SweepConfig
 from ..measure import MeasureOptions, Schedule
 from ..prompts import Prompt
-from ..race import METHOD, Bound, RaceRules, eliminations, race_bound, request_order, tps_by_pair
+from ..race import METHOD, RaceRules, eliminations, race_bound, request_order, separated_leader, tps_by_pair
 from ..results import RequestRecord, ResultsFile, Row
 from ..rowkinds import Role, Status
 from ..stats import speedup
@@ -111,8 +111,8 @@ class AdaptiveSearch:
         base_tps = tps_by_pair(baseline.requests)
         self.reporter.race(f"{target}: adaptive search over {len(combos)} candidates — probe of "
                            f"{rules.probe_requests} requests each, looks after {', '.join(map(str, rules.looks))} "
-                           f"requests, {rules.confidence:.2%} intervals (Bonferroni over {len(combos)} candidates "
-                           f"× {len(rules.looks)} looks: {rules.alpha:.0%} overall)"
+                           f"requests, one-sided bounds at {rules.error:.3g} each (Bonferroni over {len(combos)} "
+                           f"candidates × {len(rules.looks)} looks: {rules.alpha:.0%} overall)"
                            + (f", budget {format_duration(self.budget_s)}" if self.budget_s else ""))
         unprobed = 0
         for combo in combos:
@@ -125,15 +125,16 @@ class AdaptiveSearch:
             self._measure(combo, rules, None, None)
             self._look(combos, rules, base_tps)
         while not self._spent(target):
-            contenders = self._contenders(combos)
+            contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
             if not contenders:
                 break
-            if len(contenders) == 1:
-                if self._settled(contenders[0][1], rules):
+            leader = separated_leader(self._look_tps(contenders, rules), base_tps, rules)
+            if leader is not None:
+                if self._settled(contenders[leader][1], rules):
                     break
-                pick = contenders[0]
+                pick = contenders[leader]
             else:
-                open_ = [(c, r) for c, r in contenders if len(r.requests) < rules.total_requests]
+                open_ = [(c, r) for c, r in contenders.values() if len(r.requests) < rules.total_requests]
                 if not open_:
                     break
                 pick = max(open_, key=lambda cr: self._estimate(cr[1], rules, base_tps))
@@ -163,13 +164,17 @@ class AdaptiveSearch:
                 out.append((combo, row))
         return out
 
-    def _bound(self, records: tuple[RequestRecord, ...] | list[RequestRecord], rules: RaceRules,
-               base_tps: dict) -> Bound | None:
+    def _tps(self, records, rules: RaceRules) -> dict[tuple, float] | None:
+        """tok/s by (prompt, run) of the first requests up to the latest look (None before the probe ends)."""
         n = rules.look_size(len(records))
-        return race_bound(base_tps, tps_by_pair(records[:n]), rules.confidence) if n else None
+        return tps_by_pair(records[:n]) if n else None
+
+    def _look_tps(self, contenders: dict[str, tuple[Combination, Row]], rules: RaceRules) -> dict[str, dict]:
+        return {name: t for name, (_, row) in contenders.items() if (t := self._tps(row.requests, rules)) is not None}
 
     def _estimate(self, row: Row, rules: RaceRules, base_tps: dict) -> float:
-        bound = self._bound(row.requests, rules, base_tps)
+        tps = self._tps(row.requests, rules)
+        bound = race_bound(base_tps, tps, rules.error) if tps else None
         return bound.ratio if bound else float("inf")     # not looked at yet: measure it first
 
     def _settled(self, row: Row, rules: RaceRules) -> bool:
@@ -180,20 +185,26 @@ class AdaptiveSearch:
 
     def _keep_going(self, combo: Combination, combos: list[Combination], rules: RaceRules, base_tps: dict,
                     target: str) -> Callable[[list[RequestRecord]], bool]:
+        """Whether the candidate being measured goes on: decided at the looks only."""
+        name = name_of(combo)
+
         def keep_going(records: list[RequestRecord]) -> bool:
             if self._spent(target):
                 return False
             if len(records) not in rules.looks:
                 return True
-            bounds = {name_of(c): self._bound(r.requests, rules, base_tps) for c, r in self._contenders(combos)}
-            bounds[name_of(combo)] = self._bound(records, rules, base_tps)
-            out = eliminations(bounds, self.noise_floor)
-            if name_of(combo) in out:
+            others = {n: cr for n, cr in ((name_of(c), (c, r)) for c, r in self._contenders(combos)) if n != name}
+            tps = {**self._look_tps(others, rules), name: tps_by_pair(records)}
+            out = eliminations(tps, base_tps, rules)
+            if name in out:
                 return False
-            if [n for n in bounds if n not in out] == [name_of(combo)]:
-                speed = speedup(base_tps, tps_by_pair(records), noise_floor=self.noise_floor) or {}
-                return not (speed.get("significant") is True and speed.get("ratio", 0) > 1)
-            return True
+            leader = separated_leader({n: t for n, t in tps.items() if n not in out}, base_tps, rules)
+            if leader is None:
+                return True
+            if leader != name:
+                return False          # within the noise floor of the leader: nothing more to learn here
+            speed = speedup(base_tps, tps[name], noise_floor=self.noise_floor) or {}
+            return not (speed.get("significant") is True and speed.get("ratio", 0) > 1)
         return keep_going
 
     def _measure(self, combo: Combination, rules: RaceRules, prior: Row | None,
@@ -220,24 +231,27 @@ class AdaptiveSearch:
 
     def _look(self, combos: list[Combination], rules: RaceRules, base_tps: dict) -> None:
         contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
-        bounds = {n: self._bound(r.requests, rules, base_tps) for n, (_, r) in contenders.items()}
-        for name, why in eliminations(bounds, self.noise_floor).items():
+        for name, why in eliminations(self._look_tps(contenders, rules), base_tps, rules).items():
             row = contenders[name][1]
             race = dict(row.race or {}, decision="eliminated", bound=why.bound.to_dict())
             self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason, race=race))
 
     def _finish(self, target: str, combos: list[Combination], rules: RaceRules, base_tps: dict,
                 unprobed: int) -> None:
-        contenders = self._contenders(combos)
-        decision = "winner" if len(contenders) == 1 else "not separated"
-        for _, row in contenders:
-            bound = self._bound(row.requests, rules, base_tps)
+        contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
+        leader = separated_leader(self._look_tps(contenders, rules), base_tps, rules)
+        for name, (_, row) in contenders.items():
+            tps = self._tps(row.requests, rules)
+            bound = race_bound(base_tps, tps, rules.error) if tps else None
+            decision = ("winner" if name == leader else "within the noise floor of the winner") if leader else \
+                "not separated"
             race = dict(row.race or {}, decision=decision, **({"bound": bound.to_dict()} if bound else {}))
             if race != row.race:
                 self.store.record(replace(row, race=race))
         spent = " (the budget ran out)" if self._spent(target) else ""
-        names = ", ".join(name_of(c) for c, _ in contenders) or "none"
-        self.reporter.race(f"{target}: {len(contenders)} candidate(s) left{spent}: {names}")
+        self.reporter.race(f"{target}: {len(contenders)} candidate(s) left{spent}"
+                           + (f"; {leader} is within the noise floor of the best" if leader else "")
+                           + (f": {', '.join(contenders)}" if contenders else ""))
         if unprobed:
             self.reporter.race(f"{target}: {unprobed} candidate(s) not probed: the budget of "
                                f"{format_duration(self.budget_s or 0)} was spent — raise settings.budget_s "

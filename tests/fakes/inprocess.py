@@ -9,6 +9,7 @@ failures on demand. Runner and session tests use it the way hyperfine tests its 
 from __future__ import annotations
 
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
@@ -54,7 +55,8 @@ class FakeServer(Server):
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
         if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
-            tps *= 1 + self.script.noise[self.spec.draft] * ((body["seed"] * 7919) % 11 - 5) / 5
+            spread = (body["seed"] * 7919 + zlib.crc32(self.spec.draft.encode())) % 11 - 5   # differs per draft
+            tps *= 1 + self.script.noise[self.spec.draft] * spread / 5
         start = time.perf_counter()
         n = self.script.tokens
         response = StreamedResponse(t_start=start, t_first=start + 0.01, t_last=start + 0.01 + (n - 1) / tps,
