@@ -119,7 +119,8 @@ def race_bound(reference: Mapping[tuple, float], candidate: Mapping[tuple, float
         return None
     logs = [math.log(candidate[k] / reference[k]) for k in keys]
     mean = statistics.fmean(logs)
-    half = t_quantile(1.0 - error, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))   # floats: a race computes many
+    half = t_quantile(1.0 - error, len(logs) - 1) * sd / math.sqrt(len(logs))
     return Bound(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), error)
 
 

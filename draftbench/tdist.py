@@ -9,6 +9,7 @@ bisection on it; both are accurate to ~1e-10, far beyond what an interval needs.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 _EPS = 1e-14
 _TINY = 1e-300
@@ -50,6 +51,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@lru_cache(maxsize=4096)     # a race asks for the same few quantiles again and again
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t (0.5 < p < 1), e.g. ``t_quantile(0.975, 5)`` ≈ 2.571."""
     if not 0.5 < p < 1.0:

@@ -13,10 +13,13 @@ from ..analysis import analyze
 from ..backends import get_backend
 from ..config import load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
+from ..estimate import Estimator, estimate_of, total_s
 from ..output_paths import check_output_paths, default_chart_for
+from ..prompts import resolve_prompts
 from ..results import load_results
 from ..results_lock import results_lock
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
+from ..sweep.console import format_duration
 from ..text_safety import safe_text
 from . import run_main
 
@@ -66,6 +69,10 @@ def chart_only(args) -> int:
     return EXIT_OK
 
 
+SOURCES = {"measured": "measured before", "baseline": "from its target's baseline",
+           "model size": "rough guess from the model size"}
+
+
 def with_overrides(config, args):
     """The config with --search / --budget applied (they win over the file's settings)."""
     settings = dict(config.settings)
@@ -108,8 +115,18 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
                         f"results would go to {results_path}"))
         show_k = shows_k(config)
+        estimator = Estimator.for_results_path(config, len(resolve_prompts(config.settings.get("prompts"))),
+                                               results_path)
         for i, run in enumerate(runs, 1):
-            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}"))
+            est = estimate_of(estimator, run)
+            when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
+                "duration unknown"
+            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
+        total = total_s(estimator, runs)
+        if total is not None:
+            adaptive = " at most (the adaptive search stops measuring candidates that cannot win)" \
+                if config.settings.get("search") == "adaptive" else ""
+            print(f"Estimated duration: ~{format_duration(total)}{adaptive}")
         print("Models:")
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)

@@ -14,11 +14,12 @@ from ..analysis import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..config import SweepConfig
+from ..estimate import Estimator, total_s
 from ..measure import MeasureOptions
 from ..output_paths import logs_dir_for
 from ..prompts import resolve_prompts
 from ..results import ResultsFile, Row, save_results
-from ..rowkinds import Role, Status
+from ..rowkinds import Role
 from .console import Console, Reporter
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch
@@ -98,24 +99,21 @@ class Sweep:
         """Run what is not measured yet into ``self.results``; the file is rewritten after every row,
         so an interruption (the caller catches it) loses at most the combination in progress."""
         failed_baselines: dict[str, str] = {}
-        durations: list[float] = []
+        estimator = Estimator.for_results_path(self.config, len(runner.prompts), self.results_path)
         sweep_start = time.perf_counter()
         show_k = shows_k(self.config)
         for index, combo in enumerate(combos, 1):
             if combo.key in done:
                 continue
             self.reporter.combination_started(index, len(combos), combo.title(show_k))
-            started = time.perf_counter()
             row = runner.run(combo, index, failed_baselines)
             if combo.role == Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
             self.results = analyze(self.results.with_row(row))
             save_results(self.results, self.results_path)
             self.reporter.row_recorded(self.results.row(row.key) or row)
-            if row.status != Status.SKIPPED:
-                durations.append(time.perf_counter() - started)
-            remaining = sum(1 for c in combos[index:] if c.key not in done)
-            eta = remaining * sum(durations) / len(durations) if durations and remaining else None
+            estimator.add(self.results)     # the ETA is --dry-run's estimate, learning from this sweep's rows
+            eta = total_s(estimator, [c for c in combos[index:] if c.key not in done])
             self.reporter.progress(time.perf_counter() - sweep_start, eta)
 
     def _write_chart(self, results: ResultsFile) -> bool:
