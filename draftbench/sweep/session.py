@@ -54,7 +54,7 @@ class Sweep:
         self.backend.check_ready_to_run(settings)
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
-        done = {r.key for r in results.results if r.ok}
+        done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         prompts = resolve_prompts(settings.get("prompts"))
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
