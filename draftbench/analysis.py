@@ -11,6 +11,8 @@ import statistics
 from dataclasses import replace
 
 from . import stats, theory
+from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
+from .crossover import with_crossover
 from .findings import Code, Finding
 from .race import server_loads
 from .results import RequestRecord, ResultsFile, Row
@@ -155,15 +157,16 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
                            measured_ratio=row.speedup["ratio"] if row.speedup else None)
 
 
-def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[str, float]:
-    """Per target, |ratio − 1| of a control baseline against the first one, where significant."""
-    drift = {}
+def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[tuple[str, int], float]:
+    """Per (target, concurrency), |ratio − 1| of a control baseline against the first one, where significant."""
+    drift: dict[tuple[str, int], float] = {}
     for row in results.results:
-        baseline = results.baseline_for(row.target)
+        baseline = results.baseline_for(row.target, row.concurrency)
+        key = (row.target, row.concurrency)
         if row.ok and row.role == "control" and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.get("significant"):
-                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed["ratio"] - 1.0))
+                drift[key] = max(drift.get(key, 0.0), abs(speed["ratio"] - 1.0))
     return drift
 
 
@@ -175,13 +178,13 @@ def analyze(results: ResultsFile) -> ResultsFile:
     drift = measured_drift(results, noise_floor=noise_floor)
     rows = []
     for row in results.results:
-        baseline = results.baseline_for(row.target)
+        baseline = results.baseline_for(row.target, row.concurrency)
         if row.measured and row.role in ("speculative", "control") and baseline is not None:
             floor = noise_floor
-            if row.role == "speculative" and drift.get(row.target, 0.0) > noise_floor:
+            if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
                 # indistinguishable from the machine's own drift, however tight its CI.
-                floor = drift[row.target]
+                floor = drift[(row.target, row.concurrency)]
             speed = compare_to_baseline(row, baseline, noise_floor=floor)
             if speed and floor > noise_floor:
                 speed = dict(speed, note=f"noise floor raised to the drift the control baseline measured "
@@ -189,7 +192,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
             row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature))
-            if row.role == "speculative":
+            if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
         rows.append(row)
@@ -200,15 +203,18 @@ def analyze(results: ResultsFile) -> ResultsFile:
 # --------------------------------------------------------------------------- verdicts
 
 def recommend(results: ResultsFile) -> dict:
-    """Per target: the best draft among significant, speculating rows, and a plain sentence."""
+    """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
+    concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
     targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
     per_target = []
     for target in targets:
-        baseline = results.baseline_for(target)
-        candidates = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup]
+        level = primary_level(results, target)
+        at_level = [r for r in results.results if r.concurrency == level]
+        baseline = results.baseline_for(target, level)
+        candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
         winners = [r for r in candidates if r.speedup.get("significant") and r.speedup["ratio"] > 1]
         winners.sort(key=lambda r: (r.speedup.get("ci95_low") or r.speedup["ratio"], r.speedup["ratio"]), reverse=True)
-        inactive = [r.draft for r in results.results
+        inactive = [r.draft for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
         entry = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
@@ -251,14 +257,14 @@ def recommend(results: ResultsFile) -> dict:
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
-        control = next((r for r in results.results if r.target == target and r.role == "control" and r.speedup), None)
+        control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
         if control and control.speedup.get("significant"):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
-        per_target.append(entry)
+        per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     return {"targets": per_target}
 
 

@@ -63,18 +63,18 @@ class Estimator:
         """Learn from a results file (later files win: the current sweep is added last)."""
         for row in results.results:
             if row.measured and row.mean_total_time:
-                self.rows[(row.role, row.target, row.draft, row.draft_max)] = row
+                self.rows[(row.role, row.target, row.draft, row.draft_max, row.concurrency)] = row
 
     def combination(self, role: str, target: str, draft: str | None, draft_max: int | None,
-                    target_path: str | None) -> Estimate:
+                    target_path: str | None, concurrency: int = 1) -> Estimate:
         s = self.config.settings
         requests = self.n_prompts * (s.get("runs") or 1)
         warmup = s.get("warmup") or 0
         max_tokens = s.get("max_tokens") or 512
-        row = self.rows.get((role, target, draft, draft_max))
+        row = self.rows.get((role, target, draft, draft_max, concurrency))
         source = "measured"
         if row is None and role in (Role.SPECULATIVE.value, Role.CONTROL.value):
-            row, source = self.rows.get((Role.BASELINE.value, target, None, None)), "baseline"
+            row, source = self.rows.get((Role.BASELINE.value, target, None, None, concurrency)), "baseline"
         if row is not None and row.mean_total_time:
             per_request = row.mean_total_time
             warm = per_request * min(1.0, WARMUP_TOKENS / max_tokens)
@@ -100,7 +100,7 @@ def estimate_of(estimator: Estimator, combo) -> Estimate:
     """The estimate for a ``sweep.plan.Combination`` (duck-typed: this module sits below the sweep)."""
     cand = combo.candidate
     return estimator.combination(combo.role.value, combo.target.label, cand.label if cand else None,
-                                 combo.draft_max, combo.target.path)
+                                 combo.draft_max, combo.target.path, combo.concurrency)
 
 
 def total_s(estimator: Estimator, combos) -> float | None:

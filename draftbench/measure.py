@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from .backends.base import DraftCounts, Server
+from .client import StreamedResponse
 from .errors import RequestError, ServerError, ServerErrorKind
 from .prompts import Prompt
 from .results import RequestRecord
@@ -76,12 +77,17 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
             if keep_going is not None and not keep_going(records):
                 break
     except (RequestError, ServerError) as exc:
-        if server.died():
-            exc = ServerError(f"the server died during the benchmark (exit code {server.returncode}): "
-                              f"{exc.message}", "see the log lines below (out of memory? killed?)",
-                              log_tail=server.log_tail(20), log_path=server.log_path, kind=ServerErrorKind.DIED)
-        raise MeasurementFailed(exc, records) from None
+        raise MeasurementFailed(explain_failure(server, exc), records) from None
     return records
+
+
+def explain_failure(server: Server, exc: RequestError | ServerError) -> RequestError | ServerError:
+    """A failed request, or the server's death when that is what it was."""
+    if server.died():
+        return ServerError(f"the server died during the benchmark (exit code {server.returncode}): {exc.message}",
+                           "see the log lines below (out of memory? killed?)", log_tail=server.log_tail(20),
+                           log_path=server.log_path, kind=ServerErrorKind.DIED)
+    return exc
 
 
 def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, max_tokens: int,
@@ -90,7 +96,13 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
                                temperature=options.temperature, seed=seed)
     before = server.before_request()
     response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
-    counts = check_draft_counts(server.draft_counts(response, before))   # accepted ≤ drafted, whole numbers
+    return request_record(server, prompt, run, response, server.draft_counts(response, before))
+
+
+def request_record(server: Server, prompt: Prompt, run: int, response: StreamedResponse,
+                   counts: DraftCounts) -> RequestRecord:
+    """One measured request as the results file records it."""
+    counts = check_draft_counts(counts)   # accepted ≤ drafted, whole numbers
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),

@@ -32,16 +32,18 @@ UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "
 
 
 
-def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool) -> str:
+def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
+                      concurrency: int = 1) -> str:
     """How a combination is named to people (console, report, log file names)."""
+    streams = f" [{concurrency} streams]" if concurrency != 1 else ""
     if role == "baseline":
-        return f"{target} (baseline)"
+        return f"{target} (baseline){streams}"
     if role == "control":
-        return f"{target} (baseline again, drift check)"
+        return f"{target} (baseline again, drift check){streams}"
     if role == "draft_alone":
-        return f"{target} (draft alone, for its cost ratio)"
+        return f"{target} (draft alone, for its cost ratio){streams}"
     k = f" (k={draft_max})" if show_k and draft_max is not None else ""
-    return f"{target} + {draft}{k}"
+    return f"{target} + {draft}{k}{streams}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,8 @@ class Row:
     started_at: str | None = None
     race: dict | None = None                  # adaptive search: loads, requests planned, interval, decision
     requests: tuple[RequestRecord, ...] = ()
+    concurrency: int = 1                      # requests in flight at once (server slots); 1 in older files
+    load: dict | None = None                  # N > 1: what the N streams did together (see measure_concurrent)
     extra: dict = field(default_factory=dict)  # unknown keys from the file, written back as they were
 
     def __post_init__(self) -> None:
@@ -124,14 +128,18 @@ class Row:
             raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ValueError(f"concurrency {self.concurrency!r} is not a whole number of at least 1")
         if not all(isinstance(w, Finding) for w in self.warnings):
             object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
                                                        for w in self.warnings))
 
     @property
     def key(self) -> tuple:
-        """Identity for resume: what was measured, not how it turned out."""
-        return (self.role, self.target, self.draft, self.draft_max)
+        """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
+        always had, so older files resume."""
+        key = (self.role, self.target, self.draft, self.draft_max)
+        return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
     def ok(self) -> bool:
@@ -207,8 +215,10 @@ class ResultsFile:
     def row(self, key: tuple) -> Row | None:
         return next((r for r in self.results if r.key == key), None)
 
-    def baseline_for(self, target: str) -> Row | None:
-        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok), None)
+    def baseline_for(self, target: str, concurrency: int = 1) -> Row | None:
+        """The target's measured baseline at ``concurrency`` streams."""
+        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok
+                     and r.concurrency == concurrency), None)
 
     def with_row(self, row: Row) -> ResultsFile:
         """Add or replace (same key) a row, keeping the order of first appearance."""
@@ -277,7 +287,7 @@ class ResultsFile:
 
         return cls(name=text("name", "unnamed"), hardware=text("hardware", "unknown"), backend=text("backend", "unknown"),
                    model_family=text("model_family", ""),
-                   settings=data.get("settings") if isinstance(data.get("settings"), dict) else {},
+                   settings=settings if isinstance(settings := data.get("settings"), dict) else {},
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),

@@ -244,6 +244,16 @@ REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
             "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
+# a concurrency level's Row.load (see measure_concurrent.describe_level)
+PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
+LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,
+                    "busy_slots_per_decode": NUM, "window": MapOf(NUM), "request_sums": MapOf(NUM),
+                    "checks": MapOf(Obj({"server": NUM, "requests": NUM, "match": BOOL})), "consistent": BOOL})
+LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": INT, "aggregate_tps": NUM,
+            "in_flight_max": INT, "in_flight_mean": NUM, "ttft_s": PERCENTILES, "total_s": PERCENTILES,
+            "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
+            "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
+                                   nullable=False))})
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
@@ -258,7 +268,7 @@ ROW = Obj({
     "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
-    "race": RACE, "requests": ListOf(REQUEST),
+    "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
 }, required=("target",), nullable=False)
 MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
                   nullable=False)
@@ -269,6 +279,7 @@ RESULTS_FILE = Obj({
                    "measurement": Obj({})}),
     "host": Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM}),
     "summary": Obj({}),
+    "redacted_paths": BOOL,              # a copy written by sweep.py --redact-paths
     "results": ListOf(ROW, nullable=False),
 }, required=("results",), nullable=False)
 

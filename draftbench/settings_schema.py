@@ -152,6 +152,9 @@ COMMON_SETTINGS: dict[str, Field] = {
                       "stops (null = no limit)", min=1, max=10_000_000),
     "draft_alone": Field("bool", False, "benchmark each draft alone too, to measure its cost ratio c "
                          "for the theory column"),
+    "concurrency": Field("int_or_list", [1], "concurrent streams: each value N starts the server with N slots "
+                         "and measures N requests at once; a list ([1, 2, 4, 8]) measures every level",
+                         min=1, max=1024, measured=True),
 }
 
 

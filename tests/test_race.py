@@ -246,3 +246,13 @@ def test_unreached_exit_code_is_incomplete_when_a_candidate_fails(tmp_path):
     backend = FakeBackend(script(missing={SLOW}))
     code, results = sweep(tmp_path, backend)
     assert code == EXIT_INCOMPLETE and by_draft(results)["slow"].status == "skipped"
+
+
+def test_adaptive_search_with_concurrency_levels_is_refused(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": TARGET}],
+                                "drafts": [], "settings": {"concurrency": [1, 4]}}))
+    proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--search", "adaptive")
+    assert proc.returncode == 2 and "races candidates at one stream" in proc.stderr
+    proc = run_cli("sweep.py", "--config", str(path), "--dry-run")
+    assert proc.returncode == 0, proc.stderr

@@ -11,6 +11,8 @@ import argparse
 import os
 import re
 import shutil
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +30,7 @@ from ..paths import PathProblem, expand_path
 from ..polling import poll
 from ..process import ManagedProcess
 from ..settings_schema import Field
+from .slots import SlotState
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class LaunchSpec:
     settings: dict = field(default_factory=dict)   # the whole validated settings (backend keys too)
     startup_timeout_s: float = 600.0
     log_path: str | None = None
+    concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
 
 
 class CountsSource(str, Enum):
@@ -101,6 +105,18 @@ class Server:
         if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self._owner, self._local = threading.get_ident(), threading.local()
+        self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
+
+    def http(self) -> requests.Session:
+        """:attr:`session` on the thread that made this object; one of its own on every other (streams never share)."""
+        if threading.get_ident() == self._owner:
+            return self.session
+        if not hasattr(self._local, "session"):
+            self._local.session = new_session()     # refuses redirects, as the main one does
+            self._local.session.headers.update(self.session.headers)
+            self._thread_sessions.append(self._local.session)
+        return self._local.session
 
     # -- requests -------------------------------------------------------------------------
     def chat_url(self) -> str:
@@ -115,7 +131,7 @@ class Server:
 
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
         """Run one request and time it (streamed; a backend may answer differently)."""
-        return stream_chat(self.session, self.chat_url(), body, headers=self.headers(),
+        return stream_chat(self.http(), self.chat_url(), body, headers=self.headers(),
                            request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
 
     def before_request(self) -> Any:
@@ -136,6 +152,15 @@ class Server:
     def active_methods(self) -> tuple[str, ...] | None:
         """The speculative methods the server says it is running (``()``: plain decoding); None when it
         does not say. Asked after the warm-up: a baseline must prove it did not speculate."""
+        return None
+
+    def totals(self) -> dict[str, float] | None:
+        """The server's cumulative counters (keys from ``slots.TOTAL_NAMES``) or None: their difference over
+        a window is its total, which cannot be split per request while several are in flight."""
+        return None
+
+    def slot_states(self) -> tuple[SlotState, ...] | None:
+        """The server's slots right now, where it reports them (None otherwise)."""
         return None
 
     @property
@@ -161,7 +186,7 @@ class Server:
 
     def wait(self) -> int | None:
         """Block until the server exits (None at once for a server we do not own)."""
-        return self.process.popen.wait() if self.process else None
+        return self.process.wait() if self.process else None   # Ctrl-C interrupts it on every OS
 
     def died(self, grace_s: float = 2.0) -> bool:
         """Did the server we started exit (waiting up to ``grace_s`` for it to be reaped)?"""
@@ -172,7 +197,8 @@ class Server:
 
     def stop(self) -> None:
         try:
-            self.session.close()
+            for session in (self.session, *self._thread_sessions):
+                session.close()
         finally:
             if self.process:
                 self.process.stop(grace_s=self.stop_grace_s)
@@ -336,11 +362,13 @@ def same_file(a: str | None, b: str | None) -> bool:
 def find_executable(name: str, explicit: str | None, *, env_var: str, setting: str, how_to_get: str,
                     candidates: tuple = ()) -> str | None:
     """An explicit path (a folder holding ``name`` will do; it must exist and be executable), else
-    ``$env_var``, else ``PATH``, else the first executable of ``candidates``; None if none is found."""
+    ``$env_var``, else ``PATH``, else the first executable of ``candidates``; None if none is found.
+    On Windows ``name.exe`` is found wherever ``name`` is looked for."""
     if explicit:
         path = os.path.expanduser(explicit)
         if os.path.isdir(path):
             path = os.path.join(path, name)
+        path = next((p for p in _with_exe(path) if os.path.isfile(p)), path)
         if not os.path.isfile(path):
             raise BinaryNotFoundError(f"{name} not found at {explicit}", f"fix {setting}, or remove it to search "
                                       f"automatically; or {how_to_get}")
@@ -350,14 +378,21 @@ def find_executable(name: str, explicit: str | None, *, env_var: str, setting: s
     from_env = os.environ.get(env_var)
     if from_env:
         return find_executable(name, from_env, env_var=env_var, setting=f"${env_var}", how_to_get=how_to_get)
-    on_path = shutil.which(name)
+    on_path = shutil.which(name)   # on Windows, which() tries the PATHEXT suffixes (.EXE, …) itself
     if on_path:
         return on_path
     for candidate in candidates:
-        candidate = os.path.expanduser(str(candidate))
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return os.path.abspath(candidate)
+        for path in _with_exe(os.path.expanduser(str(candidate))):
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return os.path.abspath(path)
     return None
+
+
+def _with_exe(path: str) -> tuple[str, ...]:
+    """``path``, and on Windows ``path.exe`` too when it has no suffix (``llama-server.exe``, ``lms.exe``)."""
+    if sys.platform == "win32" and not os.path.splitext(path)[1]:
+        return (path, path + ".exe")
+    return (path,)
 
 
 def url_host(host: str) -> str:

@@ -21,12 +21,13 @@ from pathlib import Path
 import requests
 
 from ..candidates import CandidateSpec
+from ..client import probe_json
 from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..gguf_meta import vocab_mismatch
 from ..paths import cache_dir
 from ..process import ManagedProcess
 from ..server_args import api_key_from_args
-from ..server_values import counter_difference
+from ..server_values import MAX_TOKENS, counter_difference
 from ..settings_schema import default_settings
 from . import prometheus
 from .base import (
@@ -43,6 +44,7 @@ from .base import (
     url_host,
 )
 from .llamacpp_command import build_command, candidate_problems, capabilities, find_llama_server
+from .slots import SlotState
 
 # --------------------------------------------------------------------------- failures
 
@@ -73,6 +75,12 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 # --------------------------------------------------------------------------- server
 
 DRAFTS_TOTAL = "llamacpp:spec_decode_num_drafts_total"
+# Server.totals() names -> llama-server's /metrics counters (build 11434; older builds lack some)
+TOTALS = {"prompt_tokens": "llamacpp:prompt_tokens_total", "output_tokens": "llamacpp:tokens_predicted_total",
+          "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+          "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total", "verify_steps": DRAFTS_TOTAL,
+          "decode_calls": "llamacpp:n_decode_total"}
+BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots per decode call, since start
 
 
 class LlamaCppServer(Server):
@@ -91,7 +99,7 @@ class LlamaCppServer(Server):
         if not self.has_metrics:
             return None
         try:
-            response = self.session.get(self.base_url + "/metrics", timeout=5, headers=self.headers())
+            response = self.http().get(self.base_url + "/metrics", timeout=5, headers=self.headers())
         except requests.RequestException:
             return None
         return prometheus.parse(response.text, prefix="llamacpp:") if response.status_code == 200 else None
@@ -114,6 +122,30 @@ class LlamaCppServer(Server):
             steps = counter_difference(prometheus.total(after, DRAFTS_TOTAL), prometheus.total(before, DRAFTS_TOTAL),
                                        DRAFTS_TOTAL)
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)
+
+    def totals(self) -> dict[str, float] | None:
+        samples = self._metrics()
+        if samples is None:
+            return None
+        out = {name: value for name, metric in TOTALS.items() if (value := prometheus.total(samples, metric)) is not None}
+        busy, calls = prometheus.total(samples, BUSY_PER_DECODE), out.get("decode_calls")
+        if busy is not None and calls is not None:
+            out["busy_slot_decodes"] = busy * calls   # the gauge is a running mean; its sum is what differences
+        return out
+
+    def slot_states(self) -> tuple[SlotState, ...] | None:
+        try:
+            status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
+        except requests.RequestException:
+            return None
+        if status != 200 or not isinstance(slots, list):
+            return None
+
+        def whole(value, default):   # a slot's id or context: a small whole number, or we do not know
+            return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS \
+                else default
+        return tuple(SlotState(whole(s.get("id"), i), whole(s.get("n_ctx"), None), s.get("is_processing") is True)
+                     for i, s in enumerate(slots) if isinstance(s, dict))
 
     def server_decode_tps(self, response) -> float | None:
         return response.timing_rate("predicted_per_second")
@@ -185,7 +217,7 @@ class LlamaCppBackend(Backend):
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
-                                process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
+                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd, version=caps.get("version"),
                                 port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
                                 api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",
@@ -229,7 +261,9 @@ class LlamaCppBackend(Backend):
         p.add_argument("--draft-max", type=int, default=None, help="draft length k (default: the server's)")
         add_common_server_arguments(p, port=self.default_port, what="llama-server")
         p.add_argument("--gpu-layers", type=int, default=99, help="layers on the GPU (default 99)")
-        p.add_argument("--ctx-size", type=int, default=4096, help="context size (default 4096)")
+        p.add_argument("--ctx-size", type=int, default=4096, help="context size per slot (default 4096)")
+        p.add_argument("--parallel", type=int, default=1, help="slots: requests served at once (default 1; "
+                       "for bench.py --concurrency); each slot keeps --ctx-size")
         p.add_argument("--llama-bin", default=None, help="llama-server binary (default: searched)")
 
     def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
@@ -237,8 +271,11 @@ class LlamaCppBackend(Backend):
             problem = self.model_problem(path) if path else None
             if problem:
                 raise UsageError(f"{flag}: {problem.message}", problem.fix)
+        if args.parallel < 1:
+            raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
         settings = default_settings()
         settings.update(llama_bin=args.llama_bin, host=args.host)
         return LaunchSpec(target=args.model_path, draft=args.draft_path, draft_max=args.draft_max, host=args.host,
                           port=args.port, ctx_size=args.ctx_size, gpu_layers=args.gpu_layers, extra_args=tuple(extra),
-                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log)
+                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log,
+                          concurrency=args.parallel)

@@ -145,11 +145,17 @@ def _add_param(cmd: list[str], caps: dict, name: str, value) -> None:
 
 def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
     """The exact llama-server command for one combination, using only flags this build knows."""
+    # -c is the whole KV pool, split evenly across the -np slots (llama.cpp without --kv-unified,
+    # which is off when -np is given): N slots need N times ctx_size for each to keep ctx_size.
     cmd = [binary, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
-           "-c", str(spec.ctx_size), "-ngl", str(spec.gpu_layers)]
+           "-c", str(spec.ctx_size * spec.concurrency), "-ngl", str(spec.gpu_layers)]
     slots = first_flag(caps, "-np", "--parallel")
     if slots:
-        cmd += [slots, "1"]
+        cmd += [slots, str(spec.concurrency)]
+    elif spec.concurrency > 1:
+        raise ServerError(f"this llama-server has no -np/--parallel, so it cannot serve {spec.concurrency} requests "
+                          "at once", "use a newer llama.cpp build, or settings.concurrency [1]",
+                          kind=ServerErrorKind.FLAGS)
     if first_flag(caps, "--metrics"):
         cmd += ["--metrics"]
     types = spec_types(spec)

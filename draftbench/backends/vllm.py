@@ -54,6 +54,7 @@ from .vllm_command import (
     find_vllm,
     looks_like_path,
     parse_counters,
+    parse_totals,
     served_name,
 )
 
@@ -101,6 +102,20 @@ class VLLMServer(Server):
             if now == last:
                 break
             last = now
+        return last
+
+    def totals(self) -> dict[str, float] | None:
+        """Read until two readings agree: vLLM records a step's statistics just after its tokens went out."""
+        last = None
+        for _ in range(6):
+            text = self._metrics_text()
+            if text is None:
+                return None
+            now = parse_totals(text)
+            if now == last:
+                break
+            last = now
+            time.sleep(0.01)
         return last
 
     def before_request(self):
@@ -157,7 +172,7 @@ def _served_models(server: Server) -> list[str] | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         return None
-    return [m.get("id") for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    return [m["id"] for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
 def _version(server: Server) -> str | None:
@@ -244,7 +259,8 @@ class VLLMBackend(Backend):
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=served_name(spec),
-                            process=ManagedProcess(cmd, log_path), command=cmd, port=spec.port,
+                            process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
+                            command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
         launch_process(server, spec, what="vLLM", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),

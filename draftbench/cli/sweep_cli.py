@@ -11,10 +11,12 @@ from pathlib import Path
 
 from ..analysis import analyze
 from ..backends import get_backend
+from ..concurrency import levels
 from ..config import load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
 from ..estimate import Estimator, estimate_of, total_s
 from ..output_paths import check_output_paths, default_chart_for
+from ..path_redaction import redacted_results
 from ..prompts import resolve_prompts
 from ..results import load_results
 from ..results_lock import results_lock
@@ -22,6 +24,7 @@ from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, d
 from ..sweep.console import format_duration
 from ..text_safety import safe_text
 from . import run_main
+from .share_cli import add_share_arguments, run_share, wants_share
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments, or output paths that would overwrite an
@@ -47,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    add_share_arguments(p)
     return p
 
 
@@ -57,7 +61,8 @@ def chart_only(args) -> int:
     from ..report import write_report
     chart = Path(args.chart) if args.chart else default_chart_for(Path(args.results))
     check_output_paths(Path(args.results), chart, sweeping=False)
-    results = analyze(load_results(args.results))
+    results = load_results(args.results)
+    results = analyze(redacted_results(results) if args.redact_paths else results)
     try:
         write_report(results, chart, cdn=args.cdn)
     except OSError as exc:
@@ -84,6 +89,10 @@ def with_overrides(config, args):
             raise UsageError(f"--budget {budget:g} is not a number of seconds of at least 1",
                              "e.g. --budget 3600 for an hour of measuring per target")
         settings["budget_s"] = budget
+    if settings.get("search") == "adaptive" and levels(settings) != (1,):
+        raise UsageError(f"the adaptive search races candidates at one stream; settings.concurrency is "
+                         f"{settings.get('concurrency')}", "remove settings.concurrency (or set it to 1) for an "
+                         "adaptive search, or use --search exhaustive to measure several concurrency levels")
     if settings.get("budget_s") and settings.get("search") != "adaptive":
         raise UsageError("a budget (settings.budget_s or --budget) only applies to the adaptive search",
                          "add --search adaptive (or settings.search: \"adaptive\"), or remove the budget")
@@ -171,6 +180,10 @@ def run_config_dir(folder: str, args) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if wants_share(args):
+        return run_share(args)
+    if args.output:
+        raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")

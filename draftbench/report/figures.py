@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..analysis import analyze
 from ..results import ResultsFile
 from ..stats import describe_speedup
-from . import theme
+from . import load_figures, theme
 from .model import UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 from .text import num, pct, plotly_text, signed_pct
 
@@ -39,6 +39,16 @@ def _layout(**extra: Any) -> dict[str, Any]:
     for key, value in extra.items():
         layout[key] = {**layout[key], **value} if key in ("xaxis", "yaxis") else value
     return layout
+
+
+def dark_layout(**extra: Any) -> dict[str, Any]:
+    """The report's common layout, for other pages built from these pieces (the comparison report)."""
+    return _layout(**extra)
+
+
+def ci_whiskers(speed: dict | None) -> tuple[float | None, float | None]:
+    """(above, below) a speed-up in percentage points: its 95% CI, when known."""
+    return _whiskers(speed)
 
 
 def _class_color(data: ReportData, cls: str) -> str:
@@ -87,7 +97,7 @@ def _best_cells(data: ReportData) -> dict[str, list[Cell | None]]:
 def throughput_figure(data: ReportData) -> Figure:
     """Baseline and the best draft of each size class, per target, in tok/s."""
     x = _targets_axis(data)
-    baselines = [data.results.baseline_for(t) for t in data.targets]
+    baselines = [data.results.baseline_for(t, data.level) for t in data.targets]
     series = _best_cells(data)
     values = [b.mean_tps for b in baselines if b and b.mean_tps] + [
         c.measured.mean_tps for cells in series.values() for c in cells if c and c.measured.mean_tps]
@@ -248,14 +258,20 @@ def scatter_figure(data: ReportData) -> Figure:
 
 # --------------------------------------------------------------------------- registry
 
+def always(data: ReportData) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Chart:
-    """A chart on the page: its div id, heading, the sentence under the heading, and its figure."""
+    """A chart on the page: its div id, heading, the sentence under the heading, its figure, and whether a
+    file has anything for it (the concurrency charts need several levels)."""
 
     chart_id: str
     title: str
     lead: Callable[[ReportData], str]
     build: Callable[[ReportData], Figure]
+    shown: Callable[[ReportData], bool] = always
 
 
 def _heatmap_lead(data: ReportData) -> str:
@@ -277,13 +293,19 @@ CHARTS: tuple[Chart, ...] = (
     Chart("chart-scatter", "Acceptance vs speed-up",
           lambda data: "One point per target + draft pair. Points below 0% are slowdowns despite the acceptance.",
           scatter_figure),
+    Chart("chart-concurrency-speedup", "Speed-up vs concurrent streams", load_figures.speedup_lead,
+          load_figures.speedup_vs_streams_figure, load_figures.has_levels),
+    Chart("chart-concurrency-throughput", "Aggregate throughput vs concurrent streams", load_figures.throughput_lead,
+          load_figures.throughput_vs_streams_figure, load_figures.has_levels),
+    Chart("chart-concurrency-latency", "Latency percentiles vs concurrent streams", load_figures.latency_lead,
+          load_figures.latency_vs_streams_figure, load_figures.has_levels),
 )
 CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
 
 
 def figures_for(data: ReportData) -> dict[str, Figure]:
-    """Every chart's figure, by div id."""
-    return {chart.chart_id: chart.build(data) for chart in CHARTS}
+    """Every chart's figure that this file has data for, by div id."""
+    return {chart.chart_id: chart.build(data) for chart in CHARTS if chart.shown(data)}
 
 
 def build_figures(results: ResultsFile) -> dict[str, Figure]:

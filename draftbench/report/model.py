@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ..analysis import primary_level, row_levels
 from ..findings import Code
 from ..results import ResultsFile, Row
 
@@ -122,6 +123,8 @@ class ReportData:
     classes: tuple[str, ...]
     cells: dict[tuple[str, DraftCol], Cell]
     multi_k: bool
+    level: int = 1                        # the concurrency level of the grid (the lowest measured)
+    levels: tuple[int, ...] = (1,)        # every level in the file; more than one: the concurrency charts
 
     def cell(self, target: str, col: DraftCol) -> Cell:
         return self.cells[(target, col)]
@@ -151,8 +154,8 @@ def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState, str]:
     return CellState.OK, ""
 
 
-def _speculative_rows(results: ResultsFile) -> list[Row]:
-    return [r for r in results.results if r.role == "speculative" and r.draft is not None]
+def _speculative_rows(results: ResultsFile, level: int = 1) -> list[Row]:
+    return [r for r in results.results if r.role == "speculative" and r.draft is not None and r.concurrency == level]
 
 
 def _column_key(row: Row, multi_k: bool) -> tuple[str | None, int | None]:
@@ -172,8 +175,9 @@ def _columns(results: ResultsFile, spec_rows: list[Row], multi_k: bool) -> dict[
 
 
 def build_data(results: ResultsFile) -> ReportData:
-    """The grid of an analysed results file (see :func:`analysis.analyze`)."""
-    spec_rows = _speculative_rows(results)
+    """The grid of an analysed results file (see :func:`analysis.analyze`), at its lowest concurrency level."""
+    level = primary_level(results)
+    spec_rows = _speculative_rows(results, level)
     targets = tuple(dict.fromkeys(r.target for r in results.results
                                   if r.role in ("baseline", "speculative", "control")))
     multi_k = len({r.draft_max for r in spec_rows}) > 1
@@ -184,12 +188,12 @@ def build_data(results: ResultsFile) -> ReportData:
     rows = {(r.target, _column_key(r, multi_k)): r for r in reversed(spec_rows)}  # the first row of a key wins
     cells = {}
     for target in targets:
-        baseline = results.baseline_for(target)
+        baseline = results.baseline_for(target, level)
         for col in columns:
             row = rows.get((target, (col.draft, col.draft_max)))
             state, note = cell_state(row, baseline)
             cells[(target, col)] = Cell(target, col, row, state, note)
-    return ReportData(results, targets, columns, classes, cells, multi_k)
+    return ReportData(results, targets, columns, classes, cells, multi_k, level, row_levels(results))
 
 
 # --------------------------------------------------------------------------- what the charts and verdict pick
@@ -211,17 +215,18 @@ def bar_classes(data: ReportData) -> list[str]:
     return [cls for cls in data.classes if any(cls in best_per_class(data, t) for t in data.targets)]
 
 
-def recommended_row(results: ResultsFile, target: str, draft: str, draft_max: int | None) -> Row | None:
+def recommended_row(results: ResultsFile, target: str, draft: str, draft_max: int | None,
+                    level: int = 1) -> Row | None:
     """The measured row behind a recommendation: at the recommended k, else at any k."""
     rows = [r for r in results.results
-            if r.target == target and r.role == "speculative" and r.draft == draft and r.ok]
+            if r.target == target and r.role == "speculative" and r.draft == draft and r.ok and r.concurrency == level]
     return next((r for r in rows if r.draft_max == draft_max), rows[0] if rows else None)
 
 
-def control_row(results: ResultsFile, target: str) -> Row | None:
+def control_row(results: ResultsFile, target: str, level: int = 1) -> Row | None:
     """The baseline measured again at the end of the sweep (its 'speed-up' is the drift)."""
-    return next((r for r in results.results if r.target == target and r.role == "control" and r.ok and r.speedup),
-                None)
+    return next((r for r in results.results if r.target == target and r.role == "control" and r.ok and r.speedup
+                 and r.concurrency == level), None)
 
 
 def category_changes(row: Row, baseline: Row) -> list[tuple[str, float]]:

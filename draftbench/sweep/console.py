@@ -40,6 +40,7 @@ class Reporter:
     def benchmarking(self) -> None: ...
     def request_done(self, done: int, total: int) -> None: ...
     def measured(self, tps: float | None, acceptance: float | None, speculative: bool) -> None: ...
+    def streams_measured(self, streams: int, aggregate_tps: float | None, in_flight_max: int | None) -> None: ...
     def failed(self, message: str, fix: str | None) -> None: ...
     def server_stopped(self) -> None: ...
     def race(self, text: str) -> None: ...
@@ -107,6 +108,11 @@ class Console(Reporter):
             line += f" (acceptance: {'n/a' if acceptance is None else f'{acceptance:.0%}'})"
         self.line(line)
 
+    def streams_measured(self, streams, aggregate_tps, in_flight_max) -> None:
+        total = "n/a" if aggregate_tps is None else f"{aggregate_tps:.2f}"
+        self.line(f"  {streams} streams: {total} tok/s in total (tok/s above: per stream), "
+                  f"up to {in_flight_max} requests in flight at once")
+
     def failed(self, message, fix) -> None:
         self.line("failed")
         self.line(f"  ! {message}")
@@ -163,7 +169,8 @@ class Console(Reporter):
         if bad:
             self.line(f"{len(bad)} combination(s) did not produce a measurement:")
             for r in bad:
-                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}: {r.status}: {r.reason}")
+                streams = f" [{r.concurrency} streams]" if r.concurrency != 1 else ""
+                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {r.reason}")
         eliminated = [r for r in results.results if r.status == Status.ELIMINATED]
         if eliminated:
             self.line(f"{len(eliminated)} candidate(s) eliminated by the adaptive search (probe numbers kept): "

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..candidates import Candidate, expand
+from ..concurrency import levels
 from ..config import SweepConfig
 from ..modelref import ModelRef
 from ..results import combination_title
@@ -24,6 +25,7 @@ class Combination:
     role: Role
     target: ModelRef                 # the model the server loads as its main model
     candidate: Candidate | None = None
+    concurrency: int = 1             # requests in flight at once (the server gets as many slots)
 
     @property
     def draft(self) -> ModelRef | None:
@@ -36,7 +38,8 @@ class Combination:
     @property
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
-        return (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        key = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
     def is_speculative(self) -> bool:
@@ -44,7 +47,7 @@ class Combination:
 
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
-                                 self.draft_max, show_k=show_k)
+                                 self.draft_max, show_k=show_k, concurrency=self.concurrency)
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
@@ -54,14 +57,16 @@ def candidates(config: SweepConfig) -> list[Candidate]:
 
 def plan(config: SweepConfig) -> list[Combination]:
     """Upstream's order: each target's baseline, then its candidates, then the optional control;
-    draft-alone runs (for the cost ratio) last."""
+    draft-alone runs (for the cost ratio, one stream) last. With several concurrency levels, that
+    order repeats per level within each target, so a level's baseline runs close to its candidates."""
     out: list[Combination] = []
     concrete = candidates(config)
     for target in config.targets:
-        out.append(Combination(Role.BASELINE, target))
-        out += [Combination(Role.SPECULATIVE, target, c) for c in concrete]
-        if config.settings.get("control_baseline"):
-            out.append(Combination(Role.CONTROL, target))
+        for n in levels(config.settings):
+            out.append(Combination(Role.BASELINE, target, concurrency=n))
+            out += [Combination(Role.SPECULATIVE, target, c, concurrency=n) for c in concrete]
+            if config.settings.get("control_baseline"):
+                out.append(Combination(Role.CONTROL, target, concurrency=n))
     if config.settings.get("draft_alone"):
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
     return out

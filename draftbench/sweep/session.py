@@ -17,6 +17,7 @@ from ..config import SweepConfig
 from ..estimate import Estimator, total_s
 from ..measure import MeasureOptions
 from ..output_paths import logs_dir_for
+from ..process import prepare_to_start_servers
 from ..prompts import resolve_prompts
 from ..results import ResultsFile, Row, save_results
 from ..rowkinds import Role
@@ -52,6 +53,7 @@ class Sweep:
             self.reporter.warning(str(warning))
         # One clear error before anything starts if the backend cannot run at all.
         self.backend.check_ready_to_run(settings)
+        prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
         done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
@@ -109,6 +111,7 @@ class Sweep:
             row = runner.run(combo, index, failed_baselines)
             if combo.role == Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
+            assert self.results is not None      # set by run() before the loop starts
             self.results = analyze(self.results.with_row(row))
             save_results(self.results, self.results_path)
             self.reporter.row_recorded(self.results.row(row.key) or row)

@@ -8,6 +8,7 @@ failures on demand. Runner and session tests use it the way hyperfine tests its 
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ class Script:
     inactive: set[str] = field(default_factory=set)                # drafts the server silently drops
     incompatible: set[str] = field(default_factory=set)            # drafts whose vocabulary differs
     interrupt_on: set[str] = field(default_factory=set)            # paths whose launch raises KeyboardInterrupt
+    per_stream: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {N: tok/s factor}
     tokens: int = 64
     noise: dict[str, float] = field(default_factory=dict)          # draft path -> ± relative tok/s, by seed
 
@@ -42,16 +44,20 @@ class FakeServer(Server):
         self.spec, self.script, self.log = spec, script, log
         self.requests = 0
         self.stopped = False
+        self.lock = threading.Lock()           # concurrency levels send from several threads
 
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
-        self.requests += 1
+        with self.lock:
+            self.requests += 1
+            count = self.requests
         key = self.spec.draft or self.spec.target
         limit = self.script.fail_request_after.get(key)
-        if limit is not None and self.requests > limit:
+        if limit is not None and count > limit:
             raise RequestError("the connection broke mid-stream (fake)")
         tps = self.script.tps.get(self.spec.target, 50.0)
         if self.spec.draft and self.spec.draft not in self.script.inactive:
             tps *= self.script.speedup.get(self.spec.draft, 1.0)
+        tps *= self.script.per_stream.get(key, {}).get(self.spec.concurrency, 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
         if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
@@ -89,6 +95,7 @@ class FakeBackend(Backend):
         self.script = script or Script()
         self.log: list = []
         self.servers: list[FakeServer] = []
+        self.specs: list[LaunchSpec] = []
 
     def model_problem(self, ref: str) -> ModelProblem | None:
         if ref in self.script.missing:
@@ -106,6 +113,7 @@ class FakeBackend(Backend):
 
     def launch(self, spec: LaunchSpec) -> FakeServer:
         self.log.append(("launch", spec.target, spec.draft, spec.draft_max, spec.port))
+        self.specs.append(spec)
         for path in (spec.target, spec.draft):
             if path in self.script.interrupt_on:
                 raise KeyboardInterrupt
