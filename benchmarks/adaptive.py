@@ -27,6 +27,7 @@ import math
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,11 +48,10 @@ class Grid:
     """One target's race: tok/s per (prompt, run) are drawn by ``draw``."""
 
     name: str
-    baseline: str
     candidates: list[str]
     prompts: list[str]
-    draw: object                  # (rng, runs) -> {label: {(prompt, run): tps}} for baseline and every candidate
-    true_ratio: object            # draws -> {candidate: expected speed-up on this prompt set}
+    # (rng, runs) -> ({"": baseline, candidate: {(prompt, run): tok/s}}, {candidate: its true speed-up})
+    draw: Callable[[random.Random, int], tuple[dict, dict]]
 
 
 def reference_grids(path: Path, args) -> list[Grid]:
@@ -77,7 +77,7 @@ def reference_grids(path: Path, args) -> list[Grid]:
                      for c, tps in cands.items()}
             return out, truth
 
-        grids.append(Grid(f"{path.name}: {target}", "", list(cands), list(CATEGORIES), draw, None))
+        grids.append(Grid(f"{path.name}: {target}", list(cands), list(CATEGORIES), draw))
     return grids
 
 
@@ -111,7 +111,7 @@ def recorded_grids(path: Path, args) -> list[Grid]:
                      for c, s in table.items() if c}
             return out, truth
 
-        grids.append(Grid(f"{path.name}: {target}", "", list(cands), prompts, draw, None))
+        grids.append(Grid(f"{path.name}: {target}", list(cands), prompts, draw))
     return grids
 
 
