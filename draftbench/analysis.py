@@ -17,6 +17,7 @@ from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 
 from .crossover import with_crossover
 from .degenerate import assess as assess_loops
 from .findings import Code, Finding
+from .race import server_loads
 from .results import RequestRecord, ResultsFile, Row
 
 
@@ -183,7 +184,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.ok and row.role in ("speculative", "control") and baseline is not None:
+        if row.measured and row.role in ("speculative", "control") and baseline is not None:
             floor = noise_floor
             if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
@@ -204,7 +205,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
             row = _with_loop_check(row, baseline, noise_floor)
         rows.append(row)
     results = replace(results, results=tuple(rows))
-    return replace(results, summary=recommend(results))
+    return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
 
 
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
@@ -267,6 +268,10 @@ def recommend(results: ResultsFile) -> dict:
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
+        elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
+            best = max(eliminated, key=lambda r: r.speedup["ratio"])
+            entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
+                                f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
         useless = [r.draft for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]

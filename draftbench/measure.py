@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from .backends.base import DraftCounts, Server
@@ -43,23 +43,39 @@ class MeasurementFailed(Exception):
         self.records = records
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Part of a combination's requests, for a search that measures in stages (the adaptive race):
+    which (run, prompt index) pairs this server measures, the records an earlier server of the same
+    combination measured (kept in the row), and whether to go on after each request."""
+
+    order: tuple[tuple[int, int], ...]
+    earlier: tuple[RequestRecord, ...] = ()
+    keep_going: Callable[[list[RequestRecord]], bool] | None = None   # called with earlier + new records
+
+
 def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
-                on_request: Callable[[int, int, RequestRecord], None] | None = None) -> list[RequestRecord]:
-    """Warm up, then measure every prompt ``runs`` times. Raises :class:`MeasurementFailed`."""
+                on_request: Callable[[int, int, RequestRecord], None] | None = None, *,
+                order: Sequence[tuple[int, int]] | None = None,
+                keep_going: Callable[[list[RequestRecord]], bool] | None = None) -> list[RequestRecord]:
+    """Warm up, then measure every prompt ``runs`` times (or the (run, prompt index) pairs of
+    ``order``, stopping early when ``keep_going`` says so). Raises :class:`MeasurementFailed`."""
     records: list[RequestRecord] = []
+    if order is None:
+        order = [(run, index) for run in range(options.runs) for index in range(len(prompts))]
     try:
         for i in range(options.warmup):
             prompt = prompts[i % len(prompts)]
             _one(server, prompt, options, seed=request_seed(options.seed, -1, i),
                  max_tokens=min(options.max_tokens, 64))
-        total = options.runs * len(prompts)
-        for run in range(options.runs):
-            for index, prompt in enumerate(prompts):
-                record = _one(server, prompt, options, seed=request_seed(options.seed, run, index),
-                              max_tokens=options.max_tokens, run=run)
-                records.append(record)
-                if on_request:
-                    on_request(len(records), total, record)
+        for run, index in order:
+            record = _one(server, prompts[index], options, seed=request_seed(options.seed, run, index),
+                          max_tokens=options.max_tokens, run=run)
+            records.append(record)
+            if on_request:
+                on_request(len(records), len(order), record)
+            if keep_going is not None and not keep_going(records):
+                break
     except (RequestError, ServerError) as exc:
         raise MeasurementFailed(explain_failure(server, exc), records) from None
     return records

@@ -120,6 +120,7 @@ class Row:
     warnings: tuple[Finding, ...] = ()
     server: dict | None = None                # backend, command, version, log, port
     started_at: str | None = None
+    race: dict | None = None                  # adaptive search: loads, requests planned, interval, decision
     requests: tuple[RequestRecord, ...] = ()
     concurrency: int = 1                      # requests in flight at once (server slots); 1 in older files
     load: dict | None = None                  # N > 1: what the N streams did together (see measure_concurrent)
@@ -146,6 +147,11 @@ class Row:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """It holds measurements: a finished row, or one an adaptive race eliminated after its probe."""
+        return self.status in ("ok", "eliminated")
 
     @property
     def is_speculative(self) -> bool:

@@ -249,6 +249,8 @@ REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False)
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
+RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
+            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
 # a concurrency level's Row.load (see measure_concurrent.describe_level)
 PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
 LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,
@@ -274,7 +276,7 @@ ROW = Obj({
     "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
-    "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
+    "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
 }, required=("target",), nullable=False)
 MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
                   nullable=False)

@@ -145,6 +145,11 @@ COMMON_SETTINGS: dict[str, Field] = {
                          min=0, max=1),
     "control_baseline": Field("bool", False, "run each target's baseline again after its drafts "
                               "(an A/A check that measures drift over the sweep)"),
+    "search": Field("str", "exhaustive", "\"exhaustive\" measures every candidate fully (upstream); \"adaptive\" "
+                    "races them and stops measuring the ones that cannot win (see README \"Adaptive search\")",
+                    choices=("exhaustive", "adaptive"), measured=True),
+    "budget_s": Field("float", None, "adaptive search: seconds of measuring per target, after which the race "
+                      "stops (null = no limit)", min=1, max=10_000_000),
     "draft_alone": Field("bool", False, "benchmark each draft alone too, to measure its cost ratio c "
                          "for the theory column"),
     "concurrency": Field("int_or_list", [1], "concurrent streams: each value N starts the server with N slots "

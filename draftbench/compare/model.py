@@ -30,6 +30,7 @@ class CellState(str, Enum):
     OK = "ok"
     ERROR = "error"
     SKIPPED = "skipped"
+    ELIMINATED = "eliminated"      # an adaptive search's probe: not a full measurement
     NO_DATA = "no tok/s"
     ABSENT = "not in file"
 
@@ -101,6 +102,8 @@ def cell_for(row: Row | None) -> FileCell:
         return FileCell(row, CellState.ERROR)
     if row.status == "skipped":
         return FileCell(row, CellState.SKIPPED)
+    if row.status == "eliminated":
+        return FileCell(row, CellState.ELIMINATED)
     if not row.mean_tps:
         return FileCell(row, CellState.NO_DATA)
     return FileCell(row, CellState.OK)

@@ -79,6 +79,7 @@ class CellState(Enum):
     OK = "ok"
     ERROR = "error"
     SKIPPED = "skipped"
+    ELIMINATED = "eliminated"       # the adaptive search stopped measuring it: probe numbers, not a result
     INACTIVE = "inactive"
     NO_BASELINE = "no baseline"
     NOT_RUN = "not run"
@@ -157,6 +158,8 @@ def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState, str]:
         return CellState.ERROR, row.reason or "error"
     if row.status == "skipped":
         return CellState.SKIPPED, row.reason or "skipped"
+    if row.status == "eliminated":
+        return CellState.ELIMINATED, row.reason or "eliminated by the adaptive search"
     if baseline is None:
         return CellState.NO_BASELINE, "no baseline was measured for this target, so no speed-up can be computed"
     if not row.speedup or not row.counts_as_speedup():
@@ -256,6 +259,7 @@ class ProblemKind(Enum):
     INACTIVE = "speculation inactive"
     ERROR = "error"
     SKIPPED = "skipped"
+    ELIMINATED = "eliminated"
 
 
 @dataclass(frozen=True)
@@ -279,6 +283,6 @@ def find_problems(results: ResultsFile) -> list[Problem]:
     for r in results.results:
         if r.speculation_active is False and r.role == "speculative":
             out.append(Problem(r, ProblemKind.INACTIVE, _inactive_reason(r)))
-        elif r.status in ("error", "skipped"):
+        elif r.status in ("error", "skipped", "eliminated"):
             out.append(Problem(r, ProblemKind(r.status), r.reason or "no reason recorded"))
     return out

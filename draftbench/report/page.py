@@ -228,7 +228,8 @@ class. A hybrid (a draft plus an n-gram method) is classed by its draft's size.<
 answering a chat request, a too-small model). Any draft or n-gram method predicts a loop trivially, so such a
 speed-up does not carry over to real text; the row's warning gives the speed-up without those requests.</li>
 <li><b>Grey cells</b> are combinations without a valid speed-up: <i>error</i>, <i>skipped</i>, <i>inactive</i>
-(the server ran but the draft never drafted a token), <i>no baseline</i> or <i>not run</i>. They are never counted
+(the server ran but the draft never drafted a token), <i>eliminated</i> (the adaptive search stopped measuring it
+after its probe showed it could not win; hover for its probe numbers), <i>no baseline</i> or <i>not run</i>. They are never counted
 as speed-ups; the reasons are listed under Problems.</li>
 <li>Hover over any bar, cell or point for tok/s, acceptance and time to first token. Charts are interactive:
 click legend entries to hide series, drag to zoom, double-click to reset.</li>

@@ -45,6 +45,7 @@ class Reporter:
     def streams_measured(self, streams: int, aggregate_tps: float | None, in_flight_max: int | None) -> None: ...
     def failed(self, message: str, fix: str | None) -> None: ...
     def server_stopped(self) -> None: ...
+    def race(self, text: str) -> None: ...
     def row_recorded(self, row: Row) -> None: ...
     def progress(self, elapsed_s: float, remaining_s: float | None) -> None: ...
     def interrupted(self, why: str, results_path: str) -> None: ...
@@ -124,7 +125,13 @@ class Console(Reporter):
     def server_stopped(self) -> None:
         self.line("  Server stopped")
 
+    def race(self, text) -> None:
+        self.line(f"  Race: {text}")
+
     def row_recorded(self, row: Row) -> None:
+        if row.status == Status.ELIMINATED:
+            self.line(f"  Eliminated: {row.reason}")
+            return
         if row.status == Status.SKIPPED:
             self.line(f"  Skipped: {row.reason}")
             return
@@ -163,12 +170,20 @@ class Console(Reporter):
 
     def summary(self, results, results_path, chart_path) -> None:
         self.line("=== Sweep complete ===")
-        bad = [r for r in results.results if not r.ok]
+        bad = [r for r in results.results if not r.measured]
         if bad:
             self.line(f"{len(bad)} combination(s) did not produce a measurement:")
             for r in bad:
                 streams = f" [{r.concurrency} streams]" if r.concurrency != 1 else ""
                 self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {r.reason}")
+        eliminated = [r for r in results.results if r.status == Status.ELIMINATED]
+        if eliminated:
+            self.line(f"{len(eliminated)} candidate(s) eliminated by the adaptive search (probe numbers kept): "
+                      + ", ".join(f"{r.target} + {r.draft}" + (f" (k={r.draft_max})" if r.draft_max else "")
+                                  for r in eliminated))
+        loads = (results.summary or {}).get("server_loads")
+        if loads is not None:
+            self.line(f"Server loads: {loads}")
         self.line()
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):

@@ -17,7 +17,7 @@ from ..analysis import summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..errors import DraftbenchError, ServerError, ServerErrorKind
 from ..findings import Code, Finding
-from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..measure import MeasurementFailed, MeasureOptions, Schedule, run_prompts
 from ..measure_concurrent import level_fields, run_streams
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
@@ -145,7 +145,10 @@ class CombinationRunner:
                                         log_tail=tail).to_dict(), **base)
 
     # ------------------------------------------------------------------ one combination
-    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str]) -> Row:
+    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str],
+            schedule: Schedule | None = None) -> Row:
+        """Measure ``combo`` on a new server: every request, or those of ``schedule`` (whose earlier
+        records are kept in the row, before the new ones)."""
         early = self._skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
@@ -170,7 +173,7 @@ class CombinationRunner:
                            load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
-            records, load = self._measure(server, combo.concurrency)
+            records, load = self._measure(server, combo.concurrency, schedule)
             fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
                                        flags=self.flags)
             if load is not None:
@@ -195,7 +198,8 @@ class CombinationRunner:
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
-            return self._error_row(base, failure.error, server, log_path, spec.port, started, tuple(failure.records))
+            return self._error_row(base, failure.error, server, log_path, spec.port, started,
+                                   (*(schedule.earlier if schedule else ()), *failure.records))
         except DraftbenchError as exc:
             return self._error_row(base, exc, server, log_path, spec.port, started)
         finally:
@@ -203,15 +207,21 @@ class CombinationRunner:
                 server.stop()
                 self.reporter.server_stopped()
 
-    def _measure(self, server: Server, streams: int) -> tuple[list, dict | None]:
-        """The requests of one combination, and what its streams did together when there were several."""
+    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None) -> tuple[list, dict | None]:
+        """The requests of one combination, and what its streams did together when there were several;
+        with a ``schedule`` (adaptive search, one stream), its requests after its earlier records."""
         def on_request(done: int, total: int, _record) -> None:
             self.reporter.request_done(done, total)
 
         if streams > 1:
             level = run_streams(server, self.prompts, self.options, streams, on_request)
             return level.records, level.load
-        return run_prompts(server, self.prompts, self.options, on_request=on_request), None
+        if schedule is None:
+            return run_prompts(server, self.prompts, self.options, on_request=on_request), None
+        earlier, keep_going = schedule.earlier, schedule.keep_going
+        return [*earlier, *run_prompts(server, self.prompts, self.options, on_request=on_request, order=schedule.order,
+                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)
+                ], None
 
     def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
@@ -32,6 +33,7 @@ class Script:
     interrupt_on: set[str] = field(default_factory=set)            # paths whose launch raises KeyboardInterrupt
     per_stream: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {N: tok/s factor}
     tokens: int = 64
+    noise: dict[str, float] = field(default_factory=dict)          # draft path -> ± relative tok/s, by seed
 
 
 class FakeServer(Server):
@@ -58,6 +60,9 @@ class FakeServer(Server):
         tps *= self.script.per_stream.get(key, {}).get(self.spec.concurrency, 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
+        if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
+            spread = (body["seed"] * 7919 + zlib.crc32(self.spec.draft.encode())) % 11 - 5   # differs per draft
+            tps *= 1 + self.script.noise[self.spec.draft] * spread / 5
         start = time.perf_counter()
         n = self.script.tokens
         response = StreamedResponse(t_start=start, t_first=start + 0.01, t_last=start + 0.01 + (n - 1) / tps,
