@@ -34,7 +34,8 @@ def main(argv: list[str]) -> int:
             continue
         name = row.target + (f" + {row.draft}" if row.draft and row.role == "speculative" else "") + \
             (f" (k={row.draft_max})" if row.draft_max else "") + ("" if row.role in ("baseline", "speculative")
-                                                                 else f" [{row.role}]")
+                                                                 else f" [{row.role}]") + \
+            (f" [{row.concurrency} streams]" if row.concurrency != 1 else "")
         pairs = [r.decode_tps / r.server_decode_tps for r in row.requests
                  if r.decode_tps and r.server_decode_tps]
         client_server = f"{statistics.median(pairs):.3f}" if pairs else "n/a"

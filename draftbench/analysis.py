@@ -9,9 +9,15 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import replace
+from typing import Any
 
-from . import ceiling, kpredict, perpos, stats, theory
+from . import ceiling, kpredict, method_stats, perpos, stats, theory
+from .categories import best_per_category, category_sentence, category_speedups
+from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
+from .crossover import with_crossover
+from .degenerate import assess as assess_loops
 from .findings import Code, Finding
+from .race import server_loads
 from .results import RequestRecord, ResultsFile, Row
 
 
@@ -80,6 +86,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         "accepted_per_pos": per_pos,
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
+        "method_stats": method_stats.aggregate(r.draft_details for r in ok),
     }
 
 
@@ -168,12 +175,13 @@ def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> R
     return replace(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
 
 
-def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[str, float]:
-    """Per target, |ratio − 1| of a control baseline against the first one, where significant."""
-    drift = {}
+def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
+    """Per target, |ratio − 1| of a control baseline against the first one (both at ``concurrency``
+    streams), where significant."""
+    drift: dict[str, float] = {}
     for row in results.results:
-        baseline = results.baseline_for(row.target)
-        if row.ok and row.role == "control" and baseline is not None:
+        baseline = results.baseline_for(row.target, concurrency)
+        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.get("significant"):
                 drift[row.target] = max(drift.get(row.target, 0.0), abs(speed["ratio"] - 1.0))
@@ -185,16 +193,17 @@ def analyze(results: ResultsFile) -> ResultsFile:
     settings = results.settings or {}
     noise_floor = settings.get("noise_floor") if isinstance(settings.get("noise_floor"), (int, float)) else 0.02
     temperature = settings.get("temperature") or 0.0
-    drift = measured_drift(results, noise_floor=noise_floor)
+    drift = {(target, n): value for n in row_levels(results)
+             for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
     rows = []
     for row in results.results:
-        baseline = results.baseline_for(row.target)
-        if row.ok and row.role in ("speculative", "control", "ceiling") and baseline is not None:
+        baseline = results.baseline_for(row.target, row.concurrency)
+        if row.measured and row.role in ("speculative", "control", "ceiling") and baseline is not None:
             floor = noise_floor
-            if row.role == "speculative" and drift.get(row.target, 0.0) > noise_floor:
+            if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
                 # indistinguishable from the machine's own drift, however tight its CI.
-                floor = drift[row.target]
+                floor = drift[(row.target, row.concurrency)]
             speed = compare_to_baseline(row, baseline, noise_floor=floor)
             if speed and floor > noise_floor:
                 speed = dict(speed, note=f"noise floor raised to the drift the control baseline measured "
@@ -203,31 +212,46 @@ def analyze(results: ResultsFile) -> ResultsFile:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
             row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
-                          equivalence(row, baseline, temperature=temperature))
-            if row.role == "speculative":
+                          equivalence(row, baseline, temperature=temperature),
+                          speedup_by_category=None if row.role == "ceiling" else
+                          category_speedups(row, baseline, noise_floor=floor))
+            if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
-        if row.role == "speculative":
+        if row.ok and baseline is not None and row.role != "ceiling":
+            row = _with_loop_check(row, baseline, noise_floor)
+        if row.role == "speculative" and row.concurrency == 1:     # per-position counts need one stream
             row = _inside_the_draft(row, baseline, results)
         rows.append(row)
     results = replace(results, results=tuple(rows))
-    return replace(results, summary=recommend(results))
+    return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
+
+
+def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
+    """Mark a row measured on the target's looping output (recomputed on every analysis, so the
+    finding is replaced, never repeated)."""
+    info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
+    kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
+    return replace(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 
 
 # --------------------------------------------------------------------------- verdicts
 
 def recommend(results: ResultsFile) -> dict:
-    """Per target: the best draft among significant, speculating rows, and a plain sentence."""
+    """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
+    concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
     targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
     per_target = []
     for target in targets:
-        baseline = results.baseline_for(target)
-        candidates = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup]
+        level = primary_level(results, target)
+        at_level = [r for r in results.results if r.concurrency == level]
+        baseline = results.baseline_for(target, level)
+        candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
         winners = [r for r in candidates if r.speedup.get("significant") and r.speedup["ratio"] > 1]
         winners.sort(key=lambda r: (r.speedup.get("ci95_low") or r.speedup["ratio"], r.speedup["ratio"]), reverse=True)
-        inactive = [r.draft for r in results.results
+        inactive = [r.draft for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
-        entry = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
+        entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
         if baseline is None:
@@ -240,6 +264,11 @@ def recommend(results: ResultsFile) -> dict:
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
                                 f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+            if best.degenerate_output:
+                entry["verdict"] += (f" Caution: the target's own output loops on "
+                                     f"{best.degenerate_output['looping_requests']} of "
+                                     f"{best.degenerate_output['requests']} requests, which flatters this "
+                                     "speed-up (see the row's warning).")
         elif candidates:
             best = max(candidates, key=lambda r: r.speedup["ratio"])
             if results.is_upstream or best.speedup.get("significant") is None:
@@ -258,21 +287,31 @@ def recommend(results: ResultsFile) -> dict:
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
+        elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
+            best = max(eliminated, key=lambda r: r.speedup["ratio"])
+            entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
+                                f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
         useless = [r.draft for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
-        control = next((r for r in results.results if r.target == target and r.role == "control" and r.speedup), None)
+        control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
         if control and control.speedup.get("significant"):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
+        by_category = best_per_category(results, target) if not results.is_upstream else {}
+        if by_category:
+            entry["by_category"] = by_category
+            sentence = category_sentence(by_category)
+            if sentence:
+                entry["verdict"] += " " + sentence
         _add_inside_the_draft(entry, results, target)
-        per_target.append(entry)
+        per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     return {"targets": per_target}
 
 

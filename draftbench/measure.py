@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from .backends.base import DraftCounts, Server
+from .client import StreamedResponse
 from .errors import RequestError, ServerError, ServerErrorKind
 from .prompts import Prompt
 from .results import RequestRecord
@@ -42,30 +43,51 @@ class MeasurementFailed(Exception):
         self.records = records
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Part of a combination's requests, for a search that measures in stages (the adaptive race):
+    which (run, prompt index) pairs this server measures, the records an earlier server of the same
+    combination measured (kept in the row), and whether to go on after each request."""
+
+    order: tuple[tuple[int, int], ...]
+    earlier: tuple[RequestRecord, ...] = ()
+    keep_going: Callable[[list[RequestRecord]], bool] | None = None   # called with earlier + new records
+
+
 def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
-                on_request: Callable[[int, int, RequestRecord], None] | None = None) -> list[RequestRecord]:
-    """Warm up, then measure every prompt ``runs`` times. Raises :class:`MeasurementFailed`."""
+                on_request: Callable[[int, int, RequestRecord], None] | None = None, *,
+                order: Sequence[tuple[int, int]] | None = None,
+                keep_going: Callable[[list[RequestRecord]], bool] | None = None) -> list[RequestRecord]:
+    """Warm up, then measure every prompt ``runs`` times (or the (run, prompt index) pairs of
+    ``order``, stopping early when ``keep_going`` says so). Raises :class:`MeasurementFailed`."""
     records: list[RequestRecord] = []
+    if order is None:
+        order = [(run, index) for run in range(options.runs) for index in range(len(prompts))]
     try:
         for i in range(options.warmup):
             prompt = prompts[i % len(prompts)]
             _one(server, prompt, options, seed=request_seed(options.seed, -1, i),
                  max_tokens=min(options.max_tokens, 64))
-        total = options.runs * len(prompts)
-        for run in range(options.runs):
-            for index, prompt in enumerate(prompts):
-                record = _one(server, prompt, options, seed=request_seed(options.seed, run, index),
-                              max_tokens=options.max_tokens, run=run)
-                records.append(record)
-                if on_request:
-                    on_request(len(records), total, record)
+        for run, index in order:
+            record = _one(server, prompts[index], options, seed=request_seed(options.seed, run, index),
+                          max_tokens=options.max_tokens, run=run)
+            records.append(record)
+            if on_request:
+                on_request(len(records), len(order), record)
+            if keep_going is not None and not keep_going(records):
+                break
     except (RequestError, ServerError) as exc:
-        if server.died():
-            exc = ServerError(f"the server died during the benchmark (exit code {server.returncode}): "
-                              f"{exc.message}", "see the log lines below (out of memory? killed?)",
-                              log_tail=server.log_tail(20), log_path=server.log_path, kind=ServerErrorKind.DIED)
-        raise MeasurementFailed(exc, records) from None
+        raise MeasurementFailed(explain_failure(server, exc), records) from None
     return records
+
+
+def explain_failure(server: Server, exc: RequestError | ServerError) -> RequestError | ServerError:
+    """A failed request, or the server's death when that is what it was."""
+    if server.died():
+        return ServerError(f"the server died during the benchmark (exit code {server.returncode}): {exc.message}",
+                           "see the log lines below (out of memory? killed?)", log_tail=server.log_tail(20),
+                           log_path=server.log_path, kind=ServerErrorKind.DIED)
+    return exc
 
 
 def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, max_tokens: int,
@@ -74,7 +96,13 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
                                temperature=options.temperature, seed=seed)
     before = server.before_request()
     response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
-    counts = check_draft_counts(server.draft_counts(response, before))   # accepted ≤ drafted, whole numbers
+    return request_record(server, prompt, run, response, server.draft_counts(response, before))
+
+
+def request_record(server: Server, prompt: Prompt, run: int, response: StreamedResponse,
+                   counts: DraftCounts) -> RequestRecord:
+    """One measured request as the results file records it."""
+    counts = check_draft_counts(counts)   # accepted ≤ drafted, whole numbers
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),

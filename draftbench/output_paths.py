@@ -113,3 +113,21 @@ def check_output_paths(results: Path, chart: Path | None, configs: Sequence[Path
                                  f"writing {b.what if b.writes else a.what} would destroy "
                                  f"{a.what if b.writes else b.what}",
                                  "give each its own path (--results x.json, --chart x.html)")
+
+
+def check_new_file(what: str, path: Path, inputs: Sequence[Path], *, html: bool) -> None:
+    """Raise :class:`UsageError` (exit 2) when writing ``path`` (a report when ``html``, else an export or
+    a copy) would destroy one of ``inputs`` (the results files a command reads) or cannot work at all.
+
+    For the commands that only read results files (``--compare``, ``--export``, ``--redact-paths``).
+    """
+    if html and path.suffix.lower() == ".json":
+        raise UsageError(f"{what} {path} ends in .json: the report is an HTML page",
+                         f"use {what} {path.with_suffix('.html')}")
+    problem = _shape_problem(_Role(what, path, "file", True))
+    if problem:
+        raise UsageError(problem, f"pass another {what} path, or move what is at {path} away")
+    for source in inputs:
+        if _same(path, source):
+            raise UsageError(f"{what} {path} is the input file {source}: writing it would destroy the input",
+                             f"pass another {what} path")

@@ -34,20 +34,21 @@ UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "
 
 
 def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
-                      synthetic: str | None = None) -> str:
+                      concurrency: int = 1, synthetic: str | None = None) -> str:
     """How a combination is named to people (console, report, log file names); ``synthetic`` is a
     ceiling run's level (see :mod:`draftbench.ceiling`)."""
+    streams = f" [{concurrency} streams]" if concurrency != 1 else ""
     if role == "baseline":
-        return f"{target} (baseline)"
+        return f"{target} (baseline){streams}"
     if role == "control":
-        return f"{target} (baseline again, drift check)"
+        return f"{target} (baseline again, drift check){streams}"
     if role == "draft_alone":
-        return f"{target} (draft alone, for its cost ratio)"
+        return f"{target} (draft alone, for its cost ratio){streams}"
     k = f" (k={draft_max})" if show_k and draft_max is not None else ""
     if role == "ceiling":
         what = "full acceptance" if synthetic == "full" else "its measured acceptance"
-        return f"{target} + {draft}{k} [synthetic: {what}]"
-    return f"{target} + {draft}{k}"
+        return f"{target} + {draft}{k}{streams} [synthetic: {what}]"
+    return f"{target} + {draft}{k}{streams}"
 
 
 @dataclass(frozen=True)
@@ -122,12 +123,18 @@ class Row:
     run_to_run_cv: float | None = None
     by_category: dict | None = None           # category -> {mean_tps, acceptance_rate, n}
     speedup: dict | None = None               # vs the target's baseline (see stats.speedup)
+    speedup_by_category: dict | None = None   # category -> speed-up on that category's requests (categories.py)
+    method_stats: dict | None = None          # speculative implementation -> its counters (method_stats.py)
+    degenerate_output: dict | None = None     # requests resting on the target's looping output (degenerate.py)
     equivalence: dict | None = None           # output vs the baseline's at temperature 0
     theory: dict | None = None
     warnings: tuple[Finding, ...] = ()
     server: dict | None = None                # backend, command, version, log, port
     started_at: str | None = None
+    race: dict | None = None                  # adaptive search: loads, requests planned, interval, decision
     requests: tuple[RequestRecord, ...] = ()
+    concurrency: int = 1                      # requests in flight at once (server slots); 1 in older files
+    load: dict | None = None                  # N > 1: what the N streams did together (see measure_concurrent)
     extra: dict = field(default_factory=dict)  # unknown keys from the file, written back as they were
 
     def __post_init__(self) -> None:
@@ -135,6 +142,8 @@ class Row:
             raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ValueError(f"concurrency {self.concurrency!r} is not a whole number of at least 1")
         if not all(isinstance(w, Finding) for w in self.warnings):
             object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
                                                        for w in self.warnings))
@@ -143,14 +152,21 @@ class Row:
 
     @property
     def key(self) -> tuple:
-        """Identity for resume: what was measured, not how it turned out. A ceiling row is one of
-        several levels for the same draft."""
+        """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
+        always had, so older files resume; a ceiling row is one of several levels for the same draft."""
         key = (self.role, self.target, self.draft, self.draft_max)
-        return key + ((self.synthetic or {}).get("level"),) if self.role == "ceiling" else key
+        if self.role == "ceiling":
+            key += ((self.synthetic or {}).get("level"),)
+        return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """It holds measurements: a finished row, or one an adaptive race eliminated after its probe."""
+        return self.status in ("ok", "eliminated")
 
     @property
     def is_speculative(self) -> bool:
@@ -218,8 +234,10 @@ class ResultsFile:
     def row(self, key: tuple) -> Row | None:
         return next((r for r in self.results if r.key == key), None)
 
-    def baseline_for(self, target: str) -> Row | None:
-        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok), None)
+    def baseline_for(self, target: str, concurrency: int = 1) -> Row | None:
+        """The target's measured baseline at ``concurrency`` streams."""
+        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok
+                     and r.concurrency == concurrency), None)
 
     def with_row(self, row: Row) -> ResultsFile:
         """Add or replace (same key) a row, keeping the order of first appearance."""

@@ -233,13 +233,20 @@ EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": I
 THEORY = Obj({"formula": STR, "alpha": NUM, "k_mean": NUM, "tokens_per_step": NUM, "tokens_per_step_source": STR,
               "cost_ratio": NUM, "cost_source": STR, "predicted_speedup": NUM, "best_k": INT,
               "predicted_at_best_k": NUM, "measured_speedup": NUM})
+# per speculative implementation (method_stats.py): counters, durations and derived figures
+METHOD_FIGURES = Obj({"acceptance_rate": NUM, "mean_accepted_len": NUM, "requests": INT,
+                      "accepted_per_pos": ListOf(Num(nullable=False)), "acc_rate_per_pos": ListOf(Num(nullable=False))},
+                     rest=NUM, nullable=False)
+METHOD_STATS = MapOf(METHOD_FIGURES)
+DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(Str(nullable=False)),
+                  "max_loop_share": NUM, "limit": NUM, "speedup_without_loops": SPEEDUP})
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
               "port": INT, "log_tail": STR})
 REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False), "run": Int(nullable=False),
                "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "prompt_tokens": INT,
                "completion_tokens": INT, "draft_n": INT, "draft_n_accepted": INT, "verify_steps": INT,
                "accepted_per_pos": ListOf(Int(nullable=False)),
-               "draft_source": STR, "draft_details": Obj({}), "finish_reason": STR, "text": STR, "error": STR},
+               "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "finish_reason": STR, "text": STR, "error": STR},
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
@@ -258,6 +265,18 @@ SYNTHETIC = Obj({"level": Str(nullable=False, choices=CEILING_LEVELS), "synth_le
                  "from_mean_accepted_len": NUM}, required=("level",))
 CEILING = Obj({"full_tps": NUM, "full_speedup": SPEEDUP, "at_measured_tps": NUM, "at_measured_speedup": SPEEDUP,
                "reach": NUM, "full_synth_len": NUM, "measured_synth_len": NUM, "text": STR})
+RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
+            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
+# a concurrency level's Row.load (see measure_concurrent.describe_level)
+PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
+LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,
+                    "busy_slots_per_decode": NUM, "window": MapOf(NUM), "request_sums": MapOf(NUM),
+                    "checks": MapOf(Obj({"server": NUM, "requests": NUM, "match": BOOL})), "consistent": BOOL})
+LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": INT, "aggregate_tps": NUM,
+            "in_flight_max": INT, "in_flight_mean": NUM, "ttft_s": PERCENTILES, "total_s": PERCENTILES,
+            "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
+            "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
+                                   nullable=False))})
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
@@ -269,10 +288,11 @@ ROW = Obj({
     "draft_max": INT, "target_path": STR, "draft_path": STR, "speculation_active": BOOL, "draft_n": INT,
     "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "tps": STAT_SUMMARY,
     "server_tps": STAT_SUMMARY, "ttft_s": STAT_SUMMARY, "total_s": STAT_SUMMARY, "load_time_s": NUM,
-    "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP, "equivalence": EQUIVALENCE,
+    "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
+    "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
-    "requests": ListOf(REQUEST),
+    "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
     "accepted_per_pos": ACCEPTED_PER_POS, "diagnosis": DIAGNOSIS, "k_prediction": K_PREDICTION,
     "synthetic": SYNTHETIC, "ceiling": CEILING,
 }, required=("target",), nullable=False)
@@ -290,6 +310,7 @@ RESULTS_FILE = Obj({
                    "measurement": Obj({})}),
     "host": Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM}),
     "summary": SUMMARY,
+    "redacted_paths": BOOL,              # a copy written by sweep.py --redact-paths
     "results": ListOf(ROW, nullable=False),
 }, required=("results",), nullable=False)
 

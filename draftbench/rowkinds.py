@@ -18,6 +18,7 @@ class Status(str, Enum):
     OK = "ok"
     ERROR = "error"
     SKIPPED = "skipped"
+    ELIMINATED = "eliminated"     # left an adaptive race early: its probe numbers and the reason are kept
 
 
 class CeilingLevel(str, Enum):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
@@ -14,6 +15,9 @@ REPORT = PACKAGE / "report"
 # The report reads results (and their findings) and their analysis, and writes through paths; nothing else.
 ALLOWED = {"draftbench", "draftbench.results", "draftbench.stats", "draftbench.analysis", "draftbench.paths",
            "draftbench.findings"}
+# The comparison page (compare_page, compare_figures) also reads the comparison of several results
+# files: compare/ is a pure function of results files too.
+ALLOWED_PACKAGES = ("draftbench.compare",)
 
 
 def _module_name(path: Path) -> str:
@@ -48,6 +52,7 @@ def test_report_imports_only_results_stats_analysis_and_paths():
     for path in REPORT.glob("*.py"):
         used = {name if _is_module(name) else name.rpartition(".")[0] for name in _imports(path)
                 if name.startswith("draftbench") and not name.startswith("draftbench.report")}
+        used = {n for n in used if not any(n == p or n.startswith(p + ".") for p in ALLOWED_PACKAGES)}
         assert used <= ALLOWED, (path, used - ALLOWED)
 
 
@@ -79,6 +84,14 @@ def test_the_page_draws_every_registered_chart_in_order():
                           results=(Row(target="T 7B", mean_tps=10.0),
                                    Row(target="T 7B", draft="D 0.5B", role="speculative", mean_tps=12.0)))
     page = render_report(results, cdn=True)
+    one_stream = [chart for chart in CHARTS if not chart.chart_id.startswith("chart-concurrency-")]
+    assert re.findall(r'<section class="chart-section" id="([^"]+)-section">', page) == [c.chart_id for c in one_stream]
+    for chart in one_stream:
+        assert f"<h2>{chart.title}</h2>" in page
+    # several concurrency levels: every registered chart
+    levels = results.results + tuple(Row(target="T 7B", draft=r.draft, role=r.role, mean_tps=r.mean_tps, concurrency=4)
+                                     for r in results.results)
+    page = render_report(dataclasses.replace(results, results=levels), cdn=True)
     assert re.findall(r'<section class="chart-section" id="([^"]+)-section">', page) == list(CHART_IDS)
     for chart in CHARTS:
         assert f"<h2>{chart.title}</h2>" in page

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from ..paths import PathProblem, expand_path
 from ..polling import poll
 from ..process import ManagedProcess
 from ..settings_schema import Field
+from .slots import SlotState
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class LaunchSpec:
     settings: dict = field(default_factory=dict)   # the whole validated settings (backend keys too)
     startup_timeout_s: float = 600.0
     log_path: str | None = None
+    concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
 
 
 class CountsSource(str, Enum):
@@ -63,13 +66,11 @@ class CountsSource(str, Enum):
 @dataclass(frozen=True)
 class DraftCounts:
     """Speculation counters for one request. ``None`` = not measured (never 0 for unknown)."""
-
     drafted: int | None = None       # draft tokens the target verified
     accepted: int | None = None      # of those, accepted by the target
     steps: int | None = None         # verify steps (drafts) — gives mean accepted length
     source: CountsSource | None = None
-    # accepted draft tokens by draft position (index 0: the first drafted token); None: not reported
-    accepted_per_pos: tuple[int, ...] | None = None
+    accepted_per_pos: tuple[int, ...] | None = None   # accepted by draft position (0 = first); None: not reported
     details: dict = field(default_factory=dict)   # backend-specific extras, saved with the request
 
 
@@ -104,6 +105,18 @@ class Server:
         if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self._owner, self._local = threading.get_ident(), threading.local()
+        self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
+
+    def http(self) -> requests.Session:
+        """:attr:`session` on the thread that made this object; one of its own on every other (streams never share)."""
+        if threading.get_ident() == self._owner:
+            return self.session
+        if not hasattr(self._local, "session"):
+            self._local.session = new_session()     # refuses redirects, as the main one does
+            self._local.session.headers.update(self.session.headers)
+            self._thread_sessions.append(self._local.session)
+        return self._local.session
 
     # -- requests -------------------------------------------------------------------------
     def chat_url(self) -> str:
@@ -118,7 +131,7 @@ class Server:
 
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
         """Run one request and time it (streamed; a backend may answer differently)."""
-        return stream_chat(self.session, self.chat_url(), body, headers=self.headers(),
+        return stream_chat(self.http(), self.chat_url(), body, headers=self.headers(),
                            request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
 
     def before_request(self) -> Any:
@@ -139,6 +152,15 @@ class Server:
     def active_methods(self) -> tuple[str, ...] | None:
         """The speculative methods the server says it is running (``()``: plain decoding); None when it
         does not say. Asked after the warm-up: a baseline must prove it did not speculate."""
+        return None
+
+    def totals(self) -> dict[str, float] | None:
+        """The server's cumulative counters (keys from ``slots.TOTAL_NAMES``) or None: their difference over
+        a window is its total, which cannot be split per request while several are in flight."""
+        return None
+
+    def slot_states(self) -> tuple[SlotState, ...] | None:
+        """The server's slots right now, where it reports them (None otherwise)."""
         return None
 
     @property
@@ -175,7 +197,8 @@ class Server:
 
     def stop(self) -> None:
         try:
-            self.session.close()
+            for session in (self.session, *self._thread_sessions):
+                session.close()
         finally:
             if self.process:
                 self.process.stop(grace_s=self.stop_grace_s)

@@ -15,19 +15,23 @@ Facts this relies on (checked on build 11434; see README "llama.cpp versions"):
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import requests
 
 from ..candidates import CandidateSpec
+from ..client import probe_json
 from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..gguf_meta import vocab_mismatch
+from ..method_stats import METHODS_KEY
 from ..paths import cache_dir
 from ..process import ManagedProcess
 from ..server_args import api_key_from_args
-from ..server_values import counter_difference
-from ..settings_schema import default_settings
+from ..server_values import MAX_TOKENS, counter_difference
+from ..settings_schema import Field, default_settings
 from . import prometheus
 from .base import (
     Backend,
@@ -42,7 +46,17 @@ from .base import (
     same_file,
     url_host,
 )
-from .llamacpp_command import SYNTH_LEN_FLAG, build_command, candidate_problems, capabilities, find_llama_server
+from .llamacpp_command import (
+    SYNTH_LEN_FLAG,
+    build_command,
+    candidate_problems,
+    capabilities,
+    find_llama_server,
+    spec_types,
+    stats_lines_expected,
+)
+from .llamacpp_stats import StatsLog
+from .slots import SlotState
 
 # --------------------------------------------------------------------------- failures
 
@@ -74,6 +88,12 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 
 DRAFTS_TOTAL = "llamacpp:spec_decode_num_drafts_total"
 ACCEPTED_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+# Server.totals() names -> llama-server's /metrics counters (build 11434; older builds lack some)
+TOTALS = {"prompt_tokens": "llamacpp:prompt_tokens_total", "output_tokens": "llamacpp:tokens_predicted_total",
+          "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+          "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total", "verify_steps": DRAFTS_TOTAL,
+          "decode_calls": "llamacpp:n_decode_total"}
+BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots per decode call, since start
 
 
 class LlamaCppServer(Server):
@@ -82,6 +102,7 @@ class LlamaCppServer(Server):
         self.has_metrics = has_metrics
         self.expects_draft = expects_draft
         self.props: dict = {}
+        self.stats_log: StatsLog | None = None     # per-method statistics, when started at trace verbosity
 
     def request_body(self, messages, *, max_tokens, temperature, seed):
         body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
@@ -92,7 +113,7 @@ class LlamaCppServer(Server):
         if not self.has_metrics:
             return None
         try:
-            response = self.session.get(self.base_url + "/metrics", timeout=5, headers=self.headers())
+            response = self.http().get(self.base_url + "/metrics", timeout=5, headers=self.headers())
         except requests.RequestException:
             return None
         return prometheus.parse(response.text, prefix="llamacpp:") if response.status_code == 200 else None
@@ -116,8 +137,33 @@ class LlamaCppServer(Server):
                                        DRAFTS_TOTAL)
             # One slot, one request in flight: the counters' change is this request's.
             per_pos = prometheus.position_delta(before, after, ACCEPTED_PER_POS, present_before=DRAFTS_TOTAL)
+        methods = self.stats_log.after_request() if self.stats_log else None
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
-                           accepted_per_pos=per_pos)
+                           details={METHODS_KEY: methods} if methods else {}, accepted_per_pos=per_pos)
+
+    def totals(self) -> dict[str, float] | None:
+        samples = self._metrics()
+        if samples is None:
+            return None
+        out = {name: value for name, metric in TOTALS.items() if (value := prometheus.total(samples, metric)) is not None}
+        busy, calls = prometheus.total(samples, BUSY_PER_DECODE), out.get("decode_calls")
+        if busy is not None and calls is not None:
+            out["busy_slot_decodes"] = busy * calls   # the gauge is a running mean; its sum is what differences
+        return out
+
+    def slot_states(self) -> tuple[SlotState, ...] | None:
+        try:
+            status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
+        except requests.RequestException:
+            return None
+        if status != 200 or not isinstance(slots, list):
+            return None
+
+        def whole(value, default):   # a slot's id or context: a small whole number, or we do not know
+            return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS \
+                else default
+        return tuple(SlotState(whole(s.get("id"), i), whole(s.get("n_ctx"), None), s.get("is_processing") is True)
+                     for i, s in enumerate(slots) if isinstance(s, dict))
 
     def server_decode_tps(self, response) -> float | None:
         return response.timing_rate("predicted_per_second")
@@ -163,6 +209,10 @@ class LlamaCppBackend(Backend):
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
     synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
+    settings_schema: ClassVar[dict[str, Field]] = {
+        "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
+                              "statistics (every server of the sweep, the baseline too)", measured=True),
+    }
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
         if not settings.get("ceiling") and not any(s.method or s.params for s in specs):
@@ -195,13 +245,19 @@ class LlamaCppBackend(Backend):
         caps = capabilities(binary)
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
+        start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
-                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd, version=caps.get("version"),
-                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
+                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
+                                version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
+                                expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
+        # The statistics lines of concurrent requests interleave and count per slot: one stream only.
+        expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
+        if expected:
+            server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
@@ -240,7 +296,9 @@ class LlamaCppBackend(Backend):
         p.add_argument("--draft-max", type=int, default=None, help="draft length k (default: the server's)")
         add_common_server_arguments(p, port=self.default_port, what="llama-server")
         p.add_argument("--gpu-layers", type=int, default=99, help="layers on the GPU (default 99)")
-        p.add_argument("--ctx-size", type=int, default=4096, help="context size (default 4096)")
+        p.add_argument("--ctx-size", type=int, default=4096, help="context size per slot (default 4096)")
+        p.add_argument("--parallel", type=int, default=1, help="slots: requests served at once (default 1; "
+                       "for bench.py --concurrency); each slot keeps --ctx-size")
         p.add_argument("--llama-bin", default=None, help="llama-server binary (default: searched)")
 
     def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
@@ -248,8 +306,11 @@ class LlamaCppBackend(Backend):
             problem = self.model_problem(path) if path else None
             if problem:
                 raise UsageError(f"{flag}: {problem.message}", problem.fix)
+        if args.parallel < 1:
+            raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
         settings = default_settings()
         settings.update(llama_bin=args.llama_bin, host=args.host)
         return LaunchSpec(target=args.model_path, draft=args.draft_path, draft_max=args.draft_max, host=args.host,
                           port=args.port, ctx_size=args.ctx_size, gpu_layers=args.gpu_layers, extra_args=tuple(extra),
-                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log)
+                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log,
+                          concurrency=args.parallel)

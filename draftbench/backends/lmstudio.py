@@ -387,6 +387,10 @@ class LMStudioBackend(Backend):
             if not ok:
                 problems.append(Problem("$.settings.lmstudio_gpu", f"is {gpu!r}; must be off, max or a number from "
                                         "0 to 1", "write \"max\", \"off\" or e.g. \"0.5\""))
+        if settings.get("concurrency") not in (None, 1, [1]):
+            problems.append(Problem("$.settings.concurrency", "LM Studio concurrency levels are not supported: "
+                                    "draftbench cannot give LM Studio's server a number of parallel slots",
+                                    "remove it (one stream), or use backend llamacpp or vllm for concurrency levels"))
         for key in ("draft_max", "draft_p_min"):
             if settings.get(key) is not None:
                 problems.append(Problem(f"$.settings.{key}", "cannot be set per request in LM Studio (its draft "

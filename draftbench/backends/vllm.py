@@ -56,6 +56,7 @@ from .vllm_command import (
     find_vllm,
     looks_like_path,
     parse_counters,
+    parse_totals,
     per_position_delta,
     served_name,
 )
@@ -104,6 +105,20 @@ class VLLMServer(Server):
             if now == last:
                 break
             last = now
+        return last
+
+    def totals(self) -> dict[str, float] | None:
+        """Read until two readings agree: vLLM records a step's statistics just after its tokens went out."""
+        last = None
+        for _ in range(6):
+            text = self._metrics_text()
+            if text is None:
+                return None
+            now = parse_totals(text)
+            if now == last:
+                break
+            last = now
+            time.sleep(0.01)
         return last
 
     def before_request(self):

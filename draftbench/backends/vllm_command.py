@@ -26,6 +26,10 @@ COUNTERS = {
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",
 }
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+# Server.totals() names -> vLLM's Prometheus counters (summed over engines)
+TOTALS = {"prompt_tokens": "vllm:prompt_tokens_total", "output_tokens": "vllm:generation_tokens_total",
+          "draft_tokens": COUNTERS["draft_tokens"], "accepted_tokens": COUNTERS["accepted"],
+          "verify_steps": COUNTERS["drafts"]}
 
 _HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
                "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
@@ -84,6 +88,8 @@ def build_command(binary: str, spec: LaunchSpec) -> list[str]:
     if not spec.settings.get("vllm_prefix_caching"):
         # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
         cmd.append("--no-enable-prefix-caching")
+    if spec.concurrency > 1:
+        cmd += ["--max-num-seqs", str(spec.concurrency)]   # N sequences batched at once; one stream: vLLM's default
     cfg = speculative_config(spec)
     if cfg is not None:
         cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
@@ -132,6 +138,12 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 
 
 # --------------------------------------------------------------------------- server
+
+def parse_totals(text: str) -> dict[str, float]:
+    """The Server.totals() counters (tokens in and out, drafted, accepted, verify steps) that /metrics exports."""
+    samples = prometheus.parse(text, prefix="vllm:")
+    return {name: value for name, metric in TOTALS.items() if (value := prometheus.total(samples, metric)) is not None}
+
 
 def parse_counters(text: str) -> dict[str, float]:
     """Sum every series of the spec-decode counters in a Prometheus text exposition (the per-position

@@ -17,12 +17,14 @@ from ..backends.base import Server
 from ..client import RedirectRefused, new_session, normalise_base_url, probe_json
 from ..errors import DraftbenchError, UsageError
 from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..measure_concurrent import level_fields, run_streams
 from ..paths import atomic_write_text
 from ..perpos import diagnose
-from ..prompts import BUILTIN_PROMPTS, CATEGORIES, Prompt, custom_prompts, load_prompt_file
+from ..prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
 from ..results import Row, now_iso
 from ..stats import BENCH_FLAGS, describe_speedup, speedup
 from . import run_main
+from .ab_cli import add_ab_arguments, run_ab_command
 
 MAX_TIMEOUT_S = 86400   # as settings.request_timeout_s / stall_timeout_s
 
@@ -30,8 +32,8 @@ MAX_TIMEOUT_S = 86400   # as settings.request_timeout_s / stall_timeout_s
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bench.py", description="Stream chat completions from a running server and "
                                 "report TTFT, decode tok/s and draft acceptance (from the server's own counters).")
-    p.add_argument("--url", "--base-url", dest="url", required=True,
-                   help="server address, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted)")
+    p.add_argument("--url", "--base-url", dest="url", default=None,
+                   help="server address, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted); or use --target")
     p.add_argument("--model", default=None, help="model name sent in requests (needed by vLLM / LM Studio)")
     p.add_argument("--api-key", default=None, help="API key for the server (never written to files)")
     p.add_argument("--label", default=None, help="display label for --url")
@@ -52,12 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "built-in set")
     p.add_argument("--prompt-file", default=None, help="prompts from a .txt (--- separates prompts, or one per line) "
                    "or .jsonl file ({\"prompt\": …, \"category\": …} per line)")
-    p.add_argument("--category", action="append", default=None, choices=CATEGORIES,
-                   help="use only these built-in categories (repeatable)")
+    p.add_argument("--category", action="append", default=None, choices=ALL_CATEGORIES,
+                   help="use only these built-in categories (repeatable; code-edit, rewrite, summarise-long, "
+                   "reasoning and multi-turn run only when named)")
     p.add_argument("--request-timeout", type=float, default=900.0, help="seconds per request (default 900)")
     p.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without data before a request "
                    "counts as stalled (default 120)")
-    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file")
+    p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once: N client streams, "
+                   "each sending its next request when its last one ended (default 1; the server needs N slots, "
+                   "e.g. llama-server -np N)")
+    p.add_argument("--json", dest="json_path", default=None, help="write every per-request value to this JSON file "
+                   "(with --target: a results file that sweep.py --compare/--export/--chart-only read)")
+    add_ab_arguments(p)
     return p
 
 
@@ -69,7 +77,8 @@ def choose_prompts(args) -> list[Prompt]:
     elif args.prompt_file:
         prompts = load_prompt_file(args.prompt_file)
     else:
-        prompts = [p for p in BUILTIN_PROMPTS if not args.category or p.category in args.category]
+        prompts = (list(BUILTIN_PROMPTS) if not args.category
+                   else [p for p in ALL_PROMPTS if p.category in args.category])
     if args.requests is not None:
         if args.requests < 1:
             raise UsageError(f"--requests must be at least 1 (got {args.requests})")
@@ -119,13 +128,67 @@ def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Serve
     return backend.attach(base, model=model, api_key=api_key)
 
 
-def measure(server: Server, label: str, prompts: list[Prompt], options: MeasureOptions) -> Row:
+def check_slots(server: Server, label: str, streams: int) -> None:
+    """Say so when the server cannot run ``streams`` requests at once (the rest would wait in its queue)."""
+    slots = server.slot_states() if streams > 1 else None
+    if slots is not None and len(slots) < streams:
+        print(f"  Note: {label} has {len(slots)} slot{'s' if len(slots) != 1 else ''}, so at most {len(slots)} of the "
+              f"{streams} streams run at once (the others wait in its queue); start it with -np {streams} "
+              f"(python server.py llama-cpp --parallel {streams})", flush=True)
+
+
+def measure(server: Server, label: str, prompts: list[Prompt], options: MeasureOptions, streams: int = 1) -> Row:
+    check_slots(server, label, streams)
     print(f"  [{label}] {server.base_url} ", end="", flush=True)
-    records = run_prompts(server, prompts, options, on_request=lambda i, n, r: print(".", end="", flush=True))
+
+    def dot(*_) -> None:
+        print(".", end="", flush=True)
+
+    load = None
+    if streams > 1:
+        level = run_streams(server, prompts, options, streams, on_request=dot)
+        records, load = level.records, level.load
+    else:
+        records = run_prompts(server, prompts, options, on_request=dot)
     print(" done", flush=True)
     fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs, flags=BENCH_FLAGS)
+    if load is not None:
+        # a server that says it does not speculate is a baseline: its zero draft totals are not an acceptance
+        speculative = server.speculation_status(requested=True).active is not False
+        fields = level_fields(fields, load, speculative=speculative, flags={**BENCH_FLAGS, "concurrency": "--concurrency"})
     fields["warnings"] = tuple(fields["warnings"])
-    return Row(target=label, role="baseline", requests=tuple(records), started_at=now_iso(), **fields)
+    return Row(target=label, role="baseline", requests=tuple(records), started_at=now_iso(), concurrency=streams,
+               load=load, **fields)
+
+
+def _percentiles_text(p: dict | None, unit: str) -> str:
+    return "n/a" if not p else "  ".join(f"{q}={p[q]:.3f}{unit}" for q in ("p50", "p90", "p99")) + f"  (n={p['n']})"
+
+
+def print_level(row: Row) -> None:
+    """What N streams at once did: aggregate throughput, latency percentiles and the server's own counters."""
+    load = row.load or {}
+    side = load.get("server") or {}
+    server_view = []
+    if side.get("slots") is not None:
+        server_view.append(f"{len(side['slots'])} slots")
+    if side.get("busy_slots_max") is not None:
+        server_view.append(f"at most {side['busy_slots_max']} busy")
+    if side.get("busy_slots_per_decode") is not None:
+        server_view.append(f"{side['busy_slots_per_decode']:.2f} busy per decode step")
+    print(f"  {'streams':<18} {load.get('streams')} at once (at most {load.get('in_flight_max')} in flight"
+          + (f"; server: {', '.join(server_view)}" if server_view else "") + ")")
+    print(f"  {'aggregate tok/s':<18} {_fmt(load.get('aggregate_tps'), '')} over {_fmt(load.get('window_s'), 's')} "
+          f"({load.get('output_tokens')} tokens, all streams)")
+    print(f"  {'ttft':<18} {_percentiles_text(load.get('ttft_s'), 's')}")
+    print(f"  {'latency (e2e)':<18} {_percentiles_text(load.get('total_s'), 's')}")
+    checks = side.get("checks") or {}
+    if checks:
+        agree = all(c["match"] for c in checks.values())
+        print(f"  {'server counters':<18} " + ("per-request counters add up to the server's totals: " if agree else
+                                               "per-request counters do NOT add up to the server's totals: ")
+              + ", ".join(f"{name} {c['requests']}{' = ' if c['match'] else ' vs '}{c['server']}"
+                          for name, c in checks.items()))
 
 
 def _fmt(value, unit: str, digits: int = 2) -> str:
@@ -145,6 +208,8 @@ def print_table(row: Row) -> None:
             continue
         print(f"  {name:<18} min={_fmt(s['min'], unit, d):>9}  median={_fmt(s['median'], unit, d):>9}  "
               f"mean={_fmt(s['mean'], unit, d):>9}  p95={_fmt(s['p95'], unit, d):>9}  max={_fmt(s['max'], unit, d):>9}")
+    if row.concurrency > 1:
+        print_level(row)
     if row.tps and row.tps.get("ci95_low") is not None:
         print(f"  {'':<18} mean tok/s 95% CI [{row.tps['ci95_low']:.2f}, {row.tps['ci95_high']:.2f}], "
               f"CV {row.tps['cv']:.1%}")
@@ -222,16 +287,31 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")
     if args.warmup < 0 or not math.isfinite(args.temperature) or args.temperature < 0:
         raise UsageError("--warmup and --temperature must not be negative")
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1 (got {args.concurrency})")
+    if args.concurrency > 1 and args.backend not in ("auto", "openai") and args.backend in backend_names() \
+            and get_backend(args.backend).config_name == "lmstudio":
+        raise UsageError("--concurrency is not supported with LM Studio", "measure it with --concurrency 1, or "
+                         "benchmark concurrency on llama-server or vLLM")
     check_seconds("--request-timeout", args.request_timeout)
     check_seconds("--stall-timeout", args.stall_timeout)
     json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
+    if args.target:
+        if args.concurrency > 1:
+            raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",
+                             "for an A/B under load, sweep a config with settings.concurrency (see README)")
+        return run_ab_command(args, prompts)
+    if not args.url:
+        raise UsageError("give --url URL (a running server) or --target T.gguf (an A/B that starts its own servers)",
+                         "see python bench.py --help")
     options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                              temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
                              stall_timeout_s=args.stall_timeout)
     label_a = args.label or "baseline"
+    streams = f", {args.concurrency} concurrent streams" if args.concurrency > 1 else ""
     print(f"{'=' * 78}\n  draftbench bench — {len(prompts)} prompts x {args.runs} run(s), max_tokens {args.max_tokens}, "
-          f"temperature {args.temperature:g}\n{'=' * 78}")
+          f"temperature {args.temperature:g}{streams}\n{'=' * 78}")
     servers = [(label_a, attach(args.url, args.backend, args.model, args.api_key))]
     if args.compare_url:
         servers.append((args.compare_label or "speculative",
@@ -241,7 +321,7 @@ def main(argv: list[str]) -> int:
     try:
         for label, server in servers:
             try:
-                rows.append(measure(server, label, prompts, options))
+                rows.append(measure(server, label, prompts, options, args.concurrency))
             except MeasurementFailed as failure:
                 print(" failed", flush=True)
                 raise failure.error from None
@@ -260,6 +340,9 @@ def main(argv: list[str]) -> int:
         print(f"\n{'=' * 78}\n  COMPARISON ({b.target} vs {a.target})\n{'=' * 78}")
         print(f"  Mean tok/s : {_fmt(a.mean_tps, '')} -> {_fmt(b.mean_tps, '')}   speed-up {describe_speedup(ratio)}")
         print(f"  Mean TTFT  : {_fmt(a.mean_ttft, 's', 3)} -> {_fmt(b.mean_ttft, 's', 3)}")
+        if a.load and b.load:
+            print(f"  Aggregate  : {_fmt(a.load.get('aggregate_tps'), '')} -> {_fmt(b.load.get('aggregate_tps'), '')} "
+                  f"tok/s ({args.concurrency} streams, all together)")
         if eq and eq.get("checked"):
             print(f"  Output     : identical on {eq['matched']}/{eq['compared']} requests"
                   + (f"; first difference in {eq['mismatches'][0]['prompt_id']} at character "
@@ -267,6 +350,7 @@ def main(argv: list[str]) -> int:
     if json_path:
         payload = {"timestamp": now_iso(), "tool": "draftbench bench",
                    "settings": {"runs": args.runs, "warmup": args.warmup, "max_tokens": args.max_tokens,
+                                "concurrency": args.concurrency,
                                 "temperature": args.temperature, "seed": args.seed, "prompts": [p.to_dict() for p in prompts]},
                    "servers": [{"label": label, "url": server.base_url, "version": server.version}
                                for label, server in servers],

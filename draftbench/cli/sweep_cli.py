@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from dataclasses import replace
@@ -10,14 +11,20 @@ from pathlib import Path
 
 from ..analysis import analyze
 from ..backends import get_backend
+from ..concurrency import levels
 from ..config import ceiling_problems, load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
+from ..estimate import Estimator, estimate_of, total_s
 from ..output_paths import check_output_paths, default_chart_for
+from ..path_redaction import redacted_results
+from ..prompts import resolve_prompts
 from ..results import load_results
 from ..results_lock import results_lock
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
+from ..sweep.console import format_duration
 from ..text_safety import safe_text
 from . import run_main
+from .share_cli import add_share_arguments, run_share, wants_share
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments, or output paths that would overwrite an
@@ -38,10 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-chart", action="store_true", help="do not write a report")
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
+    p.add_argument("--search", choices=("exhaustive", "adaptive"), help="override settings.search: exhaustive "
+                   "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
+                   "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
     p.add_argument("--ceiling", action="store_true", help="also run each draft at synthetic acceptance (its measured "
                    "mean accepted length, and full acceptance) to show what its cost allows; same as "
                    "settings.ceiling: true (llama.cpp only)")
+    add_share_arguments(p)
     return p
 
 
@@ -52,7 +64,8 @@ def chart_only(args) -> int:
     from ..report import write_report
     chart = Path(args.chart) if args.chart else default_chart_for(Path(args.results))
     check_output_paths(Path(args.results), chart, sweeping=False)
-    results = analyze(load_results(args.results))
+    results = load_results(args.results)
+    results = analyze(redacted_results(results) if args.redact_paths else results)
     try:
         write_report(results, chart, cdn=args.cdn)
     except OSError as exc:
@@ -64,11 +77,36 @@ def chart_only(args) -> int:
     return EXIT_OK
 
 
+SOURCES = {"measured": "measured before", "baseline": "from its target's baseline",
+           "model size": "rough guess from the model size"}
+
+
+def with_overrides(config, args):
+    """The config with --search / --budget applied (they win over the file's settings)."""
+    settings = dict(config.settings)
+    if getattr(args, "search", None):
+        settings["search"] = args.search
+    budget = getattr(args, "budget", None)
+    if budget is not None:
+        if not math.isfinite(budget) or budget < 1:
+            raise UsageError(f"--budget {budget:g} is not a number of seconds of at least 1",
+                             "e.g. --budget 3600 for an hour of measuring per target")
+        settings["budget_s"] = budget
+    if settings.get("search") == "adaptive" and levels(settings) != (1,):
+        raise UsageError(f"the adaptive search races candidates at one stream; settings.concurrency is "
+                         f"{settings.get('concurrency')}", "remove settings.concurrency (or set it to 1) for an "
+                         "adaptive search, or use --search exhaustive to measure several concurrency levels")
+    if settings.get("budget_s") and settings.get("search") != "adaptive":
+        raise UsageError("a budget (settings.budget_s or --budget) only applies to the adaptive search",
+                         "add --search adaptive (or settings.search: \"adaptive\"), or remove the budget")
+    return replace(config, settings=settings)
+
+
 def run_config(path: str, args, *, results: str | None, chart: str | None, batch: tuple[Path, ...] = (),
                used: dict[str, Path] | None = None) -> int:
     """One config. ``batch``: every config of a --config-dir run, none of which may be written over;
     ``used``: results files of the batch's earlier configs (real path -> config), never shared."""
-    config = load_config(path)
+    config = with_overrides(load_config(path), args)
     backend = get_backend(config.backend)
     if args.ceiling:
         config = replace(config, settings={**config.settings, "ceiling": True})
@@ -92,8 +130,18 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
                         f"results would go to {results_path}"))
         show_k = shows_k(config)
+        estimator = Estimator.for_results_path(config, len(resolve_prompts(config.settings.get("prompts"))),
+                                               results_path)
         for i, run in enumerate(runs, 1):
-            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}"))
+            est = estimate_of(estimator, run)
+            when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
+                "duration unknown"
+            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
+        total = total_s(estimator, runs)
+        if total is not None:
+            adaptive = " at most (the adaptive search stops measuring candidates that cannot win)" \
+                if config.settings.get("search") == "adaptive" else ""
+            print(f"Estimated duration: ~{format_duration(total)}{adaptive}")
         print("Models:")
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)
@@ -138,6 +186,10 @@ def run_config_dir(folder: str, args) -> int:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    if wants_share(args):
+        return run_share(args)
+    if args.output:
+        raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")

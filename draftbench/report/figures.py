@@ -16,8 +16,10 @@ from typing import Any, NamedTuple
 from ..analysis import analyze
 from ..results import ResultsFile
 from ..stats import describe_speedup
-from . import inside, theme
-from .model import UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
+from . import inside, load_figures, theme
+from .layout import base_layout as _layout
+from .method_figures import category_heatmap_figure, param_lines_figure
+from .model import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 from .text import num, pct, plotly_text, signed_pct
 
 Figure = dict[str, Any]
@@ -25,9 +27,14 @@ Figure = dict[str, Any]
 
 # --------------------------------------------------------------------------- shared pieces
 
-def _layout(**extra: Any) -> dict[str, Any]:
-    """The common dark layout (see :func:`theme.plot_layout`)."""
-    return theme.plot_layout(**extra)
+def dark_layout(**extra: Any) -> dict[str, Any]:
+    """The report's common layout, for other pages built from these pieces (the comparison report)."""
+    return _layout(**extra)
+
+
+def ci_whiskers(speed: dict | None) -> tuple[float | None, float | None]:
+    """(above, below) a speed-up in percentage points: its 95% CI, when known."""
+    return _whiskers(speed)
 
 
 def _class_color(data: ReportData, cls: str) -> str:
@@ -35,6 +42,10 @@ def _class_color(data: ReportData, cls: str) -> str:
         return theme.UNKNOWN_COLOR
     known = [c for c in data.classes if c != UNKNOWN_SIZE]
     return theme.CLASS_COLORS[known.index(cls) % len(theme.CLASS_COLORS)]
+
+
+def _series_name(cls: str) -> str:
+    return "best model-free method" if cls == NO_DRAFT_MODEL else f"best {plotly_text(cls)} draft"
 
 
 def _speedup_pct(speed: dict) -> float:
@@ -76,7 +87,7 @@ def _best_cells(data: ReportData) -> dict[str, list[Cell | None]]:
 def throughput_figure(data: ReportData) -> Figure:
     """Baseline and the best draft of each size class, per target, in tok/s."""
     x = _targets_axis(data)
-    baselines = [data.results.baseline_for(t) for t in data.targets]
+    baselines = [data.results.baseline_for(t, data.level) for t in data.targets]
     series = _best_cells(data)
     values = [b.mean_tps for b in baselines if b and b.mean_tps] + [
         c.measured.mean_tps for cells in series.values() for c in cells if c and c.measured.mean_tps]
@@ -86,7 +97,7 @@ def throughput_figure(data: ReportData) -> Figure:
                    texttemplate=value_fmt, textposition="outside", cliponaxis=False,
                    hovertemplate="<b>%{x}</b> alone<br>%{y:.1f} tok/s<extra></extra>")]
     for cls, cells in series.items():
-        traces.append(dict(type="bar", name=f"best {plotly_text(cls)} draft", x=x,
+        traces.append(dict(type="bar", name=_series_name(cls), x=x,
                            y=[c.measured.mean_tps if c else None for c in cells],
                            customdata=[_bar_hover(c) for c in cells],
                            marker=dict(color=_class_color(data, cls)), texttemplate=value_fmt,
@@ -106,7 +117,7 @@ def speedup_figure(data: ReportData) -> Figure:
     for cls, cells in _best_cells(data).items():
         speeds = [c.speedup if c else None for c in cells]
         whiskers = [_whiskers(s) for s in speeds]
-        trace = dict(type="bar", name=f"best {plotly_text(cls)} draft", x=x,
+        trace = dict(type="bar", name=_series_name(cls), x=x,
                      y=[_speedup_pct(s) if s else None for s in speeds],
                      customdata=[_bar_hover(c) for c in cells],
                      marker=dict(color=_class_color(data, cls),
@@ -144,7 +155,8 @@ def _cell_text(cell: Cell) -> str:
     text = signed_pct((speed["ratio"] - 1) * 100)
     if speed.get("significant") is False:
         text += " (n.s.)"
-    return text + f"<br>acc {pct(cell.measured.acceptance_rate)}"
+    text += f"<br>acc {pct(cell.measured.acceptance_rate)}"
+    return text + ("<br>loops" if cell.measured.degenerate_output else "")
 
 
 def _cell_hover(cell: Cell) -> list[str]:
@@ -237,14 +249,20 @@ def scatter_figure(data: ReportData) -> Figure:
 
 # --------------------------------------------------------------------------- registry
 
+def always(data: ReportData) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Chart:
-    """A chart on the page: its div id, heading, the sentence under the heading, and its figure."""
+    """A chart on the page: its div id, heading, the sentence under the heading, its figure, and whether a
+    file has anything for it (the concurrency charts need several levels)."""
 
     chart_id: str
     title: str
     lead: Callable[[ReportData], str]
     build: Callable[[ReportData], Figure]
+    shown: Callable[[ReportData], bool] = always
 
 
 def _heatmap_lead(data: ReportData) -> str:
@@ -269,13 +287,28 @@ CHARTS: tuple[Chart, ...] = (
     Chart("chart-positions", "Acceptance by draft position", inside.positions_lead, inside.positions_figure),
     Chart("chart-ceiling", "Each draft against its ceiling", inside.ceiling_lead, inside.ceiling_figure),
     Chart("chart-kpredict", "Best k from one run", inside.kpredict_lead, inside.kpredict_figure),
+    Chart("chart-categories", "Speed-up by prompt category",
+          lambda data: "Each configuration's speed-up on each prompt category's requests alone: methods differ "
+                       "by workload (n-gram methods shine where the answer repeats the prompt). \"loops\": the "
+                       "target's own output repeats itself there, which flatters every method.",
+          category_heatmap_figure),
+    Chart("chart-params", "Throughput vs a swept parameter",
+          lambda data: "Decode tok/s of each configuration at each value of a parameter swept as a list; the "
+                       "dashed line is the target alone.",
+          param_lines_figure),
+    Chart("chart-concurrency-speedup", "Speed-up vs concurrent streams", load_figures.speedup_lead,
+          load_figures.speedup_vs_streams_figure, load_figures.has_levels),
+    Chart("chart-concurrency-throughput", "Aggregate throughput vs concurrent streams", load_figures.throughput_lead,
+          load_figures.throughput_vs_streams_figure, load_figures.has_levels),
+    Chart("chart-concurrency-latency", "Latency percentiles vs concurrent streams", load_figures.latency_lead,
+          load_figures.latency_vs_streams_figure, load_figures.has_levels),
 )
 CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
 
 
 def figures_for(data: ReportData) -> dict[str, Figure]:
-    """Every chart's figure, by div id."""
-    return {chart.chart_id: chart.build(data) for chart in CHARTS}
+    """Every chart's figure that this file has data for, by div id."""
+    return {chart.chart_id: chart.build(data) for chart in CHARTS if chart.shown(data)}
 
 
 def build_figures(results: ResultsFile) -> dict[str, Figure]:

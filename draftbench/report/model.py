@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from ..analysis import primary_level, row_levels
 from ..findings import Code
 from ..results import ResultsFile, Row
 
 UNKNOWN_SIZE = "unknown size"
+NO_DRAFT_MODEL = "no draft model"      # the size class of model-free methods (n-gram lookup, suffix trees)
 
 # A parameter count in a label: "0.5B", "1.5b", "135M", "Qwen2.5-0.5B-Instruct", "llama3-8b".
 # Not "8bit", "Q4_K_M", "FP16" or the "2.5" of "Qwen2.5".
@@ -38,23 +40,35 @@ def size_class(label: str | None, size_label: str | None = None) -> str:
 
 
 def size_value(cls: str) -> float:
-    """Sort key for size classes: parameters, with unknown sizes last."""
+    """Sort key for size classes: parameters, model-free methods first, unknown sizes last."""
+    if cls == NO_DRAFT_MODEL:
+        return 0.0
     m = SIZE_RE.search(cls)
     if not m:
         return math.inf
     return float(m.group(1)) * (1e9 if m.group(2).upper() == "B" else 1e6)
 
 
-def _size_label_for(results: ResultsFile, row: Row) -> str | None:
-    """GGUF's size label for a row's draft: from the row, else from the config snapshot."""
+def _size_label_for(results: ResultsFile, row: Row, draft_label: str | None) -> str | None:
+    """GGUF's size label for a row's draft model: from the row, else from the config snapshot."""
     for key in ("draft_size_label", "size_label"):
         value = row.extra.get(key)
         if isinstance(value, str) and value.strip():
             return value
     for entry in (results.config or {}).get("drafts") or []:
-        if isinstance(entry, dict) and entry.get("label") == row.draft and isinstance(entry.get("size_label"), str):
+        if isinstance(entry, dict) and entry.get("label") == draft_label and isinstance(entry.get("size_label"), str):
             return entry["size_label"]
     return None
+
+
+def row_size_class(results: ResultsFile, row: Row) -> str:
+    """A row's size class: its draft model's (a hybrid takes its draft's), or "no draft model" for a
+    model-free method. Rows without a recorded candidate (upstream files) are draft files."""
+    cand = row.candidate if isinstance(row.candidate, dict) else {}
+    if cand.get("method") and not cand.get("draft"):
+        return NO_DRAFT_MODEL
+    draft_label = cand.get("draft") if isinstance(cand.get("draft"), str) else row.draft
+    return size_class(draft_label, _size_label_for(results, row, draft_label))
 
 
 # --------------------------------------------------------------------------- the grid
@@ -65,6 +79,7 @@ class CellState(Enum):
     OK = "ok"
     ERROR = "error"
     SKIPPED = "skipped"
+    ELIMINATED = "eliminated"       # the adaptive search stopped measuring it: probe numbers, not a result
     INACTIVE = "inactive"
     NO_BASELINE = "no baseline"
     NOT_RUN = "not run"
@@ -121,6 +136,8 @@ class ReportData:
     classes: tuple[str, ...]
     cells: dict[tuple[str, DraftCol], Cell]
     multi_k: bool
+    level: int = 1                        # the concurrency level of the grid (the lowest measured)
+    levels: tuple[int, ...] = (1,)        # every level in the file; more than one: the concurrency charts
 
     def cell(self, target: str, col: DraftCol) -> Cell:
         return self.cells[(target, col)]
@@ -141,6 +158,8 @@ def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState, str]:
         return CellState.ERROR, row.reason or "error"
     if row.status == "skipped":
         return CellState.SKIPPED, row.reason or "skipped"
+    if row.status == "eliminated":
+        return CellState.ELIMINATED, row.reason or "eliminated by the adaptive search"
     if baseline is None:
         return CellState.NO_BASELINE, "no baseline was measured for this target, so no speed-up can be computed"
     if not row.speedup or not row.counts_as_speedup():
@@ -148,8 +167,8 @@ def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState, str]:
     return CellState.OK, ""
 
 
-def _speculative_rows(results: ResultsFile) -> list[Row]:
-    return [r for r in results.results if r.role == "speculative" and r.draft is not None]
+def _speculative_rows(results: ResultsFile, level: int = 1) -> list[Row]:
+    return [r for r in results.results if r.role == "speculative" and r.draft is not None and r.concurrency == level]
 
 
 def _column_key(row: Row, multi_k: bool) -> tuple[str | None, int | None]:
@@ -164,13 +183,14 @@ def _columns(results: ResultsFile, spec_rows: list[Row], multi_k: bool) -> dict[
         if r.draft is None or key in cols:
             continue
         label = r.draft + (f" (k={r.draft_max})" if multi_k and r.draft_max is not None else "")
-        cols[key] = DraftCol(r.draft, key[1], label, size_class(r.draft, _size_label_for(results, r)))
+        cols[key] = DraftCol(r.draft, key[1], label, row_size_class(results, r))
     return cols
 
 
 def build_data(results: ResultsFile) -> ReportData:
-    """The grid of an analysed results file (see :func:`analysis.analyze`)."""
-    spec_rows = _speculative_rows(results)
+    """The grid of an analysed results file (see :func:`analysis.analyze`), at its lowest concurrency level."""
+    level = primary_level(results)
+    spec_rows = _speculative_rows(results, level)
     targets = tuple(dict.fromkeys(r.target for r in results.results
                                   if r.role in ("baseline", "speculative", "control")))
     multi_k = len({r.draft_max for r in spec_rows}) > 1
@@ -181,12 +201,12 @@ def build_data(results: ResultsFile) -> ReportData:
     rows = {(r.target, _column_key(r, multi_k)): r for r in reversed(spec_rows)}  # the first row of a key wins
     cells = {}
     for target in targets:
-        baseline = results.baseline_for(target)
+        baseline = results.baseline_for(target, level)
         for col in columns:
             row = rows.get((target, (col.draft, col.draft_max)))
             state, note = cell_state(row, baseline)
             cells[(target, col)] = Cell(target, col, row, state, note)
-    return ReportData(results, targets, columns, classes, cells, multi_k)
+    return ReportData(results, targets, columns, classes, cells, multi_k, level, row_levels(results))
 
 
 # --------------------------------------------------------------------------- what the charts and verdict pick
@@ -208,17 +228,18 @@ def bar_classes(data: ReportData) -> list[str]:
     return [cls for cls in data.classes if any(cls in best_per_class(data, t) for t in data.targets)]
 
 
-def recommended_row(results: ResultsFile, target: str, draft: str, draft_max: int | None) -> Row | None:
+def recommended_row(results: ResultsFile, target: str, draft: str, draft_max: int | None,
+                    level: int = 1) -> Row | None:
     """The measured row behind a recommendation: at the recommended k, else at any k."""
     rows = [r for r in results.results
-            if r.target == target and r.role == "speculative" and r.draft == draft and r.ok]
+            if r.target == target and r.role == "speculative" and r.draft == draft and r.ok and r.concurrency == level]
     return next((r for r in rows if r.draft_max == draft_max), rows[0] if rows else None)
 
 
-def control_row(results: ResultsFile, target: str) -> Row | None:
+def control_row(results: ResultsFile, target: str, level: int = 1) -> Row | None:
     """The baseline measured again at the end of the sweep (its 'speed-up' is the drift)."""
-    return next((r for r in results.results if r.target == target and r.role == "control" and r.ok and r.speedup),
-                None)
+    return next((r for r in results.results if r.target == target and r.role == "control" and r.ok and r.speedup
+                 and r.concurrency == level), None)
 
 
 def category_changes(row: Row, baseline: Row) -> list[tuple[str, float]]:
@@ -238,6 +259,7 @@ class ProblemKind(Enum):
     INACTIVE = "speculation inactive"
     ERROR = "error"
     SKIPPED = "skipped"
+    ELIMINATED = "eliminated"
 
 
 @dataclass(frozen=True)
@@ -261,6 +283,6 @@ def find_problems(results: ResultsFile) -> list[Problem]:
     for r in results.results:
         if r.speculation_active is False and r.role == "speculative":
             out.append(Problem(r, ProblemKind.INACTIVE, _inactive_reason(r)))
-        elif r.status in ("error", "skipped"):
+        elif r.status in ("error", "skipped", "eliminated"):
             out.append(Problem(r, ProblemKind(r.status), r.reason or "no reason recorded"))
     return out

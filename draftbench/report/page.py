@@ -22,6 +22,7 @@ from ..results import ResultsFile, Row, combination_title
 from ..stats import describe_speedup
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
+from .methods_table import methods_section
 from .model import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 from .text import esc, num, pct, signed_pct
 from .theme import CSS
@@ -47,6 +48,8 @@ def _settings_text(settings: dict) -> str:
             if settings.get(k) is not None]
     if isinstance(settings.get("prompts"), list):
         bits.append("prompts " + ", ".join(str(p) for p in settings["prompts"]))
+    if settings.get("concurrency") not in (None, 1, [1]):
+        bits.append(f"concurrency {settings['concurrency']}")
     return "; ".join(bits) or "—"
 
 
@@ -88,12 +91,12 @@ def _best_draft_cell(entry: dict) -> str:
     return "<span class=\"muted\">none recommended</span>"
 
 
-def _verdict_notes(results: ResultsFile, target: str, entry: dict) -> list[str]:
+def _verdict_notes(results: ResultsFile, target: str, entry: dict, level: int) -> list[str]:
     """Per-category change and output equivalence of the recommended draft; the baseline's drift."""
     notes = []
     rec = entry.get("recommended_draft")
-    best = recommended_row(results, target, rec, entry.get("draft_max")) if rec else None
-    baseline = results.baseline_for(target)
+    best = recommended_row(results, target, rec, entry.get("draft_max"), level) if rec else None
+    baseline = results.baseline_for(target, level)
     if best is not None and baseline is not None:
         changes = category_changes(best, baseline)
         if changes:
@@ -101,16 +104,16 @@ def _verdict_notes(results: ResultsFile, target: str, entry: dict) -> list[str]:
         eq = best.equivalence or {}
         if eq.get("checked"):
             notes.append(f"output identical to the target alone on {eq['matched']}/{eq['compared']} requests")
-    control = control_row(results, target)
+    control = control_row(results, target, level)
     if control is not None:
         notes.append(f"baseline re-measured at the end: {describe_speedup(control.speedup)} drift")
     return notes
 
 
-def _verdict_row(results: ResultsFile, target: str, entry: dict) -> str:
-    baseline = results.baseline_for(target)
+def _verdict_row(results: ResultsFile, target: str, entry: dict, level: int) -> str:
+    baseline = results.baseline_for(target, level)
     verdict = esc(entry.get("verdict", ""))
-    notes = _verdict_notes(results, target, entry)
+    notes = _verdict_notes(results, target, entry, level)
     if notes:
         verdict += "<div class=\"muted small\">" + esc("; ".join(notes)) + "</div>"
     speedup = describe_speedup(entry["speedup"]) if entry.get("speedup") else "—"
@@ -127,7 +130,7 @@ def _verdict_row(results: ResultsFile, target: str, entry: dict) -> str:
 def _summary_table(data: ReportData) -> str:
     """One row per target; the verdicts are the CLI's sentences (``analysis.recommend``)."""
     entries = {e["target"]: e for e in (data.results.summary or {}).get("targets", [])}
-    body = [_verdict_row(data.results, target, entries.get(target) or {}) for target in data.targets]
+    body = [_verdict_row(data.results, target, entries.get(target) or {}, data.level) for target in data.targets]
     if not body:
         body.append("<tr><td colspan=\"6\" class=\"muted\">No targets in this results file.</td></tr>")
     return ("<div class=\"table-wrap\"><table id=\"summary-table\"><thead><tr><th>Target</th><th>Baseline</th>"
@@ -139,7 +142,7 @@ def _summary_table(data: ReportData) -> str:
 
 def _row_title(row: Row, multi_k: bool) -> str:
     return combination_title(row.role, row.target, row.draft, row.draft_max, show_k=multi_k,
-                             synthetic=(row.synthetic or {}).get("level"))
+                             concurrency=row.concurrency, synthetic=(row.synthetic or {}).get("level"))
 
 
 def _problems_table(data: ReportData) -> str:
@@ -220,8 +223,14 @@ speed-up means the draft is too slow; low acceptance means it predicts the targe
 <li><b>Size classes</b> come from the parameter count in the draft's label (0.5B, 1.5B, 135M&hellip;) or its GGUF
 metadata; drafts without one form an &ldquo;unknown size&rdquo; class. The bar charts show the fastest draft of each
 class; the heatmap shows every draft.</li>
+<li><b>Model-free methods</b> (n-gram lookup) load no draft model: they form the &ldquo;no draft model&rdquo;
+class. A hybrid (a draft plus an n-gram method) is classed by its draft's size.</li>
+<li><b>loops</b> in a cell: the target's own output repeats one pattern on some of these requests (a base model
+answering a chat request, a too-small model). Any draft or n-gram method predicts a loop trivially, so such a
+speed-up does not carry over to real text; the row's warning gives the speed-up without those requests.</li>
 <li><b>Grey cells</b> are combinations without a valid speed-up: <i>error</i>, <i>skipped</i>, <i>inactive</i>
-(the server ran but the draft never drafted a token), <i>no baseline</i> or <i>not run</i>. They are never counted
+(the server ran but the draft never drafted a token), <i>eliminated</i> (the adaptive search stopped measuring it
+after its probe showed it could not win; hover for its probe numbers), <i>no baseline</i> or <i>not run</i>. They are never counted
 as speed-ups; the reasons are listed under Problems.</li>
 <li>Hover over any bar, cell or point for tok/s, acceptance and time to first token. Charts are interactive:
 click legend entries to hide series, drag to zoom, double-click to reset.</li>
@@ -253,6 +262,16 @@ def _plotly_script(cdn: bool) -> str:
     return f"<script type=\"text/javascript\">{get_plotlyjs()}</script>"
 
 
+def figure_div(fig: Figure, div_id: str) -> str:
+    """One figure as a ``<div>`` (plotly.js loaded once per page by :func:`plotly_script`)."""
+    return _figure_html(fig, div_id)
+
+
+def plotly_script(cdn: bool) -> str:
+    """plotly.js for a page: embedded, or linked from its CDN."""
+    return _plotly_script(cdn)
+
+
 # --------------------------------------------------------------------------- the page
 
 def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
@@ -272,8 +291,9 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
         _header(results),
         "<section id=\"summary\"><h2>Verdict</h2>" + _summary_table(data) + "</section>",
         HOW_TO_READ,
-        *(_chart_section(chart, data) for chart in CHARTS),
+        *(_chart_section(chart, data) for chart in CHARTS if chart.shown(data)),
         inside_table(data),
+        methods_section(data),
         _problems(data),
         _theory(data),
         f"<footer>Generated by draftbench {esc(__version__)} from the results file alone; "

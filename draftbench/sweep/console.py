@@ -12,6 +12,7 @@ from typing import TextIO
 
 from .. import kpredict
 from ..findings import Code
+from ..method_stats import describe as describe_methods
 from ..results import ResultsFile, Row
 from ..rowkinds import Role, Status
 from ..stats import describe_speedup
@@ -30,7 +31,8 @@ class Reporter:
 
     def warning(self, text: str) -> None: ...
     def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
-                     max_tokens: int, backend: str, resumed_from: str | None, n_done: int) -> None: ...
+                     max_tokens: int, backend: str, resumed_from: str | None, n_done: int,
+                     n_candidates: int = 0) -> None: ...
     def combination_started(self, index: int, total: int, title: str) -> None: ...
     def server_starting(self) -> None: ...
     def port_retry(self, old: int, new: int) -> None: ...
@@ -41,8 +43,10 @@ class Reporter:
     def benchmarking(self) -> None: ...
     def request_done(self, done: int, total: int) -> None: ...
     def measured(self, tps: float | None, acceptance: float | None, speculative: bool) -> None: ...
+    def streams_measured(self, streams: int, aggregate_tps: float | None, in_flight_max: int | None) -> None: ...
     def failed(self, message: str, fix: str | None) -> None: ...
     def server_stopped(self) -> None: ...
+    def race(self, text: str) -> None: ...
     def row_recorded(self, row: Row) -> None: ...
     def progress(self, elapsed_s: float, remaining_s: float | None) -> None: ...
     def interrupted(self, why: str, results_path: str) -> None: ...
@@ -64,10 +68,11 @@ class Console(Reporter):
         self.line(f"Warning: {text}")
 
     def sweep_header(self, *, n_targets, n_drafts, n_runs, n_prompts, runs, max_tokens, backend, resumed_from,
-                     n_done) -> None:
+                     n_done, n_candidates=0) -> None:
         self.line("=" * 60)
+        more = f" + {n_candidates} candidate{'s' if n_candidates != 1 else ''}" if n_candidates else ""
         self.line(f"  Sweep: {n_targets} target{'s' if n_targets != 1 else ''} x {n_drafts} draft"
-                  f"{'s' if n_drafts != 1 else ''} = {n_runs} runs")
+                  f"{'s' if n_drafts != 1 else ''}{more} = {n_runs} runs")
         self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
         if resumed_from:
             self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining")
@@ -107,6 +112,11 @@ class Console(Reporter):
             line += f" (acceptance: {'n/a' if acceptance is None else f'{acceptance:.0%}'})"
         self.line(line)
 
+    def streams_measured(self, streams, aggregate_tps, in_flight_max) -> None:
+        total = "n/a" if aggregate_tps is None else f"{aggregate_tps:.2f}"
+        self.line(f"  {streams} streams: {total} tok/s in total (tok/s above: per stream), "
+                  f"up to {in_flight_max} requests in flight at once")
+
     def failed(self, message, fix) -> None:
         self.line("failed")
         self.line(f"  ! {message}")
@@ -116,7 +126,13 @@ class Console(Reporter):
     def server_stopped(self) -> None:
         self.line("  Server stopped")
 
+    def race(self, text) -> None:
+        self.line(f"  Race: {text}")
+
     def row_recorded(self, row: Row) -> None:
+        if row.status == Status.ELIMINATED:
+            self.line(f"  Eliminated: {row.reason}")
+            return
         if row.status == Status.SKIPPED:
             self.line(f"  Skipped: {row.reason}")
             return
@@ -137,6 +153,8 @@ class Console(Reporter):
             self.line(f"  Output: identical to the baseline on {eq['matched']}/{eq['compared']} requests"
                       + (f" (first difference at character {first['char_pos']} of {first['prompt_id']})"
                          if first else ""))
+        if row.method_stats:
+            self.line(f"  Per method: {describe_methods(row.method_stats)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for finding in row.warnings:
@@ -184,11 +202,20 @@ class Console(Reporter):
 
     def summary(self, results, results_path, chart_path) -> None:
         self.line("=== Sweep complete ===")
-        bad = [r for r in results.results if not r.ok]
+        bad = [r for r in results.results if not r.measured]
         if bad:
             self.line(f"{len(bad)} combination(s) did not produce a measurement:")
             for r in bad:
-                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}: {r.status}: {r.reason}")
+                streams = f" [{r.concurrency} streams]" if r.concurrency != 1 else ""
+                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {r.reason}")
+        eliminated = [r for r in results.results if r.status == Status.ELIMINATED]
+        if eliminated:
+            self.line(f"{len(eliminated)} candidate(s) eliminated by the adaptive search (probe numbers kept): "
+                      + ", ".join(f"{r.target} + {r.draft}" + (f" (k={r.draft_max})" if r.draft_max else "")
+                                  for r in eliminated))
+        loads = (results.summary or {}).get("server_loads")
+        if loads is not None:
+            self.line(f"Server loads: {loads}")
         self._predicted_vs_measured(results)
         self.line()
         self.line("Verdict:")

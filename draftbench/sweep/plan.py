@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..candidates import Candidate, expand
 from ..ceiling import Level
+from ..concurrency import levels
 from ..config import SweepConfig
 from ..modelref import ModelRef
 from ..results import combination_title
@@ -25,6 +26,7 @@ class Combination:
     role: Role
     target: ModelRef                 # the model the server loads as its main model
     candidate: Candidate | None = None
+    concurrency: int = 1             # requests in flight at once (the server gets as many slots)
     synthetic: dict | None = None    # ceiling runs: {"level": …}, completed by sweep.ceilings.resolve
 
     @property
@@ -39,7 +41,9 @@ class Combination:
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
         key = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
-        return key + ((self.synthetic or {}).get("level"),) if self.role == Role.CEILING else key
+        if self.role == Role.CEILING:
+            key += ((self.synthetic or {}).get("level"),)
+        return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
     def is_speculative(self) -> bool:
@@ -47,7 +51,8 @@ class Combination:
 
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
-                                 self.draft_max, show_k=show_k, synthetic=(self.synthetic or {}).get("level"))
+                                 self.draft_max, show_k=show_k, concurrency=self.concurrency,
+                                 synthetic=(self.synthetic or {}).get("level"))
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
@@ -57,17 +62,19 @@ def candidates(config: SweepConfig) -> list[Candidate]:
 
 def plan(config: SweepConfig) -> list[Combination]:
     """Upstream's order: each target's baseline, then its candidates, then the optional ceiling runs
-    (after the rows they read their acceptance from), then the optional control; draft-alone runs
-    (for the cost ratio) last."""
+    (one stream, after the rows they read their acceptance from), then the optional control;
+    draft-alone runs (for the cost ratio, one stream) last. With several concurrency levels, that
+    order repeats per level within each target, so a level's baseline runs close to its candidates."""
     out: list[Combination] = []
     concrete = candidates(config)
     for target in config.targets:
-        out.append(Combination(Role.BASELINE, target))
-        out += [Combination(Role.SPECULATIVE, target, c) for c in concrete]
-        if config.settings.get("ceiling"):
-            out += ceiling_combinations(target, concrete)
-        if config.settings.get("control_baseline"):
-            out.append(Combination(Role.CONTROL, target))
+        for n in levels(config.settings):
+            out.append(Combination(Role.BASELINE, target, concurrency=n))
+            out += [Combination(Role.SPECULATIVE, target, c, concurrency=n) for c in concrete]
+            if n == 1 and config.settings.get("ceiling"):
+                out += ceiling_combinations(target, concrete)
+            if config.settings.get("control_baseline"):
+                out.append(Combination(Role.CONTROL, target, concurrency=n))
     if config.settings.get("draft_alone"):
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
     return out

@@ -17,7 +17,8 @@ from ..analysis import summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..errors import DraftbenchError, ServerError, ServerErrorKind
 from ..findings import Code, Finding
-from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..measure import MeasurementFailed, MeasureOptions, Schedule, run_prompts
+from ..measure_concurrent import level_fields, run_streams
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
 from ..redact import redact_args
@@ -64,8 +65,8 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def speculation_outcome(requested: bool, status: SpeculationStatus,
-                        drafted: int | None) -> tuple[bool | None, list[Finding]]:
+def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int | None, *,
+                        model_free: bool = False) -> tuple[bool | None, list[Finding]]:
     """Did this row speculate? The server's own per-request counters decide; where it has none, what
     it said after launch. A draft that never drafted is never a speed-up."""
     if not requested:
@@ -74,6 +75,11 @@ def speculation_outcome(requested: bool, status: SpeculationStatus,
         if status.active is None:
             return None, [Finding(Code.NO_DRAFT_COUNTERS, "the server reports no draft counters: acceptance unknown")]
         return status.active, []
+    if drafted == 0 and model_free:
+        return False, [Finding(Code.NEVER_DRAFTED, "the method never drafted a token (draft_n = 0 on every request): "
+                               "this row is not a speed-up. Model-free methods only draft where the answer repeats "
+                               "earlier text: try prompts that do (code-edit, rewrite), or shorter n-grams "
+                               "(e.g. ngram_mod_n_min, ngram_simple_size_n in params)", "candidates[].params")]
     if drafted == 0:
         return False, [Finding(Code.NEVER_DRAFTED, "the draft never drafted a token (draft_n = 0 on every request): "
                                "this row is not a speed-up. Likely causes: incompatible vocabularies, a draft the "
@@ -88,7 +94,7 @@ class CombinationRunner:
 
     def __init__(self, backend: Backend, backend_name: str, settings: dict, prompts: list[Prompt],
                  options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
-                 clock: Callable[[], float] = time.perf_counter):
+                 clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
         self.backend = backend
         self.backend_name = backend_name
         self.settings = settings
@@ -97,16 +103,19 @@ class CombinationRunner:
         self.logs_dir = logs_dir
         self.reporter = reporter or Reporter()
         self.clock = clock
+        self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
 
     # ------------------------------------------------------------------ rows
     def _base(self, combo: Combination) -> dict:
         if combo.role == Role.DRAFT_ALONE:
-            return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path)
+            return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path,
+                        concurrency=combo.concurrency)
         cand = combo.candidate
         return dict(target=combo.target.label, draft=cand.label if cand else None, role=combo.role.value,
                     draft_max=combo.draft_max, target_path=combo.target.path,
                     draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
-                    started_at=now_iso(), speculation_active=None, synthetic=combo.synthetic)
+                    started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
+                    synthetic=combo.synthetic)
 
     def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
@@ -139,8 +148,10 @@ class CombinationRunner:
 
     # ------------------------------------------------------------------ one combination
     def run(self, combo: Combination, index: int, failed_baselines: dict[str, str],
-            results: ResultsFile | None = None) -> Row:
-        """``results``: the rows so far (a ceiling run reads its draft's measured acceptance there)."""
+            schedule: Schedule | None = None, results: ResultsFile | None = None) -> Row:
+        """Measure ``combo`` on a new server: every request, or those of ``schedule`` (whose earlier
+        records are kept in the row, before the new ones). ``results``: the rows so far (a ceiling
+        run reads its draft's measured acceptance there)."""
         early = self._skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
@@ -169,9 +180,11 @@ class CombinationRunner:
                            load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
-            records = run_prompts(server, self.prompts, self.options,
-                                  on_request=lambda i, n, rec: self.reporter.request_done(i, n))
-            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs)
+            records, load = self._measure(server, combo.concurrency, schedule)
+            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
+                                       flags=self.flags)
+            if load is not None:
+                fields = level_fields(fields, load, speculative=combo.is_speculative)
             methods = server.active_methods()
             if not combo.is_speculative and methods:
                 # A build that speculates by default would make the baseline look fast: never compare to it.
@@ -180,22 +193,42 @@ class CombinationRunner:
                            f"{', '.join(methods)} (/slots speculative.types)", server=info,
                            load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
-            active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"))
+            active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
+                                                        model_free=bool(combo.candidate and combo.candidate.model_free))
             self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
                                    combo.role in (Role.SPECULATIVE, Role.CEILING))
+            if load is not None:
+                self.reporter.streams_measured(combo.concurrency, load.get("aggregate_tps"), load.get("in_flight_max"))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
-                       requests=tuple(records), wall_time=rounded(self.clock() - started, 3),
+                       requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
-            return self._error_row(base, failure.error, server, log_path, spec.port, started, tuple(failure.records))
+            return self._error_row(base, failure.error, server, log_path, spec.port, started,
+                                   (*(schedule.earlier if schedule else ()), *failure.records))
         except DraftbenchError as exc:
             return self._error_row(base, exc, server, log_path, spec.port, started)
         finally:
             if server is not None:
                 server.stop()
                 self.reporter.server_stopped()
+
+    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None) -> tuple[list, dict | None]:
+        """The requests of one combination, and what its streams did together when there were several;
+        with a ``schedule`` (adaptive search, one stream), its requests after its earlier records."""
+        def on_request(done: int, total: int, _record) -> None:
+            self.reporter.request_done(done, total)
+
+        if streams > 1:
+            level = run_streams(server, self.prompts, self.options, streams, on_request)
+            return level.records, level.load
+        if schedule is None:
+            return run_prompts(server, self.prompts, self.options, on_request=on_request), None
+        earlier, keep_going = schedule.earlier, schedule.keep_going
+        return [*earlier, *run_prompts(server, self.prompts, self.options, on_request=on_request, order=schedule.order,
+                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)
+                ], None
 
     def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
@@ -206,7 +239,8 @@ class CombinationRunner:
                           params=cand.settings_params if cand else {}, host=self.settings["host"], port=port,
                           ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
                           extra_args=extra, settings=self.settings,
-                          startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path))
+                          startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
+                          concurrency=combo.concurrency)
 
     def _launch(self, spec: LaunchSpec) -> Server:
         try:

@@ -14,14 +14,16 @@ from ..analysis import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..config import SweepConfig
+from ..estimate import Estimator, total_s
 from ..measure import MeasureOptions
 from ..output_paths import logs_dir_for
 from ..process import prepare_to_start_servers
 from ..prompts import resolve_prompts
-from ..results import ResultsFile, save_results
-from ..rowkinds import Role, Status
+from ..results import ResultsFile, Row, save_results
+from ..rowkinds import Role
 from .console import Console, Reporter
 from .plan import Combination, plan, shows_k
+from .race import AdaptiveSearch
 from .resume import open_results
 from .runner import CombinationRunner
 
@@ -54,21 +56,25 @@ class Sweep:
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
-        done = {r.key for r in results.results if r.ok}
+        done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         prompts = resolve_prompts(settings.get("prompts"))
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
         n_done = sum(1 for c in combos if c.key in done)
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
+                                   n_candidates=len(self.config.candidates),
                                    n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
                                    max_tokens=options.max_tokens, backend=self.config.backend,
                                    resumed_from=str(self.results_path) if n_done else None, n_done=n_done)
         self.results = analyze(results)
         save_results(self.results, self.results_path)
-        interrupted = False
+        interrupted, complete = False, True
         try:
-            self._run_pending(combos, done, runner)
+            if settings.get("search") == "adaptive":
+                complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options).run(combos)
+            else:
+                self._run_pending(combos, done, runner)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -79,31 +85,39 @@ class Sweep:
         if interrupted:
             return EXIT_INTERRUPTED
         self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
-        return EXIT_INCOMPLETE if any(not r.ok for r in results.results) else EXIT_OK
+        # Eliminated candidates are a finished race's outcome, not a failure.
+        return EXIT_INCOMPLETE if not complete or any(not r.measured for r in results.results) else EXIT_OK
+
+    def current(self) -> ResultsFile:
+        assert self.results is not None
+        return self.results
+
+    def record(self, row: Row) -> Row:
+        """Add (or replace) a row, re-analyse and rewrite the file; the row as analysed."""
+        self.results = analyze(self.current().with_row(row))
+        save_results(self.results, self.results_path)
+        return self.results.row(row.key) or row
 
     def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
         """Run what is not measured yet into ``self.results``; the file is rewritten after every row,
         so an interruption (the caller catches it) loses at most the combination in progress."""
         failed_baselines: dict[str, str] = {}
-        durations: list[float] = []
+        estimator = Estimator.for_results_path(self.config, len(runner.prompts), self.results_path)
         sweep_start = time.perf_counter()
         show_k = shows_k(self.config)
         for index, combo in enumerate(combos, 1):
             if combo.key in done:
                 continue
             self.reporter.combination_started(index, len(combos), combo.title(show_k))
-            started = time.perf_counter()
-            row = runner.run(combo, index, failed_baselines, self.results)
+            row = runner.run(combo, index, failed_baselines, results=self.results)
             if combo.role == Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
             assert self.results is not None      # set by run() before the loop starts
             self.results = analyze(self.results.with_row(row))
             save_results(self.results, self.results_path)
             self.reporter.row_recorded(self.results.row(row.key) or row)
-            if row.status != Status.SKIPPED:
-                durations.append(time.perf_counter() - started)
-            remaining = sum(1 for c in combos[index:] if c.key not in done)
-            eta = remaining * sum(durations) / len(durations) if durations and remaining else None
+            estimator.add(self.results)     # the ETA is --dry-run's estimate, learning from this sweep's rows
+            eta = total_s(estimator, [c for c in combos[index:] if c.key not in done])
             self.reporter.progress(time.perf_counter() - sweep_start, eta)
 
     def _write_chart(self, results: ResultsFile) -> bool:

@@ -5,7 +5,8 @@ Follows (vLLM documentation, latest as of 2026: docs.vllm.ai features/speculativ
 acceptance_metrics.md, design/metrics.md, and the OpenAI-compatible server):
 
 * CLI: ``vllm serve MODEL --host H --port P --max-model-len N [--no-enable-prefix-caching]
-  [--speculative-config JSON] [--per-request-spec-decode-metrics none|summary|detailed]``;
+  [--speculative-config JSON] [--per-request-spec-decode-metrics none|summary|detailed]
+  [--max-num-seqs N]``;
   an unknown argument fails the way argparse does ("unrecognized arguments", exit 2) — the
   removed ``--speculative-model`` included.
 * While the model loads nothing listens (connection refused); then ``GET /health`` → 200.
@@ -13,7 +14,11 @@ acceptance_metrics.md, design/metrics.md, and the OpenAI-compatible server):
 * ``GET /metrics``: Prometheus text. With a speculative config it has the counters
   ``vllm:spec_decode_num_drafts_total``, ``…num_draft_tokens_total``, ``…num_accepted_tokens_total``
   and ``…num_accepted_tokens_per_pos_total{position}``, one series per engine (labels
-  ``engine``, ``model_name``) plus ``_created`` samples; without one, none of them.
+  ``engine``, ``model_name``) plus ``_created`` samples; without one, none of them. Always:
+  ``vllm:prompt_tokens_total`` and ``vllm:generation_tokens_total`` (counters) and the gauges
+  ``vllm:num_requests_running`` / ``vllm:num_requests_waiting``.
+* ``--max-num-seqs N`` (default 256): at most N requests run at once; later ones wait (and count
+  as waiting) until one finishes, as vLLM's scheduler does. Running requests step concurrently.
 * ``POST /v1/chat/completions`` with ``stream: true``: a role chunk, then one chunk per engine
   step — several tokens when drafts were accepted —, a finish chunk, and with
   ``stream_options.include_usage`` a last chunk with empty ``choices`` and ``usage`` (plus
@@ -43,7 +48,7 @@ import time
 
 ACCEPT_PATTERN = (3, 1, 4, 0)
 VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
-                 "--served-model-name", "--gpu-memory-utilization", "--seed"}
+                 "--served-model-name", "--gpu-memory-utilization", "--seed", "--max-num-seqs"}
 FLAG_OPTIONS = {"--no-enable-prefix-caching", "--enable-prefix-caching"}
 
 
@@ -106,7 +111,9 @@ def main():
     k = int((spec_cfg or {}).get("num_speculative_tokens") or 0)
     per_request = opts.get("--per-request-spec-decode-metrics", "none")
     lock = threading.Lock()
-    counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+    counters = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "prompt_tokens": 0, "generation_tokens": 0}
+    running = {"now": 0, "waiting": 0, "peak": 0}
+    seats = threading.BoundedSemaphore(int(opts.get("--max-num-seqs", 256)))
     per_pos = [0] * max(k, 1)
     truth = []   # per request: what the server "did", for tests to compare with
     step_s = float(os.environ.get("FAKE_VLLM_STEP_S", "0.002"))
@@ -115,7 +122,14 @@ def main():
     def metrics_text():
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
                  "# TYPE vllm:num_requests_running gauge",
-                 f'vllm:num_requests_running{{engine="0",model_name="{served}"}} 0.0']
+                 f'vllm:num_requests_running{{engine="0",model_name="{served}"}} {float(running["now"])}',
+                 "# TYPE vllm:num_requests_waiting gauge",
+                 f'vllm:num_requests_waiting{{engine="0",model_name="{served}"}} {float(running["waiting"])}',
+                 "# TYPE vllm:prompt_tokens_total counter",
+                 f'vllm:prompt_tokens_total{{engine="0",model_name="{served}"}} {float(counters["prompt_tokens"])}',
+                 "# TYPE vllm:generation_tokens_total counter",
+                 f'vllm:generation_tokens_total{{engine="0",model_name="{served}"}} '
+                 f'{float(counters["generation_tokens"])}']
         if spec_cfg is not None and behaviour != "no-spec":
             for key, name in (("drafts", "num_drafts"), ("draft_tokens", "num_draft_tokens"),
                               ("accepted", "num_accepted_tokens")):
@@ -154,6 +168,9 @@ def main():
             elif self.path == "/fake/truth":
                 with lock:
                     self.reply(200, truth)
+            elif self.path == "/fake/peak":
+                with lock:
+                    self.reply(200, {"peak_running": running["peak"]})
             else:
                 self.reply(404, {"detail": "Not Found"})
 
@@ -174,6 +191,22 @@ def main():
             prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])) + 5
             base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
                     "model": served}
+            with lock:
+                running["waiting"] += 1
+            seats.acquire()      # the scheduler: at most --max-num-seqs requests run at once
+            with lock:
+                running["waiting"] -= 1
+                running["now"] += 1
+                running["peak"] = max(running["peak"], running["now"])
+                counters["prompt_tokens"] += prompt_tokens
+            try:
+                self.stream(body, n, prompt_tokens, base)
+            finally:
+                with lock:
+                    running["now"] -= 1
+                seats.release()
+
+        def stream(self, body, n, prompt_tokens, base):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.end_headers()
@@ -195,6 +228,8 @@ def main():
                 emitted += count
                 step += 1
                 mine["chunks"] += 1
+                with lock:
+                    counters["generation_tokens"] += count
                 if speculating and behaviour in ("ok", "no-per-pos"):
                     with lock:   # recorded right after the step's tokens went out, as vLLM does
                         counters["drafts"] += 1

@@ -8,7 +8,9 @@ failures on demand. Runner and session tests use it the way hyperfine tests its 
 
 from __future__ import annotations
 
+import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
@@ -29,9 +31,11 @@ class Script:
     inactive: set[str] = field(default_factory=set)                # drafts the server silently drops
     incompatible: set[str] = field(default_factory=set)            # drafts whose vocabulary differs
     interrupt_on: set[str] = field(default_factory=set)            # paths whose launch raises KeyboardInterrupt
+    per_stream: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {N: tok/s factor}
     tokens: int = 64
     full_speedup: dict[str, float] = field(default_factory=dict)   # draft path -> factor at synthetic full acceptance
     k: int = 4                                                     # draft positions when draft_max is not set
+    noise: dict[str, float] = field(default_factory=dict)          # draft path -> ± relative tok/s, by seed
 
 
 class FakeServer(Server):
@@ -42,20 +46,27 @@ class FakeServer(Server):
         self.spec, self.script, self.log = spec, script, log
         self.requests = 0
         self.stopped = False
+        self.lock = threading.Lock()           # concurrency levels send from several threads
 
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
-        self.requests += 1
+        with self.lock:
+            self.requests += 1
+            count = self.requests
         key = self.spec.draft or self.spec.target
         limit = self.script.fail_request_after.get(key)
-        if limit is not None and self.requests > limit:
+        if limit is not None and count > limit:
             raise RequestError("the connection broke mid-stream (fake)")
         tps = self.script.tps.get(self.spec.target, 50.0)
         if self.spec.draft and self.spec.draft not in self.script.inactive:
             tps *= self.script.speedup.get(self.spec.draft, 1.0)
             if self.synth_len is not None and self.synth_len >= self.k + 1:
                 tps = self.script.tps.get(self.spec.target, 50.0) * self.script.full_speedup.get(self.spec.draft, 1.0)
+        tps *= self.script.per_stream.get(key, {}).get(self.spec.concurrency, 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
+        if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
+            spread = (body["seed"] * 7919 + zlib.crc32(self.spec.draft.encode())) % 11 - 5   # differs per draft
+            tps *= 1 + self.script.noise[self.spec.draft] * spread / 5
         start = time.perf_counter()
         n = self.script.tokens
         response = StreamedResponse(t_start=start, t_first=start + 0.01, t_last=start + 0.01 + (n - 1) / tps,
@@ -105,6 +116,7 @@ class FakeBackend(Backend):
         self.script = script or Script()
         self.log: list = []
         self.servers: list[FakeServer] = []
+        self.specs: list[LaunchSpec] = []
 
     def model_problem(self, ref: str) -> ModelProblem | None:
         if ref in self.script.missing:
@@ -122,6 +134,7 @@ class FakeBackend(Backend):
 
     def launch(self, spec: LaunchSpec) -> FakeServer:
         self.log.append(("launch", spec.target, spec.draft, spec.draft_max, spec.port))
+        self.specs.append(spec)
         for path in (spec.target, spec.draft):
             if path in self.script.interrupt_on:
                 raise KeyboardInterrupt

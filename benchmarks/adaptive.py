@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""How well does the adaptive search do against an exhaustive sweep?
+
+Replay (default): from recorded results it draws many synthetic races and reports, against an
+exhaustive sweep of the same synthetic data, how often the race picks the same winner, how often
+it picks a candidate within 2% of the true best, and the fraction of request time it spends.
+
+    python benchmarks/adaptive.py                      # the two upstream reference grids
+    python benchmarks/adaptive.py results/a.json ...   # our own sweeps (they keep per-request data)
+    python benchmarks/adaptive.py --live               # forged models: exhaustive vs adaptive, side by side
+
+Noise model. Our own files keep every request: a synthetic request of (candidate, prompt)
+resamples that pair's recorded repetitions, times log-normal run noise (``--run-noise``). The
+upstream reference files keep only each row's mean tok/s, so each race draws, per prompt, a
+difficulty shared by the baseline (``--prompt-noise``), a speculation effect shared by every
+candidate (``--shared-noise``: code drafts better than prose, for every draft), a candidate's own
+effect (``--own-noise``), and run noise per request. The race uses the same rule functions as the
+sweep (``draftbench.race``) and the same schedule as ``draftbench/sweep/race.py``: probes in plan
+order, then the most promising survivor first, decisions only at the looks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from draftbench.race import RaceRules, eliminations, race_bound, separated_leader  # noqa: E402
+from draftbench.results import load_results  # noqa: E402
+from draftbench.stats import speedup  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = [REPO / "tests/data/upstream/m4max-128gb_llamacpp_qwen25-7b.json",
+             REPO / "tests/data/upstream/m4max-128gb_llamacpp_qwen25-72b.json"]
+CATEGORIES = ("code", "json", "list", "prose", "chat", "summarisation")   # the built-in prompt set
+
+
+@dataclass
+class Grid:
+    """One target's race: tok/s per (prompt, run) are drawn by ``draw``."""
+
+    name: str
+    candidates: list[str]
+    prompts: list[str]
+    # (rng, runs) -> ({"": baseline, candidate: {(prompt, run): tok/s}}, {candidate: its true speed-up})
+    draw: Callable[[random.Random, int], tuple[dict, dict]]
+
+
+def reference_grids(path: Path, args) -> list[Grid]:
+    data = json.loads(path.read_text())
+    grids = []
+    for target in dict.fromkeys(r["target"] for r in data["results"]):
+        rows = [r for r in data["results"] if r["target"] == target and r.get("mean_tps") and not r.get("error")]
+        base = next((r["mean_tps"] for r in rows if r.get("draft") is None), None)
+        cands = {r["draft"]: r["mean_tps"] for r in rows if r.get("draft")}
+        if not base or len(cands) < 2:
+            continue
+
+        def draw(rng, runs, base=base, cands=cands):
+            difficulty = {p: rng.gauss(0, args.prompt_noise) for p in CATEGORIES}
+            shared = {p: rng.gauss(0, args.shared_noise) for p in CATEGORIES}
+            own = {(c, p): rng.gauss(0, args.own_noise) for c in cands for p in CATEGORIES}
+            out = {"": {(p, r): base * math.exp(difficulty[p] + rng.gauss(0, args.run_noise))
+                        for p in CATEGORIES for r in range(runs)}}
+            for c, tps in cands.items():
+                out[c] = {(p, r): tps * math.exp(difficulty[p] + shared[p] + own[(c, p)] + rng.gauss(0, args.run_noise))
+                          for p in CATEGORIES for r in range(runs)}
+            truth = {c: tps / base * math.exp(statistics.fmean(shared[p] + own[(c, p)] for p in CATEGORIES))
+                     for c, tps in cands.items()}
+            return out, truth
+
+        grids.append(Grid(f"{path.name}: {target}", list(cands), list(CATEGORIES), draw))
+    return grids
+
+
+def recorded_grids(path: Path, args) -> list[Grid]:
+    results = load_results(path)
+    grids = []
+    for target in dict.fromkeys(r.target for r in results.results):
+        rows = [r for r in results.results if r.target == target and r.measured and r.requests
+                and r.role in ("baseline", "speculative")]
+        base_row = next((r for r in rows if r.role == "baseline"), None)
+        cands = {r.draft + (f" (k={r.draft_max})" if r.draft_max else ""): r for r in rows if r.role == "speculative"}
+        if base_row is None or len(cands) < 2:
+            continue
+        prompts = list(dict.fromkeys(q.prompt_id for q in base_row.requests))
+
+        def per_prompt(row):
+            out: dict[str, list[float]] = {}
+            for q in row.requests:
+                if q.decode_tps:
+                    out.setdefault(q.prompt_id, []).append(q.decode_tps)
+            return out
+
+        table = {"": per_prompt(base_row), **{c: per_prompt(r) for c, r in cands.items()}}
+
+        def draw(rng, runs, table=table, prompts=prompts):
+            out = {label: {(p, r): rng.choice(samples[p]) * math.exp(rng.gauss(0, args.run_noise))
+                           for p in prompts if p in samples for r in range(runs)} for label, samples in table.items()}
+            base = table[""]
+            truth = {c: math.exp(statistics.fmean(math.log(statistics.fmean(s[p]) / statistics.fmean(base[p]))
+                                                  for p in prompts if p in s and p in base))
+                     for c, s in table.items() if c}
+            return out, truth
+
+        grids.append(Grid(f"{path.name}: {target}", list(cands), prompts, draw))
+    return grids
+
+
+def best_of(estimates: dict[str, dict | None]) -> str | None:
+    """The candidate a sweep recommends: significant speed-ups ranked by their lower bound, as analysis does."""
+    winners = [(s["ci95_low"] or s["ratio"], s["ratio"], c) for c, s in estimates.items()
+               if s and s.get("significant") and s["ratio"] > 1]
+    return max(winners)[2] if winners else None
+
+
+def race(grid: Grid, data: dict, runs: int, noise_floor: float) -> tuple[str | None, int, int]:
+    """(pick, requests measured, server loads): the schedule of sweep/race.py on drawn data."""
+    order = [(p, r) for r in range(runs) for p in grid.prompts]
+    rules = RaceRules(len(grid.candidates), len(grid.prompts), runs, len(grid.prompts), noise_floor)
+    base = data[""]
+    measured: dict[str, int] = {}
+    loads = {c: 0 for c in grid.candidates}
+    out: set[str] = set()
+
+    def tps(c, n=None):
+        size = rules.look_size(measured[c] if n is None else n)
+        return {k: data[c][k] for k in order[:size]} if size else None
+
+    def contenders():
+        return {c: t for c in measured if c not in out and (t := tps(c)) is not None}
+
+    def look():
+        out.update(eliminations(contenders(), base, rules))
+
+    for c in grid.candidates:
+        measured[c], loads[c] = rules.probe_requests, 1
+        look()
+    while True:
+        current = contenders()
+        if not current:
+            break
+        leader = separated_leader(current, base, rules)
+        if leader is not None:
+            s = speedup(base, current[leader], noise_floor=noise_floor) or {}
+            if measured[leader] >= rules.total_requests or (s.get("significant") and s["ratio"] > 1):
+                break
+            pick = leader
+        else:
+            open_ = [c for c in current if measured[c] < rules.total_requests]
+            if not open_:
+                break
+            pick = max(open_, key=lambda c: race_bound(base, current[c], rules.error).ratio)
+        loads[pick] += 1
+        for n in range(measured[pick] + 1, rules.total_requests + 1):
+            measured[pick] = n
+            if n not in rules.looks:
+                continue
+            now = {**{c: t for c, t in contenders().items() if c != pick}, pick: tps(pick)}
+            gone = eliminations(now, base, rules)
+            if pick in gone:
+                break
+            lead = separated_leader({c: t for c, t in now.items() if c not in gone}, base, rules)
+            if lead is not None and lead != pick:
+                break
+            if lead == pick:
+                s = speedup(base, now[pick], noise_floor=noise_floor) or {}
+                if s.get("significant") and s["ratio"] > 1:
+                    break
+        look()
+    survivors = {c: speedup(base, {k: data[c][k] for k in order[:measured[c]]}, noise_floor=noise_floor)
+                 for c in measured if c not in out}
+    spent = sum(1 / data[c][k] for c in measured for k in order[:measured[c]])
+    return best_of(survivors), spent, sum(loads.values())
+
+
+def simulate(grids: list[Grid], args) -> dict:
+    rng = random.Random(args.seed)
+    same = within = exhaustive_within = races = 0
+    fractions, load_ratios = [], []
+    for grid in grids:
+        for _ in range(args.races):
+            data, truth = grid.draw(rng, args.runs)
+            order = [(p, r) for r in range(args.runs) for p in grid.prompts]
+            full = best_of({c: speedup(data[""], data[c], noise_floor=args.noise_floor) for c in grid.candidates})
+            pick, spent, loads = race(grid, data, args.runs, args.noise_floor)
+            exhaustive_time = sum(1 / data[c][k] for c in grid.candidates for k in order)
+            best = max(truth.values())
+            races += 1
+            same += pick == full
+            within += (pick is not None and truth[pick] >= best / 1.02) or (pick is None and best < 1.02)
+            exhaustive_within += (full is not None and truth[full] >= best / 1.02) or (full is None and best < 1.02)
+            fractions.append(spent / exhaustive_time)
+            load_ratios.append(loads / len(grid.candidates))
+    return {"races": races, "same_winner": same / races, "within_2pct": within / races,
+            "exhaustive_within_2pct": exhaustive_within / races, "time_fraction": statistics.fmean(fractions),
+            "loads_per_candidate": statistics.fmean(load_ratios)}
+
+
+def live() -> int:
+    """Exhaustive vs adaptive on the forged family: 7 candidates (two good drafts and the bad one at
+    k = 2 and 6, and the ngram-mod method), the same config, one after the other."""
+    import tempfile
+    import time
+
+    from draftbench.config import load_config
+    from draftbench.forge import ensure_family
+    from draftbench.sweep import Sweep
+    from draftbench.sweep.console import Reporter
+
+    class Dots(Reporter):
+        def combination_started(self, index, total, title):
+            print(f"    [{index}/{total}] {title}", flush=True)
+
+    models = {k: str(v) for k, v in ensure_family(which="all", quiet=True).items()}
+    config = {"name": "live", "hardware": "this-machine", "backend": "llamacpp",
+              "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
+              "drafts": [{"label": "135M Q4_1", "path": models["base"]}, {"label": "135M Q8_0", "path": models["draft-q8"]},
+                         {"label": "57M trunc8", "path": models["draft-trunc"]}],
+              "candidates": [{"label": "ngram-mod", "method": "ngram-mod"}],
+              "settings": {"runs": 3, "max_tokens": 64, "gpu_layers": 0, "ctx_size": 1024, "port": 0,
+                           "prompts": ["code", "json", "list"], "draft_max": [2, 6]}}
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for search in ("exhaustive", "adaptive"):
+            path = Path(tmp) / f"{search}.json"
+            path.write_text(json.dumps(dict(config, settings=dict(config["settings"], search=search))))
+            print(f"  {search} sweep:", flush=True)
+            start = time.perf_counter()
+            Sweep(load_config(path), Path(tmp) / f"{search}-results.json", None, reporter=Dots()).run()
+            wall = time.perf_counter() - start
+            results = load_results(Path(tmp) / f"{search}-results.json")
+            entry = (results.summary or {}).get("targets", [{}])[0]
+            pick = entry.get("recommended_draft")
+            out[search] = (wall, pick, entry.get("draft_max"), results)
+            print(f"  {search}: {wall:.0f} s, winner {pick} (k={entry.get('draft_max')}), "
+                  f"{sum(len(r.requests) for r in results.results)} requests, "
+                  f"{results.summary.get('server_loads')} server loads", flush=True)
+    (ex_wall, ex_pick, ex_k, _), (ad_wall, ad_pick, ad_k, raced) = out["exhaustive"], out["adaptive"]
+    eliminated = [r.draft + (f" (k={r.draft_max})" if r.draft_max else "") for r in raced.results
+                  if r.status == "eliminated"]
+    print(f"same winner: {'yes' if (ex_pick, ex_k) == (ad_pick, ad_k) else 'NO'}; adaptive wall time "
+          f"{ad_wall / ex_wall:.0%} of exhaustive (target ≤ 40%); eliminated: {', '.join(eliminated) or 'none'}")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", nargs="*", help="our own results files (default: the upstream reference grids)")
+    p.add_argument("--races", type=int, default=200, help="synthetic races per target (default 200)")
+    p.add_argument("--runs", type=int, default=3, help="runs of the prompt set per candidate (default 3)")
+    p.add_argument("--noise-floor", type=float, default=0.02)
+    p.add_argument("--run-noise", type=float, default=0.03, help="sd of log tok/s between repetitions (default 0.03)")
+    p.add_argument("--prompt-noise", type=float, default=0.10, help="sd of a prompt's log tok/s (default 0.10)")
+    p.add_argument("--shared-noise", type=float, default=0.10,
+                   help="sd of a prompt's log speed-up, shared by all candidates (default 0.10)")
+    p.add_argument("--own-noise", type=float, default=0.03,
+                   help="sd of a prompt's log speed-up, per candidate (default 0.03)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--live", action="store_true", help="instead: an exhaustive and an adaptive sweep of the same "
+                   "forged-model config, side by side (real llama-server; minutes)")
+    args = p.parse_args(argv)
+    if args.live:
+        return live()
+    sources = [Path(f) for f in args.results] or REFERENCE
+    for source in sources:
+        grids = recorded_grids(source, args) if args.results else reference_grids(source, args)
+        if not grids:
+            print(f"{source}: no target with a baseline and two candidates", file=sys.stderr)
+            continue
+        out = simulate(grids, args)
+        print(f"{source.name}: {len(grids)} target(s), {out['races']} races, runs {args.runs}")
+        print(f"  same winner as exhaustive      {out['same_winner']:6.1%}")
+        print(f"  within 2% of the true best     {out['within_2pct']:6.1%}   (exhaustive itself: "
+              f"{out['exhaustive_within_2pct']:.1%})")
+        print(f"  request time vs exhaustive     {out['time_fraction']:6.1%}")
+        print(f"  server loads per candidate     {out['loads_per_candidate']:6.2f}   (exhaustive: 1.00)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

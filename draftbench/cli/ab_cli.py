@@ -1,0 +1,152 @@
+"""``bench.py --target T.gguf --draft D.gguf``: the one-command A/B on llama.cpp (see :mod:`draftbench.ab`).
+
+No config file: the options become the settings a sweep config would hold, checked the same way
+(models before any server starts, ``--spec-type`` against the binary's ``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from ..ab import ABPlan, run_ab, screen
+from ..backends.llamacpp import LlamaCppBackend
+from ..candidates import DRAFT_MAX, CandidateSpec, expand
+from ..errors import DraftbenchError, Problem, UsageError
+from ..labels import MAX_LABEL, check_label
+from ..measure import MeasureOptions
+from ..modelref import ModelRef
+from ..paths import cache_dir
+from ..prompts import Prompt
+from ..results import save_results
+from ..results_lock import results_lock
+from ..settings_schema import default_settings
+from ..sweep import Console, logs_dir_for
+from ..text_safety import safe_text
+from .share_cli import check_output
+
+# bench.py options that only make sense against a running server
+SERVER_ONLY = ("url", "compare_url", "model", "api_key", "label", "compare_model", "compare_api_key", "compare_label")
+
+
+def add_ab_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("one-command A/B (starts llama-server itself; replaces --url)")
+    g.add_argument("--target", metavar="T.gguf", help="target GGUF: measured alone, then with --draft/--spec-type")
+    g.add_argument("--draft", metavar="D.gguf", help="draft GGUF (default method draft-simple)")
+    g.add_argument("--spec-type", metavar="TYPES", help="llama.cpp speculative type(s), comma-separated, e.g. "
+                   "ngram-mod (no --draft needed) or draft-simple,ngram-mod (a hybrid); checked against "
+                   "llama-server --help")
+    g.add_argument("--draft-max", type=int, metavar="K", help="draft length k (default: the server's)")
+    g.add_argument("--llama-bin", metavar="PATH", help="llama-server binary (default: searched as for sweeps)")
+    g.add_argument("--gpu-layers", type=int, default=99, metavar="N", help="layers on the GPU, target and draft "
+                   "(default 99; 0 = CPU only)")
+    g.add_argument("--ctx-size", type=int, default=4096, metavar="N", help="context size (default 4096)")
+    g.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
+                   help="seconds each server may take to load (default 600)")
+
+
+def _label(path: str) -> str:
+    name = Path(path).name
+    return (name[:-5] if name.lower().endswith(".gguf") else name)[:MAX_LABEL]
+
+
+def _check_labels(target: str, draft: str | None) -> None:
+    """File names become labels (shown, and used in log file names): checked as a config's labels are."""
+    problems: list[Problem] = []
+    for flag, path in (("--target", target), ("--draft", draft)):
+        if path is not None and not check_label(flag, _label(path), {}, problems):
+            raise UsageError(f"{flag} {safe_text(path)}: the file name {problems[0].message}",
+                             "rename the file (or link it under a plain name) and pass that")
+
+
+def _check_model(backend: LlamaCppBackend, flag: str, path: str) -> None:
+    problem = backend.model_problem(path)
+    if problem:
+        raise UsageError(f"{flag} {path}: {problem.message}", problem.fix)
+
+
+def _problem_flag(where: str) -> str:
+    for suffix, flag in ((".method", "--spec-type"), (".draft", "--draft"), (".params.draft_max", "--draft-max")):
+        if where.endswith(suffix):
+            return flag
+    return "--target/--draft/--spec-type"
+
+
+def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCppBackend) -> ABPlan:
+    used = [f"--{name.replace('_', '-')}" for name in SERVER_ONLY if getattr(args, name, None)]
+    if used:
+        raise UsageError(f"{', '.join(used)} measure a running server; --target starts its own",
+                         "use either --url (a server you started) or --target (the A/B), not both")
+    if args.backend not in ("auto", "llamacpp", "llama-cpp"):
+        raise UsageError(f"the A/B runs llama.cpp only, not --backend {args.backend}",
+                         "drop --backend, or start the server yourself and use --url")
+    methods = tuple(m.strip() for m in (args.spec_type or "").split(",") if m.strip())
+    if not args.draft and not methods:
+        raise UsageError("--target needs --draft D.gguf or --spec-type (e.g. ngram-mod) to compare against",
+                         "e.g. python bench.py --target big.gguf --draft small.gguf")
+    for name in ("draft_max", "ctx_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    _check_labels(args.target, args.draft)
+    _check_model(backend, "--target", args.target)
+    if args.draft:
+        _check_model(backend, "--draft", args.draft)
+        pair = backend.pair_problem(args.target, args.draft)
+        if pair:
+            raise UsageError(f"--draft {args.draft}: {pair.message}", pair.fix)
+    settings = default_settings(backend.settings_schema)
+    settings.update(llama_bin=args.llama_bin, gpu_layers=args.gpu_layers, ctx_size=args.ctx_size, port=0,
+                    runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
+                    seed=args.seed, request_timeout_s=args.request_timeout, stall_timeout_s=args.stall_timeout,
+                    startup_timeout_s=args.startup_timeout,
+                    prompts=(args.prompt_file if args.prompt_file else "custom" if args.prompt
+                             else list(args.category) if args.category else "builtin"))
+    draft = ModelRef(label=_label(args.draft), path=args.draft, raw_path=args.draft) if args.draft else None
+    spec = CandidateSpec(label=draft.label if draft else "+".join(methods), method=methods, draft=draft,
+                         params={DRAFT_MAX: args.draft_max} if args.draft_max else {}, where="$")
+    problems = backend.validate_candidates((spec,), settings)
+    if problems:
+        p = problems[0]
+        raise UsageError(f"{_problem_flag(p.path)}: {p.message}", p.fix)
+    target = ModelRef(label=_label(args.target), path=args.target, raw_path=args.target)
+    if draft is not None and draft.label == target.label:
+        draft = ModelRef(label=draft.label + " (draft)", path=draft.path, raw_path=draft.raw_path)
+        spec = CandidateSpec(label=draft.label, method=methods, draft=draft, params=spec.params, where="$")
+    options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
+                             temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
+                             stall_timeout_s=args.stall_timeout)
+    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), options)
+
+
+def run_ab_command(args: argparse.Namespace, prompts: list[Prompt]) -> int:
+    """Exit 0 when both combinations were measured (whatever the verdict); 1 when one failed."""
+    backend = LlamaCppBackend()
+    results_path = Path(args.json_path) if args.json_path else None
+    if results_path is not None:     # the models and prompts are inputs; a results file is never overwritten
+        check_output(results_path, [p for p in (args.target, args.draft, args.prompt_file) if p], "--json")
+    plan = build_plan(args, prompts, backend)
+    backend.check_ready_to_run(plan.settings)      # a missing llama-server is one error before anything starts
+    console = Console()
+    if results_path is None:
+        logs = cache_dir() / "logs" / f"ab-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        results = run_ab(plan, backend, "llamacpp", logs, console)
+        console.line()
+        console.line(screen(results, plan))
+    else:
+        logs = logs_dir_for(results_path)
+        with results_lock(results_path):     # one writer per results file, as for a sweep
+            results = run_ab(plan, backend, "llamacpp", logs, console)
+            console.line()
+            console.line(screen(results, plan))
+            save_results(results, results_path)
+        console.line(f"Results saved to {results_path} (python sweep.py --results {results_path} --export md, "
+                     "--chart-only, or --compare with another file)")
+    console.line(f"Server logs: {logs}")
+    failed = [r for r in results.results if not r.ok]
+    if failed:
+        raise DraftbenchError(f"the {failed[0].role} run did not produce a measurement: {failed[0].reason}",
+                              f"see the server log in {logs}")
+    return 0

@@ -1,0 +1,260 @@
+"""Adaptive search (``settings.search: "adaptive"``): race each target's candidates.
+
+Per target: the baseline is measured fully (every candidate is paired with it); then every
+candidate gets a probe (a few requests across the categories) on its own server; after each
+probe the rules of :mod:`draftbench.race` eliminate the candidates that cannot win. The
+survivors, most promising first, get the rest of their requests on one more server each,
+looking again at the end of every pass and stopping as soon as they are eliminated — or, for
+the last one standing, as soon as its speed-up is significant. ``settings.budget_s`` caps the
+measuring time per target.
+
+Resume: rows carry everything the race knows (their requests, ``race.loads``, eliminated rows
+their status and reason), so a resumed race rebuilds its state from the results file: eliminated
+candidates stay out, probed survivors continue where they stopped, unprobed ones are probed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Protocol
+
+from ..config import SweepConfig
+from ..measure import MeasureOptions, Schedule
+from ..prompts import Prompt
+from ..race import METHOD, RaceRules, eliminations, race_bound, request_order, separated_leader, tps_by_pair
+from ..results import RequestRecord, ResultsFile, Row
+from ..rowkinds import Role, Status
+from ..stats import speedup
+from .console import Reporter, format_duration
+from .plan import Combination, shows_k
+from .runner import CombinationRunner
+
+
+class RowStore(Protocol):
+    """Where rows go: the session analyses and saves the file after every row."""
+
+    def current(self) -> ResultsFile: ...
+    def record(self, row: Row) -> Row: ...
+
+
+def name_of(combo: Combination) -> str:
+    """A candidate's name in the race (unique per target: the row key's label and k)."""
+    label = combo.candidate.label if combo.candidate else combo.target.label
+    return label + (f" (k={combo.draft_max})" if combo.draft_max is not None else "")
+
+
+class AdaptiveSearch:
+    def __init__(self, config: SweepConfig, runner: CombinationRunner, store: RowStore, reporter: Reporter,
+                 prompts: list[Prompt], options: MeasureOptions, clock: Callable[[], float] = time.perf_counter):
+        self.config, self.runner, self.store, self.reporter = config, runner, store, reporter
+        self.prompts, self.options, self.clock = prompts, options, clock
+        self.budget_s: float | None = config.settings.get("budget_s")
+        floor = config.settings.get("noise_floor")
+        self.noise_floor = floor if isinstance(floor, (int, float)) else 0.02
+        self.order = request_order(prompts, options.runs)
+        self.failed_baselines: dict[str, str] = {}
+        self.index: dict[tuple, int] = {}
+        self.total = 0
+        self.show_k = shows_k(config)
+        self.call_started: float | None = None
+        self.sweep_started = clock()
+        self.done_rows = 0
+
+    # ------------------------------------------------------------------ the sweep
+    def run(self, combos: list[Combination]) -> bool:
+        """Measure what is pending; True when every candidate has a row (False: the budget ran out first)."""
+        self.index = {c.key: i for i, c in enumerate(combos, 1)}
+        self.total = len(combos)
+        complete = True
+        for target in self.config.targets:
+            group = [c for c in combos if c.target.label == target.label and c.role != Role.DRAFT_ALONE]
+            for combo in (c for c in group if c.role == Role.BASELINE):
+                self._plain(combo)
+            complete &= self._race(target.label, [c for c in group if c.role == Role.SPECULATIVE])
+            for combo in (c for c in group if c.role == Role.CEILING):   # after the drafts they read
+                self._plain(combo)
+            for combo in (c for c in group if c.role == Role.CONTROL):
+                self._plain(combo)
+        for combo in (c for c in combos if c.role == Role.DRAFT_ALONE):
+            self._plain(combo)
+        return complete
+
+    def _row(self, combo: Combination) -> Row | None:
+        return self.store.current().row(combo.key)
+
+    def _plain(self, combo: Combination) -> None:
+        """A combination measured as in an exhaustive sweep (baselines, controls, drafts alone)."""
+        existing = self._row(combo)
+        if existing is not None and existing.ok:
+            return
+        self.reporter.combination_started(self.index[combo.key], self.total, combo.title(self.show_k))
+        row = self.runner.run(combo, self.index[combo.key], self.failed_baselines, results=self.store.current())
+        if combo.role == Role.BASELINE and not row.ok:
+            self.failed_baselines[combo.target.label] = row.reason or row.status
+        self._save(row)
+
+    def _save(self, row: Row) -> Row:
+        recorded = self.store.record(row)
+        self.reporter.row_recorded(recorded)
+        self.reporter.progress(self.clock() - self.sweep_started, None)
+        return recorded
+
+    # ------------------------------------------------------------------ one target's race
+    def _race(self, target: str, combos: list[Combination]) -> bool:
+        baseline = self.store.current().baseline_for(target)
+        if baseline is None or not combos:     # no baseline: the runner records every candidate as skipped
+            for combo in combos:
+                self._plain(combo)
+            return True
+        categories = len({p.category for p in self.prompts})
+        rules = RaceRules(len(combos), len(self.prompts), self.options.runs, categories, self.noise_floor)
+        base_tps = tps_by_pair(baseline.requests)
+        self.reporter.race(f"{target}: adaptive search over {len(combos)} candidates — probe of "
+                           f"{rules.probe_requests} requests each, looks after {', '.join(map(str, rules.looks))} "
+                           f"requests, one-sided bounds at {rules.error:.3g} each (Bonferroni over {len(combos)} "
+                           f"candidates × {len(rules.looks)} looks: {rules.alpha:.0%} overall)"
+                           + (f", budget {format_duration(self.budget_s)}" if self.budget_s else ""))
+        unprobed = 0
+        for combo in combos:
+            row = self._row(combo)
+            if row is not None and row.measured:
+                continue
+            if self._spent(target):
+                unprobed += 1
+                continue
+            self._measure(combo, rules, None, None)
+            self._look(combos, rules, base_tps)
+        while not self._spent(target):
+            contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
+            if not contenders:
+                break
+            leader = separated_leader(self._look_tps(contenders, rules), base_tps, rules)
+            if leader is not None:
+                if self._settled(contenders[leader][1], rules):
+                    break
+                pick = contenders[leader]
+            else:
+                open_ = [(c, r) for c, r in contenders.values() if len(r.requests) < rules.total_requests]
+                if not open_:
+                    break
+                pick = max(open_, key=lambda cr: self._estimate(cr[1], rules, base_tps))
+            before = len(pick[1].requests)
+            after = self._measure(pick[0], rules, pick[1], self._keep_going(pick[0], combos, rules, base_tps, target))
+            self._look(combos, rules, base_tps)
+            if len(after.requests) <= before:
+                break       # no progress (the server failed): that row is an error now, never loop
+        self._finish(target, combos, rules, base_tps, unprobed)
+        return unprobed == 0
+
+    def _spent(self, target: str) -> bool:
+        """Measuring time of this target's rows (and of the request in progress) against the budget."""
+        if not self.budget_s:
+            return False
+        spent = sum(r.wall_time or 0.0 for r in self.store.current().results
+                    if r.target == target and r.role in (Role.BASELINE.value, Role.SPECULATIVE.value))
+        if self.call_started is not None:
+            spent += self.clock() - self.call_started
+        return spent >= self.budget_s
+
+    def _contenders(self, combos: list[Combination]) -> list[tuple[Combination, Row]]:
+        out = []
+        for combo in combos:
+            row = self._row(combo)
+            if row is not None and row.ok and row.speculation_active is not False and row.requests:
+                out.append((combo, row))
+        return out
+
+    def _tps(self, records, rules: RaceRules) -> dict[tuple, float] | None:
+        """tok/s by (prompt, run) of the first requests up to the latest look (None before the probe ends)."""
+        n = rules.look_size(len(records))
+        return tps_by_pair(records[:n]) if n else None
+
+    def _look_tps(self, contenders: dict[str, tuple[Combination, Row]], rules: RaceRules) -> dict[str, dict]:
+        return {name: t for name, (_, row) in contenders.items() if (t := self._tps(row.requests, rules)) is not None}
+
+    def _estimate(self, row: Row, rules: RaceRules, base_tps: dict) -> float:
+        tps = self._tps(row.requests, rules)
+        bound = race_bound(base_tps, tps, rules.error) if tps else None
+        return bound.ratio if bound else float("inf")     # not looked at yet: measure it first
+
+    def _settled(self, row: Row, rules: RaceRules) -> bool:
+        """The last candidate standing is done when complete or significantly faster than the baseline."""
+        speed = row.speedup or {}
+        return len(row.requests) >= rules.total_requests or (speed.get("significant") is True
+                                                              and speed.get("ratio", 0) > 1)
+
+    def _keep_going(self, combo: Combination, combos: list[Combination], rules: RaceRules, base_tps: dict,
+                    target: str) -> Callable[[list[RequestRecord]], bool]:
+        """Whether the candidate being measured goes on: decided at the looks only."""
+        name = name_of(combo)
+
+        def keep_going(records: list[RequestRecord]) -> bool:
+            if self._spent(target):
+                return False
+            if len(records) not in rules.looks:
+                return True
+            others = {n: cr for n, cr in ((name_of(c), (c, r)) for c, r in self._contenders(combos)) if n != name}
+            tps = {**self._look_tps(others, rules), name: tps_by_pair(records)}
+            out = eliminations(tps, base_tps, rules)
+            if name in out:
+                return False
+            leader = separated_leader({n: t for n, t in tps.items() if n not in out}, base_tps, rules)
+            if leader is None:
+                return True
+            if leader != name:
+                return False          # within the noise floor of the leader: nothing more to learn here
+            speed = speedup(base_tps, tps[name], noise_floor=self.noise_floor) or {}
+            return not (speed.get("significant") is True and speed.get("ratio", 0) > 1)
+        return keep_going
+
+    def _measure(self, combo: Combination, rules: RaceRules, prior: Row | None,
+                 keep_going: Callable[[list[RequestRecord]], bool] | None) -> Row:
+        start = len(prior.requests) if prior else 0
+        end = rules.total_requests if prior else rules.probe_requests
+        title = combo.title(self.show_k) + (f" (race: requests {start + 1}-{end} or until decided)" if prior
+                                            else f" (race: probe of {end} requests)")
+        self.reporter.combination_started(self.index[combo.key], self.total, title)
+        earlier = prior.requests if prior else ()
+        self.call_started = self.clock()
+        try:
+            row = self.runner.run(combo, self.index[combo.key], self.failed_baselines,
+                                  Schedule(tuple(self.order[start:end]), earlier, keep_going))
+        finally:
+            self.call_started = None
+        if earlier and len(row.requests) < len(earlier):
+            row = replace(row, requests=earlier)   # never lose what an earlier server measured
+        loads = ((prior.race or {}).get("loads") or 0 if prior else 0) + (1 if (row.server or {}).get("command") else 0)
+        wall = (prior.wall_time or 0.0 if prior else 0.0) + (row.wall_time or 0.0)
+        race = {"loads": loads, "requests": len(row.requests), "planned": rules.total_requests,
+                "probe": rules.probe_requests, "method": METHOD, "decision": "running"}
+        return self._save(replace(row, wall_time=round(wall, 3), race=race))
+
+    def _look(self, combos: list[Combination], rules: RaceRules, base_tps: dict) -> None:
+        contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
+        for name, why in eliminations(self._look_tps(contenders, rules), base_tps, rules).items():
+            row = contenders[name][1]
+            race = dict(row.race or {}, decision="eliminated", bound=why.bound.to_dict())
+            self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason, race=race))
+
+    def _finish(self, target: str, combos: list[Combination], rules: RaceRules, base_tps: dict,
+                unprobed: int) -> None:
+        contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
+        leader = separated_leader(self._look_tps(contenders, rules), base_tps, rules)
+        for name, (_, row) in contenders.items():
+            tps = self._tps(row.requests, rules)
+            bound = race_bound(base_tps, tps, rules.error) if tps else None
+            decision = ("winner" if name == leader else "within the noise floor of the winner") if leader else \
+                "not separated"
+            race = dict(row.race or {}, decision=decision, **({"bound": bound.to_dict()} if bound else {}))
+            if race != row.race:
+                self.store.record(replace(row, race=race))
+        spent = " (the budget ran out)" if self._spent(target) else ""
+        self.reporter.race(f"{target}: {len(contenders)} candidate(s) left{spent}"
+                           + (f"; {leader} is within the noise floor of the best" if leader else "")
+                           + (f": {', '.join(contenders)}" if contenders else ""))
+        if unprobed:
+            self.reporter.race(f"{target}: {unprobed} candidate(s) not probed: the budget of "
+                               f"{format_duration(self.budget_s or 0)} was spent — raise settings.budget_s "
+                               "(or --budget) and run the same command to continue")

@@ -1,0 +1,74 @@
+"""Estimated durations (--dry-run and the console ETA) from earlier results, baselines or model sizes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from draftbench.config import validate_config
+from draftbench.estimate import Estimator, estimate_of, total_s
+from draftbench.results import ResultsFile, Row, save_results
+from draftbench.sweep import Sweep, plan
+from draftbench.sweep.console import Reporter
+
+from conftest import run_cli
+from fakes.inprocess import FakeBackend, Script
+
+
+def config(tmp_path: Path, target: str, **settings):
+    data = {"name": "est", "hardware": "box", "backend": "llamacpp", "targets": [{"label": "7B", "path": target}],
+            "drafts": [{"label": "good", "path": "/m/good.gguf"}, {"label": "new", "path": "/m/new.gguf"}],
+            "settings": {"runs": 2, "max_tokens": 100, "prompts": ["code", "json"], "warmup": 1, **settings}}
+    return validate_config(data, source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
+
+
+def test_measured_rows_then_the_baseline_then_the_model_size(tmp_path):
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"\0" * 5_000_000)
+    cfg = config(tmp_path, str(target))
+    earlier = ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="", settings={}, results=(
+        Row(target="7B", role="baseline", mean_total_time=2.0, load_time_s=3.0, mean_tps=50.0),
+        Row(target="7B", draft="good", role="speculative", mean_total_time=1.0, load_time_s=4.0, mean_tps=100.0)))
+    est = Estimator(cfg, 2, (earlier,))
+    base, good, new = (estimate_of(est, c) for c in plan(cfg))
+    assert base.source == "measured" and base.seconds == 3.0 + 1.0 + 2.0 * 0.64 + 4 * 2.0
+    assert good.source == "measured" and good.seconds == 4.0 + 1.0 + 1.0 * 0.64 + 4 * 1.0
+    assert new.source == "baseline" and new.seconds == base.seconds
+    fresh = Estimator(cfg, 2)
+    assert {estimate_of(fresh, c).source for c in plan(cfg)} == {"model size"}
+    assert total_s(fresh, plan(cfg)) > 0
+    absent = config(tmp_path, str(tmp_path / "absent.gguf"))
+    assert total_s(Estimator(absent, 2), plan(absent)) is None
+
+
+def test_dry_run_prints_durations_from_an_earlier_file_of_the_same_hardware(tmp_path):
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"\0" * 1000)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"name": "est", "hardware": "box", "targets": [{"label": "7B", "path": str(target)}],
+                                "drafts": [{"label": "good", "path": str(target)}],
+                                "settings": {"runs": 1, "prompts": ["code"]}}))
+    results = tmp_path / "results" / "old.json"
+    results.parent.mkdir()
+    save_results(ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="", settings={}, results=(
+        Row(target="7B", role="baseline", mean_total_time=30.0, load_time_s=10.0),)), results)
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results.parent / "new.json"), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    # 10 s load + 1 s server + a 64-token warm-up (30 s × 64/512) + one 30 s request
+    assert "[1/2] 7B (baseline)  ~45s (measured before)" in proc.stdout
+    assert "[2/2] 7B + good  ~45s (from its target's baseline)" in proc.stdout
+    assert "Estimated duration: ~1m30s" in proc.stdout
+
+
+def test_the_console_eta_comes_from_the_same_model(tmp_path):
+    etas = []
+
+    class Recorder(Reporter):
+        def progress(self, elapsed_s, remaining_s):
+            etas.append(remaining_s)
+
+    cfg = config(tmp_path, "/m/target.gguf")
+    backend = FakeBackend(Script(tps={"/m/target.gguf": 50.0}, speedup={"/m/good.gguf": 1.5, "/m/new.gguf": 1.2}))
+    Sweep(cfg, tmp_path / "r.json", None, reporter=Recorder(), backend=backend).run()
+    # after the baseline: both drafts estimated from it (the fake's 64 tokens at 50 tok/s ≈ 1.3 s a request)
+    assert etas[0] is not None and etas[0] > 8 and etas[-1] is None

@@ -1,0 +1,63 @@
+"""The adaptive search end to end: sweep.py --search adaptive on the forged SmolLM2 family with the real
+llama-server. Mechanisms only (which candidate wins depends on a loaded machine's noise)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from draftbench.process import free_port
+
+from conftest import llama_server_pids, run_cli
+
+pytestmark = pytest.mark.llama
+
+
+def write_config(folder: Path, models: dict) -> Path:
+    config = {
+        "name": "race", "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
+        "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
+        "drafts": [{"label": "135M Q4_1", "path": models["base"]}, {"label": "57M trunc8", "path": models["draft-trunc"]}],
+        "candidates": [{"label": "ngram-mod", "method": "ngram-mod"}],
+        "settings": {"runs": 2, "max_tokens": 32, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
+                     "prompts": ["code", "json"], "draft_max": [2, 4]},
+    }
+    path = folder / "race.json"
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def test_adaptive_sweep_races_saves_and_resumes(models, tmp_path):
+    config = write_config(tmp_path, models)
+    results = tmp_path / "race-results.json"
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--search", "adaptive",
+                   "--budget", "3600")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    print(out)     # shown when a later assertion fails
+    assert "Race: 241M Q4_1: adaptive search over 5 candidates" in out and "(race: probe of 3 requests)" in out
+    data = json.loads(results.read_text())
+    assert data["settings"]["search"] == "adaptive" and data["settings"]["budget_s"] == 3600
+    rows = [r for r in data["results"] if r["role"] == "speculative"]
+    assert len(rows) == 5 and {r["status"] for r in rows} <= {"ok", "eliminated"}
+    for row in rows:
+        assert row["race"]["loads"] >= 1 and 3 <= len(row["requests"]) <= 4 and row["race"]["planned"] == 4
+        if row["status"] == "eliminated":
+            assert row["reason"].startswith("eliminated by the race") and row["speedup"] and row["mean_tps"]
+            assert re.search(rf"Eliminated: {re.escape(row['reason'][:40])}", out)
+        else:
+            assert row["race"]["decision"] in ("winner", "within the noise floor of the winner", "not separated")
+    # every server the sweep started is counted, and none is left running
+    assert data["summary"]["server_loads"] == out.count("Starting server") == sum(
+        (r.get("race") or {}).get("loads", 1) for r in data["results"])
+    assert f"Server loads: {data['summary']['server_loads']}" in out
+    assert not llama_server_pids()
+    report = results.with_suffix(".html").read_text()
+    assert "eliminated" in report or all(r["status"] == "ok" for r in rows)
+    # run again: the race is over, nothing is measured twice
+    again = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--search", "adaptive")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Starting server" not in again.stdout
+    assert [r["requests"] for r in json.loads(results.read_text())["results"]] == [r["requests"] for r in data["results"]]
