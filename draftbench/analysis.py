@@ -10,7 +10,7 @@ import os
 import statistics
 from dataclasses import replace
 
-from . import stats, theory
+from . import fragments, stats, theory
 from .results import RequestRecord, ResultsFile, Row
 
 
@@ -73,6 +73,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         "acceptance_rate": rate,
         "draft_n": drafted, "draft_n_accepted": accepted, "verify_steps": steps,
         "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
+        "draft_fragments": fragments.summarize(r.draft_fragments for r in ok),
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
     }

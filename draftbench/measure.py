@@ -76,9 +76,11 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=_r(response.ttft_s), total_s=_r(response.total_s), decode_tps=_r(response.decode_tps),
-        server_decode_tps=_r(server.server_decode_tps(response)),
+        server_decode_tps=_r(server.server_decode_tps(response)), server_ttft_s=_r(response.server_ttft_s),
         prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
         draft_n=counts.drafted, draft_n_accepted=counts.accepted, verify_steps=counts.steps,
+        draft_detail={k: v for k, v in counts.extra.items() if v is not None} or None,
+        draft_fragments=response.draft_fragments,
         finish_reason=response.finish_reason, text=response.text,
     )
 
