@@ -21,6 +21,7 @@ from .backends import get_backend
 from .backends.base import Backend, LaunchSpec
 from .config import ModelRef, SweepConfig
 from .errors import DraftbenchError, ResultsFileError, ServerError
+from .fragments import describe as describe_fragments
 from .measure import MeasurementFailed, MeasureOptions, run_prompts
 from .process import free_port, port_is_free, wait_port_free
 from .prompts import resolve_prompts
@@ -32,7 +33,7 @@ MEASUREMENT_KEYS = ("runs", "max_tokens", "temperature", "gpu_layers", "ctx_size
                     "extra_args", "draft_p_min",
                     # backend settings that change what is measured
                     "vllm_method", "vllm_speculative_config", "vllm_prefix_caching", "lmstudio_gpu",
-                    "lmstudio_endpoint")
+                    "lmstudio_endpoint", "lmstudio_client", "lmstudio_min_draft_length")
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -198,6 +199,8 @@ class Sweep:
                f"backend {self.config.backend}")
         if len(pending) < len(runs):
             c.line(f"  Resuming {self.results_path}: {len(runs) - len(pending)} done, {len(pending)} remaining")
+        for note in self.backend.sweep_notes(self.settings):
+            c.line(f"  Note: {note}")
         c.line("=" * 60)
         c.line()
 
@@ -391,6 +394,8 @@ class Sweep:
                    + ("" if not eq["mismatches"] else
                       f" (first difference at character {eq['mismatches'][0]['char_pos']} of "
                       f"{eq['mismatches'][0]['prompt_id']})"))
+        if row.role == "speculative" and row.draft_fragments:
+            c.line(f"  {describe_fragments(row.draft_fragments)}")
         if row.role == "speculative" and row.speculation_active is False:
             c.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for warning in row.warnings:

@@ -170,6 +170,10 @@ class Backend:
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
 
+    def sweep_notes(self, settings: dict) -> list[str]:
+        """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
+        return []
+
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError
 

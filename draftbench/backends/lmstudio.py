@@ -19,6 +19,8 @@ Facts this relies on (LM Studio documentation and changelog; see docs/backends.m
   speed through ``/v1`` with ``stream_options.include_usage``, 0.3.18+, without acceptance).
 * Without ``lms`` we can only attach to a server that is already running and let LM Studio
   load models on demand; we say so.
+* With LM Studio's Python SDK installed (``settings.lmstudio_client``, see lmstudio_choice.py),
+  sweeps go through :mod:`lmstudio_sdk` instead: k and p-min per request, typed statistics.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..errors import BinaryNotFoundError, Problem, RequestError, ServerError
 from ..paths import cache_dir
 from ..process import tail_file
 from ..settings_schema import Field
+from . import lmstudio_choice
 from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus, find_executable, url_host
 
 DEFAULT_PORT = 1234
@@ -363,10 +366,16 @@ class LMStudioBackend(Backend):
                                "Studio runs one server for all models)", min=1, max=65535),
         "lmstudio_gpu": Field("str", None, "`lms load --gpu`: off, max, or a fraction 0-1 (default: off when "
                               "gpu_layers is 0, else max)"),
-        "lmstudio_endpoint": Field("str", "native", "native = /api/v0/chat/completions streamed, with draft "
-                                   "statistics; native-blocking = the same unstreamed (TTFT is LM Studio's own "
-                                   "figure); openai = /v1/chat/completions (speed only, no acceptance)",
+        "lmstudio_endpoint": Field("str", "native", "REST path only: native = /api/v0/chat/completions streamed, "
+                                   "with draft statistics; native-blocking = the same unstreamed (TTFT is LM "
+                                   "Studio's own figure); openai = /v1/chat/completions (speed only, no acceptance)",
                                    choices=ENDPOINTS),
+        "lmstudio_client": Field("str", "auto", "sdk = LM Studio's Python SDK (pip install 'draftbench[lmstudio]': "
+                                 "draft_max and draft_p_min per request, typed statistics, fragment data); rest = "
+                                 "its REST API and the lms CLI; auto = sdk when installed", choices=lmstudio_choice.CHOICES),
+        "lmstudio_min_draft_length": Field("int", None, "SDK path only: LM Studio's minDraftLengthToConsider (drafts "
+                                           "shorter than this are not verified); null = LM Studio's default", min=0,
+                                           max=256),
     }
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
@@ -386,17 +395,23 @@ class LMStudioBackend(Backend):
             if not ok:
                 problems.append(Problem("$.settings.lmstudio_gpu", f"is {gpu!r}; must be off, max or a number from "
                                         "0 to 1", "write \"max\", \"off\" or e.g. \"0.5\""))
-        for key in ("draft_max", "draft_p_min"):
-            if settings.get(key) is not None:
-                problems.append(Problem(f"$.settings.{key}", "cannot be set per request in LM Studio (its draft "
-                                        "settings live in the app's speculative-decoding panel)",
-                                        "remove it, and set the draft length in LM Studio"))
+        # k and p-min need the SDK path; this also settles lmstudio_client (auto → sdk or rest)
+        problems.extend(lmstudio_choice.validation_problems(settings))
         return problems
 
     def check_ready_to_run(self, settings: dict) -> None:
         find_lms(settings.get("lms_bin"))   # an explicit path that is wrong is an error before anything starts
 
-    def launch(self, spec: LaunchSpec) -> LMStudioServer:
+    def sweep_notes(self, settings: dict) -> list[str]:
+        return lmstudio_choice.sweep_notes(settings)
+
+    def launch(self, spec: LaunchSpec) -> Server:
+        if lmstudio_choice.resolve(spec.settings.get("lmstudio_client")) == "sdk":
+            from .lmstudio_sdk import launch_sdk  # the optional SDK is imported only on its path
+            return launch_sdk(spec)
+        return self.launch_rest(spec)
+
+    def launch_rest(self, spec: LaunchSpec) -> LMStudioServer:
         settings = spec.settings
         port = settings.get("lmstudio_port") or DEFAULT_PORT
         base_url = f"http://{url_host(spec.host)}:{port}"
@@ -506,6 +521,8 @@ class LMStudioBackend(Backend):
         p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
         p.add_argument("--log", default=None, help="log of the lms commands (default: under ~/.cache/draftbench/logs)")
         p.add_argument("--lms-bin", default=None, help="the lms CLI (default: PATH, then ~/.lmstudio/bin/lms)")
+        p.add_argument("--client", default="auto", choices=lmstudio_choice.CHOICES, help="sdk: load through LM "
+                       "Studio's Python SDK; rest: through the lms CLI; auto (default): sdk when installed")
 
     def spec_from_args(self, args, extra: list[str]) -> LaunchSpec:
         from ..errors import UsageError
@@ -518,7 +535,11 @@ class LMStudioBackend(Backend):
         settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
         settings.update({k: f.default for k, f in self.settings_schema.items()})
         settings.update(lms_bin=args.lms_bin, lmstudio_port=args.port, lmstudio_gpu=args.gpu,
-                        lmstudio_endpoint=args.endpoint, host=args.host, ctx_size=args.context_length)
+                        lmstudio_endpoint=args.endpoint, lmstudio_client=args.client, host=args.host,
+                        ctx_size=args.context_length)
+        client_problems = lmstudio_choice.validation_problems(settings)
+        if client_problems:
+            raise UsageError(f"--client {client_problems[0].message}", client_problems[0].fix)
         return LaunchSpec(target=args.model, draft=args.draft_model, host=args.host, port=args.port,
                           ctx_size=args.context_length, extra_args=tuple(extra), settings=settings,
                           startup_timeout_s=args.startup_timeout, log_path=args.log)
