@@ -205,6 +205,7 @@ def test_sweep_rows_with_good_ignored_and_refused_drafts(lms, tmp_path, monkeypa
     results = tmp_path / "out.json"
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
     assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Note: LM Studio through its REST API: no per-request draft length" in proc.stdout
     rows = {r["draft"]: r for r in json.loads(results.read_text())["results"]}
     base, good, ignored, refused = rows[None], rows["0.5B"], rows["llama 1B"], rows["coder"]
     assert base["status"] == "ok" and base["mean_tps"] > 0 and base["draft_n"] is None

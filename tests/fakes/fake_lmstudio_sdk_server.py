@@ -47,7 +47,8 @@ Arguments: ``--port P``. Environment:
   FAKE_LMSTUDIO_LOAD     ok | oom (loadModel fails for lack of memory)
   FAKE_LMSTUDIO_MODE     ok | stall (goes quiet after the first fragment)
   FAKE_LMSTUDIO_PIDS     folder where the process writes <pid>.pid
-``GET /__fake__/requests`` lists what was asked (loads, unloads, predictions with the truth).
+``GET /__fake__/requests`` lists what was asked (loads, unloads, predictions with the truth);
+``GET /__fake__/loaded`` maps loaded identifiers to model keys.
 """
 
 import base64
@@ -206,6 +207,9 @@ def main():
             elif self.path == "/__fake__/requests":
                 with studio.lock:
                     self.reply(200, studio.seen)
+            elif self.path == "/__fake__/loaded":
+                with studio.lock:
+                    self.reply(200, {i: e["key"] for i, e in studio.loaded.items()})
             else:
                 self.reply(404, {"error": f"Unexpected endpoint or method. (GET {self.path})"})
 
