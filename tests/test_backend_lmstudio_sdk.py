@@ -266,6 +266,8 @@ def test_a_stalled_or_vanished_lm_studio_is_a_bounded_request_error(lm_studio, t
                         request_timeout_s=60, stall_timeout_s=30)
         killer.join()
         assert "broke" in broke.value.message and time.monotonic() - started < 15
+    # the SDK's own complaints went to our log, not the console
+    assert "lmstudio SDK" in open(server.log_path).read()
 
 
 # --------------------------------------------------------------------------- as a user runs it

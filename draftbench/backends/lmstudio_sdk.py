@@ -18,6 +18,8 @@ Facts this relies on, read from the source of ``lmstudio`` 1.5.0 (see docs/backe
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from pathlib import Path
 
@@ -52,6 +54,39 @@ class SDKLog:
                 fh.write(text.rstrip("\n") + "\n")
         except OSError:
             pass
+
+
+class SDKLogRouter(logging.Handler):
+    """While an SDK server is up, the SDK's own log records (e.g. fragments that still arrive after
+    an interrupted prediction) go to our log file instead of the console; other records are
+    printed as Python would have printed them without this handler."""
+
+    MAX_RECORDS = 20      # after an interrupted prediction the SDK logs every late fragment
+
+    def __init__(self, log: SDKLog):
+        super().__init__()
+        self.log = log
+        self.sdk_dir = os.path.dirname(os.path.abspath(lmstudio.__file__))
+        self.records = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if os.path.abspath(record.pathname).startswith(self.sdk_dir):
+            self.records += 1
+            if self.records <= self.MAX_RECORDS:
+                self.log.write(f"lmstudio SDK {record.levelname.lower()}: {record.getMessage()[:500]}")
+            elif self.records == self.MAX_RECORDS + 1:
+                self.log.write("lmstudio SDK: further messages left out")
+        elif logging.getLogger().handlers == [self] and logging.lastResort is not None \
+                and record.levelno >= logging.lastResort.level:
+            logging.lastResort.handle(record)
+
+    def __enter__(self) -> SDKLogRouter:
+        logging.getLogger().addHandler(self)
+        return self
+
+    def close(self) -> None:
+        logging.getLogger().removeHandler(self)
+        super().close()
 
 
 def probe(api_host: str) -> str:
@@ -102,7 +137,7 @@ def _launch_error(exc: BaseException, what: str, log: SDKLog) -> ServerError:
     """A ServerError naming what failed and why, from an SDK exception."""
     text = server_error_text(exc)
     log.write(f"{what} failed: {text}")
-    lowered = text.lower()
+    lowered = f"{text} {exc}".lower()
     if isinstance(exc, lmstudio.LMStudioTimeoutError):
         return ServerError(f"{what}: LM Studio sent nothing for too long", "check LM Studio (is it waiting for a "
                            "dialog?), or raise settings.startup_timeout_s", log_path=str(log.path), kind="timeout")
@@ -129,6 +164,7 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
     start = time.perf_counter()
     api_host, notes = find_api_host(url_host(spec.host), port, log)
     client = lmstudio.Client(api_host)
+    router = SDKLogRouter(log).__enter__()
     loaded: str | None = None
     try:
         lmstudio.set_sync_api_timeout(_QUICK_CALL_S)
@@ -174,7 +210,7 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
             log.write("note: " + note)
         draft_was_loaded = spec.draft is None or any(key == spec.draft for _, key in instances.values())
         server = LMStudioSDKServer(f"http://{api_host}", client=client, llm=model, draft_settings=draft_settings,
-                                   log=log, loaded_identifier=loaded, unload_draft_after=not draft_was_loaded,
+                                   log=log, log_router=router, loaded_identifier=loaded, unload_draft_after=not draft_was_loaded,
                                    command=command, version=f"lmstudio SDK {lmstudio.__version__}", port=port,
                                    spec=spec, load_time_s=time.perf_counter() - start)
         server.warnings.extend(notes)
@@ -183,6 +219,7 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
         if loaded:
             _quietly(lambda: client.llm.unload(IDENTIFIER))
         client.close()
+        router.close()
         raise
 
 
@@ -199,12 +236,14 @@ class LMStudioSDKServer(Server):
     backend_name = "lmstudio"
 
     def __init__(self, base_url: str, *, client: lmstudio.Client, llm: lmstudio.LLM, draft_settings: DraftSettings,
-                 log: SDKLog, loaded_identifier: str | None, unload_draft_after: bool, **kwargs):
+                 log: SDKLog, log_router: SDKLogRouter, loaded_identifier: str | None, unload_draft_after: bool,
+                 **kwargs):
         super().__init__(base_url, model=llm.identifier, **kwargs)
         self.client = client
         self.llm = llm
         self.draft_settings = draft_settings
         self._log = log
+        self._log_router = log_router
         self.loaded_identifier = loaded_identifier
         self.unload_draft_after = unload_draft_after
         self._stopped = False
@@ -295,6 +334,7 @@ class LMStudioSDKServer(Server):
         finally:
             self.client.close()
             self.session.close()
+            self._log_router.close()
 
     def _unload_draft(self) -> None:
         for handle in self.client.llm.list_loaded():
