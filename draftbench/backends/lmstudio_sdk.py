@@ -115,7 +115,10 @@ def find_api_host(host: str, port: int, log: SDKLog) -> tuple[str, list[str]]:
         raise ServerError(f"port {port} answers, but not as LM Studio (no /lmstudio-greeting there)",
                           "set settings.lmstudio_port to LM Studio's port (default 1234), or stop the program using "
                           "that port", log_path=str(log.path), kind="foreign")
-    found = lmstudio.Client.find_default_local_api_host()
+    try:
+        found = lmstudio.Client.find_default_local_api_host()
+    except Exception:       # something else on one of those ports (the SDK only expects refusals)
+        found = None
     if found is None:
         raise ServerError(f"LM Studio does not answer at {api_host}, nor on the LM Studio app's own API ports",
                           _START_LM_STUDIO.format(port=port), log_path=str(log.path), kind="unreachable")
@@ -167,54 +170,58 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
     router = SDKLogRouter(log).__enter__()
     loaded: str | None = None
     try:
-        lmstudio.set_sync_api_timeout(_QUICK_CALL_S)
         try:
-            downloaded = {m.model_key for m in client.llm.list_downloaded()}
-            instances = {h.identifier: (h, h.get_info().model_key) for h in client.llm.list_loaded()}
-        except lmstudio.LMStudioError as exc:
-            raise _launch_error(exc, "listing LM Studio's models", log) from None
-        for ref, kind in ((spec.target, "model"), (spec.draft, "draft_model")):
-            if ref is not None and ref not in downloaded:
-                known = ", ".join(sorted(downloaded)[:12]) or "none"
-                raise ServerError(f"LM Studio has no model {ref!r}", f"use a model key from `lms ls` (LM Studio lists: "
-                                  f"{known})", log_path=str(log.path), kind=kind)
-        if IDENTIFIER in instances:          # left by an interrupted run: ours, so replace it
-            log.write(f"unloading {IDENTIFIER}, left loaded by an earlier run")
-            client.llm.unload(IDENTIFIER)
-            del instances[IDENTIFIER]
-        reuse = next((handle for handle, key in instances.values() if key == spec.target), None)
-        command = None
-        if reuse is not None:
-            model = reuse
-            notes.append(f"{spec.target} was already loaded in LM Studio: using that instance (its context length and "
-                         "GPU offload are LM Studio's, not settings.ctx_size / lmstudio_gpu)")
-        else:
-            ratio = gpu_ratio(settings)
-            config: lmstudio.LlmLoadModelConfigDict = {"contextLength": spec.ctx_size, "gpu": {"ratio": ratio}}
-            command = ["llm.load_new_instance", spec.target, f"identifier={IDENTIFIER}",
-                       f"contextLength={spec.ctx_size}", f"gpu.ratio={ratio:g}"]
-            log.write("$ " + " ".join(command))
-            lmstudio.set_sync_api_timeout(spec.startup_timeout_s)
+            lmstudio.set_sync_api_timeout(_QUICK_CALL_S)
             try:
-                model = client.llm.load_new_instance(spec.target, IDENTIFIER, config=config)
+                downloaded = {m.model_key for m in client.llm.list_downloaded()}
+                instances = {h.identifier: (h, h.get_info().model_key) for h in client.llm.list_loaded()}
             except lmstudio.LMStudioError as exc:
-                raise _launch_error(exc, f"LM Studio could not load {spec.target}", log) from None
-            loaded = IDENTIFIER
-            log.write(f"loaded {spec.target} as {IDENTIFIER}")
-        if spec.extra_args:
-            notes.append(f"extra_args ({' '.join(spec.extra_args)}) are not used with LM Studio's SDK")
-        draft_settings = DraftSettings(draft=spec.draft, num_draft_tokens=spec.draft_max,
-                                       min_continue_probability=settings.get("draft_p_min"),
-                                       min_draft_length=settings.get("lmstudio_min_draft_length"))
-        for note in notes:
-            log.write("note: " + note)
-        draft_was_loaded = spec.draft is None or any(key == spec.draft for _, key in instances.values())
-        server = LMStudioSDKServer(f"http://{api_host}", client=client, llm=model, draft_settings=draft_settings,
-                                   log=log, log_router=router, loaded_identifier=loaded, unload_draft_after=not draft_was_loaded,
-                                   command=command, version=f"lmstudio SDK {lmstudio.__version__}", port=port,
-                                   spec=spec, load_time_s=time.perf_counter() - start)
-        server.warnings.extend(notes)
-        return server
+                raise _launch_error(exc, "listing LM Studio's models", log) from None
+            for ref, kind in ((spec.target, "model"), (spec.draft, "draft_model")):
+                if ref is not None and ref not in downloaded:
+                    known = ", ".join(sorted(downloaded)[:12]) or "none"
+                    raise ServerError(f"LM Studio has no model {ref!r}", f"use a model key from `lms ls` (LM Studio "
+                                      f"lists: {known})", log_path=str(log.path), kind=kind)
+            if IDENTIFIER in instances:          # left by an interrupted run: ours, so replace it
+                log.write(f"unloading {IDENTIFIER}, left loaded by an earlier run")
+                client.llm.unload(IDENTIFIER)
+                del instances[IDENTIFIER]
+            reuse = next((handle for handle, key in instances.values() if key == spec.target), None)
+            command = None
+            if reuse is not None:
+                model = reuse
+                notes.append(f"{spec.target} was already loaded in LM Studio: using that instance (its context length "
+                             "and GPU offload are LM Studio's, not settings.ctx_size / lmstudio_gpu)")
+            else:
+                ratio = gpu_ratio(settings)
+                config: lmstudio.LlmLoadModelConfigDict = {"contextLength": spec.ctx_size, "gpu": {"ratio": ratio}}
+                command = ["llm.load_new_instance", spec.target, f"identifier={IDENTIFIER}",
+                           f"contextLength={spec.ctx_size}", f"gpu.ratio={ratio:g}"]
+                log.write("$ " + " ".join(command))
+                lmstudio.set_sync_api_timeout(spec.startup_timeout_s)
+                try:
+                    model = client.llm.load_new_instance(spec.target, IDENTIFIER, config=config)
+                except lmstudio.LMStudioError as exc:
+                    raise _launch_error(exc, f"LM Studio could not load {spec.target}", log) from None
+                loaded = IDENTIFIER
+                log.write(f"loaded {spec.target} as {IDENTIFIER}")
+            if spec.extra_args:
+                notes.append(f"extra_args ({' '.join(spec.extra_args)}) are not used with LM Studio's SDK")
+            draft_settings = DraftSettings(draft=spec.draft, num_draft_tokens=spec.draft_max,
+                                           min_continue_probability=settings.get("draft_p_min"),
+                                           min_draft_length=settings.get("lmstudio_min_draft_length"))
+            for note in notes:
+                log.write("note: " + note)
+            draft_was_loaded = spec.draft is None or any(key == spec.draft for _, key in instances.values())
+            server = LMStudioSDKServer(f"http://{api_host}", client=client, llm=model,
+                                       draft_settings=draft_settings, log=log, log_router=router,
+                                       loaded_identifier=loaded, unload_draft_after=not draft_was_loaded,
+                                       command=command, version=f"lmstudio SDK {lmstudio.__version__}", port=port,
+                                       spec=spec, load_time_s=time.perf_counter() - start)
+            server.warnings.extend(notes)
+            return server
+        except lmstudio.LMStudioError as exc:       # anything the SDK raises becomes a named error
+            raise _launch_error(exc, "talking to LM Studio", log) from None
     except BaseException:
         if loaded:
             _quietly(lambda: client.llm.unload(IDENTIFIER))

@@ -145,8 +145,8 @@ class LMStudio:
         self.seen = []
 
     def info(self, key):
-        return {"type": "llm", "modelKey": key, "format": "gguf", "displayName": key, "path": f"lmstudio-community/{key}",
-                "sizeBytes": 4_000_000_000, "vision": False, "trainedForToolUse": False, "maxContextLength": 32768,
+        return {"type": "llm", "modelKey": key, "format": "gguf", "displayName": key,
+                "path": f"lmstudio-community/{key}", "sizeBytes": 4_000_000_000, "vision": False, "trainedForToolUse": False, "maxContextLength": 32768,
                 "architecture": "qwen2"}
 
     def instance(self, identifier):
