@@ -11,6 +11,7 @@ import statistics
 from dataclasses import replace
 
 from . import fragments, stats, theory
+from .findings import Code, Finding
 from .results import RequestRecord, ResultsFile, Row
 
 
@@ -61,8 +62,9 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     if tps and server_tps and tps["median"] and server_tps["median"]:
         gap = abs(tps["median"] / server_tps["median"] - 1)
         if gap > 0.05:
-            warnings.append(f"client-side tok/s differs from the server's own figure by {gap:.0%} — the network or a "
-                            "proxy may distort timings; benchmark on the server machine")
+            warnings.append(Finding(Code.CLIENT_SERVER_GAP, f"client-side tok/s differs from the server's own "
+                                    f"figure by {gap:.0%} — the network or a proxy may distort timings; benchmark on "
+                                    "the server machine"))
     ttft = stats.summarize(r.ttft_s for r in ok)
     total = stats.summarize(r.total_s for r in ok)
     return {
@@ -225,9 +227,11 @@ def recommend(results: ResultsFile) -> dict:
             best = max(candidates, key=lambda r: r.speedup["ratio"])
             if results.is_upstream or best.speedup.get("significant") is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
+                why = ("this file has no per-request data" if results.is_upstream or not best.requests else
+                       "too few requests were measured for a confidence interval (raise settings.runs to 3)")
                 entry["verdict"] = (f"{target}: best measured draft is {best.draft} "
-                                    f"({stats.describe_speedup(best.speedup)}); this file has no per-request data, "
-                                    "so significance cannot be judged.")
+                                    f"({stats.describe_speedup(best.speedup)}); {why}, so significance cannot be "
+                                    "judged.")
             else:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "

@@ -11,26 +11,25 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
 from .errors import ConfigError, Problem
-from .paths import expand_path, path_fix
+from .labels import check_label
+from .modelref import ModelRef
+from .paths import PathProblem, expand_path
+from .server_args import check_server_args, host_problems
 from .settings_schema import COMMON_SETTINGS, Field, check_value
+from .text_safety import lone_surrogate_paths, safe_text, text_problem
 
-_SAFE_LABEL = re.compile(r"^[^\x00-\x1f\x7f/\\]+$")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
-TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "settings"}
+# name and hardware make the default file names (<hardware>_<backend>_<name>.json, .logs, .lock):
+# 100 characters each keeps those within the file systems' 255-byte limit.
+MAX_NAME_CHARS = 100
+TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "candidates", "settings"}
 MODEL_KEYS = {"label", "path", "extra_args"}
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    label: str
-    path: str                   # resolved (absolute) path, or a backend-specific model id
-    extra_args: tuple[str, ...] = ()
-    raw_path: str = ""          # as written in the config
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,8 @@ class SweepConfig:
     settings: dict                  # validated settings, defaults filled in
     source: str = "<config>"
     base_dir: str = "."
-    warnings: tuple[str, ...] = ()
-    raw: dict = field(default_factory=dict, compare=False, repr=False)
+    warnings: tuple[Problem, ...] = ()
+    candidates: tuple[CandidateSpec, ...] = ()   # from $.candidates (drafts are candidates too: see specs())
 
     @property
     def draft_max_values(self) -> tuple:
@@ -53,6 +52,12 @@ class SweepConfig:
         if isinstance(value, list):
             return tuple(value)
         return (value,)
+
+    def specs(self) -> tuple[CandidateSpec, ...]:
+        """Every candidate to try against each target: the drafts (each swept over settings.draft_max),
+        then the configured candidates."""
+        k = self.settings.get("draft_max")
+        return tuple(from_draft(d, k, f"$.drafts[{i}]") for i, d in enumerate(self.drafts)) + self.candidates
 
     def default_stem(self) -> str:
         return "_".join(part.replace(" ", "-") for part in (self.hardware, self.backend, self.name))
@@ -118,12 +123,16 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
                                            "check the file's permissions")]) from None
     try:
         data = json.loads(text, object_pairs_hook=_pairs_hook)
+        dup_problems = _duplicate_key_problems(data)
+        data = _plain(data)
     except json.JSONDecodeError as exc:
         raise ConfigError(source, [Problem("$", f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                            f"{exc.msg}", "fix the syntax (a trailing comma or a missing quote?)")]
                           ) from None
-    dup_problems = _duplicate_key_problems(data)
-    data = _plain(data)
+    except RecursionError:
+        raise ConfigError(source, [Problem("$", "is nested too deeply to be a sweep config (lists or objects "
+                                           "inside each other hundreds of levels deep)",
+                                           "see configs/example_sweep.json for the expected shape")]) from None
     return validate_config(data, source=source, base_dir=str(p.resolve().parent), extra_problems=dup_problems)
 
 
@@ -137,14 +146,19 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
         problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}",
                                 "write a short identifier in double quotes"))
         return default
-    if filename_safe and (not _SAFE_NAME.fullmatch(value) or ".." in value):
-        problems.append(Problem(path, f"{value!r} cannot be used in a file name",
+    if filename_safe and len(value) > MAX_NAME_CHARS:
+        problems.append(Problem(path, f"is {len(value)} characters long; it becomes part of file names, which "
+                                f"file systems limit", f"shorten it to at most {MAX_NAME_CHARS} characters"))
+    elif filename_safe and (not _SAFE_NAME.fullmatch(value) or ".." in value):
+        problems.append(Problem(path, f"{safe_text(repr(value))} cannot be used in a file name",
                                 "use letters, digits, '.', '_', '-', '+' and spaces only"))
+    elif not filename_safe and text_problem(value):
+        problems.append(Problem(path, str(text_problem(value)), "write it in plain text"))
     return value
 
 
 def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], *, required: bool,
-                  resolve: Callable[[str, str], tuple[str, str | None]], warnings: list[str]) -> tuple[ModelRef, ...]:
+                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[Problem]) -> tuple[ModelRef, ...]:
     path = f"$.{key}"
     if value is None:
         if required:
@@ -164,24 +178,9 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
                                     "write {\"label\": \"7B Q4_K_M\", \"path\": \"/models/model.gguf\"}"))
             continue
         for extra in sorted(set(entry) - MODEL_KEYS):
-            warnings.append(f"{ep}.{extra}: unknown key, ignored (known: {', '.join(sorted(MODEL_KEYS))})")
+            warnings.append(Problem(f"{ep}.{extra}", f"unknown key, ignored (known: {', '.join(sorted(MODEL_KEYS))})"))
         label = entry.get("label")
-        ok = True
-        if not isinstance(label, str) or not label.strip():
-            problems.append(Problem(f"{ep}.label", "is missing or empty" if label is None or isinstance(label, str)
-                                    else f"must be a string, not {json.dumps(label)}",
-                                    "add a short display name like \"7B Q4_K_M\""))
-            ok = False
-        elif not _SAFE_LABEL.fullmatch(label) or label.strip() in (".", "..") or len(label) > 100:
-            problems.append(Problem(f"{ep}.label", f"{label!r} cannot be used in file names (no '/', '\\', "
-                                    "control characters, '.' or '..'; at most 100 characters)", "rename it"))
-            ok = False
-        elif label in seen:
-            problems.append(Problem(f"{ep}.label", f"duplicates {seen[label]}.label ({label!r})",
-                                    "give every entry its own label"))
-            ok = False
-        else:
-            seen[label] = ep
+        ok = check_label(f"{ep}.label", label, seen, problems)
         raw_path = entry.get("path")
         resolved = ""
         if not isinstance(raw_path, str) or not raw_path.strip():
@@ -191,7 +190,7 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
         else:
             resolved, err = resolve(raw_path, base_dir)
             if err:
-                problems.append(Problem(f"{ep}.path", err, path_fix(err)))
+                problems.append(Problem(f"{ep}.path", err.message, err.fix))
                 ok = False
         extra_args = entry.get("extra_args", [])
         extra_args = check_value(f"{ep}.extra_args", extra_args, Field("str_list", []), problems)
@@ -200,15 +199,49 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     return tuple(refs)
 
 
+def _as_problem(note: str, default_path: str) -> Problem:
+    """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
+    path, sep, message = note.partition(": ")
+    return Problem(path, message) if sep and path.startswith("$") else Problem(default_path, note)
+
+
+def _check_server_args(data: dict, settings: dict, problems: list[Problem], warnings: list[Problem]) -> None:
+    """--port in any extra_args is refused; a non-loopback --host (or settings.host) needs allow_remote."""
+    allow_remote = settings.get("allow_remote") is True
+    lists = [("$.settings.extra_args", settings.get("extra_args"))]
+    for kind in ("targets", "drafts", "candidates"):
+        entries = data.get(kind)
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
+            if isinstance(entry, dict):
+                lists.append((f"$.{kind}[{i}].extra_args", entry.get("extra_args")))
+    for path, args in lists:
+        if isinstance(args, list) and all(isinstance(a, str) for a in args):
+            found, notes = check_server_args(path, args, allow_remote=allow_remote)
+            problems.extend(found)
+            warnings.extend(_as_problem(note, path) for note in notes)
+    if isinstance(settings.get("host"), str):
+        notes: list[str] = []
+        problems.extend(host_problems("$.settings.host", settings["host"], allow_remote=allow_remote,
+                                      allow_flag="settings.allow_remote", warnings=notes))
+        warnings.extend(_as_problem(note, "$.settings.host") for note in notes)
+
+
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
                     extra_problems: list[Problem] | None = None) -> SweepConfig:
     from .backends import backend_names, get_backend
 
     problems: list[Problem] = list(extra_problems or [])
-    warnings: list[str] = []
+    warnings: list[Problem] = []
     if not isinstance(data, dict):
         raise ConfigError(source, problems + [Problem("$", f"must be a JSON object, not {type(data).__name__}",
                                                       "see configs/example_sweep.json")])
+    surrogates = lone_surrogate_paths(data)
+    if surrogates:
+        # Such text cannot be written to a results file, a log or a terminal: stop before anything else.
+        raise ConfigError(source, problems + [Problem(where, "holds a lone surrogate (a \\ud800-\\udfff escape "
+                                                      "without its pair), which is not valid Unicode text",
+                                                      "remove the escape or write the character itself")
+                                              for where in surrogates])
 
     name = _check_text("$.name", data.get("name"), problems, required=True, filename_safe=True, default="unnamed")
     hardware = _check_text("$.hardware", data.get("hardware"), problems, required=False, filename_safe=True,
@@ -234,6 +267,8 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
 
+    candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, warnings, resolve)
+
     schema = dict(COMMON_SETTINGS)
     if backend:
         schema.update(backend.settings_schema)
@@ -248,25 +283,28 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     for key, spec in schema.items():
         settings[key] = check_value(f"$.settings.{key}", settings_raw.get(key), spec, problems)
     for key in sorted(set(settings_raw) - set(schema)):
-        warnings.append(f"$.settings.{key}: unknown key, ignored (known: {', '.join(sorted(schema))})")
+        warnings.append(Problem(f"$.settings.{key}", f"unknown key, ignored (known: {', '.join(sorted(schema))})"))
     # Executable paths: relative to the config's folder, with ~ and $VARS (llama_bin, and a backend's own)
-    path_keys = ("llama_bin",) if backend_name == "llamacpp" else tuple(getattr(backend, "path_settings", ()))
+    path_keys = backend.path_settings if backend else ()
     for key in path_keys:
         if isinstance(settings.get(key), str):
             resolved, err = expand_path(settings[key], base_dir)
             if err:
-                problems.append(Problem(f"$.settings.{key}", err, path_fix(err)))
+                problems.append(Problem(f"$.settings.{key}", err.message, err.fix))
             settings[key] = resolved
     from .prompts import check_prompt_setting
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
+    _check_server_args(data, settings, problems, warnings)
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        warnings.append(f"$.{key}: unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})")
+        warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))
 
+    problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]") for i, d in enumerate(drafts))
+                                            + candidates))
     if problems:
         raise ConfigError(source, problems)
     return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,
                        targets=targets, drafts=drafts, settings=settings, source=source, base_dir=base_dir,
-                       warnings=tuple(warnings), raw=data)
+                       warnings=tuple(warnings), candidates=candidates)

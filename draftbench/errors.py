@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 
 class DraftbenchError(Exception):
@@ -29,6 +30,19 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" + (f" — {self.fix}" if self.fix else "")
+
+
+@dataclass(frozen=True)
+class ModelProblem:
+    """Why a model cannot be used before any server starts. ``missing``: the file is not there yet
+    (skipped, so adding it and resuming measures it) rather than broken (an error)."""
+
+    message: str
+    fix: str | None = None
+    missing: bool = False
+
+    def __str__(self) -> str:
+        return self.message + (f" — fix: {self.fix}" if self.fix else "")
 
 
 class ConfigError(DraftbenchError):
@@ -61,15 +75,34 @@ class BinaryNotFoundError(DraftbenchError):
     pass
 
 
+class ServerErrorKind(str, Enum):
+    """Why a server failed. A ``str`` enum, so a kind is written to results files as its plain value."""
+
+    SERVER = "server"              # exited while loading, cause not recognised
+    PORT_IN_USE = "port_in_use"    # the port was taken (the sweep retries elsewhere)
+    MODEL = "model"                # the target could not be loaded
+    DRAFT_MODEL = "draft_model"    # the draft could not be loaded or is incompatible
+    FLAGS = "flags"                # the binary rejected an argument
+    OOM = "oom"
+    CRASH = "crash"                # killed by a signal
+    DIED = "died"                  # exited during the benchmark
+    TIMEOUT = "timeout"            # never became ready
+    FOREIGN = "foreign"            # the port answers, but not as the server we started
+    AUTH = "auth"                  # the server wants a token we do not have
+    UNREACHABLE = "unreachable"
+    DEVICE = "device"              # no usable accelerator
+    INSTALL = "install"            # the server's installation is broken
+
+
 class ServerError(DraftbenchError):
     """The server failed to start, died, or misbehaved. ``log_tail`` holds its last log lines."""
 
     def __init__(self, message: str, fix: str | None = None, log_tail: str = "", log_path: str | None = None,
-                 kind: str = "server"):
+                 kind: ServerErrorKind = ServerErrorKind.SERVER):
         super().__init__(message, fix)
         self.log_tail = log_tail
         self.log_path = log_path
-        self.kind = kind  # "port_in_use", "model", "draft_model", "flags", "oom", "crash", "timeout", "foreign"…
+        self.kind = ServerErrorKind(kind)
 
     def __str__(self) -> str:
         text = super().__str__()

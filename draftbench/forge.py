@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .gguf_meta import format_params
@@ -94,7 +94,6 @@ class Recipe:
     break_vocab: bool = False
     name: str | None = None
     sets: tuple[str, ...] = ("test", "demo")
-    extra: dict = field(default_factory=dict)
 
 
 def _deep(copies: int, n_base: int = 30) -> tuple[tuple[int, float], ...]:

@@ -20,6 +20,9 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 # Arrays longer than this are summarised (count + digest) rather than kept.
 _KEEP_ARRAY_ITEMS = 64
+# Real files nest arrays at most once or twice; recursion on a file nested thousands deep would
+# exhaust the stack.
+_MAX_ARRAY_NESTING = 16
 
 
 @dataclass(frozen=True)
@@ -82,8 +85,9 @@ def _digest(items) -> str:
 
 
 class _Reader:
-    def __init__(self, fh, path):
+    def __init__(self, fh, path, keep_whole: bool = False):
         self.fh, self.path = fh, path
+        self.keep_whole = keep_whole      # keep long arrays item by item (not only their digest)
 
     def read(self, n: int) -> bytes:
         data = self.fh.read(n)
@@ -103,27 +107,31 @@ class _Reader:
                                  "download the model again")
         return self.read(n).decode("utf-8", errors="replace")
 
-    def value(self, vtype: int):
+    def value(self, vtype: int, depth: int = 0):
         if vtype in _SCALARS:
             return self.scalar(vtype)
         if vtype == _STRING:
             return self.string()
         if vtype == _ARRAY:
+            if depth >= _MAX_ARRAY_NESTING:
+                raise ModelFileError(self.path, f"holds metadata arrays nested more than {_MAX_ARRAY_NESTING} deep "
+                                     "(corrupt or hostile file)", "download the model again from a trusted source")
             (item_type,) = struct.unpack("<I", self.read(4))
             (count,) = struct.unpack("<Q", self.read(8))
-            if count <= _KEEP_ARRAY_ITEMS:
-                return [self.value(item_type) for _ in range(count)]
+            if count <= _KEEP_ARRAY_ITEMS or self.keep_whole:
+                return [self.value(item_type, depth + 1) for _ in range(count)]
             digest = hashlib.sha256()
             for _i in range(count):
-                item = self.value(item_type)
+                item = self.value(item_type, depth + 1)
                 digest.update((str(item) + "\0").encode())
             return ArraySummary(count, digest.hexdigest())
         raise ModelFileError(self.path, f"uses unknown metadata value type {vtype} (corrupt file, or a GGUF "
                              "version newer than this tool understands)", "check the file")
 
 
-def read_info(path: str | os.PathLike) -> GGUFInfo:
-    """Parse the header; raise :class:`ModelFileError` naming what is wrong."""
+def read_info(path: str | os.PathLike, *, keep_whole: tuple[str, ...] = ()) -> GGUFInfo:
+    """Parse the header; raise :class:`ModelFileError` naming what is wrong. Arrays longer than
+    64 items are kept as a digest, except those named in ``keep_whole``."""
     p = Path(path)
     if not p.exists():
         raise ModelFileError(str(p), "does not exist", "check the path (relative paths are resolved "
@@ -158,7 +166,9 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
         for _ in range(n_kv):
             key = r.string()
             (vtype,) = struct.unpack("<I", r.read(4))
+            r.keep_whole = key in keep_whole
             metadata[key] = r.value(vtype)
+            r.keep_whole = False
         n_params = 0
         max_offset = 0
         for _ in range(n_tensors):
@@ -188,3 +198,38 @@ def read_info(path: str | os.PathLike) -> GGUFInfo:
 
 def read_metadata(path) -> dict:
     return read_info(path).metadata
+
+
+# llama.cpp's own rule for a usable draft (common/speculative.cpp, common_speculative_are_compatible):
+# the same tokenizer type, the same BOS/EOS handling, at most 128 tokens more or fewer, and the same
+# token texts from id 5 on. Anything else makes llama-server refuse to speculate with the draft.
+VOCAB_MAX_SIZE_DIFFERENCE = 128
+VOCAB_CHECK_START_TOKEN_ID = 5
+_TOKENS = "tokenizer.ggml.tokens"
+
+
+def vocab_mismatch(target_path: str | os.PathLike, draft_path: str | os.PathLike) -> str | None:
+    """Why llama.cpp would refuse this draft for this target, or None when it would accept it *or
+    when we cannot tell* (a field missing from either file): only certain mismatches count."""
+    target = read_info(target_path, keep_whole=(_TOKENS,))
+    draft = read_info(draft_path, keep_whole=(_TOKENS,))
+    t_type, d_type = target.get("tokenizer.ggml.model"), draft.get("tokenizer.ggml.model")
+    if isinstance(t_type, str) and isinstance(d_type, str) and t_type != d_type:
+        return f"the draft's tokenizer is {d_type!r}, the target's {t_type!r}"
+    for what in ("bos", "eos"):
+        t_add, d_add = target.get(f"tokenizer.ggml.add_{what}_token"), draft.get(f"tokenizer.ggml.add_{what}_token")
+        t_id, d_id = target.get(f"tokenizer.ggml.{what}_token_id"), draft.get(f"tokenizer.ggml.{what}_token_id")
+        if isinstance(t_add, bool) and isinstance(d_add, bool) and t_add != d_add:
+            return f"one model adds a {what.upper()} token and the other does not"
+        if t_add is True and d_add is True and isinstance(t_id, int) and isinstance(d_id, int) and t_id != d_id:
+            return f"the {what.upper()} tokens differ (id {d_id} in the draft, {t_id} in the target)"
+    t_tokens, d_tokens = target.get(_TOKENS), draft.get(_TOKENS)
+    if not isinstance(t_tokens, list) or not isinstance(d_tokens, list):
+        return None
+    if abs(len(t_tokens) - len(d_tokens)) > VOCAB_MAX_SIZE_DIFFERENCE:
+        return (f"the vocabularies differ in size by more than {VOCAB_MAX_SIZE_DIFFERENCE} tokens "
+                f"({len(d_tokens)} in the draft, {len(t_tokens)} in the target)")
+    for i in range(VOCAB_CHECK_START_TOKEN_ID, min(len(t_tokens), len(d_tokens))):
+        if t_tokens[i] != d_tokens[i]:
+            return f"token {i} differs ({d_tokens[i]!r:.30} in the draft, {t_tokens[i]!r:.30} in the target)"
+    return None

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .backends.base import Server
-from .errors import RequestError, ServerError
+from .backends.base import DraftCounts, Server
+from .errors import RequestError, ServerError, ServerErrorKind
 from .prompts import Prompt
 from .results import RequestRecord
+from .server_values import FIX_SERVER_DATA, server_count
+from .stats import rounded
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ def request_seed(base_seed: int, run: int, prompt_index: int) -> int:
 class MeasurementFailed(Exception):
     """A request failed; ``records`` holds what was measured before it (kept for the error row)."""
 
-    def __init__(self, error: Exception, records: list[RequestRecord]):
+    def __init__(self, error: RequestError | ServerError, records: list[RequestRecord]):
         super().__init__(str(error))
         self.error = error
         self.records = records
@@ -59,9 +61,9 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
                     on_request(len(records), total, record)
     except (RequestError, ServerError) as exc:
         if server.died():
-            exc = ServerError(f"the server died during the benchmark (exit code {server.process.returncode}): "
+            exc = ServerError(f"the server died during the benchmark (exit code {server.returncode}): "
                               f"{exc.message}", "see the log lines below (out of memory? killed?)",
-                              log_tail=server.log_tail(20), log_path=server.log_path, kind="died")
+                              log_tail=server.log_tail(20), log_path=server.log_path, kind=ServerErrorKind.DIED)
         raise MeasurementFailed(exc, records) from None
     return records
 
@@ -72,18 +74,31 @@ def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, 
                                temperature=options.temperature, seed=seed)
     before = server.before_request()
     response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
-    counts = server.draft_counts(response, before)
+    counts = check_draft_counts(server.draft_counts(response, before))   # accepted ≤ drafted, whole numbers
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
-        ttft_s=_r(response.ttft_s), total_s=_r(response.total_s), decode_tps=_r(response.decode_tps),
-        server_decode_tps=_r(server.server_decode_tps(response)), server_ttft_s=_r(response.server_ttft_s),
+        ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),
+        server_decode_tps=rounded(server.server_decode_tps(response), 5),
+        server_ttft_s=rounded(response.server_ttft_s, 5),
         prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
         draft_n=counts.drafted, draft_n_accepted=counts.accepted, verify_steps=counts.steps,
-        draft_detail={k: v for k, v in counts.extra.items() if v is not None} or None,
+        draft_source=counts.source.value if counts.source else None, draft_details=counts.details or None,
         draft_fragments=response.draft_fragments,
         finish_reason=response.finish_reason, text=response.text,
     )
 
 
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(x, 5)
+def check_draft_counts(counts: DraftCounts) -> DraftCounts:
+    """``counts`` with whole-number counters; refuses counters that cannot be true (accepted > drafted).
+
+    Acceptance is accepted / drafted, so this keeps it inside [0, 1]; a server claiming more
+    accepted than drafted tokens is reported, never printed as an acceptance above 100%.
+    """
+    where = f" (from {counts.source.value})" if counts.source else ""
+    drafted = server_count(counts.drafted, f"drafted tokens{where}")
+    accepted = server_count(counts.accepted, f"accepted draft tokens{where}")
+    steps = server_count(counts.steps, f"verify steps{where}")
+    if drafted is not None and accepted is not None and accepted > drafted:
+        raise RequestError(f"the server reported {accepted} accepted of {drafted} drafted tokens{where}; "
+                           "acceptance cannot exceed 100%", FIX_SERVER_DATA)
+    return replace(counts, drafted=drafted, accepted=accepted, steps=steps)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -59,38 +60,38 @@ def expand_env(raw: str) -> tuple[str, list[str], str | None]:
     return out, unresolved, (syntax[0] if syntax else None)
 
 
-def expand_path(raw: str, base_dir: str) -> tuple[str, str | None]:
+@dataclass(frozen=True)
+class PathProblem:
+    """Why a configured path could not be expanded, and how to fix it."""
+
+    message: str
+    fix: str
+
+
+def expand_path(raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
     """Expand ``$VARS`` (with ``${VAR:-default}``) and ``~``; resolve relative paths against the config's folder.
 
-    Returns ``(path, error)``; the error names every unset variable.
+    Returns ``(path, problem)``; the problem names every unset variable.
     """
     expanded, unresolved, syntax = expand_env(raw)
     if unresolved:
         names = ", ".join(f"${n}" for n in unresolved)
         plural = "s" if len(unresolved) > 1 else ""
         verb = "are" if len(unresolved) > 1 else "is"
-        return expanded, f"environment variable{plural} {names} {verb} not set (in {raw!r})"
+        first = unresolved[0]
+        return expanded, PathProblem(f"environment variable{plural} {names} {verb} not set (in {raw!r})",
+                                     f"set it (export {first}=/path/to/folder), write the path out, or give a "
+                                     f"default: ${{{first}:-~/models}}")
     if syntax:
-        return expanded, f"{syntax} (in {raw!r})"
+        return expanded, PathProblem(f"{syntax} (in {raw!r})", "write variables as $NAME, ${NAME} or "
+                                     "${NAME:-default}, or write the path out")
     if not expanded.strip():
-        return expanded, f"{raw!r} expands to an empty path"
+        return expanded, PathProblem(f"{raw!r} expands to an empty path", "give the file's path (relative paths "
+                                     "are resolved against the config file's folder)")
     expanded = os.path.expanduser(expanded)
     if not os.path.isabs(expanded):
         expanded = os.path.normpath(os.path.join(base_dir, expanded))
     return expanded, None
-
-
-def path_fix(error: str) -> str:
-    """The fix for an error from :func:`expand_path`, naming the variable where there is one."""
-    m = re.search(r"environment variables? \$(" + _NAME + ")", error)
-    if m:
-        name = m.group(1)
-        return (f"set it (export {name}=/path/to/folder), write the path out, or give a default: "
-                f"${{{name}:-~/models}}")
-    if "variable reference" in error:
-        return "write variables as $NAME, ${NAME} or ${NAME:-default}, or write the path out"
-    return "give the file's path (relative paths are resolved against the config file's folder)"
-
 
 
 def _default_mode() -> int:
@@ -103,12 +104,17 @@ def _default_mode() -> int:
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
 
-    A crash at any moment leaves the old file or the new one, never half of one. The new file
+    A crash at any moment leaves the old file or the new one, never half of one. A symlink is
+    written through (its target is replaced, the link stays). The new file
     keeps the old one's permissions (a new file gets the umask default, not mkstemp's private
     0600, so a report meant to be shared stays readable). Raises ``OSError``; the temp file is
     removed on any failure.
     """
     p = Path(path)
+    if p.is_symlink():
+        # Update the file the link points to; replacing the link itself would silently turn it
+        # into a regular file and leave its target stale.
+        p = Path(os.path.realpath(p))
     p.parent.mkdir(parents=True, exist_ok=True)
     if p.is_dir():
         raise IsADirectoryError(21, "is a folder", str(p))

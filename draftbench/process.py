@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from .redact import command_line, redact_text
+
 _live: dict[int, ManagedProcess] = {}
 _lock = threading.Lock()
 
@@ -41,7 +43,7 @@ class ManagedProcess:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab", buffering=0)
-        self._log.write(("$ " + " ".join(self.cmd) + "\n").encode())
+        self._log.write(("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
         preexec = _set_pdeathsig if sys.platform.startswith("linux") else None
         try:
             self.popen = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=self._log,
@@ -91,7 +93,7 @@ class ManagedProcess:
         return self.popen.returncode
 
     def log_tail(self, lines: int = 25) -> str:
-        return tail_file(self.log_path, lines)
+        return redact_text(tail_file(self.log_path, lines), self.cmd)   # some servers echo their --api-key
 
 
 def _signal_group(pid: int, sig: int) -> None:

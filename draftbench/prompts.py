@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import Problem, UsageError
-from .paths import expand_path, path_fix
+from .paths import expand_path
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
     if isinstance(value, str) and value.strip():
         resolved, err = expand_path(value, base_dir)
         if err:
-            problems.append(Problem(path, err, path_fix(err)))
+            problems.append(Problem(path, err.message, err.fix))
             return resolved
         if not os.path.isfile(resolved):
             fix = "give a .txt or .jsonl file (relative to the config's folder), or \"builtin\""
@@ -143,6 +143,9 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
+                                 'each line must be an object like {"prompt": "...", "category": "code"}') from None
+            except RecursionError:
+                raise UsageError(f"{where}: nested too deeply to be a prompt",
                                  'each line must be an object like {"prompt": "...", "category": "code"}') from None
             if isinstance(obj, str):
                 obj = {"prompt": obj}

@@ -18,15 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ResultsFileError
+from .findings import Finding
 from .paths import atomic_write_text
+from .results_schema import first_problem
+from .rowkinds import ROLES, STATUSES
 
-SCHEMA_VERSION = 1
+# 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
+SCHEMA_VERSION = 2
 TOOL = "draftbench"
 
 UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
                      "acceptance_rate")
-ROLES = ("baseline", "speculative", "control", "draft_alone")
-STATUSES = ("ok", "error", "skipped")
+
 
 
 def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool) -> str:
@@ -58,7 +61,8 @@ class RequestRecord:
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None
-    draft_detail: dict | None = None         # the server's other draft counters (LM Studio: ignored, total…)
+    draft_source: str | None = None          # where the draft counts came from (backends.CountsSource)
+    draft_details: dict | None = None        # backend-specific draft statistics, as reported
     draft_fragments: str | None = None       # LM Studio SDK: fragment trace, see draftbench.fragments
     finish_reason: str | None = None
     text: str | None = None
@@ -94,6 +98,8 @@ class Row:
     target_path: str | None = None
     draft_path: str | None = None
     speculation_active: bool | None = None
+    candidate: dict | None = None             # what was tried: {label, method, draft, params} (see candidates.py)
+    active_methods: list | None = None        # speculative methods the server said it ran ([] = plain decoding)
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None
@@ -109,11 +115,20 @@ class Row:
     speedup: dict | None = None               # vs the target's baseline (see stats.speedup)
     equivalence: dict | None = None           # output vs the baseline's at temperature 0
     theory: dict | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()
     server: dict | None = None                # backend, command, version, log, port
     started_at: str | None = None
     requests: tuple[RequestRecord, ...] = ()
     extra: dict = field(default_factory=dict)  # unknown keys from the file, written back as they were
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role {self.role!r} is not one of {', '.join(ROLES)}")
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} is not one of {', '.join(STATUSES)}")
+        if not all(isinstance(w, Finding) for w in self.warnings):
+            object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
+                                                       for w in self.warnings))
 
     @property
     def key(self) -> tuple:
@@ -132,16 +147,13 @@ class Row:
         """Only a measured, speculating row may ever be shown as a speed-up."""
         return self.ok and self.is_speculative and self.speculation_active is not False
 
-    def with_(self, **changes) -> Row:
-        return replace(self, **changes)
-
     def to_dict(self) -> dict:
         out: dict[str, Any] = {k: getattr(self, k) for k in UPSTREAM_ROW_KEYS}
         for f in fields(self):
             if f.name in out or f.name in ("extra", "requests", "warnings"):
                 continue
             out[f.name] = getattr(self, f.name)
-        out["warnings"] = list(self.warnings)
+        out["warnings"] = [w.to_dict() for w in self.warnings]
         out["requests"] = [r.to_dict() for r in self.requests]
         for k, v in self.extra.items():
             out.setdefault(k, v)
@@ -163,7 +175,7 @@ class Row:
             kwargs["role"] = "baseline" if data.get("draft") is None else "speculative"
         if kwargs.get("role") == "speculative" and "speculation_active" not in data:
             kwargs["speculation_active"] = None  # upstream never checked
-        kwargs["warnings"] = tuple(data.get("warnings") or ())
+        kwargs["warnings"] = tuple(Finding.from_value(w) for w in data.get("warnings") or ())
         kwargs["requests"] = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or () if isinstance(r, dict))
         return cls(extra=extra, **kwargs)
 
@@ -240,6 +252,12 @@ class ResultsFile:
             if data.get("tool", TOOL) != TOOL:
                 raise ResultsFileError(f"{source} was written by {data.get('tool')!r}, not draftbench",
                                        "use a new --results path")
+        problem = first_problem(data)
+        if problem:
+            where, what = problem
+            raise ResultsFileError(f"{source}: {where} {what}; the file was left untouched",
+                                   "fix that value (or restore the file from a backup), or pass a new --results "
+                                   "path to start over")
         rows = []
         for i, raw in enumerate(data["results"]):
             try:
@@ -279,6 +297,9 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
         raise ResultsFileError(f"cannot read results file {p}: {exc}", "check its permissions") from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise ResultsFileError(f"results file {p} is nested too deeply to be a results file; it was left untouched",
+                               "restore it from a backup, or pass a new --results path to start over") from None
     except json.JSONDecodeError as exc:
         raise ResultsFileError(f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
                                f"{exc.msg}); it was left untouched",

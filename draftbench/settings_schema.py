@@ -26,6 +26,7 @@ class Field:
     choices: tuple | None = None
     nullable: bool = True         # null means "use the default"
     min_exclusive: bool = False
+    measured: bool = False        # changes what is measured: a results file made with another value is not resumed
 
 
 
@@ -115,29 +116,31 @@ COMMON_SETTINGS: dict[str, Field] = {
     # upstream keys
     "llama_bin": Field("str", None, "path to llama-server (default: found on PATH, common build folders, "
                        "or the project's cached build)"),
-    "runs": Field("int", 1, "repetitions of the whole prompt set per combination", min=1, max=1000),
-    "max_tokens": Field("int", 512, "tokens to generate per request", min=1, max=1_000_000),
+    "runs": Field("int", 1, "repetitions of the whole prompt set per combination", min=1, max=1000, measured=True),
+    "max_tokens": Field("int", 512, "tokens to generate per request", min=1, max=1_000_000, measured=True),
     "temperature": Field("float", 0.0, "sampling temperature (0 = greedy, needed for the output check)",
-                         min=0, max=5),
+                         min=0, max=5, measured=True),
     "gpu_layers": Field("int", 99, "layers to offload to the GPU (-ngl); also used for the draft", min=-1,
-                        max=100_000),
-    "ctx_size": Field("int", 4096, "context size (-c)", min=64, max=10_000_000),
+                        max=100_000, measured=True),
+    "ctx_size": Field("int", 4096, "context size (-c)", min=64, max=10_000_000, measured=True),
     "port": Field("int", 8080, "port for the server we start (0 = any free port)", min=0, max=65535),
     # draftbench additions
     "host": Field("str", "127.0.0.1", "address the server binds to"),
+    "allow_remote": Field("bool", False, "allow a server address other than loopback (settings.host or --host "
+                          "in extra_args): the server is then reachable from other machines"),
     "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max); "
                        "a list sweeps several values; null = the server's default", min=1, max=256),
     "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min)",
-                         min=0, max=1),
-    "extra_args": Field("str_list", [], "extra arguments appended to every server command"),
+                         min=0, max=1, measured=True),
+    "extra_args": Field("str_list", [], "extra arguments appended to every server command", measured=True),
     "prompts": Field("any", "builtin", "prompt set: \"builtin\", a list of built-in categories, or a path "
-                     "to a .txt/.jsonl prompt file"),
-    "warmup": Field("int", 1, "warm-up requests per server, excluded from statistics", min=0, max=100),
-    "seed": Field("int", 42, "sampling seed sent with every request", min=0, max=2**31 - 1),
+                     "to a .txt/.jsonl prompt file", measured=True),
+    "warmup": Field("int", 1, "warm-up requests per server, excluded from statistics", min=0, max=100, measured=True),
+    "seed": Field("int", 42, "sampling seed sent with every request", min=0, max=2**31 - 1, measured=True),
     "startup_timeout_s": Field("float", 600.0, "seconds to wait for a server to load", min=1, max=86400),
     "request_timeout_s": Field("float", 900.0, "seconds one request may take in total", min=1, max=86400),
-    "stall_timeout_s": Field("float", 120.0, "seconds without any streamed byte before a request is "
-                             "declared stalled", min=1, max=86400),
+    "stall_timeout_s": Field("float", 120.0, "seconds without a streamed data event (keep-alive comments do not "
+                             "count) before a request is declared stalled", min=1, max=86400),
     "noise_floor": Field("float", 0.02, "speed-ups smaller than this fraction are never called significant",
                          min=0, max=1),
     "control_baseline": Field("bool", False, "run each target's baseline again after its drafts "
@@ -153,3 +156,11 @@ def default_settings(*schemas: dict[str, Field]) -> dict:
     for schema in schemas:
         out.update({k: f.default for k, f in schema.items()})
     return out
+
+
+def measured_keys(*schemas: dict[str, Field]) -> tuple[str, ...]:
+    """Settings that change what is measured (in COMMON_SETTINGS and ``schemas``), in a stable order."""
+    keys = [k for k, f in COMMON_SETTINGS.items() if f.measured]
+    for schema in schemas:
+        keys += [k for k, f in schema.items() if f.measured and k not in keys]
+    return tuple(keys)

@@ -18,6 +18,8 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping
 
+from .findings import Code, Finding
+
 # Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
          10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
@@ -45,7 +47,8 @@ def t975(df: float) -> float:
     return lo_t + (hi_t - lo_t) * (lo_inv - x) / (lo_inv - hi_inv)
 
 
-def _r(x: float | None, digits: int = 4) -> float | None:
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """``round(x, digits)``, passing None (not measured) through."""
     return None if x is None else round(x, digits)
 
 
@@ -60,11 +63,11 @@ def summarize(values: Iterable[float | None]) -> dict | None:
     half = t975(n - 1) * stdev / math.sqrt(n) if stdev is not None else None
     p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
     return {
-        "n": n, "mean": _r(mean), "median": _r(statistics.median(vals)), "stdev": _r(stdev),
-        "cv": _r(stdev / mean) if stdev is not None and mean else None,
-        "min": _r(vals[0]), "max": _r(vals[-1]), "p95": _r(p95),
-        "ci95_low": _r(mean - half) if half is not None else None,
-        "ci95_high": _r(mean + half) if half is not None else None,
+        "n": n, "mean": rounded(mean), "median": rounded(statistics.median(vals)), "stdev": rounded(stdev),
+        "cv": rounded(stdev / mean) if stdev is not None and mean else None,
+        "min": rounded(vals[0]), "max": rounded(vals[-1]), "p95": rounded(p95),
+        "ci95_low": rounded(mean - half) if half is not None else None,
+        "ci95_high": rounded(mean + half) if half is not None else None,
     }
 
 
@@ -92,8 +95,8 @@ def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *
         lc = [math.log(v) for v in cand.values()]
         if len(lb) < 2 or len(lc) < 2:
             ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
-            return {"ratio": _r(ratio), "ci95_low": None, "ci95_high": None, "significant": None,
-                    "method": "single-sample", "n_pairs": 0, "percent": _r((ratio - 1) * 100, 2)}
+            return {"ratio": rounded(ratio), "ci95_low": None, "ci95_high": None, "significant": None,
+                    "method": "single-sample", "n_pairs": 0, "percent": rounded((ratio - 1) * 100, 2)}
         mean = statistics.fmean(lc) - statistics.fmean(lb)
         va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
         se = math.sqrt(va + vb)
@@ -103,8 +106,8 @@ def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
     excludes_one = low > 1.0 or high < 1.0
     significant = excludes_one and abs(ratio - 1.0) >= noise_floor
-    return {"ratio": _r(ratio), "ci95_low": _r(low), "ci95_high": _r(high), "significant": significant,
-            "method": method, "n_pairs": n_pairs, "percent": _r((ratio - 1) * 100, 2),
+    return {"ratio": rounded(ratio), "ci95_low": rounded(low), "ci95_high": rounded(high), "significant": significant,
+            "method": method, "n_pairs": n_pairs, "percent": rounded((ratio - 1) * 100, 2),
             "noise_floor": noise_floor}
 
 
@@ -146,10 +149,10 @@ BENCH_FLAGS: dict[str, str] = {"runs": "--runs", "warmup": "--warmup", "max_toke
                                "prompts": "--prompt/--prompt-file"}
 
 
-def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float],
-                       completion_tokens: list[int], max_tokens: int,
-                       flags: Mapping[str, str] | None = None) -> list[str]:
-    """Warnings in the pyperf/hyperfine spirit: each names the setting to change.
+def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float | None],
+                       completion_tokens: list[int | None], max_tokens: int,
+                       flags: Mapping[str, str] | None = None) -> list[Finding]:
+    """Findings in the pyperf/hyperfine spirit: each names the setting to change.
 
     ``flags`` maps "runs", "warmup", "max_tokens" and "prompts" to how the user changes them:
     config keys for a sweep (:data:`SETTINGS_FLAGS`, the default) or command-line options for
@@ -157,30 +160,33 @@ def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_
     ``tps_values`` are in request order (the first one is the first measured request).
     """
     f = {**SETTINGS_FLAGS, **(flags or {})}
-    warnings = []
+    out = []
     if runs < 2:
-        warnings.append(f"only one run per prompt: timing noise cannot be measured — raise {f['runs']} to 3")
+        out.append(Finding(Code.ONE_RUN, f"only one run per prompt: timing noise cannot be measured — raise "
+                           f"{f['runs']} to 3", f["runs"]))
     if run_cv is not None and run_cv > 0.10:
-        warnings.append(f"tok/s varies {run_cv:.0%} between runs of the same prompt — close other programs, "
-                        f"check power/thermal settings, or raise {f['runs']}")
+        out.append(Finding(Code.RUN_TO_RUN_VARIATION, f"tok/s varies {run_cv:.0%} between runs of the same prompt — "
+                           f"close other programs, check power/thermal settings, or raise {f['runs']}", f["runs"]))
     vals = [v for v in tps_values if _positive(v)]
     if len(vals) >= 3:
         med = statistics.median(vals)
-        first_cold = _positive(tps_values[0]) and tps_values[0] < med / 2   # the very first request, measured
+        first = tps_values[0]
+        first_cold = first is not None and _positive(first) and first < med / 2   # the very first request, measured
         if first_cold:
-            warnings.append(f"the first measured request ran at {vals[0] / med:.0%} of the median speed — the "
-                            f"server was still warming up; raise {f['warmup']}")
+            out.append(Finding(Code.COLD_START, f"the first measured request ran at {vals[0] / med:.0%} of the median "
+                               f"speed — the server was still warming up; raise {f['warmup']}", f["warmup"]))
         slow = [v for v in vals[1 if first_cold else 0:] if v < med / 2]
         if slow:
-            warnings.append(f"{len(slow)} request(s) ran at less than half the median speed — something else may "
-                            f"have used the machine; rerun, or raise {f['runs']}")
+            out.append(Finding(Code.SLOW_OUTLIERS, f"{len(slow)} request(s) ran at less than half the median speed — "
+                               f"something else may have used the machine; rerun, or raise {f['runs']}", f["runs"]))
     short = [c for c in completion_tokens if c is not None and c < 32]
     if short and max_tokens >= 32:
-        warnings.append(f"{len(short)} request(s) generated fewer than 32 tokens — rates from so few tokens are "
-                        f"noisy; use longer prompts or raise {f['max_tokens']}")
+        out.append(Finding(Code.SHORT_OUTPUTS, f"{len(short)} request(s) generated fewer than 32 tokens — rates from "
+                           f"so few tokens are noisy; use longer prompts or raise {f['max_tokens']}", f["max_tokens"]))
     elif max_tokens < 32:
-        warnings.append(f"{f['max_tokens']} is below 32: too few tokens for a stable rate — raise it")
+        out.append(Finding(Code.MAX_TOKENS_TOO_LOW, f"{f['max_tokens']} is below 32: too few tokens for a stable rate "
+                           "— raise it", f["max_tokens"]))
     if n_requests < 3:
-        warnings.append(f"only {n_requests} measured request(s) — too few for a confidence interval; add prompts "
-                        f"({f['prompts']}) or raise {f['runs']}")
-    return warnings
+        out.append(Finding(Code.FEW_REQUESTS, f"only {n_requests} measured request(s) — too few for a confidence "
+                           f"interval; add prompts ({f['prompts']}) or raise {f['runs']}", f["runs"]))
+    return out

@@ -120,7 +120,7 @@ def test_ignored_draft_tokens_are_neither_accepted_nor_rejected():
              "accepted_draft_tokens_count": 15, "rejected_draft_tokens_count": 4, "ignored_draft_tokens_count": 1}
     counts = counts_from_stats(stats, draft_requested=True)
     assert (counts.drafted, counts.accepted, counts.steps) == (19, 15, None)    # acceptance 15/19, not 15/20
-    assert counts.extra["ignored"] == 1 and counts.extra["total"] == 20
+    assert counts.details["ignored"] == 1 and counts.details["total"] == 20
     # rejected missing: derived from total - accepted - ignored
     partial = counts_from_stats({"total_draft_tokens_count": 20, "accepted_draft_tokens_count": 15,
                                  "ignored_draft_tokens_count": 1}, draft_requested=True)
@@ -160,7 +160,7 @@ def test_with_lms_starts_loads_streams_counts_and_cleans_up(lms, tmp_path):
         assert lms.argv() == [["server", "start", "--port", port], load]
         assert server.command == [str(lms.bin), *load]
         assert server.model == IDENTIFIER and server.base_url == f"http://127.0.0.1:{port}"
-        assert server.warnings == []
+        assert server.notes == []
         assert server.chat_url().endswith("/api/v0/chat/completions")
 
         status = server.speculation_status(requested=True)     # one non-streaming request, documented format
@@ -284,7 +284,7 @@ def test_a_target_already_loaded_is_reused_not_loaded_twice(lms, tmp_path, monke
     monkeypatch.setenv("FAKE_LMSTUDIO_LOADED", TARGET)
     with LMStudioBackend().launch(make_spec(tmp_path, lms, draft=None)) as server:
         assert server.model == TARGET and server.command is None
-        assert any("already loaded" in w for w in server.warnings)
+        assert any("already loaded" in w for w in server.notes)
         run_prompts(server, list(BUILTIN_PROMPTS[:1]), MeasureOptions(runs=1, warmup=0, max_tokens=4))
     assert not any(a[0] in ("load", "unload") for a in lms.argv())
 
@@ -298,7 +298,7 @@ def test_without_lms_attaches_to_a_running_server_and_says_so(lms, tmp_path, mon
         server = LMStudioBackend().launch(make_spec(tmp_path, lms, lms_bin=None))
         with server:
             assert server.lms is None and server.command is None and server.model == TARGET
-            notes = " ".join(server.warnings)
+            notes = " ".join(server.notes)
             assert "already running" in notes and "lms CLI was not found" in notes
             assert "lms CLI was not found" in Path(server.log_path).read_text()
             assert server.speculation_status(requested=True).active is True

@@ -149,9 +149,10 @@ def test_loads_measures_k_p_min_and_fragments_then_unloads(lm_studio, tmp_path):
             assert record.completion_tokens == 24 and record.finish_reason == "length"
             assert record.draft_n == truth["accepted"] + truth["rejected"]      # typed stats, ignored left out
             assert record.draft_n_accepted == truth["accepted"]
-            assert record.draft_detail["ignored"] == truth["ignored"]
-            assert record.draft_detail["draft_model"] == DRAFT
-            assert record.draft_detail["num_draft_tokens_exact"] == 4             # what LM Studio says it applied
+            assert record.draft_details["ignored"] == truth["ignored"]
+            assert record.draft_details["draft_model"] == DRAFT
+            assert record.draft_details["num_draft_tokens_exact"] == 4             # what LM Studio says it applied
+            assert record.draft_source == "sdk-stats"
             assert record.ttft_s is not None and record.server_ttft_s is not None
             assert record.decode_tps and record.server_decode_tps
             items = decode(record.draft_fragments)
@@ -204,7 +205,7 @@ def test_a_loaded_target_is_reused_and_a_leftover_of_ours_replaced(lm_studio, tm
     studio = lm_studio(FAKE_LMSTUDIO_LOADED=TARGET)
     with LMStudioBackend().launch(make_spec(tmp_path, studio.port, draft=None)) as server:
         assert server.model == TARGET and server.command is None
-        assert any("already loaded" in w for w in server.warnings)
+        assert any("already loaded" in w for w in server.notes)
         run_prompts(server, list(BUILTIN_PROMPTS[:1]), MeasureOptions(runs=1, warmup=0, max_tokens=4))
     assert studio.loaded() == {TARGET: TARGET} and studio.seen("unloadModel") == []
 
@@ -225,7 +226,7 @@ def test_where_lm_studio_is_and_is_not(lm_studio, tmp_path, monkeypatch):
     monkeypatch.setattr(lmstudio.Client, "find_default_local_api_host",
                         classmethod(lambda cls: f"127.0.0.1:{studio.port}"))
     with LMStudioBackend().launch(make_spec(tmp_path, nobody, draft=None)) as server:
-        assert any("LM Studio app's own API" in w for w in server.warnings)
+        assert any("LM Studio app's own API" in w for w in server.notes)
         assert server.base_url == f"http://127.0.0.1:{studio.port}"
 
     import http.server

@@ -19,7 +19,8 @@ import pytest
 import requests
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.vllm import VLLMBackend, build_command, find_vllm, parse_counters
+from draftbench.backends.vllm import VLLMBackend
+from draftbench.backends.vllm_command import build_command, find_vllm, parse_counters
 from draftbench.client import stream_chat
 from draftbench.errors import BinaryNotFoundError, ServerError
 from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
@@ -172,7 +173,7 @@ def test_acceptance_from_the_response_when_vllm_reports_it(fake, tmp_path):
         counts = server.draft_counts(response, before)
         assert counts.source == "response"
         assert (counts.drafted, counts.accepted, counts.steps) == (32, 16, 8)
-        assert counts.extra["mean_acceptance_length"] == 3.0
+        assert counts.details["mean_acceptance_length"] == 3.0
         # and the Prometheus counters agree with it (what the fallback would have used)
         after = server.spec_counters()
         assert after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"] \
@@ -229,7 +230,7 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert ignored["status"] == "error" and ignored["speculation_active"] is False
     assert "speculation not active" in ignored["reason"]
     assert zero["status"] == "ok" and zero["speculation_active"] is False
-    assert any("never drafted" in w for w in zero["warnings"])
+    assert any(w["code"] == "never_drafted" and "never drafted" in w["message"] for w in zero["warnings"])
     assert zero["speedup"]["significant"] is False                    # never counted as a speed-up
     assert "speculation was not active, so this is the target alone" in proc.stdout
     assert data["summary"]["targets"][0]["recommended_draft"] != "never drafts"

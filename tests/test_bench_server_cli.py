@@ -49,7 +49,9 @@ def test_bench_without_a_draft_says_na_not_zero(start_llama, models):
     proc = run_cli("bench.py", "--url", server.base_url + "/v1", "--requests", "2", "--max-tokens", "16")
     assert proc.returncode == 0, proc.stderr
     assert "acceptance         n/a" in proc.stdout
-    assert "0.0%" not in proc.stdout
+    # no acceptance is ever shown as 0% (other figures, such as a CV of 50.0% on a busy machine, may end so)
+    acceptance = [line for line in proc.stdout.splitlines() if "acceptance" in line]
+    assert acceptance and not any(re.search(r"(?<![\d.])0(\.0+)?%", line) for line in acceptance), acceptance
 
 
 def test_bench_compare_reports_speedup_and_output_equivalence(start_llama, models, tmp_path):
@@ -89,7 +91,7 @@ def test_server_cli_speculates_and_leaves_nothing_behind(models, how):
         assert "Speculative decoding: active" in out
         assert "--spec-type draft-simple" in out
         child = wait_for(lambda: llama_server_pids() - before, timeout=5)
-        response = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
+        response = requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=300, json={
             "messages": [{"role": "user", "content": "Say hello"}], "max_tokens": 16, "temperature": 0})
         assert response.json()["timings"]["draft_n"] > 0
         # Ctrl-C stops the server cleanly; even SIGKILL of server.py takes the server down with it.

@@ -134,7 +134,7 @@ def test_unknown_keys_warn_and_are_ignored():
     data["targets"][0]["colour"] = "red"
     cfg = validate_config(data)
     assert len(cfg.warnings) == 3
-    text = "\n".join(cfg.warnings)
+    text = "\n".join(map(str, cfg.warnings))
     assert "$.extra_top: unknown key, ignored" in text
     assert "$.settings.rnus: unknown key, ignored (known: " in text and "runs" in text
     assert "$.targets[0].colour: unknown key, ignored" in text

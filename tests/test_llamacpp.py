@@ -9,7 +9,8 @@ import threading
 import pytest
 import requests
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.llamacpp import LlamaCppBackend, build_command, capabilities, explain_exit, find_llama_server
+from draftbench.backends.llamacpp import LlamaCppBackend, explain_exit
+from draftbench.backends.llamacpp_command import build_command, capabilities, find_llama_server
 from draftbench.client import stream_chat
 from draftbench.errors import BinaryNotFoundError, ServerError
 from draftbench.process import free_port
@@ -32,7 +33,7 @@ def spec(**kw) -> LaunchSpec:
 def test_command_for_a_new_build_turns_speculation_on_explicitly():
     assert build_command("/bin/llama-server", NEW_BUILD, spec()) == [
         "/bin/llama-server", "-m", "/m/t.gguf", "--host", "127.0.0.1", "--port", "8080", "-c", "4096",
-        "-ngl", "99", "-np", "1", "--metrics", "-md", "/m/d.gguf", "--spec-type", "draft-simple",
+        "-ngl", "99", "-np", "1", "--metrics", "--spec-type", "draft-simple", "-md", "/m/d.gguf",
         "-ngld", "99", "--spec-draft-n-max", "8"]
 
 
@@ -44,10 +45,27 @@ def test_command_for_an_old_build_uses_its_flag_names():
     assert "--spec-type" not in cmd
 
 
-def test_baseline_command_has_no_draft_flags():
+def test_baseline_command_has_no_draft_flags_and_turns_speculation_off():
     cmd = build_command("/bin/llama-server", NEW_BUILD, spec(draft=None, extra_args=("--threads", "2")))
-    assert "-md" not in cmd and "--spec-type" not in cmd
+    assert "-md" not in cmd and "--spec-draft-n-max" not in cmd
+    assert cmd[cmd.index("--spec-type") + 1] == "none"      # a build that speculates by default must not
     assert cmd[-2:] == ["--threads", "2"]
+    old = build_command("/bin/llama-server", OLD_BUILD, spec(draft=None))
+    assert "--spec-type" not in old and "-md" not in old
+
+
+def test_model_free_and_hybrid_candidates_become_spec_types_and_their_flags():
+    caps = dict(NEW_BUILD, flags=NEW_BUILD["flags"] + ["--spec-ngram-mod-n-match", "--spec-draft-cpu-moe"])
+    cmd = build_command("/bin/llama-server", caps, spec(draft=None, draft_max=None, method=("ngram-mod",),
+                                                          params={"ngram_mod_n_match": 16}))
+    assert cmd[cmd.index("--spec-type") + 1] == "ngram-mod" and "-md" not in cmd
+    assert cmd[cmd.index("--spec-ngram-mod-n-match") + 1] == "16" and "--spec-draft-n-max" not in cmd
+    hybrid = build_command("/bin/llama-server", caps, spec(method=("draft-simple", "ngram-mod"),
+                                                             params={"draft_cpu_moe": True}))
+    assert hybrid[hybrid.index("--spec-type") + 1] == "draft-simple,ngram-mod"
+    assert "-md" in hybrid and "--spec-draft-cpu-moe" in hybrid and "--spec-draft-n-max" in hybrid
+    with pytest.raises(ServerError, match="no --spec-ngram-simple-size-n"):
+        build_command("/bin/llama-server", caps, spec(method=("ngram-simple",), params={"ngram_simple_size_n": 4}))
 
 
 def test_real_binary_capabilities(llama_bin):

@@ -13,6 +13,7 @@ DRAFTBENCH_REQUIRE_BROWSER=1, where a missing browser is a failure.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from draftbench.analysis import analyze, summarize_records
+from draftbench.findings import Code, Finding
 from draftbench.report import (
     CHART_IDS,
     UNKNOWN_SIZE,
@@ -86,7 +88,8 @@ def _measured(target: str, draft: str | None, records, *, role: str, draft_max: 
     fields = summarize_records(records, max_tokens=128, runs=2)
     warnings = list(fields.pop("warnings"))
     if speculation_active is False:
-        warnings.append("the draft never drafted a token (draft_n = 0 on every request): this row is not a speed-up")
+        warnings.append(Finding(Code.NEVER_DRAFTED, "the draft never drafted a token (draft_n = 0 on every request): "
+                                "this row is not a speed-up"))
     return Row(target=target, draft=draft, role=role, draft_max=draft_max, status="ok",
                speculation_active=speculation_active, requests=tuple(records), warnings=tuple(warnings),
                server={"backend": "llamacpp", "version": version, "command": ["llama-server"], "port": 8080},
@@ -105,8 +108,9 @@ def fresh_sweep_results() -> ResultsFile:
         _measured(t1, slow, _records(40, 0.8, accept=0.85, seed=4), role="speculative", draft_max=4, speculation_active=True),
         _measured(t1, unknown, _records(40, 1.005, accept=0.3, seed=5), role="speculative", draft_max=4,
                   speculation_active=True),
-        _measured(t1, inactive, _records(40, 0.97, accept=None, seed=6), role="speculative", draft_max=4,
-                  speculation_active=False).with_(draft_n=0, draft_n_accepted=0, acceptance_rate=None),
+        dataclasses.replace(_measured(t1, inactive, _records(40, 0.97, accept=None, seed=6), role="speculative",
+                                      draft_max=4, speculation_active=False),
+                            draft_n=0, draft_n_accepted=0, acceptance_rate=None),
         Row(target=t1, draft=missing, role="speculative", draft_max=4, status="skipped",
             reason="model file /models/360m.gguf does not exist — fix: download it or fix the path"),
         _measured(t1, None, _records(40, 1.01, accept=None, seed=7), role="control"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from draftbench import results as results_mod
 from draftbench.errors import ResultsFileError
+from draftbench.findings import Code
 from draftbench.results import (
     SCHEMA_VERSION,
     UPSTREAM_ROW_KEYS,
@@ -77,10 +79,25 @@ def test_row_round_trip():
     row = full_row()
     data = row.to_dict()
     assert data["future_field"] == [1, 2] and "extra" not in data
-    assert data["warnings"] == ["w1", "w2"] and isinstance(data["requests"], list)
+    assert [w["message"] for w in data["warnings"]] == ["w1", "w2"] and isinstance(data["requests"], list)
     back = Row.from_dict(json.loads(json.dumps(data)))
     assert back == row
     assert back.requests[0] == row.requests[0]
+
+
+def test_schema_1_warnings_are_read_as_text_findings():
+    data = full_row().to_dict()
+    data["warnings"] = ["only one run per prompt", {"code": "one_run", "message": "typed", "setting": "settings.runs"}]
+    row = Row.from_dict(data)
+    assert [(w.code, w.message, w.setting) for w in row.warnings] == [
+        (Code.LEGACY, "only one run per prompt", None), (Code.ONE_RUN, "typed", "settings.runs")]
+
+
+def test_rows_validate_role_and_status():
+    with pytest.raises(ValueError, match="role 'draft'"):
+        Row(target="t", role="draft")
+    with pytest.raises(ValueError, match="status 'done'"):
+        Row(target="t", status="done")
 
 
 def test_request_record_round_trip_ignores_unknown_keys():
@@ -115,15 +132,15 @@ def test_row_identity_and_flags():
     row = full_row()
     assert row.key == ("speculative", "7B Q4_K_M", "0.5B Q8_0", 8)
     assert row.ok and row.is_speculative and row.counts_as_speedup()
-    assert not row.with_(speculation_active=False).counts_as_speedup()
-    assert not row.with_(status="error").counts_as_speedup()
+    assert not dataclasses.replace(row, speculation_active=False).counts_as_speedup()
+    assert not dataclasses.replace(row, status="error").counts_as_speedup()
     assert not Row(target="t").counts_as_speedup()
-    assert row.with_(speculation_active=None).counts_as_speedup()   # unknown (upstream) is not "inactive"
+    assert dataclasses.replace(row, speculation_active=None).counts_as_speedup()   # unknown (upstream) is not "inactive"
 
 
 def test_with_row_replaces_by_key_and_keeps_order():
     rf = full_file()
-    new = full_row().with_(mean_tps=99.0)
+    new = dataclasses.replace(full_row(), mean_tps=99.0)
     rf2 = rf.with_row(new)
     assert len(rf2.results) == 2 and rf2.results[1].mean_tps == 99.0
     rf3 = rf2.with_row(Row(target="other"))
@@ -274,9 +291,9 @@ def write(tmp_path: Path, text: str | bytes, name: str = "r.json") -> Path:
     ("[1, 2]", 'not a draftbench results file (no "results" list)'),
     ('{"name": "x"}', 'no "results" list'),
     ('{"results": {}}', 'no "results" list'),
-    ('{"results": [{"draft": "D"}]}', "results[0] is not a valid row (a result row needs a string 'target')"),
-    ('{"results": [{"target": "T"}, 5]}', "results[1] is not a valid row"),
-    ('{"results": [{"target": "T", "requests": [{"category": "c"}]}]}', "results[0] is not a valid row"),
+    ('{"results": [{"draft": "D"}]}', "$.results[0].target is missing"),
+    ('{"results": [{"target": "T"}, 5]}', "$.results[1] must be an object, not integer 5"),
+    ('{"results": [{"target": "T", "requests": [{"category": "c"}]}]}', "$.results[0].requests[0].prompt_id is missing"),
     ('{"schema_version": "one", "results": []}', "schema_version 'one' is not a valid version number"),
     ('{"schema_version": true, "results": []}', "is not a valid version number"),
     ('{"schema_version": 999, "results": []}', "written by a newer draftbench (results schema 999"),
@@ -301,6 +318,10 @@ def test_missing_folder_and_binary_files(tmp_path):
         load_results(write(tmp_path, b"\xff\xfe\x00garbage", "bin.json"))
 
 
-def test_non_text_header_fields_get_defaults():
-    rf = ResultsFile.from_dict({"name": 5, "hardware": None, "settings": [], "results": []})
+def test_null_header_fields_get_defaults_and_wrong_types_are_refused():
+    rf = ResultsFile.from_dict({"name": None, "hardware": None, "settings": None, "results": []})
     assert (rf.name, rf.hardware, rf.settings) == ("unnamed", "unknown", {})
+    with pytest.raises(ResultsFileError, match=r"\$\.name must be a string or null, not integer 5"):
+        ResultsFile.from_dict({"name": 5, "results": []})
+    with pytest.raises(ResultsFileError, match=r"\$\.settings must be an object or null, not a list"):
+        ResultsFile.from_dict({"settings": [], "results": []})

@@ -7,6 +7,7 @@ import math
 import statistics
 
 import pytest
+from draftbench.findings import Code
 from draftbench.stats import (
     BENCH_FLAGS,
     SETTINGS_FLAGS,
@@ -232,7 +233,13 @@ def quiet(**overrides):
     kwargs = dict(runs=3, n_requests=12, run_cv=0.01, tps_values=[50.0] * 12, completion_tokens=[200] * 12,
                   max_tokens=256)
     kwargs.update(overrides)
-    return stability_warnings(**kwargs)
+    return [f.message for f in stability_warnings(**kwargs)]
+
+
+def test_findings_are_typed_and_name_the_setting():
+    findings = stability_warnings(runs=1, n_requests=12, run_cv=0.25, tps_values=[50.0] * 12,
+                                  completion_tokens=[200] * 12, max_tokens=256, flags=BENCH_FLAGS)
+    assert [(f.code, f.setting) for f in findings] == [(Code.ONE_RUN, "--runs"), (Code.RUN_TO_RUN_VARIATION, "--runs")]
 
 
 def test_a_clean_run_has_no_warnings():

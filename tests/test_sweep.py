@@ -85,9 +85,9 @@ def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
                 return len(json.loads(results.read_text())["results"]) >= 2
             except (OSError, ValueError):
                 return False
-        wait_for(two_rows_saved, timeout=120)
+        wait_for(two_rows_saved, timeout=600)
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=15)
+        out, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -106,23 +106,55 @@ def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
     assert {(r["target"], r["draft"]): r["started_at"] for r in final[:2]} == first_two
 
 
-def test_baseline_against_itself_is_not_significant(models, tmp_path):
-    """A/A: the same server config measured twice must not be called a difference.
+def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_path):
+    """A/A: the target alone, measured again after its draft, tells how much the machine drifted.
 
-    The noise floor is 25%: on this shared 2-core VM two sessions of the same server were seen to
-    differ by up to 22% (the server's own timings agreed: the machine really was slower for a few
-    seconds). Catching that is what the drift check is for (tests/test_analysis.py); here we assert
-    the mechanics, which must hold on any machine. 96 tokens per request make each session long
-    enough (~15 s) that a passing hiccup averages out."""
-    config = write_config(tmp_path, models, drafts=(), runs=3, control_baseline=True, noise_floor=0.25, max_tokens=96,
-                          prompts=["code", "json", "list"])
+    This must hold on any machine, quiet or busy. On a shared machine the two sessions really can
+    differ by 30% (seen: +32% [+22%, +44%], the server's own timings agreed), and catching that is
+    what the control is for. So the test asserts the mechanism, whatever the machine did: the
+    drift is measured with a CI, named in the verdict when it is significant, and raised into the
+    noise floor of the speed-ups it applies to; then, with a known drift written into the same
+    real rows, the verdict and the floor follow it."""
+    from dataclasses import replace
+
+    from draftbench.analysis import analyze, measured_drift
+    from draftbench.results import load_results, save_results
+    config = write_config(tmp_path, models, drafts=("good",), runs=1, control_baseline=True, max_tokens=16,
+                          prompts=["code", "json", "list"], warmup=0)
     results = tmp_path / "aa.json"
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    control = next(r for r in json.loads(results.read_text())["results"] if r["role"] == "control")
-    assert control["speedup"]["significant"] is False, control["speedup"]
-    assert control["equivalence"]["match_rate"] == 1.0
-    assert "Drift vs first baseline" in proc.stdout and "not significant" in proc.stdout
+    rows = json.loads(results.read_text())["results"]
+    control = next(r for r in rows if r["role"] == "control")
+    spec = next(r for r in rows if r["role"] == "speculative")
+    assert control["status"] == "ok" and isinstance(control["speedup"]["significant"], bool)
+    assert control["speedup"]["ci95_low"] <= control["speedup"]["ratio"] <= control["speedup"]["ci95_high"]
+    assert control["equivalence"]["match_rate"] == 1.0      # same server, temperature 0: same text, busy or not
+    [drift_line] = [line for line in proc.stdout.splitlines() if "Drift vs first baseline" in line]
+    loaded = load_results(results)
+    drift = measured_drift(loaded, noise_floor=0.02).get("241M Q4_1", 0.0)
+    verdict = json.loads(results.read_text())["summary"]["targets"][0]["verdict"]
+    if control["speedup"]["significant"]:
+        assert drift == pytest.approx(abs(control["speedup"]["ratio"] - 1))
+        assert "the machine drifted during the sweep" in verdict and "(not significant)" not in drift_line
+    else:
+        assert drift == 0.0 and "drifted" not in verdict and "(not significant)" in drift_line
+    assert spec["speedup"]["noise_floor"] == pytest.approx(max(0.02, drift))
+
+    # The same real rows, with the control made exactly 1.5x its baseline request by request (a drift
+    # no noise can hide): the verdict names it and the speed-up's floor rises to it.
+    baseline_tps = {(r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
+    control_row = loaded.row(("control", "241M Q4_1", None, None))
+    drifted = loaded.with_row(replace(control_row, requests=tuple(
+        replace(r, decode_tps=baseline_tps[(r.prompt_id, r.run)] * 1.5) for r in control_row.requests)))
+    save_results(analyze(drifted), results)
+    again = run_cli("sweep.py", "--chart-only", "--results", str(results), "--chart", str(tmp_path / "aa.html"))
+    assert again.returncode == 0, again.stderr
+    assert "the machine drifted during the sweep" in again.stdout
+    floor = measured_drift(analyze(drifted), noise_floor=0.02)["241M Q4_1"]
+    assert floor == pytest.approx(0.5, abs=0.01)
+    spec_row = analyze(drifted).row(("speculative", "241M Q4_1", "135M Q4_1", None))
+    assert spec_row.speedup["noise_floor"] == pytest.approx(floor) and "drift" in spec_row.speedup["note"]
 
 
 def test_theory_with_a_measured_draft_cost(models, tmp_path):

@@ -7,19 +7,25 @@ stop (it is a context manager, and stopping is idempotent).
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
 import requests
 
-from ..errors import BinaryNotFoundError, Problem, ServerError
-from ..paths import expand_path
+from ..candidates import CandidateSpec
+from ..client import StreamedResponse, new_session, stream_chat
+from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
+from ..gguf_meta import read_info
+from ..paths import PathProblem, expand_path
+from ..polling import poll
 from ..process import ManagedProcess
 from ..settings_schema import Field
 
@@ -29,8 +35,10 @@ class LaunchSpec:
     """Everything a backend needs to start one server for one combination."""
 
     target: str                      # model path or id
-    draft: str | None = None
+    draft: str | None = None         # draft model path or id (None: no draft model)
     draft_max: int | None = None
+    method: tuple[str, ...] = ()     # speculative methods, the backend's names (): a draft's default, or none
+    params: dict = field(default_factory=dict)     # the candidate's method parameters (backend names)
     host: str = "127.0.0.1"
     port: int = 8080
     ctx_size: int = 4096
@@ -41,15 +49,27 @@ class LaunchSpec:
     log_path: str | None = None
 
 
+class CountsSource(str, Enum):
+    """Where a request's draft counters came from (recorded with every request)."""
+
+    TIMINGS = "timings"              # llama.cpp's per-request ``timings``
+    METRICS = "metrics"              # Prometheus counters read before and after the request
+    RESPONSE = "response"            # vLLM's per-request ``metrics.speculative_decoding``
+    STATS = "stats"                  # LM Studio's ``stats``
+    STATS_WITHOUT_DRAFT = "stats-without-draft"   # LM Studio answered, with no draft counters: it did not draft
+    SDK_STATS = "sdk-stats"          # LM Studio's typed ``LlmPredictionStats`` through its Python SDK
+    SDK_STATS_WITHOUT_DRAFT = "sdk-stats-without-draft"   # the same, with no draft counters: it did not draft
+
+
 @dataclass(frozen=True)
 class DraftCounts:
     """Speculation counters for one request. ``None`` = not measured (never 0 for unknown)."""
 
-    drafted: int | None = None       # draft tokens proposed
+    drafted: int | None = None       # draft tokens the target verified
     accepted: int | None = None      # of those, accepted by the target
     steps: int | None = None         # verify steps (drafts) — gives mean accepted length
-    source: str = ""                 # where the numbers came from (timings, metrics, stats…)
-    extra: dict = field(default_factory=dict)
+    source: CountsSource | None = None
+    details: dict = field(default_factory=dict)   # backend-specific extras, saved with the request
 
 
 @dataclass(frozen=True)
@@ -59,13 +79,18 @@ class SpeculationStatus:
 
 
 class Server:
-    """A ready server. Subclasses override what differs; the defaults suit OpenAI-style servers."""
+    """A ready server: the one object the measurement code talks to.
 
-    backend_name = "generic"
+    Every member is declared here with the behaviour of a plain OpenAI-compatible server;
+    backends override what differs. ``stop()`` is idempotent and the object is a context
+    manager, so whoever launched it can always stop it.
+    """
+
+    stop_grace_s: float = 3.0        # SIGTERM → SIGKILL grace for the server's process group
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, spec: LaunchSpec | None = None):
+                 port: int | None = None, api_key: str | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -73,9 +98,11 @@ class Server:
         self.version = version
         self.load_time_s = load_time_s
         self.port = port
-        self.spec = spec
-        self.session = requests.Session()
-        self.warnings: list[str] = []
+        self.api_key = api_key            # kept in memory only: never written to results or logs
+        self.session = new_session()      # refuses redirects: we measure this server or nothing
+        if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
+            self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.notes: list[str] = []        # facts about how the server was reached, shown to the user
 
     # -- requests -------------------------------------------------------------------------
     def chat_url(self) -> str:
@@ -86,26 +113,37 @@ class Server:
                 "seed": seed, "stream": True, "stream_options": {"include_usage": True}}
 
     def headers(self) -> dict:
-        return {}
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float):
+    def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
         """Run one request and time it (streamed; a backend may answer differently)."""
-        from ..client import stream_chat
         return stream_chat(self.session, self.chat_url(), body, headers=self.headers(),
                            request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
 
     def before_request(self) -> Any:
-        """Snapshot taken just before a request (e.g. Prometheus counters)."""
+        """Snapshot taken just before a request (e.g. Prometheus counters), passed to :meth:`draft_counts`."""
         return None
 
-    def draft_counts(self, response, before: Any) -> DraftCounts:
+    def draft_counts(self, response: StreamedResponse, before: Any) -> DraftCounts:
         return DraftCounts()
 
-    def server_decode_tps(self, response) -> float | None:
+    def server_decode_tps(self, response: StreamedResponse) -> float | None:
+        """The server's own decode rate for one request, where it reports one."""
         return None
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
+        """Is the server speculating? Asked once after launch; ``requested`` says whether we asked it to."""
         return SpeculationStatus(None if requested else False, "")
+
+    def active_methods(self) -> tuple[str, ...] | None:
+        """The speculative methods the server says it is running (``()``: plain decoding); None when it
+        does not say. Asked after the warm-up: a baseline must prove it did not speculate."""
+        return None
+
+    @property
+    def bench_hint(self) -> str:
+        """How to benchmark this server by hand (printed by server.py)."""
+        return f"python bench.py --url {self.base_url}"
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -116,8 +154,16 @@ class Server:
     def log_path(self) -> str | None:
         return str(self.process.log_path) if self.process else None
 
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode if self.process else None
+
     def alive(self) -> bool:
         return self.process.alive() if self.process else True
+
+    def wait(self) -> int | None:
+        """Block until the server exits (None at once for a server we do not own)."""
+        return self.process.popen.wait() if self.process else None
 
     def died(self, grace_s: float = 2.0) -> bool:
         """Did the server we started exit (waiting up to ``grace_s`` for it to be reaped)?"""
@@ -131,7 +177,7 @@ class Server:
             self.session.close()
         finally:
             if self.process:
-                self.process.stop()
+                self.process.stop(grace_s=self.stop_grace_s)
 
     def __enter__(self):
         return self
@@ -142,27 +188,53 @@ class Server:
 
 
 class Backend:
-    """Launches one kind of server. Instances are stateless; register them in ``backends.REGISTRY``."""
+    """Launches one kind of server. Instances are stateless; register them in ``backends.REGISTRY``.
 
-    name = "base"                 # name used by server.py (e.g. "llama-cpp")
-    config_name = "base"          # name used in sweep configs and results (e.g. "llamacpp")
-    aliases: tuple[str, ...] = ()
-    settings_schema: ClassVar[dict[str, Field]] = {}
-    default_port = 8080
+    The contract, in order of use: a config is validated with :attr:`settings_schema`,
+    :meth:`resolve_model` and :meth:`validate_settings`; before a sweep starts
+    :meth:`check_ready_to_run`; before each combination :meth:`model_problem`; then
+    :meth:`launch` returns a ready :class:`Server` (or raises :class:`ServerError`), which the
+    caller stops. ``server.py`` builds its sub-command from :meth:`add_server_arguments` and
+    :meth:`spec_from_args`; ``bench.py --url`` uses :meth:`attach`.
+    """
 
-    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
+    name: ClassVar[str] = "base"            # name used by server.py (e.g. "llama-cpp")
+    config_name: ClassVar[str] = "base"     # name used in sweep configs and results (e.g. "llamacpp")
+    aliases: ClassVar[tuple[str, ...]] = ()
+    settings_schema: ClassVar[dict[str, Field]] = {}   # the backend's own settings keys
+    path_settings: ClassVar[tuple[str, ...]] = ()       # settings holding executable paths (expanded like paths)
+    default_port: ClassVar[int] = 8080
+    owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
+    default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
+
+    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
         return expand_path(raw, base_dir)
 
-    def model_problem(self, ref: str) -> str | None:
+    def model_problem(self, ref: str) -> ModelProblem | None:
         """Why this model cannot be used (e.g. a missing file), or None. Checked before each run."""
-        from ..errors import ModelFileError
-        from ..gguf_meta import read_info
         try:
             read_info(ref)
         except ModelFileError as exc:
-            return str(exc)
+            return ModelProblem(exc.message, exc.fix, missing=not os.path.exists(ref))
         return None
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        """Problems with the candidates for this backend (methods it lacks, unknown parameters). May run
+        the server binary (``--help``); called before anything starts. Default: plain drafts only."""
+        return [Problem(f"{s.where}.method", f"{self.config_name} runs draft models only, not {', '.join(s.method)}",
+                        "remove the candidate, or use backend llamacpp or vllm") for s in specs if s.method]
+
+    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+        """Why this draft cannot speculate for this target, known before any server starts (or None)."""
+        return None
+
+    def size_label(self, ref: str) -> str | None:
+        """The model's size as people write it (``135M``, ``7B``) where its file says; None otherwise."""
+        try:
+            return read_info(ref).size_label
+        except ModelFileError:
+            return None
 
     def validate_settings(self, settings: dict) -> list[Problem]:
         return []
@@ -179,18 +251,47 @@ class Backend:
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> Server:
         """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return AttachedServer(base_url, model=model or "default", api_key=api_key)
+        return Server(base_url, model=model or "default", api_key=api_key)
+
+    def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """``server.py <name>``'s options."""
+        raise NotImplementedError
+
+    def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
+        """A :class:`LaunchSpec` from ``server.py``'s parsed options and the arguments after ``--``."""
+        raise NotImplementedError
 
 
-class AttachedServer(Server):
-    """An OpenAI-compatible server we did not start: no process, optional API key."""
+def add_common_server_arguments(p: argparse.ArgumentParser, *, port: int, what: str = "the server") -> None:
+    """Options every ``server.py`` sub-command shares."""
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another address "
+                   "needs --allow-remote)")
+    p.add_argument("--port", type=int, default=port, help=f"port (default {port}; 0 = any free port)")
+    p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
+    p.add_argument("--log", default=None, help=f"log of {what} (default: under ~/.cache/draftbench/logs)")
 
-    def __init__(self, base_url: str, *, model: str = "default", api_key: str | None = None):
-        super().__init__(base_url, model=model)
-        self._api_key = api_key  # kept in memory only: never written to results or logs
 
-    def headers(self) -> dict:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+def launch_process(server: Server, spec: LaunchSpec, *, what: str, health_path: str,
+                   explain_exit: Callable[[int | None, str], ServerError],
+                   verify: Callable[[Server], None]) -> Server:
+    """Wait until the process behind ``server`` is ready, check it is ours, and time the load.
+
+    Shared by the backends that start a server process: on any failure (or Ctrl-C) the
+    process group is stopped before the error propagates.
+    """
+    assert server.process is not None
+    start = server.process.started_at
+    try:
+        wait_until_ready(server.process, server.base_url + health_path, spec.startup_timeout_s, what=what,
+                         on_exit=explain_exit)
+        server.load_time_s = time.perf_counter() - start
+        if not server.alive():
+            raise explain_exit(server.returncode, server.log_tail(30))
+        verify(server)
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, what: str,
@@ -202,29 +303,29 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
     exits (with the tail of its log) or the time-out passes. Returns seconds waited.
     """
     start = time.perf_counter()
-    delay = 0.05
     session = requests.Session()
+
+    def ready_now() -> bool | None:
+        if not process.alive():
+            tail = process.log_tail(30)
+            if on_exit:
+                raise on_exit(process.returncode, tail)
+            raise ServerError(f"{what} exited with code {process.returncode} while loading",
+                              "see the log lines below", log_tail=tail, log_path=str(process.log_path))
+        try:
+            response = session.get(url, timeout=2)
+        except requests.RequestException:
+            return None   # not listening yet
+        # Anything else (503 while loading, 404 before routes are mounted) means: not yet.
+        return True if response.status_code == 200 and (ready is None or ready(response)) else None
+
     try:
-        while True:
-            if not process.alive():
-                tail = process.log_tail(30)
-                if on_exit:
-                    raise on_exit(process.returncode, tail)
-                raise ServerError(f"{what} exited with code {process.returncode} while loading",
-                                  "see the log lines below", log_tail=tail, log_path=str(process.log_path))
-            try:
-                response = session.get(url, timeout=2)
-                # Anything else (503 while loading, 404 before routes are mounted) means: not yet.
-                if response.status_code == 200 and (ready is None or ready(response)):
-                    return time.perf_counter() - start
-            except requests.RequestException:
-                pass  # not listening yet
-            if time.perf_counter() - start > timeout_s:
-                raise ServerError(f"{what} did not become ready within {timeout_s:g} s",
-                                  "raise settings.startup_timeout_s (big models load slowly), or read the log",
-                                  log_tail=process.log_tail(30), log_path=str(process.log_path), kind="timeout")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+        if poll(ready_now, timeout_s) is None:
+            raise ServerError(f"{what} did not become ready within {timeout_s:g} s",
+                              "raise settings.startup_timeout_s (big models load slowly), or read the log",
+                              log_tail=process.log_tail(30), log_path=str(process.log_path),
+                              kind=ServerErrorKind.TIMEOUT)
+        return time.perf_counter() - start
     finally:
         session.close()
 
@@ -284,6 +385,6 @@ def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, ret
                                log_path=log_path, kind=kind)
     if returncode is not None and returncode < 0:
         return ServerError(f"{server_name} crashed (signal {-returncode})", crash_fix, log_tail=log_tail,
-                           log_path=log_path, kind="crash")
+                           log_path=log_path, kind=ServerErrorKind.CRASH)
     return ServerError(f"{server_name} exited with code {returncode} while loading", "see the log lines below",
-                       log_tail=log_tail, log_path=log_path, kind="server")
+                       log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.SERVER)

@@ -21,17 +21,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-from pathlib import Path
 
 import lmstudio
 import requests
 
 from ..client import StreamedResponse
-from ..errors import RequestError, ServerError
+from ..errors import RequestError, ServerError, ServerErrorKind
 from ..paths import cache_dir
 from ..process import tail_file
+from ..server_values import server_rate
 from .base import DraftCounts, LaunchSpec, Server, SpeculationStatus, url_host
-from .lmstudio import DEFAULT_PORT, IDENTIFIER, gpu_value
+from .lmstudio_lms import DEFAULT_PORT, IDENTIFIER, LMStudioLog, gpu_value, quietly
 from .lmstudio_sdk_predict import DraftSettings, PredictionRefused, draft_counts, predict, server_error_text
 
 _PROBE_PROMPT = "Count from 1 to 30, separated by commas."
@@ -41,21 +41,6 @@ _START_LM_STUDIO = ("start LM Studio (the app, or headless: `lms daemon up` / `l
                     "settings.lmstudio_client to \"rest\" to let draftbench start it with the lms CLI")
 
 
-class SDKLog:
-    """Our log of what we asked LM Studio (its server is not our child, so it has no log of ours)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-
-    def write(self, text: str) -> None:
-        try:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(text.rstrip("\n") + "\n")
-        except OSError:
-            pass
-
-
 class SDKLogRouter(logging.Handler):
     """While an SDK server is up, the SDK's own log records (e.g. fragments that still arrive after
     an interrupted prediction) go to our log file instead of the console; other records are
@@ -63,7 +48,7 @@ class SDKLogRouter(logging.Handler):
 
     MAX_RECORDS = 20      # after an interrupted prediction the SDK logs every late fragment
 
-    def __init__(self, log: SDKLog):
+    def __init__(self, log: LMStudioLog):
         super().__init__()
         self.log = log
         self.sdk_dir = os.path.dirname(os.path.abspath(lmstudio.__file__))
@@ -104,7 +89,7 @@ def probe(api_host: str) -> str:
     return "ok" if isinstance(data, dict) and data.get("lmstudio") is True else "foreign"
 
 
-def find_api_host(host: str, port: int, log: SDKLog) -> tuple[str, list[str]]:
+def find_api_host(host: str, port: int, log: LMStudioLog) -> tuple[str, list[str]]:
     """LM Studio's API address: its server at host:port, else the app's own API ports. Notes say which."""
     api_host = f"{host}:{port}"
     state = probe(api_host)
@@ -114,14 +99,14 @@ def find_api_host(host: str, port: int, log: SDKLog) -> tuple[str, list[str]]:
     if state == "foreign":
         raise ServerError(f"port {port} answers, but not as LM Studio (no /lmstudio-greeting there)",
                           "set settings.lmstudio_port to LM Studio's port (default 1234), or stop the program using "
-                          "that port", log_path=str(log.path), kind="foreign")
+                          "that port", log_path=str(log.path), kind=ServerErrorKind.FOREIGN)
     try:
         found = lmstudio.Client.find_default_local_api_host()
     except Exception:       # something else on one of those ports (the SDK only expects refusals)
         found = None
     if found is None:
         raise ServerError(f"LM Studio does not answer at {api_host}, nor on the LM Studio app's own API ports",
-                          _START_LM_STUDIO.format(port=port), log_path=str(log.path), kind="unreachable")
+                          _START_LM_STUDIO.format(port=port), log_path=str(log.path), kind=ServerErrorKind.UNREACHABLE)
     log.write(f"using the LM Studio app's API at {found}")
     return found, [f"LM Studio's server does not answer at {api_host}; using the LM Studio app's own API at {found}"]
 
@@ -136,34 +121,34 @@ def gpu_ratio(settings: dict) -> float:
     return float(value)
 
 
-def _launch_error(exc: BaseException, what: str, log: SDKLog) -> ServerError:
+def _launch_error(exc: BaseException, what: str, log: LMStudioLog) -> ServerError:
     """A ServerError naming what failed and why, from an SDK exception."""
     text = server_error_text(exc)
     log.write(f"{what} failed: {text}")
     lowered = f"{text} {exc}".lower()
     if isinstance(exc, lmstudio.LMStudioTimeoutError):
         return ServerError(f"{what}: LM Studio sent nothing for too long", "check LM Studio (is it waiting for a "
-                           "dialog?), or raise settings.startup_timeout_s", log_path=str(log.path), kind="timeout")
+                           "dialog?), or raise settings.startup_timeout_s", log_path=str(log.path), kind=ServerErrorKind.TIMEOUT)
     if "authentication" in lowered:
         return ServerError(f"LM Studio refused draftbench's connection ({text})", "allow API clients in LM Studio's "
                            "Developer settings, or set settings.lmstudio_client to \"rest\" and export LM_API_TOKEN",
-                           log_path=str(log.path), kind="auth")
+                           log_path=str(log.path), kind=ServerErrorKind.AUTH)
     if any(word in lowered for word in ("memory", "insufficient", "resources", "guardrail")):
         return ServerError(f"{what}: not enough memory ({text})", "lower settings.ctx_size, set settings.lmstudio_gpu "
                            "to a fraction such as \"0.5\", or use a smaller quantisation", log_path=str(log.path),
-                           kind="oom")
+                           kind=ServerErrorKind.OOM)
     if isinstance(exc, lmstudio.LMStudioWebsocketError):
         return ServerError(f"{what}: the connection to LM Studio broke ({text})", "check that LM Studio is running",
-                           log_path=str(log.path), kind="unreachable")
+                           log_path=str(log.path), kind=ServerErrorKind.UNREACHABLE)
     return ServerError(f"{what}: {text}", "see LM Studio's Developer log (`lms log stream`)", log_path=str(log.path),
-                       kind="model")
+                       kind=ServerErrorKind.MODEL)
 
 
 def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
     """Attach to LM Studio, check the models, load the target; the caller must stop() the server."""
     settings = spec.settings
     port = settings.get("lmstudio_port") or DEFAULT_PORT
-    log = SDKLog(spec.log_path or cache_dir() / "logs" / f"lmstudio-sdk-{port}.log")
+    log = LMStudioLog(spec.log_path or cache_dir() / "logs" / f"lmstudio-sdk-{port}.log")
     start = time.perf_counter()
     api_host, notes = find_api_host(url_host(spec.host), port, log)
     client = lmstudio.Client(api_host)
@@ -177,7 +162,7 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
                 instances = {h.identifier: (h, h.get_info().model_key) for h in client.llm.list_loaded()}
             except lmstudio.LMStudioError as exc:
                 raise _launch_error(exc, "listing LM Studio's models", log) from None
-            for ref, kind in ((spec.target, "model"), (spec.draft, "draft_model")):
+            for ref, kind in ((spec.target, ServerErrorKind.MODEL), (spec.draft, ServerErrorKind.DRAFT_MODEL)):
                 if ref is not None and ref not in downloaded:
                     known = ", ".join(sorted(downloaded)[:12]) or "none"
                     raise ServerError(f"LM Studio has no model {ref!r}", f"use a model key from `lms ls` (LM Studio "
@@ -217,33 +202,24 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
                                        draft_settings=draft_settings, log=log, log_router=router,
                                        loaded_identifier=loaded, unload_draft_after=not draft_was_loaded,
                                        command=command, version=f"lmstudio SDK {lmstudio.__version__}", port=port,
-                                       spec=spec, load_time_s=time.perf_counter() - start)
-            server.warnings.extend(notes)
+                                       load_time_s=time.perf_counter() - start)
+            server.notes.extend(notes)
             return server
         except lmstudio.LMStudioError as exc:       # anything the SDK raises becomes a named error
             raise _launch_error(exc, "talking to LM Studio", log) from None
     except BaseException:
         if loaded:
-            _quietly(lambda: client.llm.unload(IDENTIFIER))
+            quietly(lambda: client.llm.unload(IDENTIFIER))
         client.close()
         router.close()
         raise
 
 
-def _quietly(action) -> None:
-    try:
-        action()
-    except Exception:   # cleanup must not hide the real outcome
-        pass
-
-
 class LMStudioSDKServer(Server):
     """A model loaded in LM Studio, driven through its SDK. Stopping unloads what we loaded."""
 
-    backend_name = "lmstudio"
-
     def __init__(self, base_url: str, *, client: lmstudio.Client, llm: lmstudio.LLM, draft_settings: DraftSettings,
-                 log: SDKLog, log_router: SDKLogRouter, loaded_identifier: str | None, unload_draft_after: bool,
+                 log: LMStudioLog, log_router: SDKLogRouter, loaded_identifier: str | None, unload_draft_after: bool,
                  **kwargs):
         super().__init__(base_url, model=llm.identifier, **kwargs)
         self.client = client
@@ -279,17 +255,17 @@ class LMStudioSDKServer(Server):
             return DraftCounts()
         counts = draft_counts(stats, response.extras.get("applied") or {}, draft_requested=self.draft is not None)
         asked = self.draft_settings.num_draft_tokens
-        applied = counts.extra.get("num_draft_tokens_exact")
+        applied = counts.details.get("num_draft_tokens_exact")
         if self.draft and asked is not None and applied is not None and applied != asked:
             warning = (f"LM Studio reports applying k={applied} although draftbench asked for k={asked}: this row "
                        "measures its k, not the one in its name")
-            if warning not in self.warnings:
-                self.warnings.append(warning)
+            if warning not in self.notes:
+                self.notes.append(warning)
         return counts
 
     def server_decode_tps(self, response) -> float | None:
         stats = response.extras.get("sdk_stats")
-        return stats.tokens_per_second if stats is not None else None
+        return server_rate(stats.tokens_per_second, "stats.tokensPerSecond") if stats is not None else None
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         """One short prediction with the draft: do LM Studio's typed statistics show drafting?"""
@@ -335,9 +311,9 @@ class LMStudioSDKServer(Server):
             lmstudio.set_sync_api_timeout(_QUICK_CALL_S)
             if self.loaded_identifier:
                 self._log.write(f"unloading {self.loaded_identifier}")
-                _quietly(lambda: self.client.llm.unload(self.loaded_identifier or ""))
+                quietly(lambda: self.client.llm.unload(self.loaded_identifier or ""))
             if self.unload_draft_after and self.draft:
-                _quietly(self._unload_draft)
+                quietly(self._unload_draft)
         finally:
             self.client.close()
             self.session.close()

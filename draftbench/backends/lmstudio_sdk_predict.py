@@ -12,11 +12,12 @@ Needs the optional ``lmstudio`` package (``pip install 'draftbench[lmstudio]'``)
   (``set_sync_api_timeout``) is the stall limit; the overall limit is checked per fragment.
 * Counts: ``LlmPredictionStats`` (``predictedTokensCount``, ``tokensPerSecond``, ``usedDraftModelKey``,
   ``accepted/rejected/ignored/totalDraftTokensCount``), read with the same rule as the REST path
-  (:func:`lmstudio.counts_from_stats`: ignored drafts are neither accepted nor rejected).
+  (:func:`lmstudio_rest.counts_from_stats`: ignored drafts are neither accepted nor rejected).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import cast
@@ -26,8 +27,9 @@ import lmstudio
 from .. import fragments
 from ..client import StreamedResponse
 from ..errors import RequestError
-from .base import DraftCounts
-from .lmstudio import counts_from_stats
+from ..server_values import server_count
+from .base import CountsSource, DraftCounts
+from .lmstudio_rest import counts_from_stats
 
 # LM Studio's stop reasons in the OpenAI words the rest of draftbench uses.
 _FINISH = {"maxPredictedTokensReached": "length", "contextLengthReached": "length", "eosFound": "stop",
@@ -125,7 +127,9 @@ def predict(model: lmstudio.LLM, messages: list[dict], config: lmstudio.LlmPredi
     completion = stats.predicted_tokens_count if stats.predicted_tokens_count is not None else tokens_streamed
     result.usage = {"prompt_tokens": stats.prompt_tokens_count, "completion_tokens": completion}
     result.finish_reason = _FINISH.get(stats.stop_reason, stats.stop_reason)
-    result.server_ttft_s = stats.time_to_first_token_sec
+    ttft = stats.time_to_first_token_sec
+    # LM Studio's own figure, kept beside the client's; a value that cannot be a time is not recorded
+    result.server_ttft_s = ttft if isinstance(ttft, (int, float)) and math.isfinite(ttft) and ttft >= 0 else None
     if record_fragments:
         result.draft_fragments = fragments.encode(pieces)
     result.extras["sdk_stats"] = stats
@@ -140,13 +144,18 @@ def predict(model: lmstudio.LLM, messages: list[dict], config: lmstudio.LlmPredi
 
 def draft_counts(stats: lmstudio.LlmPredictionStats, applied: dict, *, draft_requested: bool) -> DraftCounts:
     """Draft counters from the typed statistics, with LM Studio's extras (ignored, total, the
-    draft it used, the k and p-min it reports having applied) kept in ``extra``."""
+    draft it used, the k and p-min it reports having applied) kept in ``details``."""
     as_rest = {"accepted_draft_tokens_count": stats.accepted_draft_tokens_count,
                "rejected_draft_tokens_count": stats.rejected_draft_tokens_count,
                "ignored_draft_tokens_count": stats.ignored_draft_tokens_count,
                "total_draft_tokens_count": stats.total_draft_tokens_count}
     counts = counts_from_stats(as_rest, draft_requested=draft_requested)
-    extra = {"ignored": stats.ignored_draft_tokens_count, "total": stats.total_draft_tokens_count,
-             "draft_model": stats.used_draft_model_key, **applied}
-    source = "sdk stats" if counts.source == "stats" else counts.source.replace("stats", "sdk stats", 1)
-    return replace(counts, extra=extra, source=source)
+    details = {"ignored": server_count(stats.ignored_draft_tokens_count, "stats.ignoredDraftTokensCount"),
+               "total": server_count(stats.total_draft_tokens_count, "stats.totalDraftTokensCount"),
+               "draft_model": stats.used_draft_model_key, **applied}
+    source = counts.source
+    if source is CountsSource.STATS:
+        source = CountsSource.SDK_STATS
+    elif source is CountsSource.STATS_WITHOUT_DRAFT:
+        source = CountsSource.SDK_STATS_WITHOUT_DRAFT
+    return replace(counts, details={k: v for k, v in details.items() if v is not None}, source=source)

@@ -19,176 +19,52 @@ Facts this relies on (vLLM documentation, 2025–2026; see docs/backends.md):
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import re
-import sys
 import time
-from pathlib import Path
 from typing import ClassVar
 
 import requests
 
-from ..errors import BinaryNotFoundError, Problem, ServerError
-from ..paths import cache_dir, expand_path
+from ..candidates import CandidateSpec
+from ..errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
+from ..paths import PathProblem, cache_dir, expand_path
 from ..process import ManagedProcess
-from ..settings_schema import Field
+from ..server_values import counter_difference, server_count
+from ..settings_schema import Field, default_settings
 from .base import (
     Backend,
+    CountsSource,
     DraftCounts,
     LaunchSpec,
     Server,
     SpeculationStatus,
-    explain_exit_from_log,
-    find_executable,
+    add_common_server_arguments,
+    launch_process,
     url_host,
-    wait_until_ready,
 )
-
-METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
-# Methods that need no separate draft model: the config's draft entry only names the method.
-MODEL_FREE_METHODS = ("ngram", "suffix", "mtp")
-# Used when settings.draft_max is null and the method needs a draft length (vLLM has no default for these).
-DEFAULT_NUM_SPECULATIVE_TOKENS = 5
-_NEEDS_K = ("draft_model", "ngram", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
-
-COUNTERS = {
-    "drafts": "vllm:spec_decode_num_drafts_total",
-    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-    "accepted": "vllm:spec_decode_num_accepted_tokens_total",
-}
-
-_HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
-               "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
-
-
-def find_vllm(explicit: str | None = None) -> str:
-    """Locate the ``vllm`` executable: explicit path, $DRAFTBENCH_VLLM, PATH, next to this Python."""
-    found = find_executable("vllm", explicit, env_var="DRAFTBENCH_VLLM", setting="settings.vllm_bin / --vllm-bin",
-                            how_to_get=_HOW_TO_GET,
-                            # a virtualenv that is used but not activated
-                            candidates=(Path(sys.executable).parent / "vllm",))
-    if found is None:
-        raise BinaryNotFoundError("the vllm executable was not found (searched PATH and this Python's bin folder)",
-                                  _HOW_TO_GET)
-    return found
-
-
-def _looks_like_path(raw: str) -> bool:
-    return raw.startswith(("/", "./", "../", "~", "$")) or raw.startswith("\\") or bool(re.match(r"^[A-Za-z]:[\\/]",
-                                                                                            raw))
-
-
-def _served_name(spec: LaunchSpec) -> str:
-    args = list(spec.extra_args)
-    for i, arg in enumerate(args):
-        if arg == "--served-model-name" and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith("--served-model-name="):
-            return arg.split("=", 1)[1]
-    return spec.target
-
-
-def speculative_config(spec: LaunchSpec) -> dict | None:
-    """The ``--speculative-config`` object for one combination (None = no speculation)."""
-    if spec.draft is None:
-        return None
-    method = spec.settings.get("vllm_method") or "draft_model"
-    cfg: dict = {"method": method}
-    if method not in MODEL_FREE_METHODS:
-        cfg["model"] = spec.draft
-    k = spec.draft_max
-    if k is None and method in _NEEDS_K:
-        k = DEFAULT_NUM_SPECULATIVE_TOKENS
-    if k is not None:
-        cfg["num_speculative_tokens"] = k
-    cfg.update(spec.settings.get("vllm_speculative_config") or {})
-    return cfg
-
-
-def build_command(binary: str, spec: LaunchSpec) -> list[str]:
-    """The exact ``vllm serve`` command for one combination."""
-    cmd = [binary, "serve", spec.target, "--host", spec.host, "--port", str(spec.port),
-           "--max-model-len", str(spec.ctx_size)]
-    if not spec.settings.get("vllm_prefix_caching"):
-        # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
-        cmd.append("--no-enable-prefix-caching")
-    cfg = speculative_config(spec)
-    if cfg is not None:
-        cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
-        level = spec.settings.get("vllm_per_request_metrics")
-        if level and level != "none":
-            cmd += ["--per-request-spec-decode-metrics", level]
-    cmd += list(spec.extra_args)
-    return cmd
-
-
-# --------------------------------------------------------------------------- failures
-
-_FAILURES = (
-    # (regex on the log, kind, message, fix)
-    (r"Address already in use|\[Errno 98\]|\[Errno 48\]", "port_in_use", "port {port} is already in use",
-     "stop the program using it, or set settings.port to another port (0 = any free port)"),
-    (r"Speculative decoding with draft model is not supported|NotImplementedError[^\n]*[Ss]peculative",
-     "draft_model", "this vLLM cannot use a separate draft model (method draft_model)",
-     "upgrade vLLM (draft models returned as method \"draft_model\"), or set settings.vllm_method to ngram, eagle3 "
-     "or mtp"),
-    (r"unrecognized arguments|error: argument|invalid choice|No such option", "flags",
-     "vllm rejected one of the arguments", "check extra_args and the vllm_* settings against `vllm serve --help`; "
-     "the log line below names the argument (--speculative-model was removed: draftbench uses --speculative-config)"),
-    (r"vocab[^\n]*(mismatch|must match|not match|differ)|(mismatch|different)[^\n]*vocab", "draft_model",
-     "vLLM says the draft's vocabulary does not match the target's",
-     "use a draft from the same model family (same tokenizer)"),
-    (r"CUDA out of memory|OutOfMemoryError|out of memory|No available memory for the cache blocks|"
-     r"larger than the maximum number of tokens that can be stored in KV cache|Insufficient memory", "oom",
-     "vLLM ran out of GPU memory", "lower settings.ctx_size (--max-model-len), add [\"--gpu-memory-utilization\", "
-     "\"0.95\"] to extra_args, or use a smaller / quantised model or draft"),
-    (r"is not a local folder and is not a valid model identifier|Repository Not Found|RepositoryNotFoundError|"
-     r"401 Client Error|gated repo|does not appear to have a file named|Can't load the configuration|"
-     r"No such file or directory[^\n]*config\.json", "model", "vLLM could not find or download a model",
-     "check the target/draft path: a Hugging Face id (org/name) or a local folder; for gated models run "
-     "`huggingface-cli login`; offline machines need the model in the Hugging Face cache"),
-    (r"No CUDA GPUs are available|Failed to infer device type|no (supported|usable) (GPU|device)", "device",
-     "vLLM found no usable GPU", "run on a machine with a GPU that vLLM supports (vLLM does not run on Apple "
-     "Silicon GPUs; use llamacpp or lmstudio there)"),
-    (r"ModuleNotFoundError|ImportError", "install", "vLLM's installation is broken (an import failed)",
-     "reinstall vLLM in a clean virtualenv (`pip install vllm`)"),
+from .vllm_command import (
+    COUNTERS,
+    DEFAULT_NUM_SPECULATIVE_TOKENS,
+    METHODS,
+    MODEL_FREE_METHODS,
+    build_command,
+    explain_exit,
+    find_vllm,
+    looks_like_path,
+    parse_counters,
+    served_name,
 )
-
-
-def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
-    return explain_exit_from_log(_FAILURES, "vLLM", "see the log lines below", returncode, log_tail, port, log_path)
-
-
-# --------------------------------------------------------------------------- server
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{[^}]*\})?\s+([0-9.eE+-]+|NaN|[+-]Inf)\s*$", re.MULTILINE)
-
-
-def parse_counters(text: str) -> dict[str, float]:
-    """Sum every series of the spec-decode counters in a Prometheus text exposition."""
-    wanted = set(COUNTERS.values())
-    totals: dict[str, float] = {}
-    for name, value in _SAMPLE.findall(text):
-        if name in wanted:
-            try:
-                totals[name] = totals.get(name, 0.0) + float(value)
-            except ValueError:
-                continue
-    return totals
 
 
 class VLLMServer(Server):
-    backend_name = "vllm"
+    stop_grace_s = 10.0      # let vLLM release the GPU cleanly; then the group is killed
 
-    def __init__(self, *args, expects_draft: bool = False, api_key: str | None = None, **kwargs):
+    def __init__(self, *args, expects_draft: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.expects_draft = expects_draft
-        self._api_key = api_key
         self._has_spec_counters: bool | None = None   # learnt from /metrics
-
-    def headers(self) -> dict:
-        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     @property
     def bench_hint(self) -> str:
@@ -233,16 +109,18 @@ class VLLMServer(Server):
         return self.spec_counters()
 
     def draft_counts(self, response, before) -> DraftCounts:
-        metrics = response.extras.get("metrics")
-        per_request = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-        if isinstance(per_request, dict) and isinstance(per_request.get("num_draft_tokens"), int):
+        per_request = response.section("metrics", "speculative_decoding")
+        if per_request is not None and per_request.get("num_draft_tokens") is not None:
             if before is not None:
                 self._settled_counters()   # keep the next request's baseline clean
-            return DraftCounts(drafted=per_request["num_draft_tokens"],
-                               accepted=_int(per_request.get("num_accepted_draft_tokens")),
-                               steps=_int(per_request.get("num_spec_steps")), source="response",
-                               extra={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
-                                                                   "acceptance_histogram") if k in per_request})
+            where = "metrics.speculative_decoding."
+            return DraftCounts(drafted=server_count(per_request["num_draft_tokens"], where + "num_draft_tokens"),
+                               accepted=server_count(per_request.get("num_accepted_draft_tokens"),
+                                                     where + "num_accepted_draft_tokens"),
+                               steps=server_count(per_request.get("num_spec_steps"), where + "num_spec_steps"),
+                               source=CountsSource.RESPONSE,
+                               details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
+                                                                     "acceptance_histogram") if k in per_request})
         if before is None:
             return DraftCounts()
         after = self._settled_counters()
@@ -251,12 +129,10 @@ class VLLMServer(Server):
 
         def diff(key: str) -> int | None:
             name = COUNTERS[key]
-            if name not in after or name not in before:
-                return None
-            return round(after[name] - before[name])
+            return counter_difference(after.get(name), before.get(name), name)
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
-                           source="metrics")
+                           source=CountsSource.METRICS)
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         text = self._metrics_text()
@@ -271,117 +147,7 @@ class VLLMServer(Server):
                                      "vllm:spec_decode_* counters); check the --speculative-config line in the log")
         return SpeculationStatus(None if requested else False, "")
 
-    def stop(self) -> None:
-        try:
-            self.session.close()
-        finally:
-            if self.process:
-                self.process.stop(grace_s=10.0)  # let vLLM release the GPU cleanly; then the group is killed
 
-
-def _int(x) -> int | None:
-    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-
-class VLLMBackend(Backend):
-    name = "vllm"
-    config_name = "vllm"
-    aliases = ("vllm",)
-    default_port = 8000
-    path_settings = ("vllm_bin",)
-    settings_schema: ClassVar[dict[str, Field]] = {
-        "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
-        "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
-                             "draft model), or ngram / suffix / mtp (no draft model: the draft entry's path is "
-                             "ignored), eagle / eagle3 (the draft path is the EAGLE head)", choices=METHODS),
-        "vllm_speculative_config": Field("any", None, "extra keys merged into --speculative-config (last, so they "
-                                         "win), e.g. {\"prompt_lookup_max\": 4, \"draft_tensor_parallel_size\": 1}"),
-        "vllm_per_request_metrics": Field("str", None, "none | summary | detailed: pass "
-                                          "--per-request-spec-decode-metrics (newer vLLM) so acceptance comes from "
-                                          "each response instead of /metrics differences",
-                                          choices=("none", "summary", "detailed")),
-        "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
-                                     "would skip their prefill and flatter TTFT)"),
-    }
-
-    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, str | None]:
-        """A Hugging Face id (``org/name``) stays as written; a path is expanded like any other."""
-        candidate = os.path.join(base_dir, os.path.expanduser(raw))
-        if _looks_like_path(raw) or os.path.exists(candidate):
-            return expand_path(raw, base_dir)
-        return raw, None
-
-    def model_problem(self, ref: str) -> str | None:
-        if os.path.isabs(ref) and not os.path.exists(ref):
-            return f"model folder {ref} does not exist\n  Fix: check the path, or give a Hugging Face id (org/name)"
-        return None
-
-    def validate_settings(self, settings: dict) -> list[Problem]:
-        problems = []
-        if settings.get("draft_p_min") is not None:
-            problems.append(Problem("$.settings.draft_p_min", "is a llama.cpp setting; vLLM has no equivalent",
-                                    "remove it (or use backend llamacpp)"))
-        extra = settings.get("vllm_speculative_config")
-        if extra is not None:
-            if not isinstance(extra, dict):
-                problems.append(Problem("$.settings.vllm_speculative_config",
-                                        f"must be an object, not {json.dumps(extra)[:60]}",
-                                        "write e.g. {\"prompt_lookup_max\": 4}"))
-            else:
-                try:
-                    json.dumps(extra)
-                except (TypeError, ValueError):
-                    problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
-        return problems
-
-    def check_ready_to_run(self, settings: dict) -> None:
-        find_vllm(settings.get("vllm_bin"))
-
-    def add_server_arguments(self, parser) -> None:
-        add_server_arguments(parser)
-
-    def spec_from_args(self, args, extra: list[str]) -> LaunchSpec:
-        return spec_from_args(args, extra)
-
-    def launch(self, spec: LaunchSpec) -> VLLMServer:
-        binary = find_vllm(spec.settings.get("vllm_bin"))
-        cmd = build_command(binary, spec)
-        log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
-        start = time.perf_counter()
-        proc = ManagedProcess(cmd, log_path)
-        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=_served_name(spec), process=proc,
-                            command=cmd, port=spec.port, spec=spec, expects_draft=spec.draft is not None)
-        try:
-            wait_until_ready(proc, server.base_url + "/health", spec.startup_timeout_s, what="vLLM",
-                             on_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path))
-            server.load_time_s = time.perf_counter() - start
-            self._verify_identity(server, spec)
-            server.version = _version(server)
-        except BaseException:
-            server.stop()
-            raise
-        return server
-
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> VLLMServer:
-        server = VLLMServer(base_url, model=model or "default", api_key=api_key)
-        if model is None:
-            served = _served_models(server)
-            if served:
-                server.model = served[0]
-        server.version = _version(server)
-        server.expects_draft = bool(server.speculation_status(requested=True).active)
-        return server
-
-    def _verify_identity(self, server: VLLMServer, spec: LaunchSpec) -> None:
-        """Refuse to benchmark a server that is not the one we started."""
-        if not server.alive():
-            raise explain_exit(server.process.returncode, server.log_tail(30), spec.port, server.log_path)
-        served = _served_models(server)
-        if served is None or server.model not in served:
-            raise ServerError(f"port {spec.port} answers, but not as the vLLM we started (it serves "
-                              f"{', '.join(served) if served else 'something else'}, not {server.model})",
-                              "another program is listening on that port; stop it or set settings.port",
-                              kind="foreign")
 
 
 def _served_models(server: Server) -> list[str] | None:
@@ -402,46 +168,143 @@ def _version(server: Server) -> str | None:
     return str(data["version"]) if isinstance(data, dict) and data.get("version") else None
 
 
-# --------------------------------------------------------------------------- server.py vllm
+class VLLMBackend(Backend):
+    name = "vllm"
+    config_name = "vllm"
+    aliases = ("vllm",)
+    default_port = 8000
+    path_settings = ("vllm_bin",)
+    settings_schema: ClassVar[dict[str, Field]] = {
+        "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
+        "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
+                             "draft model), or ngram / suffix / mtp (no draft model: the draft entry's path is "
+                             "ignored), eagle / eagle3 (the draft path is the EAGLE head)", choices=METHODS, measured=True),
+        "vllm_speculative_config": Field("any", None, "extra keys merged into --speculative-config (last, so they "
+                                         "win), e.g. {\"prompt_lookup_max\": 4, \"draft_tensor_parallel_size\": 1}", measured=True),
+        "vllm_per_request_metrics": Field("str", None, "none | summary | detailed: pass "
+                                          "--per-request-spec-decode-metrics (newer vLLM) so acceptance comes from "
+                                          "each response instead of /metrics differences",
+                                          choices=("none", "summary", "detailed")),
+        "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
+                                     "would skip their prefill and flatter TTFT)", measured=True),
+    }
 
-def add_server_arguments(p) -> None:
-    p.add_argument("--model", required=True, help="target: a Hugging Face id (org/name) or a local folder")
-    p.add_argument("--draft-model", default=None, help="draft model (id or folder); turns speculative decoding on")
-    p.add_argument("--num-speculative-tokens", type=int, default=None,
-                   help=f"draft length k (default {DEFAULT_NUM_SPECULATIVE_TOKENS} for methods that need one)")
-    p.add_argument("--method", default=None, choices=METHODS,
-                   help="speculative method (default draft_model with --draft-model; ngram, suffix and mtp need "
-                   "no draft model)")
-    p.add_argument("--per-request-metrics", default=None, choices=("none", "summary", "detailed"),
-                   help="pass --per-request-spec-decode-metrics (newer vLLM)")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=VLLMBackend.default_port,
-                   help=f"port (default {VLLMBackend.default_port}; 0 = any free port)")
-    p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
-    p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
-    p.add_argument("--log", default=None, help="server log file (default: under ~/.cache/draftbench/logs)")
-    p.add_argument("--vllm-bin", default=None, help="the vllm executable (default: searched on PATH)")
+    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
+        """A Hugging Face id (``org/name``) stays as written; a path is expanded like any other."""
+        candidate = os.path.join(base_dir, os.path.expanduser(raw))
+        if looks_like_path(raw) or os.path.exists(candidate):
+            return expand_path(raw, base_dir)
+        return raw, None
+
+    def model_problem(self, ref: str) -> ModelProblem | None:
+        if os.path.isabs(ref) and not os.path.exists(ref):
+            return ModelProblem(f"model folder {ref} does not exist", "check the path, or give a Hugging Face id "
+                                "(org/name)", missing=True)
+        return None
+
+    def validate_settings(self, settings: dict) -> list[Problem]:
+        problems = []
+        if settings.get("draft_p_min") is not None:
+            problems.append(Problem("$.settings.draft_p_min", "is a llama.cpp setting; vLLM has no equivalent",
+                                    "remove it (or use backend llamacpp)"))
+        extra = settings.get("vllm_speculative_config")
+        if extra is not None:
+            if not isinstance(extra, dict):
+                problems.append(Problem("$.settings.vllm_speculative_config",
+                                        f"must be an object, not {json.dumps(extra)[:60]}",
+                                        "write e.g. {\"prompt_lookup_max\": 4}"))
+            else:
+                try:
+                    json.dumps(extra)
+                except (TypeError, ValueError):
+                    problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
+        return problems
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        """One method per candidate (vLLM has no hybrids); parameters are --speculative-config keys."""
+        problems = []
+        for s in specs:
+            if len(s.method) > 1:
+                problems.append(Problem(f"{s.where}.method", "vLLM runs one speculative method at a time",
+                                        "give one method (hybrids are a llama.cpp feature)"))
+            for m in s.method:
+                if m not in METHODS:
+                    problems.append(Problem(f"{s.where}.method", f"{m!r} is not a vLLM speculative method",
+                                            f"use one of: {', '.join(METHODS)}"))
+                elif m not in MODEL_FREE_METHODS and s.draft is None:
+                    problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
+                                            "from drafts (an id or folder)"))
+        return problems
+
+    def check_ready_to_run(self, settings: dict) -> None:
+        find_vllm(settings.get("vllm_bin"))
+
+    def launch(self, spec: LaunchSpec) -> VLLMServer:
+        binary = find_vllm(spec.settings.get("vllm_bin"))
+        cmd = build_command(binary, spec)
+        log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
+        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=served_name(spec),
+                            process=ManagedProcess(cmd, log_path), command=cmd, port=spec.port,
+                            expects_draft=spec.draft is not None)
+        launch_process(server, spec, what="vLLM", health_path="/health",
+                       explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
+                       verify=lambda s: self._verify_identity(server, spec))
+        server.version = _version(server)
+        return server
+
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> VLLMServer:
+        server = VLLMServer(base_url, model=model or "default", api_key=api_key)
+        if model is None:
+            served = _served_models(server)
+            if served:
+                server.model = served[0]
+        server.version = _version(server)
+        server.expects_draft = bool(server.speculation_status(requested=True).active)
+        return server
+
+    def _verify_identity(self, server: VLLMServer, spec: LaunchSpec) -> None:
+        """Refuse to benchmark a server that is not the one we started."""
+        served = _served_models(server)
+        if served is None or server.model not in served:
+            raise ServerError(f"port {spec.port} answers, but not as the vLLM we started (it serves "
+                              f"{', '.join(served) if served else 'something else'}, not {server.model})",
+                              "another program is listening on that port; stop it or set settings.port",
+                              kind=ServerErrorKind.FOREIGN)
 
 
-def spec_from_args(args, extra: list[str]) -> LaunchSpec:
-    from ..errors import UsageError
-    from ..settings_schema import COMMON_SETTINGS
-    settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
-    settings.update({k: f.default for k, f in VLLMBackend.settings_schema.items()})
-    method = args.method
-    if method is None:
-        method = "draft_model"
-    elif method not in MODEL_FREE_METHODS and not args.draft_model:
-        raise UsageError(f"--method {method} needs --draft-model", f"give the {method} model with --draft-model, "
-                         f"or use --method ngram / suffix / mtp")
-    draft = args.draft_model
-    if draft is None and args.method in MODEL_FREE_METHODS:
-        draft = args.method        # speculation on, no separate model
-    if args.num_speculative_tokens is not None and draft is None:
-        raise UsageError("--num-speculative-tokens needs --draft-model or --method",
-                         "add --draft-model D (or --method ngram)")
-    settings.update(vllm_bin=args.vllm_bin, vllm_method=method, vllm_per_request_metrics=args.per_request_metrics,
-                    host=args.host, ctx_size=args.max_model_len)
-    return LaunchSpec(target=args.model, draft=draft, draft_max=args.num_speculative_tokens, host=args.host,
-                      port=args.port, ctx_size=args.max_model_len, extra_args=tuple(extra), settings=settings,
-                      startup_timeout_s=args.startup_timeout, log_path=args.log)
+    # -- server.py vllm ---------------------------------------------------------------------
+
+    def add_server_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", required=True, help="target: a Hugging Face id (org/name) or a local folder")
+        p.add_argument("--draft-model", default=None, help="draft model (id or folder); turns speculative decoding on")
+        p.add_argument("--num-speculative-tokens", type=int, default=None,
+                       help=f"draft length k (default {DEFAULT_NUM_SPECULATIVE_TOKENS} for methods that need one)")
+        p.add_argument("--method", default=None, choices=METHODS,
+                       help="speculative method (default draft_model with --draft-model; ngram, suffix and mtp need "
+                       "no draft model)")
+        p.add_argument("--per-request-metrics", default=None, choices=("none", "summary", "detailed"),
+                       help="pass --per-request-spec-decode-metrics (newer vLLM)")
+        add_common_server_arguments(p, port=self.default_port, what="vLLM")
+        p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
+        p.add_argument("--vllm-bin", default=None, help="the vllm executable (default: searched on PATH)")
+
+
+    def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
+        settings = default_settings(self.settings_schema)
+        method = args.method
+        if method is None:
+            method = "draft_model"
+        elif method not in MODEL_FREE_METHODS and not args.draft_model:
+            raise UsageError(f"--method {method} needs --draft-model", f"give the {method} model with --draft-model, "
+                             f"or use --method ngram / suffix / mtp")
+        draft = args.draft_model
+        if draft is None and args.method in MODEL_FREE_METHODS:
+            draft = args.method        # speculation on, no separate model
+        if args.num_speculative_tokens is not None and draft is None:
+            raise UsageError("--num-speculative-tokens needs --draft-model or --method",
+                             "add --draft-model D (or --method ngram)")
+        settings.update(vllm_bin=args.vllm_bin, vllm_method=method, vllm_per_request_metrics=args.per_request_metrics,
+                        host=args.host, ctx_size=args.max_model_len)
+        return LaunchSpec(target=args.model, draft=draft, draft_max=args.num_speculative_tokens, host=args.host,
+                          port=args.port, ctx_size=args.max_model_len, extra_args=tuple(extra), settings=settings,
+                          startup_timeout_s=args.startup_timeout, log_path=args.log)

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import requests
@@ -13,13 +14,16 @@ import requests
 from ..analysis import equivalence, summarize_records
 from ..backends import backend_names, get_backend
 from ..backends.base import Server
-from ..client import normalise_base_url
+from ..client import RedirectRefused, new_session, normalise_base_url, probe_json
 from ..errors import DraftbenchError, UsageError
 from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..paths import atomic_write_text
 from ..prompts import BUILTIN_PROMPTS, CATEGORIES, Prompt, custom_prompts, load_prompt_file
 from ..results import Row, now_iso
 from ..stats import BENCH_FLAGS, describe_speedup, speedup
 from . import run_main
+
+MAX_TIMEOUT_S = 86400   # as settings.request_timeout_s / stall_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,28 +81,35 @@ def choose_prompts(args) -> list[Prompt]:
     return prompts
 
 
-def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Server:
-    base = normalise_base_url(url)
-    if kind == "openai":
-        from ..backends.base import AttachedServer
-        return AttachedServer(base, model=model or "default", api_key=api_key)
-    if kind == "auto":
-        try:
-            props = requests.get(base + "/props", timeout=5,
-                                 headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-            is_llama = props.status_code == 200 and isinstance(props.json(), dict) and "build_info" in props.json()
-        except (requests.RequestException, ValueError):
-            is_llama = False
-        if not is_llama:
+def detect_kind(base: str, api_key: str | None) -> str:
+    """``llamacpp`` if ``/props`` answers like llama-server, else ``openai``; a redirect is an error."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    session = new_session()
+    try:
+        for path in ("/props", "/v1/models"):
             try:
-                requests.get(base + "/v1/models", timeout=5)
+                status, data = probe_json(session, base + path, headers=headers)
+            except RedirectRefused as exc:
+                raise DraftbenchError(str(exc), "give the address the server itself answers on in --url "
+                                      "(draftbench never follows redirects)") from None
             except requests.RequestException as exc:
+                if path == "/props":
+                    continue
                 raise DraftbenchError(f"cannot reach {base}: {type(exc).__name__}", "is the server running? "
                                       "start one with python server.py") from None
-        kind = "llamacpp" if is_llama else "openai"
-        if kind == "openai":
-            from ..backends.base import AttachedServer
-            return AttachedServer(base, model=model or "default", api_key=api_key)
+            if path == "/props" and status == 200 and isinstance(data, dict) and "build_info" in data:
+                return "llamacpp"
+        return "openai"
+    finally:
+        session.close()
+
+
+def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Server:
+    base = normalise_base_url(url)
+    if kind == "auto":
+        kind = detect_kind(base, api_key)
+    if kind == "openai":
+        return Server(base, model=model or "default", api_key=api_key)
     try:
         backend = get_backend(kind)
     except KeyError:
@@ -154,6 +165,47 @@ def print_table(row: Row) -> None:
         print(f"  ! {w}")
 
 
+def check_seconds(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise UsageError(f"{flag} is {value:g}; it must be a number of seconds above 0 and at most {MAX_TIMEOUT_S}",
+                         f"e.g. {flag} 120")
+
+
+def check_output_file(path: str, flag: str, inputs: tuple[str | None, ...] = ()) -> Path:
+    """The file ``path`` will be written to, refused now (before measuring) if it cannot be.
+
+    A symlink is followed, so the file it points to is updated, never replaced by a file.
+    """
+    target = Path(path).expanduser().resolve()
+    if target.is_dir():
+        raise UsageError(f"{flag} {path} is a folder", f"give a file name, e.g. {flag} {Path(path) / 'bench.json'}")
+    for other in inputs:
+        if other and target == Path(other).expanduser().resolve():
+            raise UsageError(f"{flag} {path} is also an input ({other}); writing it would destroy it",
+                             f"give {flag} another file name")
+    if target.exists():
+        if not target.is_file():
+            raise UsageError(f"{flag} {path} is not a regular file", f"give {flag} a file name")
+        try:
+            with open(target, "r+b"):    # opened for writing, not truncated
+                pass
+        except OSError as exc:
+            raise UsageError(f"{flag} {path} cannot be written ({exc.strerror})",
+                             "choose another path, or make the file writable") from None
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path} cannot be created: {folder} is a file, not a folder",
+                         f"give {flag} a path inside a folder")
+    try:   # the file is written as a temporary file beside it, then renamed
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path} cannot be written: no new file can be made in {folder} ({exc.strerror})",
+                         "choose a folder you can write to") from None
+    return target
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     for name in ("runs", "max_tokens"):
@@ -161,6 +213,9 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")
     if args.warmup < 0 or not math.isfinite(args.temperature) or args.temperature < 0:
         raise UsageError("--warmup and --temperature must not be negative")
+    check_seconds("--request-timeout", args.request_timeout)
+    check_seconds("--stall-timeout", args.stall_timeout)
+    json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
     options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                              temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
@@ -200,15 +255,23 @@ def main(argv: list[str]) -> int:
             print(f"  Output     : identical on {eq['matched']}/{eq['compared']} requests"
                   + (f"; first difference in {eq['mismatches'][0]['prompt_id']} at character "
                      f"{eq['mismatches'][0]['char_pos']}" if eq["mismatches"] else ""))
-    if args.json_path:
+    if json_path:
         payload = {"timestamp": now_iso(), "tool": "draftbench bench",
                    "settings": {"runs": args.runs, "warmup": args.warmup, "max_tokens": args.max_tokens,
                                 "temperature": args.temperature, "seed": args.seed, "prompts": [p.to_dict() for p in prompts]},
                    "servers": [{"label": label, "url": server.base_url, "version": server.version}
                                for label, server in servers],
                    "results": [r.to_dict() for r in rows], "comparison": comparison}
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+        try:
+            # strict JSON: a NaN that slipped through is refused here, not written
+            text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        except ValueError as exc:
+            raise DraftbenchError(f"cannot write --json {args.json_path}: {exc}") from None
+        try:
+            atomic_write_text(json_path, text)
+        except OSError as exc:
+            raise DraftbenchError(f"cannot write --json {args.json_path}: {exc.strerror or exc}",
+                                  "the measurements above are all there is; choose another path") from None
         print(f"\nPer-request values written to {args.json_path}")
     return 0
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import replace
 
-from ..backends import get_backend
-from ..backends.base import LaunchSpec
-from ..errors import ServerError, UsageError
+from ..backends import REGISTRY, get_backend
+from ..errors import ServerError, ServerErrorKind, UsageError
 from ..paths import cache_dir
 from ..process import free_port, port_is_free
-from ..settings_schema import COMMON_SETTINGS
+from ..redact import command_line
+from ..server_args import check_server_args, host_problems
+from ..text_safety import safe_text
 from . import run_main
 
 
@@ -26,98 +28,76 @@ def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="server.py", description="Start an inference server for benchmarking "
                                 "(stops it on Ctrl-C). Arguments after -- are passed to the server as they are.")
-    sub = p.add_subparsers(dest="backend", required=True, metavar="{llama-cpp,vllm,lm-studio}")
-    llama = sub.add_parser("llama-cpp", help="start llama.cpp's llama-server")
-    llama.add_argument("--model-path", required=True, help="target GGUF")
-    llama.add_argument("--draft-path", default=None, help="draft GGUF (turns speculative decoding on)")
-    llama.add_argument("--draft-max", type=int, default=None, help="draft length k (default: the server's)")
-    _common(llama, port=8080)
-    llama.add_argument("--gpu-layers", type=int, default=99, help="layers on the GPU (default 99)")
-    llama.add_argument("--ctx-size", type=int, default=4096, help="context size (default 4096)")
-    llama.add_argument("--llama-bin", default=None, help="llama-server binary (default: searched)")
-    from ..backends import REGISTRY
-    for key in ("vllm", "lmstudio"):
-        backend = REGISTRY[key]
-        add = getattr(backend, "add_server_arguments", None)
-        sp = sub.add_parser(backend.name, help=f"start {backend.name}")
-        if add:
-            add(sp)
-        else:
-            sp.add_argument("--model", required=False)
-            _common(sp, port=backend.default_port)
+    p.add_argument("--allow-remote", action="store_true", help="allow a --host (here or after --) other than "
+                   "loopback: the server is then reachable from other machines")
+    names = [backend.name for backend in REGISTRY.values()]
+    sub = p.add_subparsers(dest="backend", required=True, metavar="{" + ",".join(names) + "}")
+    for backend in REGISTRY.values():
+        parser = sub.add_parser(backend.name, help=f"start {backend.name}")
+        backend.add_server_arguments(parser)
+        # also accepted after the backend name; SUPPRESS keeps the top-level value when absent here
+        parser.add_argument("--allow-remote", action="store_true", default=argparse.SUPPRESS,
+                            help="allow a --host (here or after --) other than loopback")
     return p
 
 
-def _common(p, port: int) -> None:
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=port, help=f"port (default {port}; 0 = any free port)")
-    p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
-    p.add_argument("--log", default=None, help="server log file (default: under ~/.cache/draftbench/logs)")
-
-
-def launch_spec(args, extra: list[str]) -> tuple[object, LaunchSpec]:
-    if args.backend == "llama-cpp":
-        backend = get_backend("llamacpp")
-        settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
-        settings.update(llama_bin=args.llama_bin, host=args.host)
-        spec = LaunchSpec(target=args.model_path, draft=args.draft_path, draft_max=args.draft_max, host=args.host,
-                          port=args.port, ctx_size=args.ctx_size, gpu_layers=args.gpu_layers, extra_args=tuple(extra),
-                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log)
-        for label, path in (("--model-path", args.model_path), ("--draft-path", args.draft_path)):
-            if path:
-                problem = backend.model_problem(path)
-                if problem:
-                    raise UsageError(f"{label}: {problem}")
-        return backend, spec
-    backend = get_backend(args.backend)
-    make = getattr(backend, "spec_from_args", None)
-    if make is None:
-        raise UsageError(f"{args.backend} cannot be started by server.py yet")
-    return backend, make(args, extra)
+def check_exposure(args, extra: list[str]) -> list[str]:
+    """Refuse --port after -- and a non-loopback host without --allow-remote; return warnings to print."""
+    problems, warnings = check_server_args("--", extra, allow_remote=args.allow_remote, allow_flag="--allow-remote",
+                                           where=lambda i: f"argument {i + 1} after --")
+    host = getattr(args, "host", None)
+    if isinstance(host, str):
+        problems += host_problems("--host", host, allow_remote=args.allow_remote, allow_flag="--allow-remote",
+                                  warnings=warnings)
+    if problems:
+        first = problems[0]
+        raise UsageError(f"{first.path}: {first.message}", (first.fix or "").replace("settings.port", "--port"))
+    return warnings
 
 
 def main(argv: list[str]) -> int:
     ours, extra = _split_extra(argv)
     args = build_parser().parse_args(ours)
-    backend, spec = launch_spec(args, extra)
-    owns_port = getattr(backend, "owns_port", True)   # False: LM Studio's one server is reused, not started anew
-    if spec.port == 0 and owns_port:
-        spec = spec.__class__(**{**spec.__dict__, "port": free_port(spec.host)})
-    elif owns_port and not port_is_free(spec.host, spec.port):
+    for warning in check_exposure(args, extra):
+        print(safe_text(f"Warning: {warning}"), flush=True)
+    backend = get_backend(args.backend)
+    spec = backend.spec_from_args(args, extra)
+    if spec.port == 0 and backend.owns_port:
+        spec = replace(spec, port=free_port(spec.host))
+    elif backend.owns_port and not port_is_free(spec.host, spec.port):
         raise ServerError(f"port {spec.port} on {spec.host} is already in use by another program",
-                          "stop that program, pass another --port, or --port 0 for any free port", kind="port_in_use")
+                          "stop that program, pass another --port, or --port 0 for any free port", kind=ServerErrorKind.PORT_IN_USE)
     if spec.log_path is None:
-        spec = spec.__class__(**{**spec.__dict__, "log_path": str(cache_dir() / "logs" / f"server-{spec.port}.log")})
-    print(f"Starting {args.backend} on {spec.host}:{spec.port} (log: {spec.log_path}) ...", flush=True)
+        spec = replace(spec, log_path=str(cache_dir() / "logs" / f"server-{spec.port}.log"))
+    print(safe_text(f"Starting {args.backend} on {spec.host}:{spec.port} (log: {spec.log_path}) ..."), flush=True)
     server = backend.launch(spec)
     try:
         print(f"Ready in {server.load_time_s:.1f} s at {server.base_url}" if server.load_time_s
               else f"Ready at {server.base_url}", flush=True)
         if server.command:
-            print("Command: " + " ".join(server.command), flush=True)
+            print(safe_text("Command: " + command_line(server.command)), flush=True)
         if server.version:
-            print(f"Version: {server.version}", flush=True)
-        for note in server.warnings:
-            print(f"Note: {note}", flush=True)
+            print(safe_text(f"Version: {server.version}"), flush=True)
+        for note in server.notes:
+            print(safe_text(f"Note: {note}"), flush=True)
         requested = spec.draft is not None
         status = server.speculation_status(requested=requested)
         if requested:
             if status.active:
                 print("Speculative decoding: active", flush=True)
             elif status.active is False:
-                print(f"Warning: speculative decoding is NOT active: {status.reason}", flush=True)
+                print(safe_text(f"Warning: speculative decoding is NOT active: {status.reason}"), flush=True)
             else:
                 print("Speculative decoding: requested (the server does not report whether it is active)", flush=True)
-        hint = getattr(server, "bench_hint", None) or f"python bench.py --url {server.base_url}"
-        print(f"Benchmark it with: {hint}", flush=True)
+        print(f"Benchmark it with: {server.bench_hint}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
         if server.process:
-            server.process.popen.wait()  # blocks until the server exits; Ctrl-C interrupts it
+            server.wait()            # blocks until the server exits; Ctrl-C interrupts it
         else:
             while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
                 signal.pause()
-        print(f"The server exited by itself (code {server.process.returncode if server.process else '?'}); "
-              f"last log lines:\n{server.log_tail(15)}", file=sys.stderr)
+        print(f"The server exited by itself (code {server.returncode}); "
+              f"last log lines:\n{safe_text(server.log_tail(15))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nStopping ...", flush=True)

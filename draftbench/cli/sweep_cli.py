@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from ..analysis import analyze
 from ..backends import get_backend
 from ..config import load_config
-from ..errors import DraftbenchError, UsageError
+from ..errors import ConfigError, DraftbenchError, UsageError
+from ..output_paths import check_output_paths, default_chart_for
 from ..results import load_results
-from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan
+from ..results_lock import results_lock
+from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
+from ..text_safety import safe_text
 from . import run_main
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
-skipped (see the summary); 2 invalid config or arguments (nothing started); 1 other error;
+skipped (see the summary); 2 invalid config or arguments, or output paths that would overwrite an
+input (nothing started); 1 other error (e.g. the results file is in use by another sweep);
 130 interrupted (completed rows are saved; run the same command to resume)."""
 
 
@@ -41,50 +46,72 @@ def chart_only(args) -> int:
         raise UsageError("--chart-only needs --results FILE", "e.g. python sweep.py --chart-only --results "
                          "results/x.json")
     from ..report import write_report
+    chart = Path(args.chart) if args.chart else default_chart_for(Path(args.results))
+    check_output_paths(Path(args.results), chart, sweeping=False)
     results = analyze(load_results(args.results))
-    chart = Path(args.chart) if args.chart else Path(args.results).with_suffix(".html")
-    write_report(results, chart, cdn=args.cdn)
+    try:
+        write_report(results, chart, cdn=args.cdn)
+    except OSError as exc:
+        raise DraftbenchError(f"cannot write the report {chart}: {exc.strerror or exc}",
+                              "check free disk space and the folder's permissions, or pass another --chart") from None
     for entry in (results.summary or {}).get("targets", []):
-        print(entry["verdict"])
-    print(f"Chart saved to {chart}")
+        print(safe_text(entry["verdict"]))
+    print(f"Chart saved to {safe_text(chart)}")
     return EXIT_OK
 
 
-def run_config(path: str, args, *, results: str | None, chart: str | None) -> int:
+def run_config(path: str, args, *, results: str | None, chart: str | None, batch: tuple[Path, ...] = (),
+               used: dict[str, Path] | None = None) -> int:
+    """One config. ``batch``: every config of a --config-dir run, none of which may be written over;
+    ``used``: results files of the batch's earlier configs (real path -> config), never shared."""
     config = load_config(path)
-    results_path, chart_path = default_paths(config, results, chart)
+    backend = get_backend(config.backend)
+    problems = backend.validate_candidates(config.specs(), config.settings)
+    if problems:
+        raise ConfigError(config.source, problems)
+    results_path, default_chart = default_paths(config, results, chart)
+    chart_path = None if args.no_chart else default_chart
+    check_output_paths(results_path, chart_path, (Path(path), *batch))
+    if used is not None:
+        real = os.path.realpath(results_path)
+        if real in used:
+            raise UsageError(f"{path} would write {results_path}, the results file of {used[real]} in this batch",
+                             "give the configs different names (or hardware), which name their results files")
+        used[real] = Path(path)
     if args.dry_run:
         for warning in config.warnings:
-            print(f"Warning: {warning}")
+            print(safe_text(f"Warning: {warning}"))
         runs = plan(config)
-        print(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
-              f"results would go to {results_path}")
-        show_k = len(config.draft_max_values) > 1
+        print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
+                        f"results would go to {results_path}"))
+        show_k = shows_k(config)
         for i, run in enumerate(runs, 1):
-            print(f"  [{i}/{len(runs)}] {run.title(show_k)}")
-        backend = get_backend(config.backend)
+            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}"))
         print("Models:")
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)
-            print(f"  {ref.label}: {ref.path}" + (f"  <- {problem.splitlines()[0]}" if problem else ""))
+            print(safe_text(f"  {ref.label}: {ref.path}" + (f"  <- {problem.message}" if problem else "")))
         return EXIT_OK
-    return Sweep(config, results_path, None if args.no_chart else chart_path, cdn=args.cdn).run()
+    # One writer per results file, for the whole run; taken before anything (logs included) is written.
+    with results_lock(results_path):
+        return Sweep(config, results_path, chart_path, cdn=args.cdn).run()
 
 
 def run_config_dir(folder: str, args) -> int:
     d = Path(folder)
     if not d.is_dir():
         raise UsageError(f"--config-dir {folder} is not a folder", "give the folder that holds your sweep configs")
-    configs = sorted(p for p in d.glob("*.json") if not p.name.startswith("example_"))
+    configs = sorted(p for p in d.glob("*.json") if not p.name.startswith("example_") and not p.is_dir())
     if not configs:
         raise UsageError(f"{folder} holds no *.json configs (example_*.json are ignored)", "add a config")
     outcomes = []
+    used: dict[str, Path] = {}
     for path in configs:
         print(f"\n##### {path} #####\n", flush=True)
         try:
-            code = run_config(str(path), args, results=None, chart=None)
+            code = run_config(str(path), args, results=None, chart=None, batch=tuple(configs), used=used)
         except DraftbenchError as exc:
-            print(f"Error: {exc}", file=sys.stderr, flush=True)
+            print(f"Error: {safe_text(exc)}", file=sys.stderr, flush=True)
             code = exc.exit_code
         outcomes.append((path, code))
         if code == EXIT_INTERRUPTED:
@@ -93,7 +120,7 @@ def run_config_dir(folder: str, args) -> int:
     labels = {0: "ok", 1: "FAILED", 2: "INVALID CONFIG", 3: "finished with failed or skipped combinations",
               130: "INTERRUPTED"}
     for path, code in outcomes:
-        print(f"  {path.name}: {labels.get(code, f'exit {code}')}")
+        print(safe_text(f"  {path.name}: {labels.get(code, f'exit {code}')}"))
     if any(code == EXIT_INTERRUPTED for _, code in outcomes):
         return EXIT_INTERRUPTED
     failed = [p for p, code in outcomes if code not in (EXIT_OK,)]

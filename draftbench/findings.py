@@ -1,0 +1,58 @@
+"""Findings: warnings about a measurement as typed values.
+
+Code decides with :class:`Code`; people read ``message``; ``setting`` names what to change
+(a config key for sweeps, a command-line flag for ``bench.py``). Text is made once, where the
+finding is made, and rendered by whoever shows it (console, report, results file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Code(str, Enum):
+    ONE_RUN = "one_run"                          # timing noise cannot be measured
+    RUN_TO_RUN_VARIATION = "run_to_run_variation"
+    COLD_START = "cold_start"                    # the first measured request was much slower
+    SLOW_OUTLIERS = "slow_outliers"
+    SHORT_OUTPUTS = "short_outputs"
+    MAX_TOKENS_TOO_LOW = "max_tokens_too_low"
+    FEW_REQUESTS = "few_requests"
+    CLIENT_SERVER_GAP = "client_server_gap"      # client and server tok/s disagree
+    NO_DRAFT_COUNTERS = "no_draft_counters"      # acceptance unknown
+    NEVER_DRAFTED = "never_drafted"              # draft_n = 0 on every request: not a speed-up
+    SERVER_NOTE = "server_note"                  # how the server was reached (e.g. attached to LM Studio)
+    LEGACY = "legacy"                            # a warning read from an older results file (text only)
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: Code
+    message: str
+    setting: str | None = None       # what to change, as the user spells it (settings.runs, --runs)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict:
+        return {"code": self.code.value, "message": self.message, "setting": self.setting}
+
+    @classmethod
+    def from_value(cls, value: Any) -> Finding:
+        """Read a finding from a results file: an object, or a plain string (schema 1 files)."""
+        if isinstance(value, str):
+            return cls(Code.LEGACY, value)
+        if isinstance(value, dict) and isinstance(value.get("message"), str):
+            try:
+                code = Code(value.get("code"))
+            except ValueError:
+                code = Code.LEGACY
+            setting = value.get("setting")
+            return cls(code, value["message"], setting if isinstance(setting, str) else None)
+        raise ValueError(f"a warning must be a string or an object with a \"message\", not {value!r:.60}")
+
+
+def has(findings: tuple[Finding, ...] | list[Finding], code: Code) -> bool:
+    return any(f.code is code for f in findings)

@@ -1,0 +1,291 @@
+"""The report's charts as plain Plotly figure dicts, and the registry the page draws them from.
+
+A new chart plugs in by writing ``def x_figure(data: ReportData) -> Figure`` and adding a
+:class:`Chart` to :data:`CHARTS`; the page, ``CHART_IDS`` and ``build_figures`` follow.
+
+Every label that comes from a results file goes through :func:`text.plotly_text`; cells and
+rows that are not valid speed-ups (see :class:`model.CellState`) are never drawn as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from ..analysis import analyze
+from ..results import ResultsFile
+from ..stats import describe_speedup
+from . import theme
+from .model import UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
+from .text import num, pct, plotly_text, signed_pct
+
+Figure = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+def _layout(**extra: Any) -> dict[str, Any]:
+    """The common dark layout; ``xaxis``/``yaxis`` in ``extra`` are merged into the defaults."""
+    axis = dict(gridcolor=theme.GRID, zerolinecolor=theme.GRID, linecolor=theme.GRID, automargin=True)
+    layout: dict[str, Any] = dict(
+        template="none", paper_bgcolor=theme.CARD, plot_bgcolor=theme.CARD,
+        font=dict(family=theme.FONT, color=theme.TEXT, size=13),
+        margin=dict(l=70, r=30, t=30, b=60),
+        hoverlabel=dict(align="left", bgcolor=theme.HOVER_BG, font=dict(color=theme.TEXT)),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
+        xaxis=dict(axis), yaxis=dict(axis),
+    )
+    for key, value in extra.items():
+        layout[key] = {**layout[key], **value} if key in ("xaxis", "yaxis") else value
+    return layout
+
+
+def _class_color(data: ReportData, cls: str) -> str:
+    if cls == UNKNOWN_SIZE:
+        return theme.UNKNOWN_COLOR
+    known = [c for c in data.classes if c != UNKNOWN_SIZE]
+    return theme.CLASS_COLORS[known.index(cls) % len(theme.CLASS_COLORS)]
+
+
+def _speedup_pct(speed: dict) -> float:
+    return round((speed["ratio"] - 1) * 100, 2)
+
+
+def _whiskers(speed: dict | None) -> tuple[float | None, float | None]:
+    """(above, below) the speed-up in percentage points: its 95% CI, when known."""
+    if not speed or speed.get("ci95_low") is None or speed.get("ci95_high") is None:
+        return None, None
+    return (round((speed["ci95_high"] - speed["ratio"]) * 100, 2),
+            round((speed["ratio"] - speed["ci95_low"]) * 100, 2))
+
+
+def _speedup_text(speed: dict | None) -> str:
+    return plotly_text(describe_speedup(speed)) if speed else "n/a"
+
+
+def _bar_hover(cell: Cell | None) -> list[str]:
+    if cell is None:
+        return ["", "", "", "", ""]
+    row = cell.measured
+    return [plotly_text(cell.col.label), num(row.mean_tps, ".1f", " tok/s"), _speedup_text(row.speedup),
+            pct(row.acceptance_rate), plotly_text(cell.col.size)]
+
+
+def _targets_axis(data: ReportData) -> list[str]:
+    return [plotly_text(t) for t in data.targets]
+
+
+def _best_cells(data: ReportData) -> dict[str, list[Cell | None]]:
+    """Per size class with a valid measurement: its best cell for each target (None: none valid)."""
+    best = {t: best_per_class(data, t) for t in data.targets}
+    return {cls: [best[t].get(cls) for t in data.targets] for cls in bar_classes(data)}
+
+
+# --------------------------------------------------------------------------- bar charts
+
+def throughput_figure(data: ReportData) -> Figure:
+    """Baseline and the best draft of each size class, per target, in tok/s."""
+    x = _targets_axis(data)
+    baselines = [data.results.baseline_for(t) for t in data.targets]
+    series = _best_cells(data)
+    values = [b.mean_tps for b in baselines if b and b.mean_tps] + [
+        c.measured.mean_tps for cells in series.values() for c in cells if c and c.measured.mean_tps]
+    value_fmt = "%{y:.0f}" if values and max(values) >= 20 else "%{y:.1f}"  # short labels do not collide
+    traces = [dict(type="bar", name="Baseline (target alone)", x=x,
+                   y=[b.mean_tps if b else None for b in baselines], marker=dict(color=theme.BASELINE_COLOR),
+                   texttemplate=value_fmt, textposition="outside", cliponaxis=False,
+                   hovertemplate="<b>%{x}</b> alone<br>%{y:.1f} tok/s<extra></extra>")]
+    for cls, cells in series.items():
+        traces.append(dict(type="bar", name=f"best {plotly_text(cls)} draft", x=x,
+                           y=[c.measured.mean_tps if c else None for c in cells],
+                           customdata=[_bar_hover(c) for c in cells],
+                           marker=dict(color=_class_color(data, cls)), texttemplate=value_fmt,
+                           textposition="outside", cliponaxis=False,
+                           hovertemplate="<b>%{x}</b> + %{customdata[0]}<br>%{customdata[1]}<br>"
+                                         "speed-up %{customdata[2]}<br>acceptance %{customdata[3]}<extra></extra>"))
+    layout = _layout(barmode="group", height=460, uniformtext=dict(minsize=9, mode="hide"),
+                     xaxis=dict(type="category", title=dict(text="target")),
+                     yaxis=dict(title=dict(text="decode tok/s (mean per request)"), rangemode="tozero"))
+    return dict(data=traces, layout=layout)
+
+
+def speedup_figure(data: ReportData) -> Figure:
+    """The best draft of each size class as % over the baseline; faded when not significant."""
+    x = _targets_axis(data)
+    traces = []
+    for cls, cells in _best_cells(data).items():
+        speeds = [c.speedup if c else None for c in cells]
+        whiskers = [_whiskers(s) for s in speeds]
+        trace = dict(type="bar", name=f"best {plotly_text(cls)} draft", x=x,
+                     y=[_speedup_pct(s) if s else None for s in speeds],
+                     customdata=[_bar_hover(c) for c in cells],
+                     marker=dict(color=_class_color(data, cls),
+                                 opacity=[0.45 if s and s.get("significant") is False else 1.0 for s in speeds]),
+                     texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,
+                     hovertemplate="<b>%{x}</b> + %{customdata[0]}<br>speed-up %{customdata[2]}<br>"
+                                   "%{customdata[1]}, acceptance %{customdata[3]}<extra></extra>")
+        if any(above is not None for above, _ in whiskers):
+            trace["error_y"] = dict(type="data", array=[w[0] for w in whiskers], arrayminus=[w[1] for w in whiskers],
+                                    visible=True, color=theme.MUTED, thickness=1.2)
+        traces.append(trace)
+    layout = _layout(barmode="group", height=460, uniformtext=dict(minsize=9, mode="hide"),
+                     xaxis=dict(type="category", title=dict(text="target")),
+                     yaxis=dict(title=dict(text="speed-up vs the target alone (%)"), ticksuffix="%",
+                                zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
+    return dict(data=traces, layout=layout)
+
+
+# --------------------------------------------------------------------------- heatmap
+
+class _HeatCell(NamedTuple):
+    """One cell, drawn by exactly one of the two heatmap traces (the other gets a gap)."""
+
+    z: float | None              # speed-up %, valid cells only
+    text: str
+    problem_z: int | None        # 0: not run, 1: failed/skipped/inactive/…; None for valid cells
+    problem_text: str
+    hover: list[str]
+
+
+def _cell_text(cell: Cell) -> str:
+    if not cell.shows_speedup:
+        return cell.state.value
+    speed = cell.speedup
+    text = signed_pct((speed["ratio"] - 1) * 100)
+    if speed.get("significant") is False:
+        text += " (n.s.)"
+    return text + f"<br>acc {pct(cell.measured.acceptance_rate)}"
+
+
+def _cell_hover(cell: Cell) -> list[str]:
+    head = [plotly_text(cell.target), plotly_text(cell.col.label), plotly_text(cell.col.size)]
+    if not cell.shows_speedup:
+        return head + [plotly_text(cell.state.value), plotly_text(cell.note), "", "", ""]
+    r = cell.measured
+    ttft = r.mean_ttft if r.mean_ttft is not None else (r.ttft_s or {}).get("mean")
+    return head + [_speedup_text(r.speedup), num(r.mean_tps, ".1f", " tok/s"), pct(r.acceptance_rate, 1),
+                   num(ttft * 1000 if ttft is not None else None, ".0f", " ms"), ""]
+
+
+def _heat_cell(cell: Cell) -> _HeatCell:
+    if cell.shows_speedup:
+        return _HeatCell(_speedup_pct(cell.speedup), _cell_text(cell), None, "", _cell_hover(cell))
+    problem_z = 0 if cell.state is CellState.NOT_RUN else 1
+    return _HeatCell(None, "", problem_z, _cell_text(cell), _cell_hover(cell))
+
+
+HEAT_HOVER_OK = ("<b>%{customdata[0]}</b> + <b>%{customdata[1]}</b> (%{customdata[2]})<br>"
+                 "speed-up %{customdata[3]}<br>%{customdata[4]}<br>acceptance %{customdata[5]}<br>"
+                 "TTFT %{customdata[6]}<extra></extra>")
+HEAT_HOVER_PROBLEM = ("<b>%{customdata[0]}</b> + <b>%{customdata[1]}</b><br><b>%{customdata[3]}</b>: "
+                      "%{customdata[4]}<extra></extra>")
+
+
+def heatmap_figure(data: ReportData) -> Figure:
+    """Drafts down, targets across. Trace 0: measured speed-ups; trace 1: every other cell, in grey."""
+    x = _targets_axis(data)
+    y = [plotly_text(c.label) for c in data.columns]
+    grid = [[_heat_cell(data.cell(t, col)) for t in data.targets] for col in data.columns]
+    z = [[c.z for c in row] for row in grid]
+    custom = [[c.hover for c in row] for row in grid]
+    max_abs = max([abs(v) for zr in z for v in zr if v is not None] or [1.0])
+    traces = [
+        dict(type="heatmap", name="speed-up", x=x, y=y, z=z, text=[[c.text for c in row] for row in grid],
+             customdata=custom, texttemplate="%{text}", zmid=0, zmin=-max_abs, zmax=max_abs,
+             colorscale=theme.DIVERGING, hoverongaps=False, xgap=2, ygap=2,
+             hovertemplate=HEAT_HOVER_OK, textfont=dict(size=12),
+             colorbar=dict(title=dict(text="speed-up", side="right"), ticksuffix="%", outlinewidth=0,
+                           tickfont=dict(color=theme.TEXT))),
+        dict(type="heatmap", name="no speed-up measured", x=x, y=y, z=[[c.problem_z for c in row] for row in grid],
+             text=[[c.problem_text for c in row] for row in grid], customdata=custom, texttemplate="%{text}",
+             zmin=0, zmax=1, colorscale=[[0, theme.MISSING_COLOR], [1, theme.PROBLEM_COLOR]],
+             showscale=False, hoverongaps=False, xgap=2, ygap=2, hovertemplate=HEAT_HOVER_PROBLEM,
+             textfont=dict(size=12, color=theme.PROBLEM_TEXT)),
+    ]
+    layout = _layout(height=max(320, 110 + 34 * len(data.columns)), margin=dict(l=70, r=30, t=70, b=30),
+                     xaxis=dict(type="category", side="top", showgrid=False),
+                     yaxis=dict(type="category", autorange="reversed", showgrid=False))
+    return dict(data=traces, layout=layout)
+
+
+# --------------------------------------------------------------------------- scatter
+
+def _scatter_trace(data: ReportData, target: str) -> dict[str, Any] | None:
+    """A target's valid pairs with a known acceptance; None when it has none."""
+    valid = [c for c in (data.cell(target, col) for col in data.columns) if c.shows_speedup]
+    points = [(c, rate) for c in valid if (rate := c.measured.acceptance_rate) is not None]
+    if not points:
+        return None
+    cells = [c for c, _ in points]
+    whiskers = [_whiskers(c.speedup) for c in cells]
+    trace = dict(type="scatter", mode="markers", name=plotly_text(target),
+                 x=[round(rate * 100, 2) for _, rate in points],
+                 y=[_speedup_pct(c.speedup) for c in cells],
+                 customdata=[[plotly_text(c.col.label), plotly_text(c.col.size), _speedup_text(c.speedup),
+                              num(c.measured.mean_tps, ".1f", " tok/s")] for c in cells],
+                 marker=dict(size=10, opacity=0.85, line=dict(width=1, color=theme.BG)),
+                 hovertemplate="<b>%{fullData.name}</b> + %{customdata[0]} (%{customdata[1]})<br>"
+                               "acceptance %{x:.1f}%<br>speed-up %{customdata[2]}<br>%{customdata[3]}"
+                               "<extra></extra>")
+    if any(above is not None for above, _ in whiskers):
+        trace["error_y"] = dict(type="data", array=[w[0] for w in whiskers], arrayminus=[w[1] for w in whiskers],
+                                visible=True, thickness=1, width=0)
+    return trace
+
+
+def scatter_figure(data: ReportData) -> Figure:
+    """Acceptance vs speed-up, one point per measured pair, one trace per target."""
+    traces = [t for t in (_scatter_trace(data, target) for target in data.targets) if t is not None]
+    layout = _layout(height=480, colorway=list(theme.CLASS_COLORS), margin=dict(l=70, r=30, t=20, b=60),
+                     legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top",
+                                 title=dict(text="target"), bgcolor="rgba(0,0,0,0)"),
+                     xaxis=dict(title=dict(text="acceptance rate (accepted / drafted tokens)"), ticksuffix="%"),
+                     yaxis=dict(title=dict(text="speed-up vs the target alone (%)"), ticksuffix="%",
+                                zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
+    return dict(data=traces, layout=layout)
+
+
+# --------------------------------------------------------------------------- registry
+
+@dataclass(frozen=True)
+class Chart:
+    """A chart on the page: its div id, heading, the sentence under the heading, and its figure."""
+
+    chart_id: str
+    title: str
+    lead: Callable[[ReportData], str]
+    build: Callable[[ReportData], Figure]
+
+
+def _heatmap_lead(data: ReportData) -> str:
+    return (f"{len(data.targets)} targets × {len(data.columns)} drafts ({data.n_run} measured combinations). "
+            "Cell: speed-up and acceptance. Red is slower than the target alone, blue faster; grey cells "
+            "have no valid speed-up.")
+
+
+# In page order.
+CHARTS: tuple[Chart, ...] = (
+    Chart("chart-throughput", "Throughput",
+          lambda data: "Decode tok/s of each target alone and with the fastest draft of each size class.",
+          throughput_figure),
+    Chart("chart-speedup", "Speed-up over the target alone",
+          lambda data: "Best draft of each size class. Whiskers: 95% confidence interval; faded bars are not "
+                       "significant.",
+          speedup_figure),
+    Chart("chart-heatmap", "Every target × every draft", _heatmap_lead, heatmap_figure),
+    Chart("chart-scatter", "Acceptance vs speed-up",
+          lambda data: "One point per target + draft pair. Points below 0% are slowdowns despite the acceptance.",
+          scatter_figure),
+)
+CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
+
+
+def figures_for(data: ReportData) -> dict[str, Figure]:
+    """Every chart's figure, by div id."""
+    return {chart.chart_id: chart.build(data) for chart in CHARTS}
+
+
+def build_figures(results: ResultsFile) -> dict[str, Figure]:
+    """Figure dicts by div id (for the page, and for tests to compare with what the browser drew)."""
+    return figures_for(build_data(analyze(results)))

@@ -1,0 +1,284 @@
+"""The HTML page: header, verdict, how to read it, the charts, problems and theory.
+
+One self-contained page: plotly.js is embedded once, so it renders with no network
+(``cdn=True`` links the CDN copy instead). Every string from a config or results file goes
+through :func:`text.esc`; in the figures' JSON, Plotly's encoder writes ``<``, ``>`` and ``/``
+as ``\\u003c`` etc., so no label can close the ``<script>`` that carries a figure.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs, get_plotlyjs_version
+
+from .. import __version__
+from ..analysis import analyze
+from ..paths import atomic_write_text
+from ..results import ResultsFile, Row, combination_title
+from ..stats import describe_speedup
+from .figures import CHARTS, Chart, Figure
+from .model import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
+from .text import esc, num, pct, signed_pct
+from .theme import CSS
+
+# --------------------------------------------------------------------------- header
+
+def _fmt_date(ts: str | None) -> str:
+    if not ts:
+        return "unknown"
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M %Z").strip()
+    except ValueError:
+        return ts
+
+
+def _server_versions(results: ResultsFile) -> list[str]:
+    """Every server version the rows recorded, once each, in order."""
+    return list(dict.fromkeys(str(v) for r in results.results if (v := (r.server or {}).get("version"))))
+
+
+def _settings_text(settings: dict) -> str:
+    bits = [f"{k} {settings[k]}" for k in ("runs", "max_tokens", "temperature", "draft_max", "gpu_layers", "ctx_size")
+            if settings.get(k) is not None]
+    if isinstance(settings.get("prompts"), list):
+        bits.append("prompts " + ", ".join(str(p) for p in settings["prompts"]))
+    return "; ".join(bits) or "—"
+
+
+def _hardware_text(results: ResultsFile) -> str:
+    host = results.host or {}
+    bits = [b for b in (host.get("cpu"), f"{host['memory_gb']} GB RAM" if host.get("memory_gb") else None,
+                        host.get("os")) if b]
+    return results.hardware + (f" — {'; '.join(bits)}" if bits else "")
+
+
+def _header(results: ResultsFile) -> str:
+    versions = _server_versions(results)
+    items = [
+        ("Hardware", _hardware_text(results)),
+        ("Backend", results.backend),
+        ("Model family", results.model_family or "—"),
+        ("Sweep", results.name),
+        ("Server version", ", ".join(versions) if versions else "not recorded"),
+        ("Date", _fmt_date(results.timestamp)),
+        ("Settings", _settings_text(results.settings or {})),
+    ]
+    dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
+    origin = ("an upstream draftbench file (no per-request data: speed-ups are ratios of means, without "
+              "confidence intervals)" if results.is_upstream else f"results schema {results.schema_version}")
+    return (f"<header><h1>Speculative decoding: {esc(results.model_family or results.name)} on "
+            f"{esc(results.hardware)}</h1><dl class=\"meta\" id=\"meta\">{dl}</dl>"
+            f"<p class=\"muted\">Source: {esc(origin)}.</p></header>")
+
+
+# --------------------------------------------------------------------------- verdict
+
+def _best_draft_cell(entry: dict) -> str:
+    rec = entry.get("recommended_draft")
+    if rec and (entry.get("speedup") or {}).get("significant"):
+        label = rec + (f" (k={entry['draft_max']})" if entry.get("draft_max") else "")
+        return f"<span class=\"good\">{esc(label)}</span>"
+    if rec:
+        return f"{esc(rec)} <span class=\"muted\">(best measured)</span>"
+    return "<span class=\"muted\">none recommended</span>"
+
+
+def _verdict_notes(results: ResultsFile, target: str, entry: dict) -> list[str]:
+    """Per-category change and output equivalence of the recommended draft; the baseline's drift."""
+    notes = []
+    rec = entry.get("recommended_draft")
+    best = recommended_row(results, target, rec, entry.get("draft_max")) if rec else None
+    baseline = results.baseline_for(target)
+    if best is not None and baseline is not None:
+        changes = category_changes(best, baseline)
+        if changes:
+            notes.append("by prompt type: " + ", ".join(f"{cat} {signed_pct(p)}" for cat, p in changes))
+        eq = best.equivalence or {}
+        if eq.get("checked"):
+            notes.append(f"output identical to the target alone on {eq['matched']}/{eq['compared']} requests")
+    control = control_row(results, target)
+    if control is not None:
+        notes.append(f"baseline re-measured at the end: {describe_speedup(control.speedup)} drift")
+    return notes
+
+
+def _verdict_row(results: ResultsFile, target: str, entry: dict) -> str:
+    baseline = results.baseline_for(target)
+    verdict = esc(entry.get("verdict", ""))
+    notes = _verdict_notes(results, target, entry)
+    if notes:
+        verdict += "<div class=\"muted small\">" + esc("; ".join(notes)) + "</div>"
+    speedup = describe_speedup(entry["speedup"]) if entry.get("speedup") else "—"
+    acceptance = pct(entry.get("acceptance_rate")) if entry.get("recommended_draft") else "—"
+    return ("<tr>"
+            f"<td>{esc(target)}</td>"
+            f"<td class=\"num\">{esc(num(baseline.mean_tps if baseline else None, '.1f', ' tok/s'))}</td>"
+            f"<td>{_best_draft_cell(entry)}</td>"
+            f"<td class=\"num\">{esc(speedup)}</td>"
+            f"<td class=\"num\">{esc(acceptance)}</td>"
+            f"<td>{verdict}</td></tr>")
+
+
+def _summary_table(data: ReportData) -> str:
+    """One row per target; the verdicts are the CLI's sentences (``analysis.recommend``)."""
+    entries = {e["target"]: e for e in (data.results.summary or {}).get("targets", [])}
+    body = [_verdict_row(data.results, target, entries.get(target) or {}) for target in data.targets]
+    if not body:
+        body.append("<tr><td colspan=\"6\" class=\"muted\">No targets in this results file.</td></tr>")
+    return ("<div class=\"table-wrap\"><table id=\"summary-table\"><thead><tr><th>Target</th><th>Baseline</th>"
+            "<th>Best draft</th><th>Speed-up (95% CI)</th><th>Acceptance</th><th>Verdict</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table></div>")
+
+
+# --------------------------------------------------------------------------- problems and theory
+
+def _row_title(row: Row, multi_k: bool) -> str:
+    return combination_title(row.role, row.target, row.draft, row.draft_max, show_k=multi_k)
+
+
+def _problems_table(data: ReportData) -> str:
+    problems = find_problems(data.results)
+    if not problems:
+        return "<p id=\"problems-none\">Every combination produced a valid measurement.</p>"
+    rows = "".join(f"<tr><td>{esc(_row_title(p.row, data.multi_k))}</td><td class=\"state\">{esc(p.kind.value)}</td>"
+                   f"<td>{esc(p.reason)}</td></tr>" for p in problems)
+    return ("<div class=\"table-wrap\"><table id=\"problems-table\"><thead><tr><th>Combination</th><th>Status</th>"
+            f"<th>Reason</th></tr></thead><tbody>{rows}</tbody></table></div>"
+            "<p class=\"muted\">None of these is counted as a speed-up anywhere in this report.</p>")
+
+
+def _warnings_list(data: ReportData) -> str:
+    warned = [r for r in data.results.results if r.warnings]
+    if not warned:
+        return ""
+    items = "".join(f"<li><b>{esc(_row_title(r, data.multi_k))}</b><ul>"
+                    + "".join(f"<li>{esc(w.message)}</li>" for w in r.warnings) + "</ul></li>" for r in warned)
+    return (f"<details id=\"warnings\"><summary>Measurement warnings ({len(warned)} "
+            f"combination{'s' if len(warned) != 1 else ''})</summary><ul>{items}</ul></details>")
+
+
+def _problems(data: ReportData) -> str:
+    return f"<section id=\"problems\"><h2>Problems</h2>{_problems_table(data)}{_warnings_list(data)}</section>"
+
+
+def _cost_text(theory: dict) -> str:
+    cost = num(theory.get("cost_ratio"), ".3f")
+    source = theory.get("cost_source") or ""
+    if theory.get("cost_ratio") is not None and source:
+        cost += " (measured)" if source.startswith("measured") else " (from file sizes)"
+    return cost
+
+
+def _theory_row(row: Row, theory: dict, multi_k: bool) -> str:
+    best_k = ("n/a" if theory.get("best_k") is None
+              else f"{theory['best_k']} (→ {num(theory.get('predicted_at_best_k'), '.2f', '×')})")
+    cells = [_row_title(row, multi_k), pct(row.acceptance_rate), num(theory.get("alpha"), ".3f"),
+             num(theory.get("k_mean"), ".2f"), num(theory.get("tokens_per_step"), ".2f"), _cost_text(theory),
+             num(theory.get("predicted_speedup"), ".2f", "×"), num(theory.get("measured_speedup"), ".2f", "×"), best_k]
+    return "<tr>" + "".join(f"<td{' class=num' if i > 0 else ''}>{esc(v)}</td>" for i, v in enumerate(cells)) + "</tr>"
+
+
+THEORY_INTRO = (
+    "<p>With per-token acceptance probability α and k drafted tokens per step, one verification step yields "
+    "on average τ = (1 − α<sup>k+1</sup>) / (1 − α) tokens and costs (1 + c·k) target-token times, where c "
+    "is the draft's cost relative to the target, so the expected speed-up is S = τ / (1 + c·k) (Leviathan "
+    "et al., 2023). It assumes verifying k+1 tokens costs as much as generating one (memory-bound decoding); "
+    "on CPUs the measured speed-up falls short of S. c is measured when the sweep ran each draft alone "
+    "(<code>settings.draft_alone</code>), otherwise estimated from file sizes; n/a when neither is "
+    "available.</p>")
+
+
+def _theory(data: ReportData) -> str:
+    body = "".join(_theory_row(r, r.theory, data.multi_k) for r in data.results.results
+                   if r.role == "speculative" and r.theory)
+    if not body:
+        return ""
+    return ("<section id=\"theory\"><h2>Theory vs measurement</h2>" + THEORY_INTRO
+            + "<details open><summary>Per combination</summary><div class=\"table-wrap\"><table id=\"theory-table\">"
+            "<thead><tr><th>Combination</th><th>Acceptance</th><th>α</th><th>k̄</th><th>τ (tokens/step)</th>"
+            "<th>c (cost ratio)</th><th>Predicted S</th><th>Measured S</th><th>Best k (predicted S)</th></tr></thead>"
+            "<tbody>" + body + "</tbody></table></div></details></section>")
+
+
+HOW_TO_READ = """
+<section id="how-to-read"><h2>How to read this</h2><ul>
+<li><b>Speed-up</b> is the decode speed (generated tokens per second after the first token) with the draft, relative
+to the same target alone on the same prompts. +50% means 1.5× faster; negative values are slowdowns: the draft costs
+more than it saves.</li>
+<li><b>95% CI</b>: where each request was recorded, requests are paired by prompt and repetition and the interval
+says how sure the estimate is. <b>not significant</b> / <b>n.s.</b>: the interval includes 0% or the gain is below the
+noise floor &mdash; treat it as &ldquo;no difference&rdquo;. Files without per-request data (such as upstream
+draftbench files) only have ratios of means, so significance is unknown.</li>
+<li><b>Acceptance</b> is accepted / drafted tokens over all requests. High acceptance with a small or negative
+speed-up means the draft is too slow; low acceptance means it predicts the target badly.</li>
+<li><b>Size classes</b> come from the parameter count in the draft's label (0.5B, 1.5B, 135M&hellip;) or its GGUF
+metadata; drafts without one form an &ldquo;unknown size&rdquo; class. The bar charts show the fastest draft of each
+class; the heatmap shows every draft.</li>
+<li><b>Grey cells</b> are combinations without a valid speed-up: <i>error</i>, <i>skipped</i>, <i>inactive</i>
+(the server ran but the draft never drafted a token), <i>no baseline</i> or <i>not run</i>. They are never counted
+as speed-ups; the reasons are listed under Problems.</li>
+<li>Hover over any bar, cell or point for tok/s, acceptance and time to first token. Charts are interactive:
+click legend entries to hide series, drag to zoom, double-click to reset.</li>
+</ul></section>
+"""
+
+
+# --------------------------------------------------------------------------- charts
+
+def _figure_html(fig: Figure, div_id: str) -> str:
+    height = fig["layout"].get("height", 450)
+    return pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, default_width="100%",
+                       default_height=f"{height}px", validate=True,
+                       config={"displaylogo": False, "responsive": True,
+                               "toImageButtonOptions": {"filename": div_id}})
+
+
+def _chart_section(chart: Chart, data: ReportData) -> str:
+    div_id = chart.chart_id
+    return (f"<section class=\"chart-section\" id=\"{div_id}-section\"><h2>{esc(chart.title)}</h2>"
+            f"<p class=\"lead\">{esc(chart.lead(data))}</p>"
+            f"<div class=\"chart\">{_figure_html(chart.build(data), div_id)}</div></section>")
+
+
+def _plotly_script(cdn: bool) -> str:
+    if cdn:
+        url = f"https://cdn.plot.ly/plotly-{get_plotlyjs_version()}.min.js"
+        return f"<script src=\"{esc(url)}\" charset=\"utf-8\"></script>"
+    return f"<script type=\"text/javascript\">{get_plotlyjs()}</script>"
+
+
+# --------------------------------------------------------------------------- the page
+
+def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
+    """The whole page as a string; depends only on ``results`` (and this package's plotly)."""
+    results = analyze(results)
+    data = build_data(results)
+    title = f"draftbench — {results.name} ({results.hardware}, {results.backend})"
+    return "\n".join([
+        "<!DOCTYPE html>",
+        "<html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        f"<title>{esc(title)}</title>",
+        f"<meta name=\"generator\" content=\"draftbench {esc(__version__)}\">",
+        f"<style>{CSS}</style>",
+        _plotly_script(cdn),
+        "</head><body><main>",
+        _header(results),
+        "<section id=\"summary\"><h2>Verdict</h2>" + _summary_table(data) + "</section>",
+        HOW_TO_READ,
+        *(_chart_section(chart, data) for chart in CHARTS),
+        _problems(data),
+        _theory(data),
+        f"<footer>Generated by draftbench {esc(__version__)} from the results file alone; "
+        "re-create it with <code>python sweep.py --chart-only --results FILE</code>.</footer>",
+        "</main></body></html>",
+    ]) + "\n"
+
+
+def write_report(results: ResultsFile, path: str | os.PathLike, *, cdn: bool = False) -> Path:
+    """Render and write atomically (see :func:`paths.atomic_write_text`)."""
+    return atomic_write_text(path, render_report(results, cdn=cdn))

@@ -1,0 +1,170 @@
+"""What a sweep tells the person watching it.
+
+:class:`Reporter` declares every event the runner and the sweep emit, each doing nothing;
+:class:`Console` prints them the way upstream draftbench does. Tests pass a bare
+:class:`Reporter` (or record the calls) to run the logic without output.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from ..findings import Code
+from ..fragments import describe as describe_fragments
+from ..results import ResultsFile, Row
+from ..rowkinds import Role, Status
+from ..stats import describe_speedup
+from ..text_safety import safe_text
+
+
+def format_duration(seconds: float) -> str:
+    seconds = round(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+class Reporter:
+    """Every event of a sweep, in the order they happen. The base class shows nothing."""
+
+    def warning(self, text: str) -> None: ...
+    def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
+                     max_tokens: int, backend: str, resumed_from: str | None, n_done: int) -> None: ...
+    def combination_started(self, index: int, total: int, title: str) -> None: ...
+    def server_starting(self) -> None: ...
+    def port_retry(self, old: int, new: int) -> None: ...
+    def port_moved(self, old: int, new: int) -> None: ...
+    def server_ready(self, load_time_s: float | None) -> None: ...
+    def note(self, text: str) -> None: ...
+    def speculation_inactive(self, reason: str) -> None: ...
+    def benchmarking(self) -> None: ...
+    def request_done(self, done: int, total: int) -> None: ...
+    def measured(self, tps: float | None, acceptance: float | None, speculative: bool) -> None: ...
+    def failed(self, message: str, fix: str | None) -> None: ...
+    def server_stopped(self) -> None: ...
+    def row_recorded(self, row: Row) -> None: ...
+    def progress(self, elapsed_s: float, remaining_s: float | None) -> None: ...
+    def interrupted(self, why: str, results_path: str) -> None: ...
+    def summary(self, results: ResultsFile, results_path: str, chart_path: str | None) -> None: ...
+
+
+class Console(Reporter):
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+
+    # Labels, reasons and server log tails reach the terminal: control sequences in them are shown, not run.
+    def line(self, text: str = "") -> None:
+        print(safe_text(text), file=self.stream, flush=True)
+
+    def part(self, text: str) -> None:
+        print(safe_text(text), end="", file=self.stream, flush=True)
+
+    def warning(self, text: str) -> None:
+        self.line(f"Warning: {text}")
+
+    def sweep_header(self, *, n_targets, n_drafts, n_runs, n_prompts, runs, max_tokens, backend, resumed_from,
+                     n_done) -> None:
+        self.line("=" * 60)
+        self.line(f"  Sweep: {n_targets} target{'s' if n_targets != 1 else ''} x {n_drafts} draft"
+                  f"{'s' if n_drafts != 1 else ''} = {n_runs} runs")
+        self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
+        if resumed_from:
+            self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining")
+        self.line("=" * 60)
+        self.line()
+
+    def combination_started(self, index, total, title) -> None:
+        self.line(f"[{index}/{total}] {title}")
+
+    def server_starting(self) -> None:
+        self.part("  Starting server ... ")
+
+    def port_retry(self, old, new) -> None:
+        self.part(f"port {old} was taken, retrying on {new} ... ")
+
+    def port_moved(self, old, new) -> None:
+        self.line(f"  Note: port {old} is in use by another program; using port {new} for this run")
+
+    def server_ready(self, load_time_s) -> None:
+        self.line(f"ready ({load_time_s:.1f} s)" if load_time_s else "ready")
+
+    def note(self, text) -> None:
+        self.line(f"  Note: {text}")
+
+    def speculation_inactive(self, reason) -> None:
+        self.line(f"  ! Speculation is not active: {reason}")
+
+    def benchmarking(self) -> None:
+        self.part("  Benchmarking ... ")
+
+    def request_done(self, done, total) -> None:
+        self.part(".")
+
+    def measured(self, tps, acceptance, speculative) -> None:
+        line = " " + (f"{tps:.2f} tok/s" if tps is not None else "n/a tok/s")
+        if speculative:
+            line += f" (acceptance: {'n/a' if acceptance is None else f'{acceptance:.0%}'})"
+        self.line(line)
+
+    def failed(self, message, fix) -> None:
+        self.line("failed")
+        self.line(f"  ! {message}")
+        if fix:
+            self.line(f"    Fix: {fix}")
+
+    def server_stopped(self) -> None:
+        self.line("  Server stopped")
+
+    def row_recorded(self, row: Row) -> None:
+        if row.status == Status.SKIPPED:
+            self.line(f"  Skipped: {row.reason}")
+            return
+        if row.status == Status.ERROR:
+            self.line(f"  Error recorded: {row.reason}")
+            return
+        inactive = row.role == Role.SPECULATIVE and row.speculation_active is False
+        if inactive:
+            self.line("  Speed-up vs baseline: none — speculation was not active, so this is the target alone")
+        elif row.role in (Role.SPECULATIVE, Role.CONTROL) and row.speedup:
+            label = "Drift vs first baseline" if row.role == Role.CONTROL else "Speed-up vs baseline"
+            self.line(f"  {label}: {describe_speedup(row.speedup)}")
+        eq = row.equivalence
+        if eq and eq.get("checked"):
+            first = eq["mismatches"][0] if eq["mismatches"] else None
+            self.line(f"  Output: identical to the baseline on {eq['matched']}/{eq['compared']} requests"
+                      + (f" (first difference at character {first['char_pos']} of {first['prompt_id']})"
+                         if first else ""))
+        if row.role == Role.SPECULATIVE and row.draft_fragments:   # LM Studio SDK: where drafts landed
+            self.line(f"  {describe_fragments(row.draft_fragments)}")
+        if inactive:
+            self.line("  ! Speculation was not active: this row is not counted as a speed-up")
+        for finding in row.warnings:
+            if finding.code is not Code.SERVER_NOTE:   # notes were shown when the server started
+                self.line(f"  ! {finding.message}")
+
+    def progress(self, elapsed_s, remaining_s) -> None:
+        eta = f", about {format_duration(remaining_s)} left" if remaining_s else ""
+        self.line(f"  Elapsed {format_duration(elapsed_s)}{eta}")
+        self.line()
+
+    def interrupted(self, why, results_path) -> None:
+        self.line()
+        self.line(f"Interrupted ({why}). Every completed combination is saved in {results_path}.")
+        self.line("Resume with the same command; only the remaining combinations will run.")
+
+    def summary(self, results, results_path, chart_path) -> None:
+        self.line("=== Sweep complete ===")
+        bad = [r for r in results.results if not r.ok]
+        if bad:
+            self.line(f"{len(bad)} combination(s) did not produce a measurement:")
+            for r in bad:
+                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}: {r.status}: {r.reason}")
+        self.line()
+        self.line("Verdict:")
+        for entry in (results.summary or {}).get("targets", []):
+            self.line(f"  {entry['verdict']}")
+        self.line()
+        self.line(f"Results saved to {results_path}")
+        if chart_path:
+            self.line(f"Chart saved to {chart_path}")

@@ -1,0 +1,73 @@
+"""What to measure, in what order.
+
+A :class:`Combination` is one server configuration to measure: a target alone, the target with
+one speculative candidate (a draft at one draft length, a model-free method, a hybrid), the
+target again (drift control), or a draft alone. The planner decides the list and its order; the
+runner executes whatever it is handed. Other search strategies (adaptive racing) and more axes
+(concurrency) plug in here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from ..candidates import Candidate, expand
+from ..config import SweepConfig
+from ..modelref import ModelRef
+from ..results import combination_title
+from ..rowkinds import Role
+
+
+@dataclass(frozen=True)
+class Combination:
+    role: Role
+    target: ModelRef                 # the model the server loads as its main model
+    candidate: Candidate | None = None
+
+    @property
+    def draft(self) -> ModelRef | None:
+        return self.candidate.draft if self.candidate else None
+
+    @property
+    def draft_max(self) -> int | None:
+        return self.candidate.draft_max if self.candidate else None
+
+    @property
+    def key(self) -> tuple:
+        """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
+        return (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.candidate is not None
+
+    def title(self, show_k: bool) -> str:
+        return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
+                                 self.draft_max, show_k=show_k)
+
+
+def candidates(config: SweepConfig) -> list[Candidate]:
+    """Every concrete candidate: the drafts (× draft lengths), then the configured candidates (× their lists)."""
+    return [c for spec in config.specs() for c in expand(spec)]
+
+
+def plan(config: SweepConfig) -> list[Combination]:
+    """Upstream's order: each target's baseline, then its candidates, then the optional control;
+    draft-alone runs (for the cost ratio) last."""
+    out: list[Combination] = []
+    concrete = candidates(config)
+    for target in config.targets:
+        out.append(Combination(Role.BASELINE, target))
+        out += [Combination(Role.SPECULATIVE, target, c) for c in concrete]
+        if config.settings.get("control_baseline"):
+            out.append(Combination(Role.CONTROL, target))
+    if config.settings.get("draft_alone"):
+        out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
+    return out
+
+
+def shows_k(config: SweepConfig) -> bool:
+    """Name the draft length in titles only when one candidate is swept over several."""
+    per_label = Counter(c.label for c in candidates(config))
+    return any(n > 1 for n in per_label.values())

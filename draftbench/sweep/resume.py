@@ -1,0 +1,82 @@
+"""A sweep's results file: start it, or resume it only when it was made by the same sweep."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from .. import __version__
+from ..backends import REGISTRY
+from ..backends.base import Backend
+from ..config import ModelRef, SweepConfig
+from ..errors import ResultsFileError
+from ..hostinfo import host_info
+from ..redact import redact_args
+from ..results import SCHEMA_VERSION, ResultsFile, load_results, now_iso
+from ..settings_schema import measured_keys
+
+
+def measurement_keys() -> tuple[str, ...]:
+    """Settings that change what is measured, for every backend: another value means another sweep."""
+    return measured_keys(*(backend.settings_schema for backend in REGISTRY.values()))
+
+
+def _model_entry(ref: ModelRef, backend: Backend) -> dict:
+    return {"label": ref.label, "path": ref.path, "size_label": backend.size_label(ref.path)}
+
+
+def config_snapshot(config: SweepConfig, backend: Backend) -> dict:
+    """What defines the sweep (saved in the results file; compared on resume). Model sizes read from
+    the files (GGUF metadata) are kept so the report can class drafts whose labels say no size."""
+    return {
+        "source": config.source,
+        "targets": [_model_entry(t, backend) for t in config.targets],
+        "drafts": [_model_entry(d, backend) for d in config.drafts],
+        # secrets in extra_args are masked: the snapshot is written to the results file
+        "measurement": {k: redact_args(config.settings.get(k)) if k == "extra_args" else config.settings.get(k)
+                        for k in measurement_keys()},
+    }
+
+
+def public_settings(config: SweepConfig) -> dict:
+    """The settings as saved in the results file: secrets passed in extra_args are masked."""
+    return dict(config.settings, extra_args=redact_args(config.settings.get("extra_args")))
+
+
+def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend, path: Path) -> None:
+    """Refuse to mix rows from another config into a results file."""
+    fix = (f"use --results with a new file name to start a separate sweep, or restore the config "
+           f"that made {path}")
+    if existing.is_upstream:
+        raise ResultsFileError(f"{path} was written by upstream draftbench (no schema_version); it can be charted "
+                               "(--chart-only) but not resumed", fix)
+    differences = []
+    for key in ("name", "hardware", "backend"):
+        if getattr(existing, key) != getattr(config, key):
+            differences.append(f"{key} {getattr(existing, key)!r} vs {getattr(config, key)!r}")
+    old = existing.config or {}
+    old_measure = old.get("measurement") or {}
+    new_measure = config_snapshot(config, backend)["measurement"]
+    for key in measurement_keys():
+        if key in old_measure and old_measure[key] != new_measure[key]:
+            differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
+    for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
+        old_paths = {m["label"]: m["path"] for m in old.get(kind) or [] if isinstance(m, dict)}
+        for ref in refs:
+            if ref.label in old_paths and old_paths[ref.label] != ref.path:
+                differences.append(f"{kind} {ref.label!r} points to {ref.path} now, {old_paths[ref.label]} then")
+    if differences:
+        raise ResultsFileError(f"{path} was made with a different config: " + "; ".join(differences), fix)
+
+
+def open_results(config: SweepConfig, backend: Backend, path: Path) -> ResultsFile:
+    """The results file to write into: the existing one (checked) or a new one."""
+    snapshot = config_snapshot(config, backend)
+    if path.exists():
+        existing = load_results(path)
+        check_resumable(existing, config, backend, path)
+        return replace(existing, config=snapshot, settings=public_settings(config), schema_version=SCHEMA_VERSION,
+                       tool_version=__version__)
+    return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
+                       model_family=config.model_family, settings=public_settings(config), timestamp=now_iso(),
+                       schema_version=SCHEMA_VERSION, tool_version=__version__, config=snapshot, host=host_info())

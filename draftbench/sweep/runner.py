@@ -1,0 +1,229 @@
+"""Measure one combination against a backend that is passed in, and turn it into a results row.
+
+Everything a row records about the server goes through :class:`ServerInfo`; every way a
+combination can end (measured, skipped before any server starts, failed while starting or
+measuring) builds its row here, so the three error paths record the same fields.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..analysis import summarize_records
+from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
+from ..errors import DraftbenchError, ServerError, ServerErrorKind
+from ..findings import Code, Finding
+from ..measure import MeasurementFailed, MeasureOptions, run_prompts
+from ..process import free_port, port_is_free, wait_port_free
+from ..prompts import Prompt
+from ..redact import redact_args
+from ..results import Row, now_iso
+from ..rowkinds import Role, Status
+from ..stats import rounded
+from .console import Reporter
+from .plan import Combination
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a row records about the server that measured it."""
+
+    backend: str
+    command: list[str] | None = None
+    version: str | None = None
+    log: str | None = None
+    port: int | None = None
+    log_tail: str | None = None          # only on errors
+
+    @classmethod
+    def of(cls, backend: str, server: Server | None, *, log: str | None, port: int | None,
+           log_tail: str | None = None) -> ServerInfo:
+        if server is None:
+            return cls(backend, log=log, port=port, log_tail=log_tail)
+        return cls(backend, command=redact_args(server.command), version=server.version, log=server.log_path or log,
+                   port=server.port or port, log_tail=log_tail)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        if self.log_tail is None:
+            del out["log_tail"]
+        return out
+
+
+def log_slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")[:60] or "run"
+
+
+def first_line(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def speculation_outcome(requested: bool, status: SpeculationStatus,
+                        drafted: int | None) -> tuple[bool | None, list[Finding]]:
+    """Did this row speculate? The server's own per-request counters decide; where it has none, what
+    it said after launch. A draft that never drafted is never a speed-up."""
+    if not requested:
+        return None, []
+    if drafted is None:
+        if status.active is None:
+            return None, [Finding(Code.NO_DRAFT_COUNTERS, "the server reports no draft counters: acceptance unknown")]
+        return status.active, []
+    if drafted == 0:
+        return False, [Finding(Code.NEVER_DRAFTED, "the draft never drafted a token (draft_n = 0 on every request): "
+                               "this row is not a speed-up. Likely causes: incompatible vocabularies, a draft the "
+                               "server dropped, or draft settings (p-min) that reject every draft")]
+    return True, []
+
+
+
+
+class CombinationRunner:
+    """Runs combinations one at a time: check the models, start a server, measure, stop it."""
+
+    def __init__(self, backend: Backend, backend_name: str, settings: dict, prompts: list[Prompt],
+                 options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.backend = backend
+        self.backend_name = backend_name
+        self.settings = settings
+        self.prompts = prompts
+        self.options = options
+        self.logs_dir = logs_dir
+        self.reporter = reporter or Reporter()
+        self.clock = clock
+
+    # ------------------------------------------------------------------ rows
+    def _base(self, combo: Combination) -> dict:
+        if combo.role == Role.DRAFT_ALONE:
+            return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path)
+        cand = combo.candidate
+        return dict(target=combo.target.label, draft=cand.label if cand else None, role=combo.role.value,
+                    draft_max=combo.draft_max, target_path=combo.target.path,
+                    draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
+                    started_at=now_iso(), speculation_active=None)
+
+    def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
+        """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
+        base = self._base(combo)
+        if combo.role in (Role.SPECULATIVE, Role.CONTROL) and combo.target.label in failed_baselines:
+            reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
+            return Row(status=Status.SKIPPED.value, reason=reason.splitlines()[0], **base)
+        for ref in (combo.target, combo.draft):
+            problem = self.backend.model_problem(ref.path) if ref else None
+            if problem:
+                # A model that is not there yet is skipped (add it and resume); a broken one is an error.
+                return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
+                           **base)
+        if combo.draft is not None and combo.role == Role.SPECULATIVE:
+            problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
+            if problem:
+                return Row(status=Status.SKIPPED.value, reason=str(problem),
+                           **dict(base, speculation_active=False))
+        return None
+
+    def _error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
+                   started: float, records: tuple = ()) -> Row:
+        tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server else "")
+        fix = getattr(exc, "fix", None)
+        self.reporter.failed(first_line(exc), fix)
+        return Row(status=Status.ERROR.value, reason=first_line(exc) + (f" — {fix}" if fix else ""),
+                   requests=records, wall_time=rounded(self.clock() - started, 3),
+                   server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
+                                        log_tail=tail).to_dict(), **base)
+
+    # ------------------------------------------------------------------ one combination
+    def run(self, combo: Combination, index: int, failed_baselines: dict[str, str]) -> Row:
+        early = self._skipped_or_broken(combo, failed_baselines)
+        if early is not None:
+            return early
+        base = self._base(combo)
+        port = self._choose_port()
+        log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
+        spec = self._spec(combo, port, log_path)
+        started = self.clock()
+        server: Server | None = None
+        self.reporter.server_starting()
+        try:
+            server = self._launch(spec)
+            self.reporter.server_ready(server.load_time_s)
+            for note in server.notes:   # e.g. "attached to a running LM Studio server"
+                self.reporter.note(note)
+            notes = [Finding(Code.SERVER_NOTE, n) for n in server.notes]
+            status = server.speculation_status(requested=combo.is_speculative)
+            info = ServerInfo.of(self.backend_name, server, log=str(log_path), port=spec.port).to_dict()
+            if combo.is_speculative and status.active is False:
+                self.reporter.speculation_inactive(status.reason)
+                return Row(status=Status.ERROR.value, reason=f"speculation not active: {status.reason}", server=info,
+                           load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
+                           warnings=tuple(notes), **dict(base, speculation_active=False))
+            self.reporter.benchmarking()
+            records = run_prompts(server, self.prompts, self.options,
+                                  on_request=lambda i, n, rec: self.reporter.request_done(i, n))
+            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs)
+            methods = server.active_methods()
+            if not combo.is_speculative and methods:
+                # A build that speculates by default would make the baseline look fast: never compare to it.
+                self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
+                return Row(status=Status.ERROR.value, reason=f"the baseline is not plain decoding: the server ran "
+                           f"{', '.join(methods)} (/slots speculative.types)", server=info,
+                           load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
+                           wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
+            active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"))
+            self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
+                                   combo.role == Role.SPECULATIVE)
+            for note in server.notes[len(notes):]:   # learnt while measuring (LM Studio applying another k)
+                self.reporter.note(note)
+                notes.append(Finding(Code.SERVER_NOTE, note))
+            warnings = (*notes, *fields.pop("warnings"), *spec_findings)
+            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+                       requests=tuple(records), wall_time=rounded(self.clock() - started, 3),
+                       active_methods=list(methods) if methods is not None else None,
+                       **{**base, **fields, "speculation_active": active})
+        except MeasurementFailed as failure:
+            return self._error_row(base, failure.error, server, log_path, spec.port, started, tuple(failure.records))
+        except DraftbenchError as exc:
+            return self._error_row(base, exc, server, log_path, spec.port, started)
+        finally:
+            if server is not None:
+                server.stop()
+                self.reporter.server_stopped()
+
+    def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
+        cand = combo.candidate
+        extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
+                 + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
+        return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
+                          draft_max=combo.draft_max, method=cand.method if cand else (),
+                          params=cand.settings_params if cand else {}, host=self.settings["host"], port=port,
+                          ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
+                          extra_args=extra, settings=self.settings,
+                          startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path))
+
+    def _launch(self, spec: LaunchSpec) -> Server:
+        try:
+            return self.backend.launch(spec)
+        except ServerError as exc:
+            if exc.kind is not ServerErrorKind.PORT_IN_USE or not self.backend.owns_port:
+                raise
+        # Someone took the port between our check and the server's bind: once more elsewhere.
+        retry = replace(spec, port=free_port(spec.host))
+        self.reporter.port_retry(spec.port, retry.port)
+        return self.backend.launch(retry)
+
+    def _choose_port(self) -> int:
+        host, port = self.settings["host"], self.settings["port"]
+        if not self.backend.owns_port:
+            return port          # the backend reuses its own server and port (LM Studio)
+        if port == 0:
+            return free_port(host)
+        # Our previous server has exited; its socket may linger for a moment.
+        if port_is_free(host, port) or wait_port_free(host, port, timeout_s=3.0):
+            return port
+        new = free_port(host)
+        self.reporter.port_moved(port, new)
+        return new

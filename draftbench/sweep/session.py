@@ -1,0 +1,117 @@
+"""The sweep: every planned combination, saved after each one, resumable, interruptible.
+
+Order and console output follow upstream draftbench. The session owns the results file: it
+opens (or resumes) it, hands each pending combination to the runner, re-analyses and rewrites
+the file atomically after every row, and writes the report at the end — also after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..analysis import analyze
+from ..backends import get_backend
+from ..backends.base import Backend
+from ..config import SweepConfig
+from ..measure import MeasureOptions
+from ..output_paths import logs_dir_for
+from ..prompts import resolve_prompts
+from ..results import ResultsFile, save_results
+from ..rowkinds import Role, Status
+from .console import Console, Reporter
+from .plan import Combination, plan, shows_k
+from .resume import open_results
+from .runner import CombinationRunner
+
+EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def default_paths(config: SweepConfig, results: str | None, chart: str | None) -> tuple[Path, Path]:
+    results_path = Path(results) if results else Path("results") / f"{config.default_stem()}.json"
+    chart_path = Path(chart) if chart else results_path.with_suffix(".html")
+    return results_path, chart_path
+
+
+class Sweep:
+    def __init__(self, config: SweepConfig, results_path: Path, chart_path: Path | None, *,
+                 reporter: Reporter | None = None, cdn: bool = False, backend: Backend | None = None):
+        self.config = config
+        self.results_path = results_path
+        self.chart_path = chart_path
+        self.reporter = reporter if reporter is not None else Console()
+        self.cdn = cdn
+        self.backend = backend if backend is not None else get_backend(config.backend)
+        self.results: ResultsFile | None = None
+
+    def run(self) -> int:
+        settings = self.config.settings
+        for warning in self.config.warnings:
+            self.reporter.warning(str(warning))
+        # One clear error before anything starts if the backend cannot run at all.
+        self.backend.check_ready_to_run(settings)
+        results = open_results(self.config, self.backend, self.results_path)
+        combos = plan(self.config)
+        done = {r.key for r in results.results if r.ok}
+        prompts = resolve_prompts(settings.get("prompts"))
+        options = MeasureOptions.from_settings(settings)
+        runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
+                                   logs_dir_for(self.results_path), self.reporter)
+        n_done = sum(1 for c in combos if c.key in done)
+        self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
+                                   n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
+                                   max_tokens=options.max_tokens, backend=self.config.backend,
+                                   resumed_from=str(self.results_path) if n_done else None, n_done=n_done)
+        for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
+            self.reporter.note(note)
+        self.results = analyze(results)
+        save_results(self.results, self.results_path)
+        interrupted = False
+        try:
+            self._run_pending(combos, done, runner)
+        except KeyboardInterrupt as exc:
+            interrupted = True
+            self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
+        finally:
+            results = self.results = analyze(self.results)
+            save_results(results, self.results_path)
+            chart_written = self.chart_path is not None and self._write_chart(results)
+        if interrupted:
+            return EXIT_INTERRUPTED
+        self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
+        return EXIT_INCOMPLETE if any(not r.ok for r in results.results) else EXIT_OK
+
+    def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
+        """Run what is not measured yet into ``self.results``; the file is rewritten after every row,
+        so an interruption (the caller catches it) loses at most the combination in progress."""
+        failed_baselines: dict[str, str] = {}
+        durations: list[float] = []
+        sweep_start = time.perf_counter()
+        show_k = shows_k(self.config)
+        for index, combo in enumerate(combos, 1):
+            if combo.key in done:
+                continue
+            self.reporter.combination_started(index, len(combos), combo.title(show_k))
+            started = time.perf_counter()
+            row = runner.run(combo, index, failed_baselines)
+            if combo.role == Role.BASELINE and not row.ok:
+                failed_baselines[combo.target.label] = row.reason or row.status
+            self.results = analyze(self.results.with_row(row))
+            save_results(self.results, self.results_path)
+            self.reporter.row_recorded(self.results.row(row.key) or row)
+            if row.status != Status.SKIPPED:
+                durations.append(time.perf_counter() - started)
+            remaining = sum(1 for c in combos[index:] if c.key not in done)
+            eta = remaining * sum(durations) / len(durations) if durations and remaining else None
+            self.reporter.progress(time.perf_counter() - sweep_start, eta)
+
+    def _write_chart(self, results: ResultsFile) -> bool:
+        from ..report import write_report
+        assert self.chart_path is not None
+        try:
+            write_report(results, self.chart_path, cdn=self.cdn)
+            return True
+        except Exception as exc:  # the results are what matter; never lose them over a chart
+            self.reporter.warning(f"could not write the report {self.chart_path}: {exc}; regenerate it with "
+                                  f"--chart-only --results {self.results_path}")
+            return False

@@ -1,0 +1,71 @@
+"""The package's shape, checked: no import cycles, no private names imported across modules, modules
+that fit on a few screens. See docs/architecture.md for the layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "draftbench"
+MAX_LINES = 420
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, str]]:
+    """(imported module, imported name) for every draftbench import in a module, at any depth
+    (imports inside functions count: a cycle through a lazy import is still a cycle)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            for alias in node.names:
+                target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                found.append((target, alias.name))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, "") for alias in node.names]
+    return [(t, n) for t, n in found if t.split(".")[0] == "draftbench"]
+
+
+def test_no_import_cycles():
+    known = modules()
+    edges = {m: {t for t, _ in imports(m, p, known) if t in known and t != m and not m.startswith(t + ".")}
+             for m, p in known.items()}
+
+    def reaches(start: str, goal: str) -> list[str] | None:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in edges[node]:
+                if nxt == goal:
+                    return [*trail, nxt]
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+        return None
+
+    cycles = [" -> ".join(trail) for m in known if (trail := reaches(m, m))]
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_private_names_imported_across_modules():
+    known = modules()
+    private = [f"{m} imports {n} from {t}" for m, p in known.items() for t, n in imports(m, p, known)
+               if n.startswith("_") and not n.startswith("__")]
+    assert not private, "\n".join(private)
+
+
+def test_modules_fit_on_a_few_screens():
+    long = {m: n for m, p in modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
