@@ -324,3 +324,58 @@ def test_the_example_configs_validate():
     sdk = load_config(REPO / "configs" / "example_lmstudio_sdk.json")
     assert sdk.settings["lmstudio_client"] == "sdk" and sdk.draft_max_values == (2, 4, 8)
     assert load_config(REPO / "configs" / "example_lmstudio.json").settings["lmstudio_client"] == "rest"
+
+
+def test_candidates_set_k_and_p_min_per_request_and_a_clamped_k_is_said(lm_studio, tmp_path):
+    """A candidate sweeps p-min through the SDK; an LM Studio that applies another k than asked is
+    named in the row (the stand-in caps k at 4 like an app setting would)."""
+    studio = lm_studio(FAKE_LMSTUDIO_MAX_K="4")
+    config = {"name": "lmstudio-sdk-candidates", "backend": "lmstudio",
+              "targets": [{"label": "7B", "path": TARGET}], "drafts": [{"label": "0.5B", "path": DRAFT}],
+              "candidates": [{"label": "0.5B tuned", "draft": "0.5B",
+                              "params": {"draft_max": 8, "draft_p_min": [0.5, 0.95], "min_draft_length": 1}}],
+              "settings": {"lmstudio_port": studio.port, "runs": 1, "warmup": 0, "max_tokens": 16,
+                           "prompts": ["code"]}}
+    path = tmp_path / "candidates.json"
+    path.write_text(json.dumps(config))
+    results = tmp_path / "out.json"
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "applying k=4 although draftbench asked for k=8" in proc.stdout
+    rows = {r["draft"]: r for r in json.loads(results.read_text())["results"] if r["role"] == "speculative"}
+    assert set(rows) == {"0.5B", "0.5B tuned draft_p_min=0.5", "0.5B tuned draft_p_min=0.95"}
+    for label, p_min in (("0.5B tuned draft_p_min=0.5", 0.5), ("0.5B tuned draft_p_min=0.95", 0.95)):
+        row = rows[label]
+        assert row["status"] == "ok" and row["draft_max"] == 8
+        assert row["candidate"]["params"] == {"draft_max": 8, "draft_p_min": p_min, "min_draft_length": 1}
+        assert any("applying k=4" in w["message"] for w in row["warnings"])
+        assert all(r["draft_details"]["num_draft_tokens_exact"] == 4 for r in row["requests"])
+    asked = {(p["k"], p["p_min"], p["min_draft_length"]) for p in studio.seen("predict") if p["draftModel"]}
+    assert asked == {(4, None, 0), (4, 0.5, 1), (4, 0.95, 1)}      # k as applied: the stand-in capped 8
+    assert rows["0.5B tuned draft_p_min=0.5"]["draft_n"] > 0
+    # p-min 0.95 stops every draft before its first token (the stand-in's confidences start at 0.9):
+    # measured as never drafting, so not a speed-up, and the finding names p-min
+    strict = rows["0.5B tuned draft_p_min=0.95"]
+    assert strict["draft_n"] == 0 and strict["speculation_active"] is False
+    assert strict["draft_fragments"]["runs"] == 0
+    assert any(w["code"] == "never_drafted" and "p-min" in w["message"] for w in strict["warnings"])
+    assert not any("applying k=" in w["message"] for w in rows["0.5B"]["warnings"])   # no k asked: nothing to say
+
+
+def test_candidate_parameters_are_checked_for_the_path_in_use():
+    base = {"name": "x", "backend": "lmstudio", "targets": [{"label": "t", "path": TARGET}],
+            "drafts": [{"label": "d", "path": DRAFT}]}
+    backend = LMStudioBackend()
+
+    def problems(params, **settings):
+        config = validate_config({**base, "settings": settings,
+                                  "candidates": [{"label": "c", "draft": "d", "params": params}]})
+        return [(p.path, p.message) for p in backend.validate_candidates(config.specs(), config.settings)]
+
+    assert problems({"draft_max": [2, 4], "draft_p_min": 0.5, "min_draft_length": 2}) == []
+    assert problems({"ngram_n": 3, "draft_p_min": 1.5, "min_draft_length": 0.5}) == [
+        ("$.candidates[0].params.ngram_n", "is not a parameter LM Studio's SDK sets per request"),
+        ("$.candidates[0].params.draft_p_min", "must be a probability from 0 to 1 (or a list of them)"),
+        ("$.candidates[0].params.min_draft_length", "must be a whole number from 0 to 256 (or a list of them)")]
+    (rest,) = problems({"draft_max": 4}, lmstudio_client="rest")
+    assert rest[0] == "$.candidates[0].params" and "REST API" in rest[1]

@@ -32,6 +32,10 @@ __all__ = ["DEFAULT_PORT", "ENDPOINTS", "IDENTIFIER", "LMStudioBackend", "LMStud
 SDK_PARAMS = (DRAFT_MAX, "draft_p_min", "min_draft_length")
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class LMStudioBackend(Backend):
     name = "lm-studio"
     config_name = "lmstudio"
@@ -89,8 +93,19 @@ class LMStudioBackend(Backend):
                          for s in specs if s.params and not s.where.startswith("$.drafts")]
             return problems
         for spec in specs:
-            problems += [Problem(f"{spec.where}.params.{name}", "is not a parameter LM Studio's SDK sets per request",
-                                 f"use one of: {', '.join(SDK_PARAMS)}") for name in spec.params if name not in SDK_PARAMS]
+            for name, value in spec.params.items():
+                at = f"{spec.where}.params.{name}"
+                values = value if isinstance(value, list) else [value]
+                if name not in SDK_PARAMS:
+                    problems.append(Problem(at, "is not a parameter LM Studio's SDK sets per request",
+                                            f"use one of: {', '.join(SDK_PARAMS)}"))
+                elif name == "draft_p_min" and not all(_is_number(v) and 0 <= v <= 1 for v in values):
+                    problems.append(Problem(at, "must be a probability from 0 to 1 (or a list of them)",
+                                            "e.g. 0.75, or [0.5, 0.9]"))
+                elif name == "min_draft_length" and not all(isinstance(v, int) and not isinstance(v, bool)
+                                                            and 0 <= v <= 256 for v in values):
+                    problems.append(Problem(at, "must be a whole number from 0 to 256 (or a list of them)",
+                                            "e.g. 2"))
         return problems
 
     def check_ready_to_run(self, settings: dict) -> None:

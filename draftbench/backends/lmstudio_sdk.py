@@ -192,9 +192,12 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
                 log.write(f"loaded {spec.target} as {IDENTIFIER}")
             if spec.extra_args:
                 notes.append(f"extra_args ({' '.join(spec.extra_args)}) are not used with LM Studio's SDK")
+            # a candidate's own parameters win over the settings (see LMStudioBackend.validate_candidates)
             draft_settings = DraftSettings(draft=spec.draft, num_draft_tokens=spec.draft_max,
-                                           min_continue_probability=settings.get("draft_p_min"),
-                                           min_draft_length=settings.get("lmstudio_min_draft_length"))
+                                           min_continue_probability=spec.params.get("draft_p_min",
+                                                                                    settings.get("draft_p_min")),
+                                           min_draft_length=spec.params.get("min_draft_length",
+                                                                            settings.get("lmstudio_min_draft_length")))
             for note in notes:
                 log.write("note: " + note)
             draft_was_loaded = spec.draft is None or any(key == spec.draft for _, key in instances.values())

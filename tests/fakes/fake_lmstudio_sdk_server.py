@@ -46,6 +46,7 @@ Arguments: ``--port P``. Environment:
   FAKE_LMSTUDIO_DRAFTS   JSON {draft key: "ok" | "ignore" (no draft stats) | "reject" (error)}
   FAKE_LMSTUDIO_LOAD     ok | oom (loadModel fails for lack of memory)
   FAKE_LMSTUDIO_MODE     ok | stall (goes quiet after the first fragment)
+  FAKE_LMSTUDIO_MAX_K    caps k (and echoes the capped k as applied), as an LM Studio that clamps it
   FAKE_LMSTUDIO_PIDS     folder where the process writes <pid>.pid
 ``GET /__fake__/requests`` lists what was asked (loads, unloads, predictions with the truth);
 ``GET /__fake__/loaded`` maps loaded identifiers to model keys.
@@ -141,6 +142,7 @@ class LMStudio:
         self.drafts = json.loads(os.environ.get("FAKE_LMSTUDIO_DRAFTS", "{}"))
         self.load_mode = os.environ.get("FAKE_LMSTUDIO_LOAD", "ok")
         self.mode = os.environ.get("FAKE_LMSTUDIO_MODE", "ok")
+        self.max_k = int(os.environ.get("FAKE_LMSTUDIO_MAX_K") or 0)
         self.lock = threading.Lock()
         self.seen = []
 
@@ -322,6 +324,8 @@ def main():
             fields = config_fields(param.get("predictionConfigStack"))
             draft = fields.get(SPEC + "draftModel")
             k = fields.get(SPEC + "numDraftTokensExact") or DEFAULT_K
+            if studio.max_k and k > studio.max_k:
+                k = fields[SPEC + "numDraftTokensExact"] = studio.max_k
             p_min = fields.get(SPEC + "minContinueDraftingProbability")
             min_len = fields.get(SPEC + "minDraftLengthToConsider") or 0
             max_tokens = (fields.get("llm.prediction.maxPredictedTokens") or {}).get("value") or 16
