@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from typing import Any
 
 import requests
 
@@ -119,7 +120,9 @@ def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: d
         raise RequestError(f"{url} answered with something that is not JSON", "is this LM Studio?") from None
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
     result.text = expect_type(message.get("content"), str, "choices[0].message.content") or ""
     result.reasoning = (expect_type(message.get("reasoning_content"), str, "choices[0].message.reasoning_content")
                         or expect_type(message.get("reasoning"), str, "choices[0].message.reasoning") or "")
@@ -199,7 +202,7 @@ class LMStudioServer(Server):
             return SpeculationStatus(False, "")
         if not self.draft or self.endpoint == "openai":
             return SpeculationStatus(None, "")
-        body = {"model": self.model, "draft_model": self.draft, "stream": False, "max_tokens": 24,
+        body: dict[str, Any] = {"model": self.model, "draft_model": self.draft, "stream": False, "max_tokens": 24,
                 "temperature": 0, "messages": [{"role": "user", "content": PROBE_PROMPT}]}
         try:
             response = self.session.post(self.base_url + "/api/v0/chat/completions", json=body, timeout=600,
