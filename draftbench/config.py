@@ -170,7 +170,8 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
         return ()
     if required and not value:
         problems.append(Problem(path, "is empty", "add at least one target model"))
-    refs, seen = [], {}
+    refs: list[ModelRef] = []
+    seen: dict[str, str] = {}
     for i, entry in enumerate(value):
         ep = f"{path}[{i}]"
         if not isinstance(entry, dict):
@@ -194,7 +195,7 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
                 ok = False
         extra_args = entry.get("extra_args", [])
         extra_args = check_value(f"{ep}.extra_args", extra_args, Field("str_list", []), problems)
-        if ok:
+        if ok and isinstance(label, str) and isinstance(raw_path, str):
             refs.append(ModelRef(label=label, path=resolved, extra_args=tuple(extra_args), raw_path=raw_path))
     return tuple(refs)
 
@@ -220,7 +221,7 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
             problems.extend(found)
             warnings.extend(_as_problem(note, path) for note in notes)
     if isinstance(settings.get("host"), str):
-        notes: list[str] = []
+        notes = []
         problems.extend(host_problems("$.settings.host", settings["host"], allow_remote=allow_remote,
                                       allow_flag="settings.allow_remote", warnings=notes))
         warnings.extend(_as_problem(note, "$.settings.host") for note in notes)

@@ -8,7 +8,7 @@ import re
 
 
 def host_info() -> dict:
-    info = {"os": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
+    info: dict[str, object] = {"os": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
             "cpu_count": os.cpu_count(), "cpu": None, "memory_gb": None}
     try:
         with open("/proc/cpuinfo") as fh:

@@ -168,7 +168,8 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
     else:
         lines = text.splitlines()
         if any(line.strip() == "---" for line in lines):
-            blocks, current = [], []
+            blocks: list[str] = []
+            current: list[str] = []
             for line in lines:
                 if line.strip() == "---":
                     blocks.append("\n".join(current))

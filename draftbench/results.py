@@ -274,7 +274,7 @@ class ResultsFile:
 
         return cls(name=text("name", "unnamed"), hardware=text("hardware", "unknown"), backend=text("backend", "unknown"),
                    model_family=text("model_family", ""),
-                   settings=data.get("settings") if isinstance(data.get("settings"), dict) else {},
+                   settings=settings if isinstance(settings := data.get("settings"), dict) else {},
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),

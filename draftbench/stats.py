@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
+from typing import TypeGuard
 
 from .findings import Code, Finding
 
@@ -31,8 +32,8 @@ def t975(df: float) -> float:
     """0.975 quantile of Student's t (interpolated in 1/df between table rows)."""
     if df < 1:
         return float("inf")
-    if df in _T975:
-        return _T975[df]
+    if df == int(df) and int(df) in _T975:
+        return _T975[int(df)]
     keys = sorted(_T975)
     if df > keys[-1]:
         lo_df, lo_t, hi_inv, hi_t = keys[-1], _T975[keys[-1]], 0.0, 1.960
@@ -71,12 +72,12 @@ def summarize(values: Iterable[float | None]) -> dict | None:
     }
 
 
-def _positive(v) -> bool:
+def _positive(v: object) -> TypeGuard[float]:
     """A usable rate: a finite number above zero (None, 0, NaN and inf are not measurements)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *, noise_floor: float = 0.02) -> dict | None:
+def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> dict | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
     base = {k: v for k, v in baseline.items() if _positive(v)}
     cand = {k: v for k, v in candidate.items() if _positive(v)}
@@ -89,7 +90,7 @@ def speedup(baseline: Mapping[tuple, float], candidate: Mapping[tuple, float], *
         mean = statistics.fmean(logs)
         sd = statistics.stdev(logs)
         half = t975(n - 1) * sd / math.sqrt(n)
-        method, n_pairs, df = "paired-t-log", n, n - 1
+        method, n_pairs, df = "paired-t-log", n, float(n - 1)
     else:
         lb = [math.log(v) for v in base.values()]
         lc = [math.log(v) for v in cand.values()]

@@ -157,7 +157,7 @@ def _served_models(server: Server) -> list[str] | None:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         return None
-    return [m.get("id") for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    return [m["id"] for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)]
 
 
 def _version(server: Server) -> str | None:

@@ -96,6 +96,7 @@ class Sweep:
             row = runner.run(combo, index, failed_baselines)
             if combo.role == Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
+            assert self.results is not None      # set by run() before the loop starts
             self.results = analyze(self.results.with_row(row))
             save_results(self.results, self.results_path)
             self.reporter.row_recorded(self.results.row(row.key) or row)
