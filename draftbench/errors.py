@@ -92,6 +92,7 @@ class ServerErrorKind(str, Enum):
     UNREACHABLE = "unreachable"
     DEVICE = "device"              # no usable accelerator
     INSTALL = "install"            # the server's installation is broken
+    LEFTOVER = "leftover"          # a server from an earlier crashed run still runs (nothing else started)
 
 
 class ServerError(DraftbenchError):

@@ -11,6 +11,7 @@ import argparse
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,7 +164,7 @@ class Server:
 
     def wait(self) -> int | None:
         """Block until the server exits (None at once for a server we do not own)."""
-        return self.process.popen.wait() if self.process else None
+        return self.process.wait() if self.process else None   # Ctrl-C interrupts it on every OS
 
     def died(self, grace_s: float = 2.0) -> bool:
         """Did the server we started exit (waiting up to ``grace_s`` for it to be reaped)?"""
@@ -342,11 +343,13 @@ def same_file(a: str | None, b: str | None) -> bool:
 def find_executable(name: str, explicit: str | None, *, env_var: str, setting: str, how_to_get: str,
                     candidates: tuple = ()) -> str | None:
     """An explicit path (a folder holding ``name`` will do; it must exist and be executable), else
-    ``$env_var``, else ``PATH``, else the first executable of ``candidates``; None if none is found."""
+    ``$env_var``, else ``PATH``, else the first executable of ``candidates``; None if none is found.
+    On Windows ``name.exe`` is found wherever ``name`` is looked for."""
     if explicit:
         path = os.path.expanduser(explicit)
         if os.path.isdir(path):
             path = os.path.join(path, name)
+        path = next((p for p in _with_exe(path) if os.path.isfile(p)), path)
         if not os.path.isfile(path):
             raise BinaryNotFoundError(f"{name} not found at {explicit}", f"fix {setting}, or remove it to search "
                                       f"automatically; or {how_to_get}")
@@ -356,14 +359,21 @@ def find_executable(name: str, explicit: str | None, *, env_var: str, setting: s
     from_env = os.environ.get(env_var)
     if from_env:
         return find_executable(name, from_env, env_var=env_var, setting=f"${env_var}", how_to_get=how_to_get)
-    on_path = shutil.which(name)
+    on_path = shutil.which(name)   # on Windows, which() tries the PATHEXT suffixes (.EXE, …) itself
     if on_path:
         return on_path
     for candidate in candidates:
-        candidate = os.path.expanduser(str(candidate))
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return os.path.abspath(candidate)
+        for path in _with_exe(os.path.expanduser(str(candidate))):
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return os.path.abspath(path)
     return None
+
+
+def _with_exe(path: str) -> tuple[str, ...]:
+    """``path``, and on Windows ``path.exe`` too when it has no suffix (``llama-server.exe``, ``lms.exe``)."""
+    if sys.platform == "win32" and not os.path.splitext(path)[1]:
+        return (path, path + ".exe")
+    return (path,)
 
 
 def url_host(host: str) -> str:

@@ -185,7 +185,7 @@ class LlamaCppBackend(Backend):
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
-                                process=ManagedProcess(cmd, log_path), command=cmd, version=caps.get("version"),
+                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd, version=caps.get("version"),
                                 port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
                                 api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",

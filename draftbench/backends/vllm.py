@@ -244,7 +244,8 @@ class VLLMBackend(Backend):
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=served_name(spec),
-                            process=ManagedProcess(cmd, log_path), command=cmd, port=spec.port,
+                            process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
+                            command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
         launch_process(server, spec, what="vLLM", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),

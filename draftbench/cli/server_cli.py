@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
+import time
 from dataclasses import replace
 
 from ..backends import REGISTRY, get_backend
 from ..errors import ServerError, ServerErrorKind, UsageError
 from ..paths import cache_dir
-from ..process import free_port, port_is_free
+from ..process import free_port, port_is_free, prepare_to_start_servers
 from ..redact import command_line
 from ..server_args import check_server_args, host_problems
 from ..text_safety import safe_text
@@ -62,6 +62,7 @@ def main(argv: list[str]) -> int:
         print(safe_text(f"Warning: {warning}"), flush=True)
     backend = get_backend(args.backend)
     spec = backend.spec_from_args(args, extra)
+    prepare_to_start_servers()   # a server left over from a crashed run is named before "port in use"
     if spec.port == 0 and backend.owns_port:
         spec = replace(spec, port=free_port(spec.host))
     elif backend.owns_port and not port_is_free(spec.host, spec.port):
@@ -95,7 +96,7 @@ def main(argv: list[str]) -> int:
             server.wait()            # blocks until the server exits; Ctrl-C interrupts it
         else:
             while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
-                signal.pause()
+                time.sleep(3600)     # (signal.pause does not exist on Windows; sleep is interruptible everywhere)
         print(f"The server exited by itself (code {server.returncode}); "
               f"last log lines:\n{safe_text(server.log_tail(15))}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ from ..backends.base import Backend
 from ..config import SweepConfig
 from ..measure import MeasureOptions
 from ..output_paths import logs_dir_for
+from ..process import prepare_to_start_servers
 from ..prompts import resolve_prompts
 from ..results import ResultsFile, save_results
 from ..rowkinds import Role, Status
@@ -50,6 +51,7 @@ class Sweep:
             self.reporter.warning(str(warning))
         # One clear error before anything starts if the backend cannot run at all.
         self.backend.check_ready_to_run(settings)
+        prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
         done = {r.key for r in results.results if r.ok}
