@@ -12,6 +12,7 @@ from typing import TextIO
 
 from ..findings import Code
 from ..method_stats import describe as describe_methods
+from ..fragments import describe as describe_fragments
 from ..results import ResultsFile, Row
 from ..rowkinds import Role, Status
 from ..stats import describe_speedup
@@ -152,6 +153,8 @@ class Console(Reporter):
                          if first else ""))
         if row.method_stats:
             self.line(f"  Per method: {describe_methods(row.method_stats)}")
+        if row.role == Role.SPECULATIVE and row.draft_fragments:   # LM Studio SDK: where drafts landed
+            self.line(f"  {describe_fragments(row.draft_fragments)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for finding in row.warnings:
