@@ -11,8 +11,8 @@ import sys
 from typing import TextIO
 
 from ..findings import Code
-from ..method_stats import describe as describe_methods
 from ..fragments import describe as describe_fragments
+from ..method_stats import describe as describe_methods
 from ..results import ResultsFile, Row
 from ..rowkinds import Role, Status
 from ..stats import describe_speedup
