@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import statistics
 from dataclasses import replace
+from typing import Any
 
-from . import stats, theory
+from . import method_stats, stats, theory
+from .categories import best_per_category, category_sentence, category_speedups
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
+from .degenerate import assess as assess_loops
 from .findings import Code, Finding
 from .race import server_loads
 from .results import RequestRecord, ResultsFile, Row
@@ -80,6 +83,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
+        "method_stats": method_stats.aggregate(r.draft_details for r in ok),
     }
 
 
@@ -157,16 +161,16 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
                            measured_ratio=row.speedup["ratio"] if row.speedup else None)
 
 
-def measured_drift(results: ResultsFile, *, noise_floor: float) -> dict[tuple[str, int], float]:
-    """Per (target, concurrency), |ratio − 1| of a control baseline against the first one, where significant."""
-    drift: dict[tuple[str, int], float] = {}
+def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
+    """Per target, |ratio − 1| of a control baseline against the first one (both at ``concurrency``
+    streams), where significant."""
+    drift: dict[str, float] = {}
     for row in results.results:
-        baseline = results.baseline_for(row.target, row.concurrency)
-        key = (row.target, row.concurrency)
-        if row.ok and row.role == "control" and baseline is not None:
+        baseline = results.baseline_for(row.target, concurrency)
+        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.get("significant"):
-                drift[key] = max(drift.get(key, 0.0), abs(speed["ratio"] - 1.0))
+                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed["ratio"] - 1.0))
     return drift
 
 
@@ -175,7 +179,8 @@ def analyze(results: ResultsFile) -> ResultsFile:
     settings = results.settings or {}
     noise_floor = settings.get("noise_floor") if isinstance(settings.get("noise_floor"), (int, float)) else 0.02
     temperature = settings.get("temperature") or 0.0
-    drift = measured_drift(results, noise_floor=noise_floor)
+    drift = {(target, n): value for n in row_levels(results)
+             for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
@@ -191,13 +196,24 @@ def analyze(results: ResultsFile) -> ResultsFile:
                                          f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
-            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature))
+            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature),
+                          speedup_by_category=category_speedups(row, baseline, noise_floor=floor))
             if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
+        if row.ok and baseline is not None:
+            row = _with_loop_check(row, baseline, noise_floor)
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
+
+
+def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
+    """Mark a row measured on the target's looping output (recomputed on every analysis, so the
+    finding is replaced, never repeated)."""
+    info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
+    kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
+    return replace(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -216,7 +232,7 @@ def recommend(results: ResultsFile) -> dict:
         winners.sort(key=lambda r: (r.speedup.get("ci95_low") or r.speedup["ratio"], r.speedup["ratio"]), reverse=True)
         inactive = [r.draft for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
-        entry = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
+        entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
         if baseline is None:
@@ -229,6 +245,11 @@ def recommend(results: ResultsFile) -> dict:
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
                                 f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+            if best.degenerate_output:
+                entry["verdict"] += (f" Caution: the target's own output loops on "
+                                     f"{best.degenerate_output['looping_requests']} of "
+                                     f"{best.degenerate_output['requests']} requests, which flatters this "
+                                     "speed-up (see the row's warning).")
         elif candidates:
             best = max(candidates, key=lambda r: r.speedup["ratio"])
             if results.is_upstream or best.speedup.get("significant") is None:
@@ -264,6 +285,12 @@ def recommend(results: ResultsFile) -> dict:
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")
         if inactive:
             entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
+        by_category = best_per_category(results, target) if not results.is_upstream else {}
+        if by_category:
+            entry["by_category"] = by_category
+            sentence = category_sentence(by_category)
+            if sentence:
+                entry["verdict"] += " " + sentence
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     return {"targets": per_target}
 

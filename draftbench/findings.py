@@ -23,6 +23,7 @@ class Code(str, Enum):
     CLIENT_SERVER_GAP = "client_server_gap"      # client and server tok/s disagree
     NO_DRAFT_COUNTERS = "no_draft_counters"      # acceptance unknown
     NEVER_DRAFTED = "never_drafted"              # draft_n = 0 on every request: not a speed-up
+    DEGENERATE_OUTPUT = "degenerate_output"      # the target's own output loops: speed-ups on it are flattered
     SERVER_NOTE = "server_note"                  # how the server was reached (e.g. attached to LM Studio)
     STREAMS_NOT_REACHED = "streams_not_reached"  # fewer requests were ever in flight at once than asked for
     COUNTERS_DISAGREE = "counters_disagree"      # per-request counters do not add up to the server's totals

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .errors import Problem, UsageError
 from .paths import expand_path
+from .workloads import METHOD_WORKLOADS
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,13 @@ BUILTIN_PROMPTS: tuple[Prompt, ...] = (
 
 CATEGORIES = tuple(dict.fromkeys(p.category for p in BUILTIN_PROMPTS))
 
+# Workloads where speculative methods differ (see workloads.py): built in, but run only when a
+# sweep names their categories, so "builtin" keeps meaning upstream's set (and old results resume).
+METHOD_PROMPTS: tuple[Prompt, ...] = tuple(Prompt(pid, category, messages) for pid, category, messages
+                                           in METHOD_WORKLOADS)
+ALL_PROMPTS = BUILTIN_PROMPTS + METHOD_PROMPTS
+ALL_CATEGORIES = tuple(dict.fromkeys(p.category for p in ALL_PROMPTS))
+
 
 def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem]):
     """Validate ``settings.prompts``; returns the normalised value ("builtin", a category list, or a path).
@@ -81,11 +89,11 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
     if value in (None, "builtin"):
         return "builtin"
     if isinstance(value, list):
-        bad = [v for v in value if v not in CATEGORIES]
+        bad = [v for v in value if v not in ALL_CATEGORIES]
         if not value or bad:
             problems.append(Problem(path, f"unknown prompt categor{'y' if len(bad) == 1 else 'ies'} "
                                     f"{', '.join(map(repr, bad)) or '(empty list)'}",
-                                    f"choose from {', '.join(CATEGORIES)}"))
+                                    f"choose from {', '.join(ALL_CATEGORIES)}"))
         elif len(set(value)) != len(value):
             problems.append(Problem(path, "lists a category more than once", "list every category once"))
         return list(value)
@@ -96,7 +104,7 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
             return resolved
         if not os.path.isfile(resolved):
             fix = "give a .txt or .jsonl file (relative to the config's folder), or \"builtin\""
-            if value in CATEGORIES:
+            if value in ALL_CATEGORIES:
                 fix = f"for the built-in {value!r} prompts write [{json.dumps(value)}] (a list)"
             what = "is a folder, not a prompt file" if os.path.isdir(resolved) else "does not exist"
             problems.append(Problem(path, f"prompt file {resolved} {what}", fix))
@@ -192,7 +200,7 @@ def resolve_prompts(setting) -> list[Prompt]:
     if setting in (None, "builtin"):
         return list(BUILTIN_PROMPTS)
     if isinstance(setting, list):
-        return [p for p in BUILTIN_PROMPTS if p.category in setting]
+        return [p for p in ALL_PROMPTS if p.category in setting]
     return load_prompt_file(setting)
 
 

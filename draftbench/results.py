@@ -112,6 +112,9 @@ class Row:
     run_to_run_cv: float | None = None
     by_category: dict | None = None           # category -> {mean_tps, acceptance_rate, n}
     speedup: dict | None = None               # vs the target's baseline (see stats.speedup)
+    speedup_by_category: dict | None = None   # category -> speed-up on that category's requests (categories.py)
+    method_stats: dict | None = None          # speculative implementation -> its counters (method_stats.py)
+    degenerate_output: dict | None = None     # requests resting on the target's looping output (degenerate.py)
     equivalence: dict | None = None           # output vs the baseline's at temperature 0
     theory: dict | None = None
     warnings: tuple[Finding, ...] = ()

@@ -233,12 +233,19 @@ EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": I
 THEORY = Obj({"formula": STR, "alpha": NUM, "k_mean": NUM, "tokens_per_step": NUM, "tokens_per_step_source": STR,
               "cost_ratio": NUM, "cost_source": STR, "predicted_speedup": NUM, "best_k": INT,
               "predicted_at_best_k": NUM, "measured_speedup": NUM})
+# per speculative implementation (method_stats.py): counters, durations and derived figures
+METHOD_FIGURES = Obj({"acceptance_rate": NUM, "mean_accepted_len": NUM, "requests": INT,
+                      "accepted_per_pos": ListOf(Num(nullable=False)), "acc_rate_per_pos": ListOf(Num(nullable=False))},
+                     rest=NUM, nullable=False)
+METHOD_STATS = MapOf(METHOD_FIGURES)
+DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(Str(nullable=False)),
+                  "max_loop_share": NUM, "limit": NUM, "speedup_without_loops": SPEEDUP})
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
               "port": INT, "log_tail": STR})
 REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False), "run": Int(nullable=False),
                "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "prompt_tokens": INT,
                "completion_tokens": INT, "draft_n": INT, "draft_n_accepted": INT, "verify_steps": INT,
-               "draft_source": STR, "draft_details": Obj({}), "finish_reason": STR, "text": STR, "error": STR},
+               "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "finish_reason": STR, "text": STR, "error": STR},
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
@@ -265,7 +272,8 @@ ROW = Obj({
     "draft_max": INT, "target_path": STR, "draft_path": STR, "speculation_active": BOOL, "draft_n": INT,
     "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "tps": STAT_SUMMARY,
     "server_tps": STAT_SUMMARY, "ttft_s": STAT_SUMMARY, "total_s": STAT_SUMMARY, "load_time_s": NUM,
-    "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP, "equivalence": EQUIVALENCE,
+    "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
+    "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
     "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,

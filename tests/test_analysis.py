@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from draftbench.analysis import analyze
 from draftbench.results import RequestRecord, ResultsFile, Row
 
@@ -50,3 +51,19 @@ def test_well_accepted_but_slower_draft_is_explained_and_useless_draft_named():
     assert "not recommended" in verdict
     assert "compute-bound" in verdict
     assert "under 10% accepted): useless" in verdict
+
+
+def test_drift_is_measured_and_applied_per_concurrency_level():
+    """A control at 2 streams is compared with the baseline at 2 streams, and its drift raises the noise floor
+    of that level only; measured_drift keeps its per-target shape for one stream."""
+    from dataclasses import replace
+
+    from draftbench.analysis import measured_drift
+    at2 = [replace(r, concurrency=2) for r in (row("baseline", 100), row("speculative", 110, "small gain", 0.7),
+                                               row("control", 115))]
+    res = results(row("baseline", 100), row("speculative", 110, "small gain", 0.7), row("control", 100.5), *at2)
+    assert measured_drift(res, noise_floor=0.02) == {}
+    assert measured_drift(res, noise_floor=0.02, concurrency=2)["T"] == pytest.approx(0.15, abs=0.01)
+    gains = {r.concurrency: r.speedup for r in analyze(res).results if r.role == "speculative"}
+    assert gains[1]["significant"] is True and "note" not in gains[1]
+    assert gains[2]["significant"] is False and "drift" in gains[2]["note"]

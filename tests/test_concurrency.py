@@ -381,3 +381,26 @@ def test_bench_refuses_bad_concurrency_before_measuring():
     proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--backend", "lmstudio", "--concurrency", "2")
     assert proc.returncode == 2 and "--concurrency is not supported with LM Studio" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- comparing and exporting
+
+def test_comparisons_and_exports_keep_the_levels_apart(tmp_path):
+    """Two files with levels 1, 2 and 4: every level of a combination is its own comparison row (never
+    matched with another level's), and exports name the level of each row."""
+    from draftbench.compare import compare, load_compared, match_key
+    from draftbench.export import export
+    from draftbench.export.table import results_table
+    paths = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        folder.mkdir()
+        paths.append(str(sweep(folder, FakeBackend(crossover_script()), config(folder, concurrency=[1, 2, 4]))))
+    first = load_results(paths[0])
+    assert len({match_key(r) for r in first.results}) == len(first.results) == 9
+    comp = compare(load_compared(paths))
+    titles = [r.title for r in comp.rows]
+    assert len(titles) == 9 and "7B + good [4 streams]" in titles and "7B + good" in titles
+    assert all(len(r.match.present) == 2 for r in comp.rows)               # every level paired with itself
+    text = export(results_table(first, paths[0]), "csv")
+    assert "7B + good [2 streams]" in text and "7B (baseline) [4 streams]" in text

@@ -74,7 +74,8 @@ def test_demo_config_uses_the_cache_default(monkeypatch):
     assert cfg.targets[0].raw_path.startswith("${DRAFTBENCH_CACHE:-~/.cache/draftbench}")
     assert all(os.path.isabs(m.path) and "$" not in m.path and "~" not in m.path
                for m in cfg.targets + cfg.drafts)
-    assert cfg.settings["prompts"] == ["code", "json", "list", "prose"]
+    assert cfg.settings["prompts"] == ["code", "json", "code-edit", "prose"]
+    assert [c.label for c in cfg.candidates] == ["ngram-simple"]
 
 
 def test_demo_config_follows_the_cache_variable(monkeypatch, tmp_path):

@@ -15,8 +15,10 @@ Facts this relies on (checked on build 11434; see README "llama.cpp versions"):
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
+from typing import ClassVar
 
 import requests
 
@@ -24,11 +26,12 @@ from ..candidates import CandidateSpec
 from ..client import probe_json
 from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..gguf_meta import vocab_mismatch
+from ..method_stats import METHODS_KEY
 from ..paths import cache_dir
 from ..process import ManagedProcess
 from ..server_args import api_key_from_args
 from ..server_values import MAX_TOKENS, counter_difference
-from ..settings_schema import default_settings
+from ..settings_schema import Field, default_settings
 from . import prometheus
 from .base import (
     Backend,
@@ -43,7 +46,15 @@ from .base import (
     same_file,
     url_host,
 )
-from .llamacpp_command import build_command, candidate_problems, capabilities, find_llama_server
+from .llamacpp_command import (
+    build_command,
+    candidate_problems,
+    capabilities,
+    find_llama_server,
+    spec_types,
+    stats_lines_expected,
+)
+from .llamacpp_stats import StatsLog
 from .slots import SlotState
 
 # --------------------------------------------------------------------------- failures
@@ -89,6 +100,7 @@ class LlamaCppServer(Server):
         self.has_metrics = has_metrics
         self.expects_draft = expects_draft
         self.props: dict = {}
+        self.stats_log: StatsLog | None = None     # per-method statistics, when started at trace verbosity
 
     def request_body(self, messages, *, max_tokens, temperature, seed):
         body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
@@ -121,7 +133,9 @@ class LlamaCppServer(Server):
         if before is not None and after is not None:
             steps = counter_difference(prometheus.total(after, DRAFTS_TOTAL), prometheus.total(before, DRAFTS_TOTAL),
                                        DRAFTS_TOTAL)
-        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)
+        methods = self.stats_log.after_request() if self.stats_log else None
+        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
+                           details={METHODS_KEY: methods} if methods else {})
 
     def totals(self) -> dict[str, float] | None:
         samples = self._metrics()
@@ -190,6 +204,10 @@ class LlamaCppBackend(Backend):
     default_port = 8080
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
+    settings_schema: ClassVar[dict[str, Field]] = {
+        "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
+                              "statistics (every server of the sweep, the baseline too)", measured=True),
+    }
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
         if not any(s.method or s.params for s in specs):
@@ -216,13 +234,19 @@ class LlamaCppBackend(Backend):
         caps = capabilities(binary)
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
+        start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
-                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd, version=caps.get("version"),
-                                port=spec.port, has_metrics="--metrics" in cmd, expects_draft=spec.draft is not None,
+                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
+                                version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
+                                expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 api_key=api_key_from_args(spec.extra_args))
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
+        # The statistics lines of concurrent requests interleave and count per slot: one stream only.
+        expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
+        if expected:
+            server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:

@@ -14,6 +14,7 @@ from ..candidates import DRAFT_MAX, CandidateSpec
 from ..errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
 from ..paths import cache_dir
 from .base import LaunchSpec, find_executable
+from .llamacpp_stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
 
 COMMON_BUILD_DIRS = (
     "~/llama.cpp/build/bin",
@@ -185,8 +186,29 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
         cmd += [flag, f"{p_min:g}"]
     for name, value in sorted(spec.params.items()):
         _add_param(cmd, caps, name, value)
+    verbosity = first_flag(caps, *VERBOSITY_FLAGS)
+    if spec.settings.get("method_stats") and verbosity and "--spec-type" in caps["flags"]:
+        # Per-method statistics are logged at trace level only. Every server of a sweep gets the same
+        # level, the baseline too (benchmarks/trace_verbosity.py measures what it costs).
+        cmd += [verbosity, str(TRACE_VERBOSITY)]
     cmd += list(spec.extra_args)
     return cmd
+
+
+def stats_lines_expected(cmd: list[str]) -> int:
+    """How many ``statistics`` lines this command's server prints per request: one per speculative
+    type, when it logs at trace verbosity (the last verbosity flag wins, extra_args included)."""
+    level = 3
+    types: list[str] = []
+    for i, arg in enumerate(cmd):
+        value = cmd[i + 1] if i + 1 < len(cmd) else ""
+        if arg in VERBOSITY_FLAGS and value.lstrip("-").isdigit():
+            level = int(value)
+        elif arg in ("-v", "--verbose", "--log-verbose"):
+            level = 99
+        elif arg == "--spec-type":
+            types = [t for t in value.split(",") if t and t != "none"]
+    return len(types) if level >= TRACE_VERBOSITY else 0
 
 
 NOT_PARAMS = ("--spec-type", "--spec-draft-model", "--spec-draft-hf", "--spec-default")   # set by draftbench itself

@@ -19,7 +19,7 @@ from ..errors import DraftbenchError, UsageError
 from ..measure import MeasurementFailed, MeasureOptions, run_prompts
 from ..measure_concurrent import level_fields, run_streams
 from ..paths import atomic_write_text
-from ..prompts import BUILTIN_PROMPTS, CATEGORIES, Prompt, custom_prompts, load_prompt_file
+from ..prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
 from ..results import Row, now_iso
 from ..stats import BENCH_FLAGS, describe_speedup, speedup
 from . import run_main
@@ -53,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "built-in set")
     p.add_argument("--prompt-file", default=None, help="prompts from a .txt (--- separates prompts, or one per line) "
                    "or .jsonl file ({\"prompt\": …, \"category\": …} per line)")
-    p.add_argument("--category", action="append", default=None, choices=CATEGORIES,
-                   help="use only these built-in categories (repeatable)")
+    p.add_argument("--category", action="append", default=None, choices=ALL_CATEGORIES,
+                   help="use only these built-in categories (repeatable; code-edit, rewrite, summarise-long, "
+                   "reasoning and multi-turn run only when named)")
     p.add_argument("--request-timeout", type=float, default=900.0, help="seconds per request (default 900)")
     p.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without data before a request "
                    "counts as stalled (default 120)")
@@ -75,7 +76,8 @@ def choose_prompts(args) -> list[Prompt]:
     elif args.prompt_file:
         prompts = load_prompt_file(args.prompt_file)
     else:
-        prompts = [p for p in BUILTIN_PROMPTS if not args.category or p.category in args.category]
+        prompts = (list(BUILTIN_PROMPTS) if not args.category
+                   else [p for p in ALL_PROMPTS if p.category in args.category])
     if args.requests is not None:
         if args.requests < 1:
             raise UsageError(f"--requests must be at least 1 (got {args.requests})")

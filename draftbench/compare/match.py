@@ -68,9 +68,9 @@ def method_and_params(row: Row) -> tuple[tuple[str, ...], str]:
 
 
 def match_key(row: Row) -> tuple:
-    """What was measured: role, target, candidate, draft length, method and parameters."""
+    """What was measured: role, target, candidate, draft length, method, parameters and concurrency level."""
     method, params = method_and_params(row)
-    return (row.role, row.target, row.draft, row.draft_max, method, params)
+    return (row.role, row.target, row.draft, row.draft_max, method, params, row.concurrency)
 
 
 @dataclass(frozen=True)
@@ -104,8 +104,8 @@ class Match:
 
 
 def _title(key: tuple) -> str:
-    role, target, draft, draft_max, _, _ = key
-    return combination_title(role, target, draft, draft_max, show_k=True)
+    role, target, draft, draft_max, _, _, concurrency = key
+    return combination_title(role, target, draft, draft_max, show_k=True, concurrency=concurrency)
 
 
 def match_rows(files: list[ComparedFile]) -> list[Match]:

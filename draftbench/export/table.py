@@ -69,7 +69,8 @@ def result_record(row: Row) -> Record:
     cand = row.candidate if isinstance(row.candidate, dict) else {}
     method = "+".join(str(m) for m in cand.get("method") or ()) or None
     return {
-        "combination": combination_title(row.role, row.target, row.draft, row.draft_max, show_k=True),
+        "combination": combination_title(row.role, row.target, row.draft, row.draft_max, show_k=True,
+                                         concurrency=row.concurrency),
         "role": row.role, "target": row.target, "candidate": row.draft, "method": method,
         "params": _params_text(row), "draft_max": row.draft_max, "status": row.status, "reason": row.reason,
         "speculation_active": row.speculation_active,

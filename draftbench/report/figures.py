@@ -17,29 +17,15 @@ from ..analysis import analyze
 from ..results import ResultsFile
 from ..stats import describe_speedup
 from . import load_figures, theme
-from .model import UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
+from .layout import base_layout as _layout
+from .method_figures import category_heatmap_figure, param_lines_figure
+from .model import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 from .text import num, pct, plotly_text, signed_pct
 
 Figure = dict[str, Any]
 
 
 # --------------------------------------------------------------------------- shared pieces
-
-def _layout(**extra: Any) -> dict[str, Any]:
-    """The common dark layout; ``xaxis``/``yaxis`` in ``extra`` are merged into the defaults."""
-    axis = dict(gridcolor=theme.GRID, zerolinecolor=theme.GRID, linecolor=theme.GRID, automargin=True)
-    layout: dict[str, Any] = dict(
-        template="none", paper_bgcolor=theme.CARD, plot_bgcolor=theme.CARD,
-        font=dict(family=theme.FONT, color=theme.TEXT, size=13),
-        margin=dict(l=70, r=30, t=30, b=60),
-        hoverlabel=dict(align="left", bgcolor=theme.HOVER_BG, font=dict(color=theme.TEXT)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
-        xaxis=dict(axis), yaxis=dict(axis),
-    )
-    for key, value in extra.items():
-        layout[key] = {**layout[key], **value} if key in ("xaxis", "yaxis") else value
-    return layout
-
 
 def dark_layout(**extra: Any) -> dict[str, Any]:
     """The report's common layout, for other pages built from these pieces (the comparison report)."""
@@ -56,6 +42,10 @@ def _class_color(data: ReportData, cls: str) -> str:
         return theme.UNKNOWN_COLOR
     known = [c for c in data.classes if c != UNKNOWN_SIZE]
     return theme.CLASS_COLORS[known.index(cls) % len(theme.CLASS_COLORS)]
+
+
+def _series_name(cls: str) -> str:
+    return "best model-free method" if cls == NO_DRAFT_MODEL else f"best {plotly_text(cls)} draft"
 
 
 def _speedup_pct(speed: dict) -> float:
@@ -107,7 +97,7 @@ def throughput_figure(data: ReportData) -> Figure:
                    texttemplate=value_fmt, textposition="outside", cliponaxis=False,
                    hovertemplate="<b>%{x}</b> alone<br>%{y:.1f} tok/s<extra></extra>")]
     for cls, cells in series.items():
-        traces.append(dict(type="bar", name=f"best {plotly_text(cls)} draft", x=x,
+        traces.append(dict(type="bar", name=_series_name(cls), x=x,
                            y=[c.measured.mean_tps if c else None for c in cells],
                            customdata=[_bar_hover(c) for c in cells],
                            marker=dict(color=_class_color(data, cls)), texttemplate=value_fmt,
@@ -127,7 +117,7 @@ def speedup_figure(data: ReportData) -> Figure:
     for cls, cells in _best_cells(data).items():
         speeds = [c.speedup if c else None for c in cells]
         whiskers = [_whiskers(s) for s in speeds]
-        trace = dict(type="bar", name=f"best {plotly_text(cls)} draft", x=x,
+        trace = dict(type="bar", name=_series_name(cls), x=x,
                      y=[_speedup_pct(s) if s else None for s in speeds],
                      customdata=[_bar_hover(c) for c in cells],
                      marker=dict(color=_class_color(data, cls),
@@ -165,7 +155,8 @@ def _cell_text(cell: Cell) -> str:
     text = signed_pct((speed["ratio"] - 1) * 100)
     if speed.get("significant") is False:
         text += " (n.s.)"
-    return text + f"<br>acc {pct(cell.measured.acceptance_rate)}"
+    text += f"<br>acc {pct(cell.measured.acceptance_rate)}"
+    return text + ("<br>loops" if cell.measured.degenerate_output else "")
 
 
 def _cell_hover(cell: Cell) -> list[str]:
@@ -293,6 +284,15 @@ CHARTS: tuple[Chart, ...] = (
     Chart("chart-scatter", "Acceptance vs speed-up",
           lambda data: "One point per target + draft pair. Points below 0% are slowdowns despite the acceptance.",
           scatter_figure),
+    Chart("chart-categories", "Speed-up by prompt category",
+          lambda data: "Each configuration's speed-up on each prompt category's requests alone: methods differ "
+                       "by workload (n-gram methods shine where the answer repeats the prompt). \"loops\": the "
+                       "target's own output repeats itself there, which flatters every method.",
+          category_heatmap_figure),
+    Chart("chart-params", "Throughput vs a swept parameter",
+          lambda data: "Decode tok/s of each configuration at each value of a parameter swept as a list; the "
+                       "dashed line is the target alone.",
+          param_lines_figure),
     Chart("chart-concurrency-speedup", "Speed-up vs concurrent streams", load_figures.speedup_lead,
           load_figures.speedup_vs_streams_figure, load_figures.has_levels),
     Chart("chart-concurrency-throughput", "Aggregate throughput vs concurrent streams", load_figures.throughput_lead,

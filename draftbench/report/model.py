@@ -17,6 +17,7 @@ from ..findings import Code
 from ..results import ResultsFile, Row
 
 UNKNOWN_SIZE = "unknown size"
+NO_DRAFT_MODEL = "no draft model"      # the size class of model-free methods (n-gram lookup, suffix trees)
 
 # A parameter count in a label: "0.5B", "1.5b", "135M", "Qwen2.5-0.5B-Instruct", "llama3-8b".
 # Not "8bit", "Q4_K_M", "FP16" or the "2.5" of "Qwen2.5".
@@ -39,23 +40,35 @@ def size_class(label: str | None, size_label: str | None = None) -> str:
 
 
 def size_value(cls: str) -> float:
-    """Sort key for size classes: parameters, with unknown sizes last."""
+    """Sort key for size classes: parameters, model-free methods first, unknown sizes last."""
+    if cls == NO_DRAFT_MODEL:
+        return 0.0
     m = SIZE_RE.search(cls)
     if not m:
         return math.inf
     return float(m.group(1)) * (1e9 if m.group(2).upper() == "B" else 1e6)
 
 
-def _size_label_for(results: ResultsFile, row: Row) -> str | None:
-    """GGUF's size label for a row's draft: from the row, else from the config snapshot."""
+def _size_label_for(results: ResultsFile, row: Row, draft_label: str | None) -> str | None:
+    """GGUF's size label for a row's draft model: from the row, else from the config snapshot."""
     for key in ("draft_size_label", "size_label"):
         value = row.extra.get(key)
         if isinstance(value, str) and value.strip():
             return value
     for entry in (results.config or {}).get("drafts") or []:
-        if isinstance(entry, dict) and entry.get("label") == row.draft and isinstance(entry.get("size_label"), str):
+        if isinstance(entry, dict) and entry.get("label") == draft_label and isinstance(entry.get("size_label"), str):
             return entry["size_label"]
     return None
+
+
+def row_size_class(results: ResultsFile, row: Row) -> str:
+    """A row's size class: its draft model's (a hybrid takes its draft's), or "no draft model" for a
+    model-free method. Rows without a recorded candidate (upstream files) are draft files."""
+    cand = row.candidate if isinstance(row.candidate, dict) else {}
+    if cand.get("method") and not cand.get("draft"):
+        return NO_DRAFT_MODEL
+    draft_label = cand.get("draft") if isinstance(cand.get("draft"), str) else row.draft
+    return size_class(draft_label, _size_label_for(results, row, draft_label))
 
 
 # --------------------------------------------------------------------------- the grid
@@ -170,7 +183,7 @@ def _columns(results: ResultsFile, spec_rows: list[Row], multi_k: bool) -> dict[
         if r.draft is None or key in cols:
             continue
         label = r.draft + (f" (k={r.draft_max})" if multi_k and r.draft_max is not None else "")
-        cols[key] = DraftCol(r.draft, key[1], label, size_class(r.draft, _size_label_for(results, r)))
+        cols[key] = DraftCol(r.draft, key[1], label, row_size_class(results, r))
     return cols
 
 

@@ -11,6 +11,7 @@ import sys
 from typing import TextIO
 
 from ..findings import Code
+from ..method_stats import describe as describe_methods
 from ..results import ResultsFile, Row
 from ..rowkinds import Role, Status
 from ..stats import describe_speedup
@@ -29,7 +30,8 @@ class Reporter:
 
     def warning(self, text: str) -> None: ...
     def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
-                     max_tokens: int, backend: str, resumed_from: str | None, n_done: int) -> None: ...
+                     max_tokens: int, backend: str, resumed_from: str | None, n_done: int,
+                     n_candidates: int = 0) -> None: ...
     def combination_started(self, index: int, total: int, title: str) -> None: ...
     def server_starting(self) -> None: ...
     def port_retry(self, old: int, new: int) -> None: ...
@@ -65,10 +67,11 @@ class Console(Reporter):
         self.line(f"Warning: {text}")
 
     def sweep_header(self, *, n_targets, n_drafts, n_runs, n_prompts, runs, max_tokens, backend, resumed_from,
-                     n_done) -> None:
+                     n_done, n_candidates=0) -> None:
         self.line("=" * 60)
+        more = f" + {n_candidates} candidate{'s' if n_candidates != 1 else ''}" if n_candidates else ""
         self.line(f"  Sweep: {n_targets} target{'s' if n_targets != 1 else ''} x {n_drafts} draft"
-                  f"{'s' if n_drafts != 1 else ''} = {n_runs} runs")
+                  f"{'s' if n_drafts != 1 else ''}{more} = {n_runs} runs")
         self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
         if resumed_from:
             self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining")
@@ -147,6 +150,8 @@ class Console(Reporter):
             self.line(f"  Output: identical to the baseline on {eq['matched']}/{eq['compared']} requests"
                       + (f" (first difference at character {first['char_pos']} of {first['prompt_id']})"
                          if first else ""))
+        if row.method_stats:
+            self.line(f"  Per method: {describe_methods(row.method_stats)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for finding in row.warnings:

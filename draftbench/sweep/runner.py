@@ -64,8 +64,8 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def speculation_outcome(requested: bool, status: SpeculationStatus,
-                        drafted: int | None) -> tuple[bool | None, list[Finding]]:
+def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int | None, *,
+                        model_free: bool = False) -> tuple[bool | None, list[Finding]]:
     """Did this row speculate? The server's own per-request counters decide; where it has none, what
     it said after launch. A draft that never drafted is never a speed-up."""
     if not requested:
@@ -74,6 +74,11 @@ def speculation_outcome(requested: bool, status: SpeculationStatus,
         if status.active is None:
             return None, [Finding(Code.NO_DRAFT_COUNTERS, "the server reports no draft counters: acceptance unknown")]
         return status.active, []
+    if drafted == 0 and model_free:
+        return False, [Finding(Code.NEVER_DRAFTED, "the method never drafted a token (draft_n = 0 on every request): "
+                               "this row is not a speed-up. Model-free methods only draft where the answer repeats "
+                               "earlier text: try prompts that do (code-edit, rewrite), or shorter n-grams "
+                               "(e.g. ngram_mod_n_min, ngram_simple_size_n in params)", "candidates[].params")]
     if drafted == 0:
         return False, [Finding(Code.NEVER_DRAFTED, "the draft never drafted a token (draft_n = 0 on every request): "
                                "this row is not a speed-up. Likely causes: incompatible vocabularies, a draft the "
@@ -181,7 +186,8 @@ class CombinationRunner:
                            f"{', '.join(methods)} (/slots speculative.types)", server=info,
                            load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
-            active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"))
+            active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
+                                                        model_free=bool(combo.candidate and combo.candidate.model_free))
             self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
                                    combo.role == Role.SPECULATIVE)
             if load is not None:

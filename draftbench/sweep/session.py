@@ -63,6 +63,7 @@ class Sweep:
                                    logs_dir_for(self.results_path), self.reporter)
         n_done = sum(1 for c in combos if c.key in done)
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
+                                   n_candidates=len(self.config.candidates),
                                    n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
                                    max_tokens=options.max_tokens, backend=self.config.backend,
                                    resumed_from=str(self.results_path) if n_done else None, n_done=n_done)
