@@ -122,8 +122,17 @@ def best_of(estimates: dict[str, dict | None]) -> str | None:
     return max(winners)[2] if winners else None
 
 
-def race(grid: Grid, data: dict, runs: int, noise_floor: float) -> tuple[str | None, int, int]:
-    """(pick, requests measured, server loads): the schedule of sweep/race.py on drawn data."""
+@dataclass(frozen=True)
+class Outcome:
+    pick: str | None
+    measured: dict[str, int]         # requests per candidate
+    eliminated: frozenset[str]
+    loads: int
+    request_time: float              # Σ 1 / tok/s (time per token) over the requests measured
+
+
+def race(grid: Grid, data: dict, runs: int, noise_floor: float) -> Outcome:
+    """The schedule of sweep/race.py on drawn data."""
     order = [(p, r) for r in range(runs) for p in grid.prompts]
     rules = RaceRules(len(grid.candidates), len(grid.prompts), runs, len(grid.prompts), noise_floor)
     base = data[""]
@@ -179,7 +188,7 @@ def race(grid: Grid, data: dict, runs: int, noise_floor: float) -> tuple[str | N
     survivors = {c: speedup(base, {k: data[c][k] for k in order[:measured[c]]}, noise_floor=noise_floor)
                  for c in measured if c not in out}
     spent = sum(1 / data[c][k] for c in measured for k in order[:measured[c]])
-    return best_of(survivors), spent, sum(loads.values())
+    return Outcome(best_of(survivors), dict(measured), frozenset(out), sum(loads.values()), spent)
 
 
 def simulate(grids: list[Grid], args) -> dict:
@@ -191,7 +200,8 @@ def simulate(grids: list[Grid], args) -> dict:
             data, truth = grid.draw(rng, args.runs)
             order = [(p, r) for r in range(args.runs) for p in grid.prompts]
             full = best_of({c: speedup(data[""], data[c], noise_floor=args.noise_floor) for c in grid.candidates})
-            pick, spent, loads = race(grid, data, args.runs, args.noise_floor)
+            outcome = race(grid, data, args.runs, args.noise_floor)
+            pick, spent, loads = outcome.pick, outcome.request_time, outcome.loads
             exhaustive_time = sum(1 / data[c][k] for c in grid.candidates for k in order)
             best = max(truth.values())
             races += 1

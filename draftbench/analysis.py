@@ -11,7 +11,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from . import ceiling, kpredict, method_stats, perpos, stats, theory
+from . import ceiling, fragments, kpredict, method_stats, perpos, stats, theory
 from .categories import best_per_category, category_sentence, category_speedups
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
@@ -84,6 +84,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         # llama-server's own "mean len": the target's token plus the accepted drafts, per verify step
         "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
         "accepted_per_pos": per_pos,
+        "draft_fragments": fragments.summarize(r.draft_fragments for r in ok),
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
         "method_stats": method_stats.aggregate(r.draft_details for r in ok),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
+from .concurrency import settings_problems as concurrency_problems
 from .errors import ConfigError, Problem
 from .labels import check_label
 from .modelref import ModelRef
@@ -307,6 +308,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         problems.extend(backend.validate_settings(settings))
         problems.extend(ceiling_problems(backend, settings))
     _check_server_args(data, settings, problems, warnings)
+    problems.extend(concurrency_problems(settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))

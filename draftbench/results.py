@@ -62,6 +62,7 @@ class RequestRecord:
     total_s: float | None = None
     decode_tps: float | None = None          # client: (completion_tokens - 1) / (t_last - t_first)
     server_decode_tps: float | None = None   # server's own figure (llama.cpp timings.predicted_per_second)
+    server_ttft_s: float | None = None       # server's own TTFT (LM Studio's SDK: timeToFirstTokenSec)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     draft_n: int | None = None
@@ -70,6 +71,7 @@ class RequestRecord:
     accepted_per_pos: list | None = None     # accepted draft tokens by draft position (0 = first drafted token)
     draft_source: str | None = None          # where the draft counts came from (backends.CountsSource)
     draft_details: dict | None = None        # backend-specific draft statistics, as reported
+    draft_fragments: str | None = None       # LM Studio SDK: fragment trace, see draftbench.fragments
     finish_reason: str | None = None
     text: str | None = None
     error: str | None = None
@@ -115,6 +117,7 @@ class Row:
     k_prediction: dict | None = None          # tok/s predicted for every k from this row (see kpredict.py)
     synthetic: dict | None = None             # ceiling rows: {level, synth_len, k, from_mean_accepted_len}
     ceiling: dict | None = None               # speculative rows: this draft against its ceiling (see ceiling.py)
+    draft_fragments: dict | None = None       # LM Studio SDK: runs and placement of drafted fragments
     tps: dict | None = None                   # summary of per-request decode tok/s
     server_tps: dict | None = None            # summary of the server's own decode tok/s
     ttft_s: dict | None = None

@@ -243,10 +243,12 @@ DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(St
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
               "port": INT, "log_tail": STR})
 REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False), "run": Int(nullable=False),
-               "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "prompt_tokens": INT,
+               "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "server_ttft_s": NUM,
+               "prompt_tokens": INT,
                "completion_tokens": INT, "draft_n": INT, "draft_n_accepted": INT, "verify_steps": INT,
                "accepted_per_pos": ListOf(Int(nullable=False)),
-               "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "finish_reason": STR, "text": STR, "error": STR},
+               "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "draft_fragments": STR,
+               "finish_reason": STR, "text": STR, "error": STR},
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
@@ -277,6 +279,10 @@ LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": I
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
                                    nullable=False))})
+# LM Studio SDK: where drafted fragments landed (draftbench/fragments.py summarize)
+DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "drafted_share": NUM, "runs": INT,
+                       "mean_run_tokens": NUM, "max_run_tokens": INT, "run_lengths": MapOf(INT),
+                       "drafted_share_by_quarter": ListOf(NUM)})
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
@@ -286,7 +292,7 @@ ROW = Obj({
     # draftbench's
     "status": Str(nullable=False, choices=STATUSES), "reason": STR, "role": Str(nullable=False, choices=ROLES),
     "draft_max": INT, "target_path": STR, "draft_path": STR, "speculation_active": BOOL, "draft_n": INT,
-    "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "tps": STAT_SUMMARY,
+    "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "draft_fragments": DRAFT_FRAGMENTS, "tps": STAT_SUMMARY,
     "server_tps": STAT_SUMMARY, "ttft_s": STAT_SUMMARY, "total_s": STAT_SUMMARY, "load_time_s": NUM,
     "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
     "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,

@@ -256,3 +256,21 @@ def test_adaptive_search_with_concurrency_levels_is_refused(tmp_path):
     assert proc.returncode == 2 and "races candidates at one stream" in proc.stderr
     proc = run_cli("sweep.py", "--config", str(path), "--dry-run")
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_simulator_runs_the_same_race_as_the_sweep(tmp_path):
+    """benchmarks/adaptive.py mirrors sweep/race.py: on the same data it measures the same requests."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from adaptive import Grid, race
+
+    noisy = dict(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.3, GOOD: 0.3, SLOW: 0.1})
+    _, full = sweep(tmp_path, FakeBackend(script(**noisy)), config(tmp_path, search="exhaustive"), name="ex.json")
+    _, raced = sweep(tmp_path, FakeBackend(script(**noisy)))
+    data = {(r.draft or ""): {(q.prompt_id, q.run): q.decode_tps for q in r.requests} for r in full.results}
+    grid = Grid("fake", ["best", "good", "bad", "slow"], ["code-bst", "json-users"], lambda rng, runs: (data, {}))
+    outcome = race(grid, data, 3, 0.02)
+    rows = by_draft(raced)
+    assert outcome.measured == {label: len(rows[label].requests) for label in grid.candidates}
+    assert outcome.eliminated == {label for label in grid.candidates if rows[label].status == "eliminated"}
+    assert outcome.loads == sum(rows[label].race["loads"] for label in grid.candidates)

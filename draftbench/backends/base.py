@@ -61,6 +61,8 @@ class CountsSource(str, Enum):
     RESPONSE = "response"            # vLLM's per-request ``metrics.speculative_decoding``
     STATS = "stats"                  # LM Studio's ``stats``
     STATS_WITHOUT_DRAFT = "stats-without-draft"   # LM Studio answered, with no draft counters: it did not draft
+    SDK_STATS = "sdk-stats"          # LM Studio's typed ``LlmPredictionStats`` through its Python SDK
+    SDK_STATS_WITHOUT_DRAFT = "sdk-stats-without-draft"   # the same, with no draft counters: it did not draft
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,10 @@ class Backend:
 
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
+
+    def sweep_notes(self, settings: dict) -> list[str]:
+        """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
+        return []
 
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError

@@ -233,7 +233,7 @@ class LlamaCppBackend(Backend):
             return None       # model_problem reports unreadable files
         if why is None:
             return None
-        return ModelProblem(f"the draft cannot speculate for this target: {why}; llama-server would run without "
+        return ModelProblem(f"the draft cannot speculate for this target (its vocabulary differs: {why}); llama-server would run without "
                             "speculation", "use a draft from the same model family (the same tokenizer)")
 
     def check_ready_to_run(self, settings: dict) -> None:

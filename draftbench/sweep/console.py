@@ -12,6 +12,7 @@ from typing import TextIO
 
 from .. import kpredict
 from ..findings import Code
+from ..fragments import describe as describe_fragments
 from ..method_stats import describe as describe_methods
 from ..results import ResultsFile, Row
 from ..rowkinds import Role, Status
@@ -155,6 +156,8 @@ class Console(Reporter):
                          if first else ""))
         if row.method_stats:
             self.line(f"  Per method: {describe_methods(row.method_stats)}")
+        if row.role == Role.SPECULATIVE and row.draft_fragments:   # LM Studio SDK: where drafts landed
+            self.line(f"  {describe_fragments(row.draft_fragments)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for finding in row.warnings:

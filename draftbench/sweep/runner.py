@@ -199,6 +199,9 @@ class CombinationRunner:
                                    combo.role in (Role.SPECULATIVE, Role.CEILING))
             if load is not None:
                 self.reporter.streams_measured(combo.concurrency, load.get("aggregate_tps"), load.get("in_flight_max"))
+            for note in server.notes[len(notes):]:   # learnt while measuring (LM Studio applying another k)
+                self.reporter.note(note)
+                notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
