@@ -201,6 +201,14 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     return tuple(refs)
 
 
+def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceiling") -> list[Problem]:
+    """settings.ceiling needs a backend that can fake acceptance (llama.cpp's --spec-synth-len)."""
+    if settings.get("ceiling") and not backend.synthetic_acceptance:
+        return [Problem(where, f"{backend.config_name} cannot run drafts at synthetic acceptance (only llama.cpp's "
+                        "--spec-synth-len can)", "remove settings.ceiling, or use backend llamacpp")]
+    return []
+
+
 def _as_problem(note: str, default_path: str) -> Problem:
     """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
     path, sep, message = note.partition(": ")
@@ -298,6 +306,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
+        problems.extend(ceiling_problems(backend, settings))
     _check_server_args(data, settings, problems, warnings)
     problems.extend(concurrency_problems(settings))
 

@@ -152,6 +152,9 @@ COMMON_SETTINGS: dict[str, Field] = {
                       "stops (null = no limit)", min=1, max=10_000_000),
     "draft_alone": Field("bool", False, "benchmark each draft alone too, to measure its cost ratio c "
                          "for the theory column"),
+    "ceiling": Field("bool", False, "also run each draft at synthetic acceptance (llama.cpp --spec-synth-len): "
+                     "at its measured mean accepted length and at full acceptance, to show what its cost allows "
+                     "on this hardware"),
     "concurrency": Field("int_or_list", [1], "concurrent streams: each value N starts the server with N slots "
                          "and measures N requests at once; a list ([1, 2, 4, 8]) measures every level",
                          min=1, max=1024, measured=True),

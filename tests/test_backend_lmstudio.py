@@ -212,6 +212,8 @@ def test_sweep_rows_with_good_ignored_and_refused_drafts(lms, tmp_path, monkeypa
     assert good["status"] == "ok" and good["speculation_active"] is True and good["mean_tps"] > 0
     assert (good["draft_n"], good["draft_n_accepted"]) == (44, 32)             # two requests of 24 tokens
     assert good["acceptance_rate"] == round(32 / 44, 4)
+    # LM Studio reports no per-position counts: null, never zeros, and so no diagnosis or k prediction
+    assert good["accepted_per_pos"] is None and good["diagnosis"] is None and good["k_prediction"] is None
     assert good["server"]["command"][1:4] == ["load", TARGET, "--identifier"]
     assert ignored["status"] == "error" and ignored["speculation_active"] is False
     assert "did not use the draft" in ignored["reason"]

@@ -68,11 +68,11 @@ class CountsSource(str, Enum):
 @dataclass(frozen=True)
 class DraftCounts:
     """Speculation counters for one request. ``None`` = not measured (never 0 for unknown)."""
-
     drafted: int | None = None       # draft tokens the target verified
     accepted: int | None = None      # of those, accepted by the target
     steps: int | None = None         # verify steps (drafts) — gives mean accepted length
     source: CountsSource | None = None
+    accepted_per_pos: tuple[int, ...] | None = None   # accepted by draft position (0 = first); None: not reported
     details: dict = field(default_factory=dict)   # backend-specific extras, saved with the request
 
 
@@ -232,6 +232,7 @@ class Backend:
     default_port: ClassVar[int] = 8080
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
+    synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""

@@ -25,6 +25,7 @@ COUNTERS = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",
 }
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 # Server.totals() names -> vLLM's Prometheus counters (summed over engines)
 TOTALS = {"prompt_tokens": "vllm:prompt_tokens_total", "output_tokens": "vllm:generation_tokens_total",
           "draft_tokens": COUNTERS["draft_tokens"], "accepted_tokens": COUNTERS["accepted"],
@@ -145,5 +146,13 @@ def parse_totals(text: str) -> dict[str, float]:
 
 
 def parse_counters(text: str) -> dict[str, float]:
-    """Sum every series of the spec-decode counters in a Prometheus text exposition."""
-    return prometheus.totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()))
+    """Sum every series of the spec-decode counters in a Prometheus text exposition (the per-position
+    counter too: see :func:`prometheus.flat_totals`)."""
+    return prometheus.flat_totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()), ACCEPTED_PER_POS)
+
+
+def per_position_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> tuple[int, ...] | None:
+    """Accepted tokens per draft position between two readings (None unless both were read)."""
+    if before is None or after is None or COUNTERS["drafts"] not in before:
+        return None
+    return prometheus.flat_position_delta(before, after, ACCEPTED_PER_POS)
