@@ -43,9 +43,9 @@ from .base import (
     add_common_server_arguments,
     explain_exit_from_log,
     launch_process,
-    same_file,
     url_host,
 )
+from .executables import same_file
 from .llamacpp_command import (
     SYNTH_LEN_FLAG,
     build_command,

@@ -13,7 +13,8 @@ import subprocess
 from ..candidates import DRAFT_MAX, CandidateSpec
 from ..errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
 from ..paths import cache_dir
-from .base import LaunchSpec, find_executable
+from .base import LaunchSpec
+from .executables import find_executable
 from .llamacpp_stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
 
 COMMON_BUILD_DIRS = (

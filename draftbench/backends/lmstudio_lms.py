@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..errors import BinaryNotFoundError, ServerError, ServerErrorKind
 from ..process import tail_file
-from .base import LaunchSpec, find_executable
+from .base import LaunchSpec
+from .executables import find_executable
 
 DEFAULT_PORT = 1234
 IDENTIFIER = "draftbench-target"      # the identifier we give the target in LM Studio (lms load / the SDK)

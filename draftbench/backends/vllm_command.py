@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..errors import BinaryNotFoundError, ServerError, ServerErrorKind
 from . import prometheus
-from .base import LaunchSpec, explain_exit_from_log, find_executable
+from .base import LaunchSpec, explain_exit_from_log
+from .executables import find_executable
 
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
