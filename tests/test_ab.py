@@ -21,8 +21,8 @@ from draftbench.results import load_results
 from draftbench.settings_schema import default_settings
 from draftbench.sweep.console import Reporter
 
-from conftest import REPO, llama_server_pids, read_until, run_cli, wait_for
 from fakes.inprocess import FakeBackend, Script
+from helpers import REPO, llama_server_pids, read_until, run_cli, wait_for
 
 TARGET, DRAFT = "/m/target.gguf", "/m/draft.gguf"
 

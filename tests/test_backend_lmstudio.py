@@ -28,8 +28,8 @@ from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
 
-from conftest import default_settings, interrupt_server_cli, run_cli
 from fakes import FAKES, make_exe, reap
+from helpers import default_settings, interrupt_server_cli, run_cli
 
 TARGET, DRAFT = "qwen2.5-7b-instruct", "qwen2.5-0.5b-instruct"
 # The fake drafts 4 tokens a step and accepts 3, 1, 4, 0 in turn (emitting 4, 2, 5, 1 tokens);

@@ -30,8 +30,8 @@ from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
 
-from conftest import default_settings, interrupt_server_cli, run_cli
 from fakes import FAKES, reap
+from helpers import default_settings, interrupt_server_cli, run_cli
 
 TARGET, DRAFT = "qwen2.5-7b-instruct", "qwen2.5-0.5b-instruct"
 
@@ -320,7 +320,7 @@ def test_server_cli_loads_through_the_sdk_and_unloads_on_ctrl_c(lm_studio, tmp_p
 def test_the_example_configs_validate():
     from draftbench.config import load_config
 
-    from conftest import REPO
+    from helpers import REPO
     sdk = load_config(REPO / "configs" / "example_lmstudio_sdk.json")
     assert sdk.settings["lmstudio_client"] == "sdk" and sdk.draft_max_values == (2, 4, 8)
     assert load_config(REPO / "configs" / "example_lmstudio.json").settings["lmstudio_client"] == "rest"

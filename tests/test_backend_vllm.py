@@ -28,8 +28,8 @@ from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
 
-from conftest import default_settings, interrupt_server_cli, run_cli
 from fakes import make_exe, reap
+from helpers import default_settings, interrupt_server_cli, run_cli
 
 TARGET, DRAFT = "org/target-8b", "org/draft-0.6b"
 # With k = 4 the fake accepts 3, 1, 4, 0 drafts in turn (4 steps emit 4+2+5+1 = 12 tokens), so 24

@@ -11,7 +11,7 @@ import pytest
 import requests
 from draftbench.process import free_port
 
-from conftest import llama_server_pids, read_until, run_cli, start_server_cli, wait_for
+from helpers import llama_server_pids, read_until, run_cli, start_server_cli, wait_for
 
 pytestmark = pytest.mark.llama
 

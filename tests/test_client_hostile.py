@@ -24,9 +24,9 @@ from draftbench.measure import MeasurementFailed, MeasureOptions, check_draft_co
 from draftbench.prompts import BUILTIN_PROMPTS
 from draftbench.server_values import counter_difference, server_count, server_rate
 
-from conftest import run_cli
 from fakes import make_exe, reap
 from fakes.hostile_server import HostileServer
+from helpers import run_cli
 
 SLACK_S = 1.5          # scheduling on a loaded 2-core machine; far below what a hang would take
 CHAT = "/v1/chat/completions"

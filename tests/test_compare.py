@@ -16,7 +16,7 @@ from draftbench.compare.text import describe_change
 from draftbench.report.compare_page import render_comparison
 from draftbench.results import Row, save_results
 
-from conftest import REFERENCE, run_cli
+from helpers import REFERENCE, run_cli
 from share_data import GOOD, SETTINGS, TARGET, box_a, box_b, machine, without_requests
 from test_report import browser  # noqa: F401  (the headless Chromium fixture)
 

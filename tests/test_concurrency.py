@@ -383,7 +383,7 @@ def test_the_concurrency_charts_render_offline_in_chromium(browser, tmp_path):  
 
 
 def test_bench_refuses_bad_concurrency_before_measuring():
-    from conftest import run_cli
+    from helpers import run_cli
     proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--concurrency", "0")
     assert proc.returncode == 2 and "Error: --concurrency must be at least 1 (got 0)" in proc.stderr
     proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--backend", "lmstudio", "--concurrency", "2")

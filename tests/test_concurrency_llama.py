@@ -13,7 +13,7 @@ from draftbench.measure_concurrent import run_streams
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
 
-from conftest import run_cli
+from helpers import run_cli
 
 pytestmark = pytest.mark.llama
 

@@ -8,7 +8,7 @@ import json
 
 from draftbench.backends.vllm import VLLMBackend
 
-from conftest import run_cli
+from helpers import run_cli
 from test_backend_vllm import DRAFT, TARGET, fake, make_spec  # noqa: F401  (fake is a fixture)
 
 

@@ -11,8 +11,8 @@ from draftbench.results import ResultsFile, Row, save_results
 from draftbench.sweep import Sweep, plan
 from draftbench.sweep.console import Reporter
 
-from conftest import run_cli
 from fakes.inprocess import FakeBackend, Script
+from helpers import run_cli
 
 
 def config(tmp_path: Path, target: str, **settings):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from draftbench.results import save_results
 
-from conftest import REFERENCE, run_cli
+from helpers import REFERENCE, run_cli
 from share_data import box_a, box_b
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

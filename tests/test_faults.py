@@ -21,7 +21,7 @@ from typing import ClassVar
 import pytest
 import requests
 
-from conftest import REPO, llama_server_pids, run_cli, wait_for
+from helpers import REPO, llama_server_pids, run_cli, wait_for
 from test_sweep import write_config
 
 pytestmark = pytest.mark.llama

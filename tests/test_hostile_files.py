@@ -18,7 +18,7 @@ from draftbench.gguf_meta import read_info
 from draftbench.results import RequestRecord, ResultsFile, Row, load_results, save_results
 from draftbench.results_schema import MAX_FREE_DEPTH, RESULTS_FILE, ROW, first_problem
 
-from conftest import REFERENCE, run_cli
+from helpers import REFERENCE, run_cli
 from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
 
 

@@ -15,7 +15,7 @@ from draftbench.measure import MeasureOptions, run_prompts
 from draftbench.process import free_port
 from draftbench.prompts import BUILTIN_PROMPTS
 
-from conftest import run_cli
+from helpers import run_cli
 
 pytestmark = pytest.mark.llama
 

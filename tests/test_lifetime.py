@@ -22,7 +22,7 @@ from draftbench import process_groups as groups
 from draftbench.errors import UsageError
 from draftbench.process import GUARD_ENV, ManagedProcess, free_port, lifetime_guard, prepare_to_start_servers
 
-from conftest import REPO, wait_for
+from helpers import REPO, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads process groups from /proc")
 

@@ -21,7 +21,7 @@ import requests
 from draftbench import pidfiles
 from draftbench.process import GUARD_ENV, free_port
 
-from conftest import REPO, llama_server_pids, read_until, run_cli, wait_for
+from helpers import REPO, llama_server_pids, read_until, run_cli, wait_for
 from test_faults import FAKE_SERVER as FAKE_LLAMA_SERVER
 from test_lifetime import FAKE_SERVER, assert_group_gone_within, group_members, is_alive, make_leftover
 from test_sweep import write_config

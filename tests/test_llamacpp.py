@@ -15,7 +15,7 @@ from draftbench.client import stream_chat
 from draftbench.errors import BinaryNotFoundError, ServerError
 from draftbench.process import free_port
 
-from conftest import default_settings
+from helpers import default_settings
 
 NEW_BUILD = {"flags": ["-m", "--model", "-md", "--model-draft", "--spec-type", "--spec-draft-n-max", "--draft-max",
                        "-np", "--parallel", "--metrics", "-ngld", "--spec-draft-p-min"], "version": "x"}

@@ -20,7 +20,7 @@ from draftbench.report.model import NO_DRAFT_MODEL, build_data
 from draftbench.results import RequestRecord, ResultsFile, Row
 from draftbench.sweep.console import Console
 
-from conftest import default_settings
+from helpers import default_settings
 
 # As common_speculative_print_stats (common/speculative.cpp, build 11434) prints them, with the log prefix.
 FIRST = ("3.45.554.735 I spec common_specu: statistics     ngram-simple: #calls(b,g,a) =    1     39      0, "

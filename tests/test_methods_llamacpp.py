@@ -13,7 +13,7 @@ from draftbench.prompts import resolve_prompts
 from draftbench.sweep import CombinationRunner, Sweep, plan
 from draftbench.sweep.console import Reporter
 
-from conftest import run_cli
+from helpers import run_cli
 
 # Short n-grams: a 135M model's answer copies only stretches of the prompt (the defaults want 12–48 tokens).
 NGRAM_SIMPLE = {"ngram_simple_size_n": 3, "ngram_simple_size_m": 16}

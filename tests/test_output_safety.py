@@ -19,7 +19,7 @@ from draftbench.results import ResultsFile, Row, load_results, save_results
 from draftbench.results_lock import results_lock
 from draftbench.sweep import Console
 
-from conftest import REPO, llama_server_pids, run_cli, wait_for
+from helpers import REPO, llama_server_pids, run_cli, wait_for
 from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
 from test_hostile_files import assert_clean_error, good_results
 

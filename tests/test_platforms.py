@@ -24,7 +24,7 @@ import sys
 import pytest
 from draftbench.process import free_port
 
-from conftest import REFERENCE, REPO
+from helpers import REFERENCE, REPO
 
 SCRIPT = r'''
 import importlib, json, os, pkgutil, platform, signal, sys

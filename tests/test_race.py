@@ -20,8 +20,8 @@ from draftbench.sweep.console import Reporter
 from draftbench.sweep.race import AdaptiveSearch
 from draftbench.tdist import t_quantile
 
-from conftest import run_cli
 from fakes.inprocess import FakeBackend, Script
+from helpers import run_cli
 
 TARGET = "/m/target.gguf"
 BEST, GOOD, BAD, SLOW = "/m/best.gguf", "/m/good.gguf", "/m/bad.gguf", "/m/slow.gguf"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from draftbench.process import free_port
 
-from conftest import llama_server_pids, run_cli
+from helpers import llama_server_pids, run_cli
 
 pytestmark = pytest.mark.llama
 

@@ -8,7 +8,7 @@ import pytest
 from draftbench.path_redaction import redact_path_text, redact_paths
 from draftbench.results import load_results, save_results
 
-from conftest import run_cli
+from helpers import run_cli
 from share_data import box_a, box_b
 
 

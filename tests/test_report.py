@@ -37,7 +37,7 @@ from draftbench.report import (
 )
 from draftbench.results import RequestRecord, ResultsFile, Row, load_results
 
-from conftest import (
+from helpers import (
     REFERENCE,
     REPO,
 )

@@ -24,7 +24,7 @@ from draftbench.results import (
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "results_keys.json"
-from conftest import REFERENCE  # noqa: E402
+from helpers import REFERENCE  # noqa: E402
 
 REFERENCE_FILES = sorted(REFERENCE.glob("*.json")) if REFERENCE.is_dir() else []
 

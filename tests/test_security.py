@@ -19,7 +19,7 @@ from draftbench.backends.base import LaunchSpec
 from draftbench.backends.llamacpp import LlamaCppBackend, LlamaCppServer
 from draftbench.errors import ServerError
 
-from conftest import interrupt_server_cli, llama_server_pids, run_cli
+from helpers import interrupt_server_cli, llama_server_pids, run_cli
 from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
 from test_hostile_files import assert_clean_error
 

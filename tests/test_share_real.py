@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE, run_cli
+from helpers import REFERENCE, run_cli
 from test_sweep import write_config
 
 pytestmark = pytest.mark.llama

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from draftbench.process import free_port
 
-from conftest import REPO, llama_server_pids, run_cli, wait_for
+from helpers import REPO, llama_server_pids, run_cli, wait_for
 
 pytestmark = pytest.mark.llama
 
-from conftest import REFERENCE  # noqa: E402
+from helpers import REFERENCE  # noqa: E402
 
 
 def write_config(folder: Path, models: dict, *, drafts=("good", "bad", "missing"), name="t", **settings) -> Path:

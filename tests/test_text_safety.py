@@ -21,7 +21,7 @@ from draftbench.results_lock import ResultsInUseError, results_lock
 from draftbench.server_args import api_key_from_args, check_server_args, is_loopback
 from draftbench.text_safety import safe_text, text_problem
 
-from conftest import REPO
+from helpers import REPO
 
 # ---------------------------------------------------------------------------- safe_text
 
