@@ -11,12 +11,13 @@ STAMP  := $(VENV)/.installed
 export DRAFTBENCH_CACHE ?= $(HOME)/.cache/draftbench
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv llama-server models browser lint test demo clean help
+.PHONY: all setup venv llama-server models browser lint typecheck test demo clean help
 
 help:
 	@echo "make demo          set up, then run a real sweep of a small forged SmolLM2 family and write an HTML report"
-	@echo "make test          set up, then lint and run the test suite"
+	@echo "make test          set up, then lint, type-check and run the test suite"
 	@echo "make lint          ruff (lint + import order) on the package and the tests"
+	@echo "make typecheck     mypy on the package"
 	@echo "make setup         virtualenv + llama-server (built once, ~7 min on 2 cores) + test/demo models"
 	@echo "make llama-server  build llama-server once into $(DRAFTBENCH_CACHE)"
 	@echo "make models        forge the test and demo models into $(DRAFTBENCH_CACHE)/models"
@@ -45,7 +46,10 @@ setup: venv llama-server models
 lint: $(STAMP)
 	$(PY) -m ruff check draftbench tests
 
-test: setup browser lint
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+test: setup browser lint typecheck
 	DRAFTBENCH_REQUIRE_LLAMA=1 DRAFTBENCH_REQUIRE_BROWSER=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 demo: setup

@@ -53,7 +53,8 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     per_pos, per_pos_findings = perpos.row_positions(ok)
     by_prompt: dict[str, list[float]] = {}
     for r in ok:
-        by_prompt.setdefault(r.prompt_id, []).append(r.decode_tps)
+        if r.decode_tps is not None:
+            by_prompt.setdefault(r.prompt_id, []).append(r.decode_tps)
     by_category: dict[str, dict] = {}
     for category in dict.fromkeys(r.category for r in ok):
         group = [r for r in ok if r.category == category]
@@ -192,7 +193,8 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
     settings = results.settings or {}
-    noise_floor = settings.get("noise_floor") if isinstance(settings.get("noise_floor"), (int, float)) else 0.02
+    configured_floor = settings.get("noise_floor")
+    noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
     temperature = settings.get("temperature") or 0.0
     drift = {(target, n): value for n in row_levels(results)
              for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
@@ -228,6 +230,16 @@ def analyze(results: ResultsFile) -> ResultsFile:
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
 
 
+def _speed(row: Row) -> dict[str, Any]:
+    return row.speedup or {}
+
+
+def _ratio(row: Row) -> float:
+    """The measured speed-up ratio (rows without one sort last)."""
+    ratio = _speed(row).get("ratio")
+    return float(ratio) if isinstance(ratio, (int, float)) else 0.0
+
+
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
     """Mark a row measured on the target's looping output (recomputed on every analysis, so the
     finding is replaced, never repeated)."""
@@ -248,9 +260,9 @@ def recommend(results: ResultsFile) -> dict:
         at_level = [r for r in results.results if r.concurrency == level]
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        winners = [r for r in candidates if r.speedup.get("significant") and r.speedup["ratio"] > 1]
-        winners.sort(key=lambda r: (r.speedup.get("ci95_low") or r.speedup["ratio"], r.speedup["ratio"]), reverse=True)
-        inactive = [r.draft for r in at_level
+        winners = [r for r in candidates if _speed(r).get("significant") and _ratio(r) > 1]
+        winners.sort(key=lambda r: (_speed(r).get("ci95_low") or _ratio(r), _ratio(r)), reverse=True)
+        inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
@@ -259,7 +271,7 @@ def recommend(results: ResultsFile) -> dict:
             entry["verdict"] = f"{target}: no baseline was measured, so no draft can be judged."
         elif winners:
             best = winners[0]
-            label = best.draft + (f" (k={best.draft_max})" if best.draft_max else "")
+            label = (best.draft or best.target) + (f" (k={best.draft_max})" if best.draft_max else "")
             entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=best.speedup,
                          acceptance_rate=best.acceptance_rate)
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
@@ -271,8 +283,8 @@ def recommend(results: ResultsFile) -> dict:
                                      f"{best.degenerate_output['requests']} requests, which flatters this "
                                      "speed-up (see the row's warning).")
         elif candidates:
-            best = max(candidates, key=lambda r: r.speedup["ratio"])
-            if results.is_upstream or best.speedup.get("significant") is None:
+            best = max(candidates, key=_ratio)
+            if results.is_upstream or _speed(best).get("significant") is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
                 why = ("this file has no per-request data" if results.is_upstream or not best.requests else
                        "too few requests were measured for a confidence interval (raise settings.runs to 3)")
@@ -283,23 +295,23 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "
                                     f"{stats.describe_speedup(best.speedup)}).")
-                if (best.acceptance_rate or 0) >= 0.5 and best.speedup["ratio"] < 1:
+                if (best.acceptance_rate or 0) >= 0.5 and _ratio(best) < 1:
                     entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
         elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
-            best = max(eliminated, key=lambda r: r.speedup["ratio"])
+            best = max(eliminated, key=_ratio)
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
-        useless = [r.draft for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
+        useless = [r.draft or "" for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
         control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
-        if control and control.speedup.get("significant"):
+        if control and _speed(control).get("significant"):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")

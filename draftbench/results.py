@@ -157,7 +157,7 @@ class Row:
     def key(self) -> tuple:
         """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
         always had, so older files resume; a ceiling row is one of several levels for the same draft."""
-        key = (self.role, self.target, self.draft, self.draft_max)
+        key: tuple = (self.role, self.target, self.draft, self.draft_max)
         if self.role == "ceiling":
             key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)

@@ -40,7 +40,7 @@ class Combination:
     @property
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
-        key = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        key: tuple = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
         if self.role == Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)
