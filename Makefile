@@ -26,7 +26,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lmstudio]'   # lmstudio: LM Studio's SDK, tested against a stand-in
 	@touch $(STAMP)
 
 llama-server:

@@ -4,6 +4,8 @@
 # brought along under .carry/. Steps: build  → start a CUDA build of llama-server in the background
 #                                          wait   → wait for it
 #                                          sweep  → forge the 8x-deep target and run benchmarks/gpu_sweep.json
+#                                          inside → then benchmarks/gpu_inside.json: per-position acceptance,
+#                                                   the one-run k prediction vs k = 2, 4, 8, and the ceiling
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DRAFTBENCH_CACHE="${DRAFTBENCH_CACHE:-/tmp/dbcache}"
@@ -25,5 +27,8 @@ sweep)
     python3 -m draftbench.forge --set gpu
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python3 sweep.py --config benchmarks/gpu_sweep.json --results "${OUT:-results}/gpu_sweep.json" --no-chart;;
-*) echo "usage: $0 build|wait|sweep" >&2; exit 2;;
+inside)
+    # after `sweep` (the models are forged); the report goes beside the results, for the README figure
+    python3 sweep.py --config benchmarks/gpu_inside.json --results "${OUT:-results}/gpu_inside.json" --ceiling;;
+*) echo "usage: $0 build|wait|sweep|inside" >&2; exit 2;;
 esac

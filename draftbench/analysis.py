@@ -11,7 +11,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from . import method_stats, stats, theory
+from . import ceiling, fragments, kpredict, method_stats, perpos, stats, theory
 from .categories import best_per_category, category_sentence, category_speedups
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
@@ -50,6 +50,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     tps = stats.summarize(r.decode_tps for r in ok)
     drafted, accepted, rate = acceptance(ok)
     steps = _sum(r.verify_steps for r in ok)
+    per_pos, per_pos_findings = perpos.row_positions(ok)
     by_prompt: dict[str, list[float]] = {}
     for r in ok:
         by_prompt.setdefault(r.prompt_id, []).append(r.decode_tps)
@@ -63,7 +64,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
                                         tps_values=[r.decode_tps for r in ok],
                                         completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens,
-                                        flags=flags)
+                                        flags=flags) + per_pos_findings
     server_tps = stats.summarize(r.server_decode_tps for r in ok)
     if tps and server_tps and tps["median"] and server_tps["median"]:
         gap = abs(tps["median"] / server_tps["median"] - 1)
@@ -80,7 +81,10 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         "mean_total_time": _round(total["mean"], 2) if total else None,
         "acceptance_rate": rate,
         "draft_n": drafted, "draft_n_accepted": accepted, "verify_steps": steps,
+        # llama-server's own "mean len": the target's token plus the accepted drafts, per verify step
         "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
+        "accepted_per_pos": per_pos,
+        "draft_fragments": fragments.summarize(r.draft_fragments for r in ok),
         "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
         "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
         "method_stats": method_stats.aggregate(r.draft_details for r in ok),
@@ -161,6 +165,17 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
                            measured_ratio=row.speedup["ratio"] if row.speedup else None)
 
 
+def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> Row:
+    """Per-position diagnosis, the k predicted from this row, and this draft against its ceiling."""
+    prediction = kpredict.predict(row, baseline) if row.ok else None
+    if prediction is not None:
+        prediction = kpredict.with_measured(prediction, kpredict.siblings(row, results.results))
+    summary = ceiling.summarize(row, ceiling.ceiling_rows(results.results, row)) if row.ok else None
+    diagnosis = perpos.diagnose(row.accepted_per_pos, row.verify_steps,
+                                best_k=prediction["recommended_k"] if prediction else None)
+    return replace(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
+
+
 def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
     """Per target, |ratio − 1| of a control baseline against the first one (both at ``concurrency``
     streams), where significant."""
@@ -184,7 +199,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.measured and row.role in ("speculative", "control") and baseline is not None:
+        if row.measured and row.role in ("speculative", "control", "ceiling") and baseline is not None:
             floor = noise_floor
             if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
@@ -196,13 +211,18 @@ def analyze(results: ResultsFile) -> ResultsFile:
                                          f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
-            row = replace(row, speedup=speed, equivalence=equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=category_speedups(row, baseline, noise_floor=floor))
+            # A ceiling row's text is not valid output (synthetic acceptance): never compared.
+            row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
+                          equivalence(row, baseline, temperature=temperature),
+                          speedup_by_category=None if row.role == "ceiling" else
+                          category_speedups(row, baseline, noise_floor=floor))
             if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
-        if row.ok and baseline is not None:
+        if row.ok and baseline is not None and row.role != "ceiling":
             row = _with_loop_check(row, baseline, noise_floor)
+        if row.role == "speculative" and row.concurrency == 1:     # per-position counts need one stream
+            row = _inside_the_draft(row, baseline, results)
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
@@ -291,8 +311,29 @@ def recommend(results: ResultsFile) -> dict:
             sentence = category_sentence(by_category)
             if sentence:
                 entry["verdict"] += " " + sentence
+        _add_inside_the_draft(entry, results, target)
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     return {"targets": per_target}
+
+
+def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
+    """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
+    cannot_pay = ceiling.no_draft_can_pay(results.results, target)
+    if (entry.get("speedup") or {}).get("significant") and entry["speedup"]["ratio"] > 1:
+        cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it
+    entry["no_draft_can_pay"] = cannot_pay is not None
+    if cannot_pay:
+        entry["verdict"] += " " + cannot_pay
+    rec = entry.get("recommended_draft")
+    leading = {r.draft: r for r in kpredict.leading_rows(r for r in results.results if r.target == target)}
+    prediction = leading[rec].k_prediction if rec in leading else None
+    entry["k_prediction"] = None
+    if prediction and entry.get("speedup"):
+        entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
+                                                             "mean_abs_error_pct", "compared")}
+        best_k = prediction.get("recommended_k")
+        if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
+            entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
 
 
 def _pct(x) -> str:

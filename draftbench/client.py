@@ -54,6 +54,8 @@ class StreamedResponse:
     extras: dict = field(default_factory=dict)  # other top-level fields seen (vLLM metrics, LM Studio stats…)
     finish_reason: str | None = None
     n_events: int = 0
+    server_ttft_s: float | None = None   # the server's own time to first token, where it reports one
+    draft_fragments: str | None = None   # where accepted drafts landed (see draftbench.fragments), where known
 
     @property
     def ttft_s(self) -> float | None:

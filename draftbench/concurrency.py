@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from .errors import Problem
 from .results import ResultsFile, Row
 
 PERCENTILES = (50, 90, 99)
@@ -21,6 +22,16 @@ def levels(settings: dict) -> tuple[int, ...]:
     values = value if isinstance(value, (list, tuple)) else [value]
     clean = {v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 1}
     return tuple(sorted(clean)) or (1,)
+
+
+def settings_problems(settings: dict) -> list[Problem]:
+    """Settings that cannot go with several levels: the adaptive race measures one stream (its probes
+    and eliminations pair each candidate with a single baseline per target)."""
+    if settings.get("search") == "adaptive" and levels(settings) != (1,):
+        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but search \"adaptive\" "
+                        "races candidates on one stream only", "use search \"exhaustive\" for concurrency levels, "
+                        "or concurrency [1] for an adaptive race")]
+    return []
 
 
 def percentiles(values: Iterable[float | None]) -> dict | None:

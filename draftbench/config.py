@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
+from .concurrency import settings_problems as concurrency_problems
 from .errors import ConfigError, Problem
 from .labels import check_label
 from .modelref import ModelRef
@@ -200,6 +201,14 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
     return tuple(refs)
 
 
+def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceiling") -> list[Problem]:
+    """settings.ceiling needs a backend that can fake acceptance (llama.cpp's --spec-synth-len)."""
+    if settings.get("ceiling") and not backend.synthetic_acceptance:
+        return [Problem(where, f"{backend.config_name} cannot run drafts at synthetic acceptance (only llama.cpp's "
+                        "--spec-synth-len can)", "remove settings.ceiling, or use backend llamacpp")]
+    return []
+
+
 def _as_problem(note: str, default_path: str) -> Problem:
     """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
     path, sep, message = note.partition(": ")
@@ -297,7 +306,9 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
+        problems.extend(ceiling_problems(backend, settings))
     _check_server_args(data, settings, problems, warnings)
+    problems.extend(concurrency_problems(settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))

@@ -107,9 +107,12 @@ def request_record(server: Server, prompt: Prompt, run: int, response: StreamedR
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),
         server_decode_tps=rounded(server.server_decode_tps(response), 5),
+        server_ttft_s=rounded(response.server_ttft_s, 5),
         prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
         draft_n=counts.drafted, draft_n_accepted=counts.accepted, verify_steps=counts.steps,
+        accepted_per_pos=list(counts.accepted_per_pos) if counts.accepted_per_pos is not None else None,
         draft_source=counts.source.value if counts.source else None, draft_details=counts.details or None,
+        draft_fragments=response.draft_fragments,
         finish_reason=response.finish_reason, text=response.text,
     )
 

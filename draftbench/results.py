@@ -24,7 +24,8 @@ from .results_schema import first_problem
 from .rowkinds import ROLES, STATUSES
 
 # 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
-SCHEMA_VERSION = 2
+# 3: ceiling rows (role "ceiling": synthetic acceptance); acceptance by draft position, diagnosis, k prediction.
+SCHEMA_VERSION = 3
 TOOL = "draftbench"
 
 UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
@@ -33,8 +34,9 @@ UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "
 
 
 def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
-                      concurrency: int = 1) -> str:
-    """How a combination is named to people (console, report, log file names)."""
+                      concurrency: int = 1, synthetic: str | None = None) -> str:
+    """How a combination is named to people (console, report, log file names); ``synthetic`` is a
+    ceiling run's level (see :mod:`draftbench.ceiling`)."""
     streams = f" [{concurrency} streams]" if concurrency != 1 else ""
     if role == "baseline":
         return f"{target} (baseline){streams}"
@@ -43,6 +45,9 @@ def combination_title(role: str, target: str, draft: str | None, draft_max: int 
     if role == "draft_alone":
         return f"{target} (draft alone, for its cost ratio){streams}"
     k = f" (k={draft_max})" if show_k and draft_max is not None else ""
+    if role == "ceiling":
+        what = "full acceptance" if synthetic == "full" else "its measured acceptance"
+        return f"{target} + {draft}{k}{streams} [synthetic: {what}]"
     return f"{target} + {draft}{k}{streams}"
 
 
@@ -57,13 +62,16 @@ class RequestRecord:
     total_s: float | None = None
     decode_tps: float | None = None          # client: (completion_tokens - 1) / (t_last - t_first)
     server_decode_tps: float | None = None   # server's own figure (llama.cpp timings.predicted_per_second)
+    server_ttft_s: float | None = None       # server's own TTFT (LM Studio's SDK: timeToFirstTokenSec)
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None
+    accepted_per_pos: list | None = None     # accepted draft tokens by draft position (0 = first drafted token)
     draft_source: str | None = None          # where the draft counts came from (backends.CountsSource)
     draft_details: dict | None = None        # backend-specific draft statistics, as reported
+    draft_fragments: str | None = None       # LM Studio SDK: fragment trace, see draftbench.fragments
     finish_reason: str | None = None
     text: str | None = None
     error: str | None = None
@@ -103,7 +111,13 @@ class Row:
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     verify_steps: int | None = None
-    mean_accepted_len: float | None = None    # tokens per verify step, 1 + accepted/steps
+    mean_accepted_len: float | None = None    # tokens per verify step, 1 + accepted/steps (llama-server's "mean len")
+    accepted_per_pos: list | None = None      # Σ accepted draft tokens by draft position over the requests
+    diagnosis: Finding | None = None          # where the draft's tokens are rejected, in one line (see perpos.py)
+    k_prediction: dict | None = None          # tok/s predicted for every k from this row (see kpredict.py)
+    synthetic: dict | None = None             # ceiling rows: {level, synth_len, k, from_mean_accepted_len}
+    ceiling: dict | None = None               # speculative rows: this draft against its ceiling (see ceiling.py)
+    draft_fragments: dict | None = None       # LM Studio SDK: runs and placement of drafted fragments
     tps: dict | None = None                   # summary of per-request decode tok/s
     server_tps: dict | None = None            # summary of the server's own decode tok/s
     ttft_s: dict | None = None
@@ -136,12 +150,16 @@ class Row:
         if not all(isinstance(w, Finding) for w in self.warnings):
             object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
                                                        for w in self.warnings))
+        if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
+            object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
 
     @property
     def key(self) -> tuple:
         """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
-        always had, so older files resume."""
+        always had, so older files resume; a ceiling row is one of several levels for the same draft."""
         key = (self.role, self.target, self.draft, self.draft_max)
+        if self.role == "ceiling":
+            key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
@@ -168,6 +186,7 @@ class Row:
                 continue
             out[f.name] = getattr(self, f.name)
         out["warnings"] = [w.to_dict() for w in self.warnings]
+        out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis else None
         out["requests"] = [r.to_dict() for r in self.requests]
         for k, v in self.extra.items():
             out.setdefault(k, v)

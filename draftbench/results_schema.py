@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rowkinds import ROLES, STATUSES
+from .rowkinds import CEILING_LEVELS, ROLES, STATUSES
 from .settings_schema import COMMON_SETTINGS
 
 MAX_FREE_DEPTH = 32
@@ -243,12 +243,30 @@ DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(St
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
               "port": INT, "log_tail": STR})
 REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False), "run": Int(nullable=False),
-               "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "prompt_tokens": INT,
+               "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "server_ttft_s": NUM,
+               "prompt_tokens": INT,
                "completion_tokens": INT, "draft_n": INT, "draft_n_accepted": INT, "verify_steps": INT,
-               "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "finish_reason": STR, "text": STR, "error": STR},
+               "accepted_per_pos": ListOf(Int(nullable=False)),
+               "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "draft_fragments": STR,
+               "finish_reason": STR, "text": STR, "error": STR},
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
+# schema 3: inside a draft (perpos.py, kpredict.py, ceiling.py)
+ACCEPTED_PER_POS = ListOf(Int(nullable=False))
+DIAGNOSIS = Obj(FINDING.fields, required=FINDING.required)
+K_PREDICTION = Obj({
+    "from_k": Int(nullable=False), "times": Str(choices=("server", "client")), "target_s_per_token": NUM,
+    "cost_per_drafted_token_s": NUM, "drafted_per_step": NUM, "baseline_tps": NUM,
+    "per_k": ListOf(Obj({"k": Int(nullable=False), "tokens_per_step": NUM, "predicted_tps": Num(nullable=False),
+                         "predicted_speedup": NUM, "measured_tps": NUM, "error_pct": NUM},
+                        required=("k", "predicted_tps"), nullable=False), nullable=False),
+    "recommended_k": INT, "recommended_tps": NUM, "mean_abs_error_pct": NUM, "compared": INT, "text": STR,
+}, required=("from_k", "per_k"))
+SYNTHETIC = Obj({"level": Str(nullable=False, choices=CEILING_LEVELS), "synth_len": NUM, "k": INT,
+                 "from_mean_accepted_len": NUM}, required=("level",))
+CEILING = Obj({"full_tps": NUM, "full_speedup": SPEEDUP, "at_measured_tps": NUM, "at_measured_speedup": SPEEDUP,
+               "reach": NUM, "full_synth_len": NUM, "measured_synth_len": NUM, "text": STR})
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
             "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
 # a concurrency level's Row.load (see measure_concurrent.describe_level)
@@ -261,6 +279,10 @@ LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": I
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
                                    nullable=False))})
+# LM Studio SDK: where drafted fragments landed (draftbench/fragments.py summarize)
+DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "drafted_share": NUM, "runs": INT,
+                       "mean_run_tokens": NUM, "max_run_tokens": INT, "run_lengths": MapOf(INT),
+                       "drafted_share_by_quarter": ListOf(NUM)})
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
@@ -270,14 +292,21 @@ ROW = Obj({
     # draftbench's
     "status": Str(nullable=False, choices=STATUSES), "reason": STR, "role": Str(nullable=False, choices=ROLES),
     "draft_max": INT, "target_path": STR, "draft_path": STR, "speculation_active": BOOL, "draft_n": INT,
-    "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "tps": STAT_SUMMARY,
+    "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "draft_fragments": DRAFT_FRAGMENTS, "tps": STAT_SUMMARY,
     "server_tps": STAT_SUMMARY, "ttft_s": STAT_SUMMARY, "total_s": STAT_SUMMARY, "load_time_s": NUM,
     "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
     "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
     "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
+    "accepted_per_pos": ACCEPTED_PER_POS, "diagnosis": DIAGNOSIS, "k_prediction": K_PREDICTION,
+    "synthetic": SYNTHETIC, "ceiling": CEILING,
 }, required=("target",), nullable=False)
+# per target: the verdict's schema-3 additions (the rest of the summary is recomputed on load)
+SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,
+                                      "k_prediction": Obj({"from_k": INT, "recommended_k": INT,
+                                                           "recommended_tps": NUM, "mean_abs_error_pct": NUM,
+                                                           "compared": INT})}, nullable=False))})
 MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
                   nullable=False)
 RESULTS_FILE = Obj({
@@ -286,7 +315,7 @@ RESULTS_FILE = Obj({
     "config": Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY),
                    "measurement": Obj({})}),
     "host": Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM}),
-    "summary": Obj({}),
+    "summary": SUMMARY,
     "redacted_paths": BOOL,              # a copy written by sweep.py --redact-paths
     "results": ListOf(ROW, nullable=False),
 }, required=("results",), nullable=False)

@@ -1,5 +1,5 @@
-"""What a results row is (its role) and how it ended (its status). A leaf: the results classes and
-their declared file schema both use these."""
+"""What a results row is (its role, and a ceiling row's level) and how it ended (its status). A leaf:
+the results classes and their declared file schema both use these."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ class Role(str, Enum):
     SPECULATIVE = "speculative"    # the target with a speculative candidate
     CONTROL = "control"            # the target alone again, after its candidates (drift check)
     DRAFT_ALONE = "draft_alone"    # a draft as the only model (its cost ratio)
+    CEILING = "ceiling"            # a draft at synthetic acceptance (settings.ceiling): never a candidate
 
 
 class Status(str, Enum):
@@ -20,5 +21,12 @@ class Status(str, Enum):
     ELIMINATED = "eliminated"     # left an adaptive race early: its probe numbers and the reason are kept
 
 
+class CeilingLevel(str, Enum):
+    """The synthetic acceptance of a ceiling row (see ceiling.py)."""
+    MEASURED = "measured"    # at the draft's own measured mean accepted length
+    FULL = "full"            # every drafted token accepted: length k + 1
+
+
 ROLES = tuple(r.value for r in Role)
 STATUSES = tuple(s.value for s in Status)
+CEILING_LEVELS = tuple(level.value for level in CeilingLevel)

@@ -128,9 +128,9 @@ COMMON_SETTINGS: dict[str, Field] = {
     "host": Field("str", "127.0.0.1", "address the server binds to"),
     "allow_remote": Field("bool", False, "allow a server address other than loopback (settings.host or --host "
                           "in extra_args): the server is then reachable from other machines"),
-    "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max); "
+    "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max; LM Studio through its SDK); "
                        "a list sweeps several values; null = the server's default", min=1, max=256),
-    "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min)",
+    "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min; LM Studio through its SDK)",
                          min=0, max=1, measured=True),
     "extra_args": Field("str_list", [], "extra arguments appended to every server command", measured=True),
     "prompts": Field("any", "builtin", "prompt set: \"builtin\", a list of built-in categories, or a path "
@@ -152,6 +152,9 @@ COMMON_SETTINGS: dict[str, Field] = {
                       "stops (null = no limit)", min=1, max=10_000_000),
     "draft_alone": Field("bool", False, "benchmark each draft alone too, to measure its cost ratio c "
                          "for the theory column"),
+    "ceiling": Field("bool", False, "also run each draft at synthetic acceptance (llama.cpp --spec-synth-len): "
+                     "at its measured mean accepted length and at full acceptance, to show what its cost allows "
+                     "on this hardware"),
     "concurrency": Field("int_or_list", [1], "concurrent streams: each value N starts the server with N slots "
                          "and measures N requests at once; a list ([1, 2, 4, 8]) measures every level",
                          min=1, max=1024, measured=True),

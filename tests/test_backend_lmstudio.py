@@ -1,4 +1,7 @@
-"""The LM Studio backend end to end, against tests/fakes/fake_lms.py and fake_lmstudio_server.py.
+"""The LM Studio backend's REST path end to end, against tests/fakes/fake_lms.py and fake_lmstudio_server.py.
+
+These tests force ``lmstudio_client: "rest"`` (the SDK is installed with the test extra); the SDK
+path is tested in test_backend_lmstudio_sdk.py.
 
 The fake `lms` records every command and starts/stops the fake LM Studio server, which answers
 in LM Studio's documented REST API v0 format (stats with accepted / rejected / ignored /
@@ -72,6 +75,7 @@ def without_lms(monkeypatch, tmp_path) -> None:
 
 def settings_for(**overrides) -> dict:
     settings = default_settings(**{k: f.default for k, f in LMStudioBackend.settings_schema.items()})
+    settings["lmstudio_client"] = "rest"
     settings.update(overrides)
     return settings
 
@@ -134,10 +138,11 @@ def test_settings_are_validated():
     from draftbench.errors import ConfigError
     with pytest.raises(ConfigError) as exc:
         validate_config({"name": "x", "backend": "lmstudio", "targets": [{"label": "t", "path": TARGET}],
-                         "settings": {"lmstudio_gpu": "most", "lmstudio_endpoint": "v2", "draft_max": 4}})
+                         "settings": {"lmstudio_gpu": "most", "lmstudio_endpoint": "v2", "draft_max": 4,
+                                      "lmstudio_client": "rest"}})
     text = str(exc.value)
     assert "$.settings.lmstudio_gpu" in text and "$.settings.lmstudio_endpoint" in text
-    assert "$.settings.draft_max" in text          # LM Studio's draft length is set in the app
+    assert "$.settings.draft_max" in text          # REST cannot set the draft length per request
     config = validate_config({"name": "x", "backend": "lm-studio", "targets": [{"label": "t", "path": TARGET}],
                               "settings": {"lms_bin": "bin/lms"}}, base_dir="/cfg")
     assert config.backend == "lmstudio" and config.settings["lms_bin"] == "/cfg/bin/lms"
@@ -193,19 +198,22 @@ def test_sweep_rows_with_good_ignored_and_refused_drafts(lms, tmp_path, monkeypa
         "drafts": [{"label": "0.5B", "path": DRAFT}, {"label": "llama 1B", "path": "llama-3.2-1b-instruct"},
                    {"label": "coder", "path": "qwen2.5-coder-0.5b"}],
         "settings": {"lms_bin": str(lms.bin), "lmstudio_port": lms.port, "runs": 1, "warmup": 1, "max_tokens": 24,
-                     "prompts": ["code", "json"], "ctx_size": 2048, "port": 0},
+                     "prompts": ["code", "json"], "ctx_size": 2048, "port": 0, "lmstudio_client": "rest"},
     }
     path = tmp_path / "lmstudio.json"
     path.write_text(json.dumps(config))
     results = tmp_path / "out.json"
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
     assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Note: LM Studio through its REST API: no per-request draft length" in proc.stdout
     rows = {r["draft"]: r for r in json.loads(results.read_text())["results"]}
     base, good, ignored, refused = rows[None], rows["0.5B"], rows["llama 1B"], rows["coder"]
     assert base["status"] == "ok" and base["mean_tps"] > 0 and base["draft_n"] is None
     assert good["status"] == "ok" and good["speculation_active"] is True and good["mean_tps"] > 0
     assert (good["draft_n"], good["draft_n_accepted"]) == (44, 32)             # two requests of 24 tokens
     assert good["acceptance_rate"] == round(32 / 44, 4)
+    # LM Studio reports no per-position counts: null, never zeros, and so no diagnosis or k prediction
+    assert good["accepted_per_pos"] is None and good["diagnosis"] is None and good["k_prediction"] is None
     assert good["server"]["command"][1:4] == ["load", TARGET, "--identifier"]
     assert ignored["status"] == "error" and ignored["speculation_active"] is False
     assert "did not use the draft" in ignored["reason"]
@@ -310,7 +318,7 @@ def test_server_cli_without_lms_attaches_and_says_so(lms, tmp_path, monkeypatch)
     running = start_lmstudio_directly(lms.port)
     try:
         returncode, text = interrupt_server_cli("lm-studio", "--model", TARGET, "--draft-model", DRAFT, "--port",
-                                                str(lms.port), "--log", str(tmp_path / "cli.log"))
+                                                str(lms.port), "--log", str(tmp_path / "cli.log"), "--client", "rest")
         assert returncode == 0, text
         assert "Note: the lms CLI was not found, so draftbench attached to the running LM Studio server" in text
         assert "Speculative decoding: active" in text
@@ -333,7 +341,7 @@ def test_no_server_and_no_lms_is_a_clear_error(lms, tmp_path, monkeypatch):
         get_backend("lmstudio").check_ready_to_run(settings_for(lms_bin=str(tmp_path / "nowhere" / "lms")))
     assert "settings.lms_bin / --lms-bin" in str(exc.value)
 
-    proc = run_cli("server.py", "lm-studio", "--model", TARGET, "--port", str(lms.port),
+    proc = run_cli("server.py", "lm-studio", "--model", TARGET, "--port", str(lms.port), "--client", "rest",
                    env={"PATH": str(tmp_path / "empty-path"), "HOME": str(tmp_path / "home")}, timeout=60)
     assert proc.returncode == 1 and "lms CLI was not found" in proc.stderr and "--lms-bin" in proc.stderr
 

@@ -17,6 +17,7 @@ import time
 
 import pytest
 import requests
+from draftbench.analysis import summarize_records
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.vllm import VLLMBackend
@@ -112,7 +113,8 @@ def test_prometheus_counters_are_summed_over_engines():
             'vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",position="0"} 4.0\n'
             'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 7.0\n')
     assert parse_counters(text) == {"vllm:spec_decode_num_drafts_total": 15.0,
-                                    "vllm:spec_decode_num_accepted_tokens_total": 7.0}
+                                    "vllm:spec_decode_num_accepted_tokens_total": 7.0,
+                                    "vllm:spec_decode_num_accepted_tokens_per_pos_total[0]": 4.0}
 
 
 # --------------------------------------------------------------------------- launch, stream, acceptance
@@ -153,6 +155,8 @@ def test_launch_waits_through_refused_connections_then_streams_and_counts(fake, 
             assert did["chunks"] < 24                            # several tokens per chunk
             assert (record.draft_n, record.draft_n_accepted, record.verify_steps) == \
                 (did["draft_tokens"], did["accepted"], did["drafts"])
+            # per draft position, from the Prometheus counter's change (summed over engines)
+            assert record.accepted_per_pos == did["per_pos"] and sum(record.accepted_per_pos) == did["accepted"]
             assert {"draft_n": record.draft_n, "draft_n_accepted": record.draft_n_accepted,
                     "verify_steps": record.verify_steps} == EXPECTED_24
             assert record.decode_tps and record.decode_tps > 0 and record.ttft_s is not None
@@ -174,6 +178,8 @@ def test_acceptance_from_the_response_when_vllm_reports_it(fake, tmp_path):
         assert counts.source == "response"
         assert (counts.drafted, counts.accepted, counts.steps) == (32, 16, 8)
         assert counts.details["mean_acceptance_length"] == 3.0
+        # per position from /metrics beside the per-request summary (which has none): pattern 3, 1, 4→4, 0
+        assert counts.accepted_per_pos == (6, 4, 4, 2) and sum(counts.accepted_per_pos) == counts.accepted
         # and the Prometheus counters agree with it (what the fallback would have used)
         after = server.spec_counters()
         assert after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"] \
@@ -195,6 +201,18 @@ def test_a_vllm_that_runs_without_speculation_is_reported(fake, tmp_path, monkey
         status = server.speculation_status(requested=True)
         assert status.active is False
         assert "vllm:spec_decode" in status.reason
+
+
+def test_an_older_vllm_without_per_position_counters_gives_null_not_zeros(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DRAFTS", json.dumps({DRAFT: "no-per-pos"}))
+    with VLLMBackend().launch(make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin))) as server:
+        records = run_prompts(server, list(BUILTIN_PROMPTS[:2]), MeasureOptions(runs=1, warmup=0, max_tokens=24))
+    for record in records:      # the totals still count; the positions are not reported
+        assert {"draft_n": record.draft_n, "draft_n_accepted": record.draft_n_accepted,
+                "verify_steps": record.verify_steps} == EXPECTED_24
+        assert record.accepted_per_pos is None
+    fields = summarize_records(records, max_tokens=24, runs=1)
+    assert fields["accepted_per_pos"] is None and fields["mean_accepted_len"] == 3.0
 
 
 # --------------------------------------------------------------------------- the sweep's results row
@@ -225,6 +243,12 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert good["acceptance_rate"] == 0.5
     assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (64, 32, 16)   # 2 requests
     assert good["mean_accepted_len"] == 3.0
+    assert good["accepted_per_pos"] == [12, 8, 8, 4] and sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
+    assert good["diagnosis"]["code"] == "acceptance_holds"
+    # best k from one run works from vLLM's counters too (client times: vLLM reports no decode timings)
+    assert good["k_prediction"]["from_k"] == 4 and good["k_prediction"]["times"] == "client"
+    assert [p["k"] for p in good["k_prediction"]["per_k"]] == [1, 2, 3, 4]
+    assert base["accepted_per_pos"] is None and base["diagnosis"] is None
     assert good["server"]["command"][:3] == [str(fake.bin), "serve", TARGET]
     assert good["server"]["version"] == "0.11.0+fake"
     assert ignored["status"] == "error" and ignored["speculation_active"] is False

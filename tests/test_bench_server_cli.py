@@ -36,6 +36,8 @@ def test_bench_acceptance_equals_the_servers_counters(start_llama, models, tmp_p
     assert f"{accepted / drafted:.1%} ({accepted} accepted / {drafted} drafted)" in proc.stdout
     per_request = [(r["draft_n_accepted"], r["draft_n"]) for r in row["requests"]]
     assert per_request == logged[1:]
+    assert [sum(r["accepted_per_pos"]) for r in row["requests"]] == [a for a, _ in logged[1:]]
+    assert "by draft position  " in proc.stdout and "of verify steps" in proc.stdout
     # Client-side decode rate agrees with the server's own (same interval, two clocks).
     client = statistics.median(r["decode_tps"] for r in row["requests"])
     server_side = statistics.median(r["server_decode_tps"] for r in row["requests"])

@@ -65,6 +65,14 @@ def test_levels_and_their_validation(tmp_path):
     assert "lists 2 more than once" in text
 
 
+def test_the_adaptive_race_refuses_several_levels(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        config(tmp_path, concurrency=[1, 2], search="adaptive")
+    assert "settings.concurrency: is [1, 2], but search \"adaptive\" races candidates on one stream only" \
+        in str(err.value) and "use search \"exhaustive\"" in str(err.value)
+    assert config(tmp_path, concurrency=[1], search="adaptive").settings["search"] == "adaptive"
+
+
 def test_one_stream_plans_exactly_as_before_and_levels_repeat_it_per_target(tmp_path):
     one = plan(config(tmp_path))
     assert plan(config(tmp_path, concurrency=[1])) == one and all(c.concurrency == 1 for c in one)

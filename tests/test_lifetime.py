@@ -467,7 +467,7 @@ def test_windows_stop_sequence_is_ctrl_break_then_taskkill_then_terminate(monkey
 
 
 def test_executables_are_found_with_exe_on_windows(monkeypatch, tmp_path):
-    from draftbench.backends.base import find_executable
+    from draftbench.backends.executables import find_executable
     (tmp_path / "llama-server.exe").write_text("")
     (tmp_path / "llama-server.exe").chmod(0o755)
     monkeypatch.setattr(sys, "platform", "win32")

@@ -12,7 +12,7 @@ from draftbench.config import validate_config
 from draftbench.errors import ResultsFileError, ServerError, ServerErrorKind
 from draftbench.measure import MeasureOptions
 from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.results import load_results
+from draftbench.results import SCHEMA_VERSION, load_results
 from draftbench.rowkinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Console, Sweep, plan
 from draftbench.sweep.console import Reporter
@@ -143,7 +143,7 @@ def test_a_sweep_measures_everything_and_recommends_the_good_draft(tmp_path):
     code, path = sweep(tmp_path, FakeBackend(script()))
     assert code == EXIT_OK
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 2 and [r["status"] for r in data["results"]] == ["ok"] * 3
+    assert data["schema_version"] == SCHEMA_VERSION and [r["status"] for r in data["results"]] == ["ok"] * 3
     verdict = data["summary"]["targets"][0]
     assert verdict["recommended_draft"] == "good" and "bad" in verdict["verdict"]     # rarely-accepting draft named
 

@@ -10,21 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any, ClassVar
 
 import requests
 
 from ..candidates import CandidateSpec
 from ..client import StreamedResponse, new_session, stream_chat
-from ..errors import BinaryNotFoundError, ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
+from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
 from ..gguf_meta import read_info
 from ..paths import PathProblem, expand_path
 from ..polling import poll
@@ -61,16 +58,18 @@ class CountsSource(str, Enum):
     RESPONSE = "response"            # vLLM's per-request ``metrics.speculative_decoding``
     STATS = "stats"                  # LM Studio's ``stats``
     STATS_WITHOUT_DRAFT = "stats-without-draft"   # LM Studio answered, with no draft counters: it did not draft
+    SDK_STATS = "sdk-stats"          # LM Studio's typed ``LlmPredictionStats`` through its Python SDK
+    SDK_STATS_WITHOUT_DRAFT = "sdk-stats-without-draft"   # the same, with no draft counters: it did not draft
 
 
 @dataclass(frozen=True)
 class DraftCounts:
     """Speculation counters for one request. ``None`` = not measured (never 0 for unknown)."""
-
     drafted: int | None = None       # draft tokens the target verified
     accepted: int | None = None      # of those, accepted by the target
     steps: int | None = None         # verify steps (drafts) — gives mean accepted length
     source: CountsSource | None = None
+    accepted_per_pos: tuple[int, ...] | None = None   # accepted by draft position (0 = first); None: not reported
     details: dict = field(default_factory=dict)   # backend-specific extras, saved with the request
 
 
@@ -230,6 +229,7 @@ class Backend:
     default_port: ClassVar[int] = 8080
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
+    synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
@@ -265,6 +265,10 @@ class Backend:
 
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
+
+    def sweep_notes(self, settings: dict) -> list[str]:
+        """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
+        return []
 
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError
@@ -348,51 +352,6 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
         return time.perf_counter() - start
     finally:
         session.close()
-
-
-def same_file(a: str | None, b: str | None) -> bool:
-    if not a or not b:
-        return False
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b) or Path(a).name == Path(b).name
-
-
-def find_executable(name: str, explicit: str | None, *, env_var: str, setting: str, how_to_get: str,
-                    candidates: tuple = ()) -> str | None:
-    """An explicit path (a folder holding ``name`` will do; it must exist and be executable), else
-    ``$env_var``, else ``PATH``, else the first executable of ``candidates``; None if none is found.
-    On Windows ``name.exe`` is found wherever ``name`` is looked for."""
-    if explicit:
-        path = os.path.expanduser(explicit)
-        if os.path.isdir(path):
-            path = os.path.join(path, name)
-        path = next((p for p in _with_exe(path) if os.path.isfile(p)), path)
-        if not os.path.isfile(path):
-            raise BinaryNotFoundError(f"{name} not found at {explicit}", f"fix {setting}, or remove it to search "
-                                      f"automatically; or {how_to_get}")
-        if not os.access(path, os.X_OK):
-            raise BinaryNotFoundError(f"{name} at {path} is not executable", f"chmod +x {path}")
-        return os.path.abspath(path)
-    from_env = os.environ.get(env_var)
-    if from_env:
-        return find_executable(name, from_env, env_var=env_var, setting=f"${env_var}", how_to_get=how_to_get)
-    on_path = shutil.which(name)   # on Windows, which() tries the PATHEXT suffixes (.EXE, …) itself
-    if on_path:
-        return on_path
-    for candidate in candidates:
-        for path in _with_exe(os.path.expanduser(str(candidate))):
-            if os.path.isfile(path) and os.access(path, os.X_OK):
-                return os.path.abspath(path)
-    return None
-
-
-def _with_exe(path: str) -> tuple[str, ...]:
-    """``path``, and on Windows ``path.exe`` too when it has no suffix (``llama-server.exe``, ``lms.exe``)."""
-    if sys.platform == "win32" and not os.path.splitext(path)[1]:
-        return (path, path + ".exe")
-    return (path,)
 
 
 def url_host(host: str) -> str:

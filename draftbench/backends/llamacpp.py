@@ -43,10 +43,11 @@ from .base import (
     add_common_server_arguments,
     explain_exit_from_log,
     launch_process,
-    same_file,
     url_host,
 )
+from .executables import same_file
 from .llamacpp_command import (
+    SYNTH_LEN_FLAG,
     build_command,
     candidate_problems,
     capabilities,
@@ -86,6 +87,7 @@ def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str
 # --------------------------------------------------------------------------- server
 
 DRAFTS_TOTAL = "llamacpp:spec_decode_num_drafts_total"
+ACCEPTED_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 # Server.totals() names -> llama-server's /metrics counters (build 11434; older builds lack some)
 TOTALS = {"prompt_tokens": "llamacpp:prompt_tokens_total", "output_tokens": "llamacpp:tokens_predicted_total",
           "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
@@ -128,14 +130,16 @@ class LlamaCppServer(Server):
         if drafted is None and self.expects_draft:
             # llama-server omits the draft fields when nothing was drafted.
             drafted, accepted = 0, 0
-        steps = None
+        steps, per_pos = None, None
         after = self._metrics() if before is not None else None
         if before is not None and after is not None:
             steps = counter_difference(prometheus.total(after, DRAFTS_TOTAL), prometheus.total(before, DRAFTS_TOTAL),
                                        DRAFTS_TOTAL)
+            # One slot, one request in flight: the counters' change is this request's.
+            per_pos = prometheus.position_delta(before, after, ACCEPTED_PER_POS, present_before=DRAFTS_TOTAL)
         methods = self.stats_log.after_request() if self.stats_log else None
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
-                           details={METHODS_KEY: methods} if methods else {})
+                           details={METHODS_KEY: methods} if methods else {}, accepted_per_pos=per_pos)
 
     def totals(self) -> dict[str, float] | None:
         samples = self._metrics()
@@ -204,16 +208,23 @@ class LlamaCppBackend(Backend):
     default_port = 8080
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
+    synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
     settings_schema: ClassVar[dict[str, Field]] = {
         "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
                               "statistics (every server of the sweep, the baseline too)", measured=True),
     }
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
-        if not any(s.method or s.params for s in specs):
+        if not settings.get("ceiling") and not any(s.method or s.params for s in specs):
             return []          # plain drafts: every llama-server build runs them
         binary = find_llama_server(settings.get("llama_bin"))
-        return candidate_problems(specs, capabilities(binary), binary)
+        caps = capabilities(binary)
+        problems = candidate_problems(specs, caps, binary)
+        if settings.get("ceiling") and SYNTH_LEN_FLAG not in caps["flags"]:
+            problems.append(Problem("$.settings.ceiling", f"{binary} has no {SYNTH_LEN_FLAG}, so it cannot run drafts "
+                                    "at synthetic acceptance", "use a newer llama.cpp build, or remove "
+                                    "settings.ceiling / --ceiling"))
+        return problems
 
     def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
         try:
@@ -222,7 +233,7 @@ class LlamaCppBackend(Backend):
             return None       # model_problem reports unreadable files
         if why is None:
             return None
-        return ModelProblem(f"the draft cannot speculate for this target: {why}; llama-server would run without "
+        return ModelProblem(f"the draft cannot speculate for this target (its vocabulary differs: {why}); llama-server would run without "
                             "speculation", "use a draft from the same model family (the same tokenizer)")
 
     def check_ready_to_run(self, settings: dict) -> None:

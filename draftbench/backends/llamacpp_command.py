@@ -13,7 +13,8 @@ import subprocess
 from ..candidates import DRAFT_MAX, CandidateSpec
 from ..errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
 from ..paths import cache_dir
-from .base import LaunchSpec, find_executable
+from .base import LaunchSpec
+from .executables import find_executable
 from .llamacpp_stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
 
 COMMON_BUILD_DIRS = (
@@ -212,6 +213,10 @@ def stats_lines_expected(cmd: list[str]) -> int:
 
 
 NOT_PARAMS = ("--spec-type", "--spec-draft-model", "--spec-draft-hf", "--spec-default")   # set by draftbench itself
+# Synthetic acceptance ("benchmarking only"): output is not valid text, so it is never a candidate;
+# settings.ceiling runs it as rows of their own.
+SYNTHETIC_PARAMS = ("synth_len", "synth_rates")
+SYNTH_LEN_FLAG = "--spec-synth-len"
 
 
 def tunable_params(caps: dict) -> list[str]:
@@ -249,6 +254,12 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
                     problems.append(Problem(f"{s.where}.params.{name}", "is the draft model's length; this candidate "
                                             "has no draft method", "set the n-gram method's own length instead "
                                             "(e.g. ngram_mod_n_max)"))
+                continue
+            if name in SYNTHETIC_PARAMS:
+                problems.append(Problem(f"{s.where}.params.{name}", "is synthetic acceptance (benchmarking only: the "
+                                        "output is not valid text), not a candidate", "remove it and set "
+                                        "settings.ceiling: true (or --ceiling) to run each draft at synthetic "
+                                        "acceptance as rows of their own"))
                 continue
             if name not in tunable_params(caps):
                 known = tunable_params(caps)

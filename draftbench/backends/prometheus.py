@@ -11,6 +11,11 @@ import math
 import re
 from dataclasses import dataclass
 
+from ..server_values import counter_difference
+
+# No draft proposes this many tokens per step (llama.cpp's own limits are far lower).
+MAX_POSITIONS = 1024
+
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)(?:\s+\d+)?\s*$")
 _LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
@@ -69,3 +74,57 @@ def by_label(samples: list[Sample], name: str, label: str) -> dict[str, float]:
             if key is not None:
                 out[key] = out.get(key, 0.0) + s.value
     return out
+
+
+def by_position(samples: list[Sample], name: str, label: str = "position") -> tuple[float, ...] | None:
+    """A counter labelled by a 0-based integer position as a dense vector (positions missing in
+    between read 0); None when the server does not export it."""
+    found: dict[int, float] = {}
+    for key, value in by_label(samples, name, label).items():
+        # A position past any real draft length is a broken or hostile server: never a huge vector.
+        if key.isdigit() and int(key) < MAX_POSITIONS:
+            found[int(key)] = value
+    if not found:
+        return None
+    return tuple(found.get(i, 0.0) for i in range(max(found) + 1))
+
+
+def position_delta(before: list[Sample], after: list[Sample], name: str, *,
+                   present_before: str) -> tuple[int, ...] | None:
+    """``after − before`` of a per-position counter. A server may export the positions only once
+    something was counted (llama-server does), so a missing series before the request reads as
+    zeros when ``present_before`` (a plain counter of the same family) was exported then."""
+    now = by_position(after, name)
+    if now is None:
+        return None
+    then = by_position(before, name)
+    if then is None:
+        if total(before, present_before) is None:
+            return None          # the snapshot before the request was not a usable reading
+        then = ()
+    return tuple(_moved(value, then[i] if i < len(then) else 0.0, name, i) for i, value in enumerate(now))
+
+
+def flat_totals(samples: list[Sample], names: tuple[str, ...], positional: str) -> dict[str, float]:
+    """:func:`totals` of ``names`` plus the per-position counter ``positional`` as ``NAME[i]`` entries:
+    one flat dict that two readings can be compared and subtracted by."""
+    out = totals(samples, names)
+    for i, value in enumerate(by_position(samples, positional) or ()):
+        out[f"{positional}[{i}]"] = value
+    return out
+
+
+def flat_position_delta(before: dict[str, float], after: dict[str, float], positional: str) -> tuple[int, ...] | None:
+    """``after − before`` of the ``NAME[i]`` entries of :func:`flat_totals` (absent before: 0)."""
+    now: list[float] = []
+    while f"{positional}[{len(now)}]" in after:
+        now.append(after[f"{positional}[{len(now)}]"])
+    if not now:
+        return None
+    return tuple(_moved(v, before.get(f"{positional}[{i}]", 0.0), positional, i) for i, v in enumerate(now))
+
+
+def _moved(after: float, before: float, name: str, position: int) -> int:
+    """One position's change, checked like every server counter (never backwards, never absurd)."""
+    moved = counter_difference(after, before, f'{name}{{position="{position}"}}')
+    return 0 if moved is None else moved

@@ -9,7 +9,9 @@ Facts this relies on (vLLM documentation, 2025–2026; see docs/backends.md):
   model loads, and ``/health`` answers 503 if the engine died.
 * ``GET /metrics`` (Prometheus) has the counters ``vllm:spec_decode_num_drafts_total``,
   ``vllm:spec_decode_num_draft_tokens_total`` and ``vllm:spec_decode_num_accepted_tokens_total``
-  (one series per engine; we sum them) when speculation is configured, and none of them otherwise.
+  (one series per engine; we sum them) when speculation is configured, and none of them otherwise;
+  ``vllm:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`` counts accepted tokens per
+  draft position.
 * With ``--per-request-spec-decode-metrics summary`` newer builds put
   ``metrics.speculative_decoding`` (``num_spec_steps``, ``num_draft_tokens``,
   ``num_accepted_draft_tokens``…) on the final usage chunk of a stream.
@@ -55,6 +57,7 @@ from .vllm_command import (
     looks_like_path,
     parse_counters,
     parse_totals,
+    per_position_delta,
     served_name,
 )
 
@@ -126,8 +129,8 @@ class VLLMServer(Server):
     def draft_counts(self, response, before) -> DraftCounts:
         per_request = response.section("metrics", "speculative_decoding")
         if per_request is not None and per_request.get("num_draft_tokens") is not None:
-            if before is not None:
-                self._settled_counters()   # keep the next request's baseline clean
+            # Settling also keeps the next request's baseline clean.
+            settled = self._settled_counters() if before is not None else None
             where = "metrics.speculative_decoding."
             return DraftCounts(drafted=server_count(per_request["num_draft_tokens"], where + "num_draft_tokens"),
                                accepted=server_count(per_request.get("num_accepted_draft_tokens"),
@@ -135,7 +138,8 @@ class VLLMServer(Server):
                                steps=server_count(per_request.get("num_spec_steps"), where + "num_spec_steps"),
                                source=CountsSource.RESPONSE,
                                details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
-                                                                     "acceptance_histogram") if k in per_request})
+                                                                     "acceptance_histogram") if k in per_request},
+                               accepted_per_pos=per_position_delta(before, settled))
         if before is None:
             return DraftCounts()
         after = self._settled_counters()
@@ -147,7 +151,7 @@ class VLLMServer(Server):
             return counter_difference(after.get(name), before.get(name), name)
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
-                           source=CountsSource.METRICS)
+                           source=CountsSource.METRICS, accepted_per_pos=per_position_delta(before, after))
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         text = self._metrics_text()

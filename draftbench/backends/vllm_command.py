@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ..errors import BinaryNotFoundError, ServerError, ServerErrorKind
 from . import prometheus
-from .base import LaunchSpec, explain_exit_from_log, find_executable
+from .base import LaunchSpec, explain_exit_from_log
+from .executables import find_executable
 
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
@@ -25,6 +26,7 @@ COUNTERS = {
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "accepted": "vllm:spec_decode_num_accepted_tokens_total",
 }
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 # Server.totals() names -> vLLM's Prometheus counters (summed over engines)
 TOTALS = {"prompt_tokens": "vllm:prompt_tokens_total", "output_tokens": "vllm:generation_tokens_total",
           "draft_tokens": COUNTERS["draft_tokens"], "accepted_tokens": COUNTERS["accepted"],
@@ -145,5 +147,13 @@ def parse_totals(text: str) -> dict[str, float]:
 
 
 def parse_counters(text: str) -> dict[str, float]:
-    """Sum every series of the spec-decode counters in a Prometheus text exposition."""
-    return prometheus.totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()))
+    """Sum every series of the spec-decode counters in a Prometheus text exposition (the per-position
+    counter too: see :func:`prometheus.flat_totals`)."""
+    return prometheus.flat_totals(prometheus.parse(text, prefix="vllm:"), tuple(COUNTERS.values()), ACCEPTED_PER_POS)
+
+
+def per_position_delta(before: dict[str, float] | None, after: dict[str, float] | None) -> tuple[int, ...] | None:
+    """Accepted tokens per draft position between two readings (None unless both were read)."""
+    if before is None or after is None or COUNTERS["drafts"] not in before:
+        return None
+    return prometheus.flat_position_delta(before, after, ACCEPTED_PER_POS)

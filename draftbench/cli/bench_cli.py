@@ -19,6 +19,7 @@ from ..errors import DraftbenchError, UsageError
 from ..measure import MeasurementFailed, MeasureOptions, run_prompts
 from ..measure_concurrent import level_fields, run_streams
 from ..paths import atomic_write_text
+from ..perpos import diagnose
 from ..prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
 from ..results import Row, now_iso
 from ..stats import BENCH_FLAGS, describe_speedup, speedup
@@ -217,6 +218,14 @@ def print_table(row: Row) -> None:
         if row.mean_accepted_len:
             line += f", {row.mean_accepted_len:.2f} tokens per verify step"
         print(line)
+        if row.accepted_per_pos and row.verify_steps:
+            shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
+            print(f"  by draft position  {shares} of verify steps")
+            diagnosis = diagnose(row.accepted_per_pos, row.verify_steps)
+            if diagnosis:
+                print(f"  diagnosis          {diagnosis.message}")
+        else:
+            print("  by draft position  not reported by this server")
     elif row.draft_n == 0:
         print("  acceptance         n/a — the server drafted nothing (speculation not active)")
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..analysis import analyze
 from ..backends import get_backend
 from ..concurrency import levels
-from ..config import load_config
+from ..config import ceiling_problems, load_config
 from ..errors import ConfigError, DraftbenchError, UsageError
 from ..estimate import Estimator, estimate_of, total_s
 from ..output_paths import check_output_paths, default_chart_for
@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    p.add_argument("--ceiling", action="store_true", help="also run each draft at synthetic acceptance (its measured "
+                   "mean accepted length, and full acceptance) to show what its cost allows; same as "
+                   "settings.ceiling: true (llama.cpp only)")
     add_share_arguments(p)
     return p
 
@@ -105,7 +108,10 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
     ``used``: results files of the batch's earlier configs (real path -> config), never shared."""
     config = with_overrides(load_config(path), args)
     backend = get_backend(config.backend)
-    problems = backend.validate_candidates(config.specs(), config.settings)
+    if args.ceiling:
+        config = replace(config, settings={**config.settings, "ceiling": True})
+    problems = ceiling_problems(backend, config.settings, "--ceiling") if args.ceiling else []
+    problems += backend.validate_candidates(config.specs(), config.settings)
     if problems:
         raise ConfigError(config.source, problems)
     results_path, default_chart = default_paths(config, results, chart)

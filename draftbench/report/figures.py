@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from ..analysis import analyze
 from ..results import ResultsFile
 from ..stats import describe_speedup
-from . import load_figures, theme
+from . import inside, load_figures, theme
 from .layout import base_layout as _layout
 from .method_figures import category_heatmap_figure, param_lines_figure
 from .model import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
@@ -284,6 +284,9 @@ CHARTS: tuple[Chart, ...] = (
     Chart("chart-scatter", "Acceptance vs speed-up",
           lambda data: "One point per target + draft pair. Points below 0% are slowdowns despite the acceptance.",
           scatter_figure),
+    Chart("chart-positions", "Acceptance by draft position", inside.positions_lead, inside.positions_figure),
+    Chart("chart-ceiling", "Each draft against its ceiling", inside.ceiling_lead, inside.ceiling_figure),
+    Chart("chart-kpredict", "Best k from one run", inside.kpredict_lead, inside.kpredict_figure),
     Chart("chart-categories", "Speed-up by prompt category",
           lambda data: "Each configuration's speed-up on each prompt category's requests alone: methods differ "
                        "by workload (n-gram methods shine where the answer repeats the prompt). \"loops\": the "

@@ -21,6 +21,7 @@ from ..paths import atomic_write_text
 from ..results import ResultsFile, Row, combination_title
 from ..stats import describe_speedup
 from .figures import CHARTS, Chart, Figure
+from .inside import inside_table
 from .methods_table import methods_section
 from .model import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 from .text import esc, num, pct, signed_pct
@@ -141,7 +142,7 @@ def _summary_table(data: ReportData) -> str:
 
 def _row_title(row: Row, multi_k: bool) -> str:
     return combination_title(row.role, row.target, row.draft, row.draft_max, show_k=multi_k,
-                             concurrency=row.concurrency)
+                             concurrency=row.concurrency, synthetic=(row.synthetic or {}).get("level"))
 
 
 def _problems_table(data: ReportData) -> str:
@@ -291,6 +292,7 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
         "<section id=\"summary\"><h2>Verdict</h2>" + _summary_table(data) + "</section>",
         HOW_TO_READ,
         *(_chart_section(chart, data) for chart in CHARTS if chart.shown(data)),
+        inside_table(data),
         methods_section(data),
         _problems(data),
         _theory(data),

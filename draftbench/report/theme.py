@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 BG, CARD, GRID, TEXT, MUTED = "#0f1117", "#171a23", "#2a2f3a", "#e6e6e6", "#9aa0a6"
 BASELINE_COLOR = "#8d99ae"
 CLASS_COLORS = ("#4cc9f0", "#f72585", "#7bd389", "#ffb703", "#b388eb", "#ff7f50", "#2ec4b6", "#e9c46a",
@@ -14,6 +16,24 @@ MISSING_COLOR = "#23262f"
 HOVER_BG = "#262a36"
 PROBLEM_TEXT = "#c9ccd1"
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
+
+
+
+def plot_layout(**extra: Any) -> dict[str, Any]:
+    """The common dark Plotly layout; ``xaxis``/``yaxis`` in ``extra`` are merged into the defaults."""
+    axis = dict(gridcolor=GRID, zerolinecolor=GRID, linecolor=GRID, automargin=True)
+    layout: dict[str, Any] = dict(
+        template="none", paper_bgcolor=CARD, plot_bgcolor=CARD,
+        font=dict(family=FONT, color=TEXT, size=13),
+        margin=dict(l=70, r=30, t=30, b=60),
+        hoverlabel=dict(align="left", bgcolor=HOVER_BG, font=dict(color=TEXT)),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
+        xaxis=dict(axis), yaxis=dict(axis),
+    )
+    for key, value in extra.items():
+        layout[key] = {**layout[key], **value} if key in ("xaxis", "yaxis") else value
+    return layout
+
 
 CSS = f"""
 :root {{ color-scheme: dark; }}

@@ -10,7 +10,9 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from .. import kpredict
 from ..findings import Code
+from ..fragments import describe as describe_fragments
 from ..method_stats import describe as describe_methods
 from ..results import ResultsFile, Row
 from ..rowkinds import Role, Status
@@ -141,9 +143,11 @@ class Console(Reporter):
         inactive = row.role == Role.SPECULATIVE and row.speculation_active is False
         if inactive:
             self.line("  Speed-up vs baseline: none — speculation was not active, so this is the target alone")
-        elif row.role in (Role.SPECULATIVE, Role.CONTROL) and row.speedup:
-            label = "Drift vs first baseline" if row.role == Role.CONTROL else "Speed-up vs baseline"
+        elif row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and row.speedup:
+            label = {Role.CONTROL: "Drift vs first baseline", Role.CEILING: "Synthetic speed-up vs baseline (not a "
+                     "candidate)"}.get(Role(row.role), "Speed-up vs baseline")
             self.line(f"  {label}: {describe_speedup(row.speedup)}")
+        self._inside_the_draft(row)
         eq = row.equivalence
         if eq and eq.get("checked"):
             first = eq["mismatches"][0] if eq["mismatches"] else None
@@ -152,16 +156,47 @@ class Console(Reporter):
                          if first else ""))
         if row.method_stats:
             self.line(f"  Per method: {describe_methods(row.method_stats)}")
+        if row.role == Role.SPECULATIVE and row.draft_fragments:   # LM Studio SDK: where drafts landed
+            self.line(f"  {describe_fragments(row.draft_fragments)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
         for finding in row.warnings:
             if finding.code is not Code.SERVER_NOTE:   # notes were shown when the server started
                 self.line(f"  ! {finding.message}")
 
+    def _inside_the_draft(self, row: Row) -> None:
+        """Acceptance by position, its diagnosis, the one-run k prediction and the ceiling, where known."""
+        if row.role != Role.SPECULATIVE:
+            return
+        if row.accepted_per_pos and row.verify_steps:
+            shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
+            self.line(f"  Acceptance by position: {shares} (mean accepted length {row.mean_accepted_len})")
+        if row.diagnosis:
+            self.line(f"  Diagnosis: {row.diagnosis.message}")
+        if row.k_prediction:
+            text = kpredict.describe(row.k_prediction)
+            self.line(f"  {text[0].upper()}{text[1:]}")
+
     def progress(self, elapsed_s, remaining_s) -> None:
         eta = f", about {format_duration(remaining_s)} left" if remaining_s else ""
         self.line(f"  Elapsed {format_duration(elapsed_s)}{eta}")
         self.line()
+
+    def _predicted_vs_measured(self, results: ResultsFile) -> None:
+        """Where a draft_max list was swept: each measured k beside its one-run prediction; then each
+        draft against its ceiling (known only once the ceiling runs are done)."""
+        for row in results.results:
+            if row.role == Role.SPECULATIVE and row.ceiling and row.ceiling.get("text"):
+                k = f" (k={row.draft_max})" if row.draft_max else ""
+                self.line(f"Ceiling of {row.target} + {row.draft}{k}: {row.ceiling['text']}")
+        for row in kpredict.leading_rows(results.results):
+            prediction = row.k_prediction or {}
+            lines = kpredict.comparison_lines(prediction)
+            if lines:
+                self.line(f"Best k from one run, {row.target} + {row.draft} (predicted from k={prediction['from_k']}; "
+                          f"mean error {prediction['mean_abs_error_pct']:.1f}%):")
+                for text in lines:
+                    self.line(f"  {text}")
 
     def interrupted(self, why, results_path) -> None:
         self.line()
@@ -184,6 +219,7 @@ class Console(Reporter):
         loads = (results.summary or {}).get("server_loads")
         if loads is not None:
             self.line(f"Server loads: {loads}")
+        self._predicted_vs_measured(results)
         self.line()
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..candidates import Candidate, expand
+from ..ceiling import Level
 from ..concurrency import levels
 from ..config import SweepConfig
 from ..modelref import ModelRef
@@ -26,6 +27,7 @@ class Combination:
     target: ModelRef                 # the model the server loads as its main model
     candidate: Candidate | None = None
     concurrency: int = 1             # requests in flight at once (the server gets as many slots)
+    synthetic: dict | None = None    # ceiling runs: {"level": …}, completed by sweep.ceilings.resolve
 
     @property
     def draft(self) -> ModelRef | None:
@@ -39,6 +41,8 @@ class Combination:
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
         key = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        if self.role == Role.CEILING:
+            key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
@@ -47,7 +51,8 @@ class Combination:
 
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
-                                 self.draft_max, show_k=show_k, concurrency=self.concurrency)
+                                 self.draft_max, show_k=show_k, concurrency=self.concurrency,
+                                 synthetic=(self.synthetic or {}).get("level"))
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
@@ -56,7 +61,8 @@ def candidates(config: SweepConfig) -> list[Candidate]:
 
 
 def plan(config: SweepConfig) -> list[Combination]:
-    """Upstream's order: each target's baseline, then its candidates, then the optional control;
+    """Upstream's order: each target's baseline, then its candidates, then the optional ceiling runs
+    (one stream, after the rows they read their acceptance from), then the optional control;
     draft-alone runs (for the cost ratio, one stream) last. With several concurrency levels, that
     order repeats per level within each target, so a level's baseline runs close to its candidates."""
     out: list[Combination] = []
@@ -65,11 +71,19 @@ def plan(config: SweepConfig) -> list[Combination]:
         for n in levels(config.settings):
             out.append(Combination(Role.BASELINE, target, concurrency=n))
             out += [Combination(Role.SPECULATIVE, target, c, concurrency=n) for c in concrete]
+            if n == 1 and config.settings.get("ceiling"):
+                out += ceiling_combinations(target, concrete)
             if config.settings.get("control_baseline"):
                 out.append(Combination(Role.CONTROL, target, concurrency=n))
     if config.settings.get("draft_alone"):
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
     return out
+
+
+def ceiling_combinations(target: ModelRef, concrete: list[Candidate]) -> list[Combination]:
+    """Two synthetic-acceptance runs for every candidate with a draft model (see :mod:`draftbench.ceiling`)."""
+    return [Combination(Role.CEILING, target, c, synthetic={"level": level.value})
+            for c in concrete if c.draft is not None for level in Level]
 
 
 def shows_k(config: SweepConfig) -> bool:

@@ -73,6 +73,8 @@ class AdaptiveSearch:
             for combo in (c for c in group if c.role == Role.BASELINE):
                 self._plain(combo)
             complete &= self._race(target.label, [c for c in group if c.role == Role.SPECULATIVE])
+            for combo in (c for c in group if c.role == Role.CEILING):   # after the drafts they read
+                self._plain(combo)
             for combo in (c for c in group if c.role == Role.CONTROL):
                 self._plain(combo)
         for combo in (c for c in combos if c.role == Role.DRAFT_ALONE):
@@ -88,7 +90,7 @@ class AdaptiveSearch:
         if existing is not None and existing.ok:
             return
         self.reporter.combination_started(self.index[combo.key], self.total, combo.title(self.show_k))
-        row = self.runner.run(combo, self.index[combo.key], self.failed_baselines)
+        row = self.runner.run(combo, self.index[combo.key], self.failed_baselines, results=self.store.current())
         if combo.role == Role.BASELINE and not row.ok:
             self.failed_baselines[combo.target.label] = row.reason or row.status
         self._save(row)

@@ -22,9 +22,10 @@ from ..measure_concurrent import level_fields, run_streams
 from ..process import free_port, port_is_free, wait_port_free
 from ..prompts import Prompt
 from ..redact import redact_args
-from ..results import Row, now_iso
+from ..results import ResultsFile, Row, now_iso
 from ..rowkinds import Role, Status
 from ..stats import rounded
+from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
 
@@ -113,12 +114,13 @@ class CombinationRunner:
         return dict(target=combo.target.label, draft=cand.label if cand else None, role=combo.role.value,
                     draft_max=combo.draft_max, target_path=combo.target.path,
                     draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
-                    started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency)
+                    started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
+                    synthetic=combo.synthetic)
 
     def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
         base = self._base(combo)
-        if combo.role in (Role.SPECULATIVE, Role.CONTROL) and combo.target.label in failed_baselines:
+        if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
             return Row(status=Status.SKIPPED.value, reason=reason.splitlines()[0], **base)
         for ref in (combo.target, combo.draft):
@@ -127,7 +129,7 @@ class CombinationRunner:
                 # A model that is not there yet is skipped (add it and resume); a broken one is an error.
                 return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
                            **base)
-        if combo.draft is not None and combo.role == Role.SPECULATIVE:
+        if combo.draft is not None and combo.role in (Role.SPECULATIVE, Role.CEILING):
             problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
             if problem:
                 return Row(status=Status.SKIPPED.value, reason=str(problem),
@@ -146,12 +148,17 @@ class CombinationRunner:
 
     # ------------------------------------------------------------------ one combination
     def run(self, combo: Combination, index: int, failed_baselines: dict[str, str],
-            schedule: Schedule | None = None) -> Row:
+            schedule: Schedule | None = None, results: ResultsFile | None = None) -> Row:
         """Measure ``combo`` on a new server: every request, or those of ``schedule`` (whose earlier
-        records are kept in the row, before the new ones)."""
+        records are kept in the row, before the new ones). ``results``: the rows so far (a ceiling
+        run reads its draft's measured acceptance there)."""
         early = self._skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
+        if combo.role == Role.CEILING:
+            combo, why_not = resolve(combo, results)
+            if why_not:
+                return Row(status=Status.SKIPPED.value, reason=why_not, **self._base(combo))
         base = self._base(combo)
         port = self._choose_port()
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
@@ -189,9 +196,12 @@ class CombinationRunner:
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
                                                         model_free=bool(combo.candidate and combo.candidate.model_free))
             self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
-                                   combo.role == Role.SPECULATIVE)
+                                   combo.role in (Role.SPECULATIVE, Role.CEILING))
             if load is not None:
                 self.reporter.streams_measured(combo.concurrency, load.get("aggregate_tps"), load.get("in_flight_max"))
+            for note in server.notes[len(notes):]:   # learnt while measuring (LM Studio applying another k)
+                self.reporter.note(note)
+                notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,

@@ -67,6 +67,8 @@ class Sweep:
                                    n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
                                    max_tokens=options.max_tokens, backend=self.config.backend,
                                    resumed_from=str(self.results_path) if n_done else None, n_done=n_done)
+        for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
+            self.reporter.note(note)
         self.results = analyze(results)
         save_results(self.results, self.results_path)
         interrupted, complete = False, True
@@ -109,7 +111,7 @@ class Sweep:
             if combo.key in done:
                 continue
             self.reporter.combination_started(index, len(combos), combo.title(show_k))
-            row = runner.run(combo, index, failed_baselines)
+            row = runner.run(combo, index, failed_baselines, results=self.results)
             if combo.role == Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
             assert self.results is not None      # set by run() before the loop starts

@@ -33,8 +33,9 @@ Environment:
   FAKE_VLLM_PIDS     folder where the process writes <pid>.pid (tests check none is left running)
   FAKE_VLLM_LOAD_S   seconds to "load" (not listening) before serving; default 0.3
   FAKE_VLLM_MODE     ok | never-ready (/health 503 forever) | exit-draft-unsupported | exit-oom
-  FAKE_VLLM_DRAFTS   JSON {draft model: "ok" | "no-spec" | "zero"}: no-spec = runs without
-                     speculation (no counters); zero = counters that never move
+  FAKE_VLLM_DRAFTS   JSON {draft model: "ok" | "no-spec" | "zero" | "no-per-pos"}: no-spec = runs
+                     without speculation (no counters); zero = counters that never move; no-per-pos =
+                     an older vLLM: the spec-decode totals without the per-position counter
   FAKE_VLLM_STEP_S   seconds per engine step (default 0.002)
 """
 
@@ -116,7 +117,7 @@ def main():
     per_pos = [0] * max(k, 1)
     truth = []   # per request: what the server "did", for tests to compare with
     step_s = float(os.environ.get("FAKE_VLLM_STEP_S", "0.002"))
-    speculating = spec_cfg is not None and behaviour in ("ok", "zero") and k > 0
+    speculating = spec_cfg is not None and behaviour in ("ok", "zero", "no-per-pos") and k > 0
 
     def metrics_text():
         lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
@@ -137,7 +138,7 @@ def main():
                           f'vllm:spec_decode_{name}_total{{engine="0",model_name="{served}"}} {float(counters[key])}',
                           f'vllm:spec_decode_{name}_total{{engine="1",model_name="{served}"}} 0.0',
                           f'vllm:spec_decode_{name}_created{{engine="0",model_name="{served}"}} 1.7e+09']
-            for pos, n in enumerate(per_pos):
+            for pos, n in enumerate(per_pos if behaviour != "no-per-pos" else ()):
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{served}",'
                              f'position="{pos}"}} {float(n)}')
         return "\n".join(lines) + "\n"
@@ -212,7 +213,7 @@ def main():
             self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                              "logprobs": None, "finish_reason": None}]})
             emitted, step = 0, 0
-            mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0}
+            mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0, "per_pos": [0] * len(per_pos)}
             while emitted < n:
                 time.sleep(step_s)
                 if speculating:
@@ -229,7 +230,7 @@ def main():
                 mine["chunks"] += 1
                 with lock:
                     counters["generation_tokens"] += count
-                if speculating and behaviour == "ok":
+                if speculating and behaviour in ("ok", "no-per-pos"):
                     with lock:   # recorded right after the step's tokens went out, as vLLM does
                         counters["drafts"] += 1
                         counters["draft_tokens"] += k
@@ -239,6 +240,8 @@ def main():
                     mine["drafts"] += 1
                     mine["draft_tokens"] += k
                     mine["accepted"] += accepted
+                    for pos in range(accepted):
+                        mine["per_pos"][pos] += 1
             self.event({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
             if (body.get("stream_options") or {}).get("include_usage"):
                 usage_chunk = {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,

@@ -33,6 +33,8 @@ class Script:
     interrupt_on: set[str] = field(default_factory=set)            # paths whose launch raises KeyboardInterrupt
     per_stream: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {N: tok/s factor}
     tokens: int = 64
+    full_speedup: dict[str, float] = field(default_factory=dict)   # draft path -> factor at synthetic full acceptance
+    k: int = 4                                                     # draft positions when draft_max is not set
     noise: dict[str, float] = field(default_factory=dict)          # draft path -> ± relative tok/s, by seed
 
 
@@ -57,6 +59,8 @@ class FakeServer(Server):
         tps = self.script.tps.get(self.spec.target, 50.0)
         if self.spec.draft and self.spec.draft not in self.script.inactive:
             tps *= self.script.speedup.get(self.spec.draft, 1.0)
+            if self.synth_len is not None and self.synth_len >= self.k + 1:
+                tps = self.script.tps.get(self.spec.target, 50.0) * self.script.full_speedup.get(self.spec.draft, 1.0)
         tps *= self.script.per_stream.get(key, {}).get(self.spec.concurrency, 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
@@ -70,14 +74,31 @@ class FakeServer(Server):
                                     usage={"completion_tokens": n, "prompt_tokens": 10}, finish_reason="length")
         return response
 
+    @property
+    def k(self) -> int:
+        return self.spec.draft_max or self.script.k
+
+    @property
+    def synth_len(self) -> float | None:
+        """llama.cpp's synthetic acceptance (a ceiling run): the mean accepted length asked for."""
+        value = self.spec.params.get("synth_len")
+        return float(value) if value is not None else None
+
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
         if not self.spec.draft:
             return DraftCounts()
         if self.spec.draft in self.script.inactive:
             return DraftCounts(drafted=0, accepted=0, source=CountsSource.TIMINGS)
-        drafted = 40
-        return DraftCounts(drafted=drafted, accepted=round(drafted * self.script.acceptance.get(self.spec.draft, 0.7)),
-                           steps=10, source=CountsSource.TIMINGS)
+        steps = 10
+        drafted = steps * self.k
+        if self.synth_len is not None:
+            accepted = round((self.synth_len - 1) * steps)
+        else:
+            accepted = round(drafted * self.script.acceptance.get(self.spec.draft, 0.7))
+        # front-loaded: accepting a position needs every position before it
+        per_pos = tuple(max(0, min(steps, accepted - steps * i)) for i in range(self.k))
+        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
+                           accepted_per_pos=per_pos)
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         return SpeculationStatus(requested, "")
