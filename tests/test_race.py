@@ -274,3 +274,17 @@ def test_the_simulator_runs_the_same_race_as_the_sweep(tmp_path):
     assert outcome.measured == {label: len(rows[label].requests) for label in grid.candidates}
     assert outcome.eliminated == {label for label in grid.candidates if rows[label].status == "eliminated"}
     assert outcome.loads == sum(rows[label].race["loads"] for label in grid.candidates)
+
+
+def test_a_candidate_that_never_speculates_is_not_raced(tmp_path):
+    events = []
+
+    class Recorder(Reporter):
+        def race(self, text):
+            events.append(text)
+
+    code, results = sweep(tmp_path, FakeBackend(script(inactive={GOOD})), reporter=Recorder())
+    good = by_draft(results)["good"]
+    assert good.ok and good.speculation_active is False and good.race["decision"] == "inactive"
+    assert by_draft(results)["best"].race["decision"] == "winner" and code == EXIT_OK
+    assert events[-1] == "7B: best wins the race"

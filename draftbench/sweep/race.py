@@ -250,10 +250,18 @@ class AdaptiveSearch:
             race = dict(row.race or {}, decision=decision, **({"bound": bound.to_dict()} if bound else {}))
             if race != row.race:
                 self.store.record(replace(row, race=race))
+        for combo in combos:     # measured, but never raced: the server did not speculate
+            row = self._row(combo)
+            if row is not None and (row.race or {}).get("decision") == "running" and name_of(combo) not in contenders:
+                self.store.record(replace(row, race=dict(row.race or {}, decision="inactive")))
         spent = " (the budget ran out)" if self._spent(target) else ""
-        self.reporter.race(f"{target}: {len(contenders)} candidate(s) left{spent}"
-                           + (f"; {leader} is within the noise floor of the best" if leader else "")
-                           + (f": {', '.join(contenders)}" if contenders else ""))
+        others = [n for n in contenders if n != leader]
+        if leader:
+            self.reporter.race(f"{target}: {leader} wins the race{spent}"
+                               + (f"; within the noise floor of it: {', '.join(others)}" if others else ""))
+        else:
+            self.reporter.race(f"{target}: {len(contenders)} candidate(s) left, not separated{spent}"
+                               + (f": {', '.join(contenders)}" if contenders else ""))
         if unprobed:
             self.reporter.race(f"{target}: {unprobed} candidate(s) not probed: the budget of "
                                f"{format_duration(self.budget_s or 0)} was spent — raise settings.budget_s "
