@@ -251,9 +251,10 @@ class AdaptiveSearch:
             if race != row.race:
                 self.store.record(replace(row, race=race))
         for combo in combos:     # measured, but never raced: the server did not speculate
-            row = self._row(combo)
-            if row is not None and (row.race or {}).get("decision") == "running" and name_of(combo) not in contenders:
-                self.store.record(replace(row, race=dict(row.race or {}, decision="inactive")))
+            raced = self._row(combo)
+            if raced is not None and (raced.race or {}).get("decision") == "running" \
+                    and name_of(combo) not in contenders:
+                self.store.record(replace(raced, race=dict(raced.race or {}, decision="inactive")))
         spent = " (the budget ran out)" if self._spent(target) else ""
         others = [n for n in contenders if n != leader]
         if leader:
