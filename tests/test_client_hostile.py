@@ -165,6 +165,19 @@ def test_probes_refuse_redirects_too():
     assert llama.props == {} and llama.version is None       # nothing read from elsewhere
 
 
+@pytest.mark.parametrize("backend", ["llamacpp", "vllm"])
+def test_probes_of_a_running_server_end_on_their_own_deadline(backend):
+    """/props, /slots, /v1/models and /version answering a body that never ends: attaching still
+    returns (each probe reads at most its own few seconds), with nothing read from it."""
+    with HostileServer("endless-probe") as server:
+        start = time.perf_counter()
+        attached = get_backend(backend).attach(server.url)
+        elapsed = time.perf_counter() - start
+    assert elapsed < 90          # bounded (each probe's deadline is 5–10 s); unbounded would be FOREVER_S
+    if backend == "llamacpp":
+        assert attached.props == {} and attached.version is None
+
+
 @pytest.mark.parametrize("value, ok", [(None, None), (0, 0), (30, 30), (30.0, 30), (10**8, 10**8), ("30", "error"),
                                        (-10, "error"), (math.nan, "error"), (1e30, "error"), (2.5, "error"),
                                        (True, "error"), ([1], "error")])

@@ -172,8 +172,8 @@ class LlamaCppServer(Server):
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
         fills in once a request ran. ``/props`` is not reliable for this: it said ``none`` while on."""
         try:
-            slots = self.session.get(self.base_url + "/slots", timeout=5, headers=self.headers()).json()
-        except (requests.RequestException, ValueError):
+            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
+        except requests.RequestException:
             return None
         params = slots[0].get("params") if isinstance(slots, list) and slots and isinstance(slots[0], dict) else None
         types = params.get("speculative.types") if isinstance(params, dict) else None
@@ -188,8 +188,8 @@ class LlamaCppServer(Server):
             return SpeculationStatus(False, "llama-server says the draft's vocabulary is not compatible with the "
                                      "target's; it runs without speculation. Use a draft from the same model family")
         try:
-            slots = self.session.get(self.base_url + "/slots", timeout=5, headers=self.headers()).json()
-        except (requests.RequestException, ValueError):
+            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
+        except requests.RequestException:
             slots = None
         if isinstance(slots, list) and slots and isinstance(slots[0], dict) and "speculative" in slots[0]:
             active = bool(slots[0]["speculative"])
@@ -263,8 +263,8 @@ class LlamaCppBackend(Backend):
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
         server = LlamaCppServer(base_url, model=model or "default", api_key=api_key)
         try:
-            props = server.session.get(server.base_url + "/props", timeout=10, headers=server.headers()).json()
-        except (requests.RequestException, ValueError):
+            _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(), timeout_s=10)
+        except requests.RequestException:
             props = {}
         server.props = props if isinstance(props, dict) else {}
         server.version = server.props.get("build_info")
@@ -276,10 +276,10 @@ class LlamaCppBackend(Backend):
     def _verify_identity(self, server: LlamaCppServer, spec: LaunchSpec) -> None:
         """Refuse to benchmark a server that is not the one we started."""
         try:
-            answer = server.session.get(server.base_url + "/props", timeout=10)
+            status_code, answer = probe_json(server.session, server.base_url + "/props", timeout_s=10)
             # Ours knows the key we gave it (if any): a 401/403 means someone else answers on this port.
-            props = None if answer.status_code in (401, 403) else answer.json()
-        except (requests.RequestException, ValueError):
+            props = None if status_code in (401, 403) else answer
+        except requests.RequestException:
             props = None
         model_path = props.get("model_path") if isinstance(props, dict) else None
         if not isinstance(props, dict) or (model_path and not same_file(model_path, spec.target)):

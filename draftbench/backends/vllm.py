@@ -30,6 +30,7 @@ from typing import ClassVar
 import requests
 
 from ..candidates import CandidateSpec
+from ..client import probe_json
 from ..errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ..paths import PathProblem, cache_dir, expand_path
 from ..process import ManagedProcess
@@ -171,8 +172,8 @@ class VLLMServer(Server):
 
 def _served_models(server: Server) -> list[str] | None:
     try:
-        data = server.session.get(server.base_url + "/v1/models", timeout=10, headers=server.headers()).json()
-    except (requests.RequestException, ValueError):
+        _, data = probe_json(server.session, server.base_url + "/v1/models", headers=server.headers(), timeout_s=10)
+    except requests.RequestException:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         return None
@@ -181,8 +182,8 @@ def _served_models(server: Server) -> list[str] | None:
 
 def _version(server: Server) -> str | None:
     try:
-        data = server.session.get(server.base_url + "/version", timeout=5, headers=server.headers()).json()
-    except (requests.RequestException, ValueError):
+        _, data = probe_json(server.session, server.base_url + "/version", headers=server.headers(), timeout_s=5)
+    except requests.RequestException:
         return None
     return str(data["version"]) if isinstance(data, dict) and data.get("version") else None
 

@@ -57,7 +57,8 @@ import time
 MODES = ("ok", "ok-close", "huge-line", "endless-line", "pings", "trickle-events", "silent", "no-response",
          "not-utf8", "not-json", "deep-json", "choices-dict", "delta-list", "content-number", "usage-list",
          "tokens-string", "tokens-huge", "draft-string", "draft-negative", "pps-nan", "accepted-gt-drafted",
-         "truncated", "cut", "no-done", "split-surrogates", "redirect", "redirect-away", "error-endless")
+         "truncated", "cut", "no-done", "split-surrogates", "redirect", "redirect-away", "error-endless",
+         "endless-probe")
 FOREVER_S = 120.0   # "forever" ends here, so a broken test cannot leave a thread writing for ever
 
 
@@ -137,6 +138,16 @@ class HostileServer:
                      f"Connection: close\r\n{extra}\r\n".encode() + body)
 
     def _get(self, sock, path: str) -> None:
+        if self.mode == "endless-probe" and path in ("/props", "/slots", "/v1/models", "/version"):
+            # a JSON body that never ends, one byte at a time: a probe must give up on its own deadline
+            sock.sendall(b"HTTP/1.1 200 X\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"x\": \"")
+            for _ in self._forever():
+                try:
+                    sock.sendall(b"y")
+                except OSError:
+                    return
+                time.sleep(0.05)
+            return
         if self.mode == "redirect-away" and path in ("/props", "/v1/models"):
             self._reply(sock, 302, "", "text/plain", f"Location: http://elsewhere.invalid{path}\r\n")
         elif path == "/props":
