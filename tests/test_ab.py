@@ -100,6 +100,7 @@ def test_warnings_name_bench_flags_not_config_keys(tmp_path):
     (["--target", "t.gguf", "--draft", "d.gguf", "--backend", "vllm"], "the A/B runs llama.cpp only"),
     (["--target", "t.gguf", "--draft", "d.gguf", "--draft-max", "0"], "--draft-max must be at least 1"),
     ([], "give --url URL (a running server) or --target T.gguf"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--concurrency", "2"], "--concurrency applies to --url only"),
 ])
 def test_bad_arguments_are_one_error_line(tmp_path, args, message):
     proc = run_cli("bench.py", *args, cwd=tmp_path)
