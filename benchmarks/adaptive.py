@@ -241,7 +241,7 @@ def live(args) -> int:
                            "prompts": ["code", "json", "list"], "draft_max": [2, 6]}}
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for search in ("exhaustive", "adaptive"):
+        for search in (("adaptive", "exhaustive") if args.adaptive_first else ("exhaustive", "adaptive")):
             path = Path(tmp) / f"{search}.json"
             path.write_text(json.dumps(dict(config, settings=dict(config["settings"], search=search))))
             print(f"  {search} sweep:", flush=True)
@@ -252,14 +252,21 @@ def live(args) -> int:
             entry = (results.summary or {}).get("targets", [{}])[0]
             pick = entry.get("recommended_draft")
             out[search] = (wall, pick, entry.get("draft_max"), results)
+            base = next((r for r in results.results if r.role == "baseline"), None)
             print(f"  {search}: {wall:.0f} s, winner {pick} (k={entry.get('draft_max')}), "
                   f"{sum(len(r.requests) for r in results.results)} requests, "
-                  f"{results.summary.get('server_loads')} server loads", flush=True)
+                  f"{results.summary.get('server_loads')} server loads; its baseline (the machine's speed "
+                  f"then): {base.mean_tps if base else None} tok/s over {base.wall_time if base else None} s", flush=True)
+            if args.keep:
+                Path(args.keep).mkdir(parents=True, exist_ok=True)
+                (Path(args.keep) / f"{search}-results.json").write_bytes((Path(tmp) / f"{search}-results.json").read_bytes())
     (ex_wall, ex_pick, ex_k, _), (ad_wall, ad_pick, ad_k, raced) = out["exhaustive"], out["adaptive"]
     eliminated = [r.draft + (f" (k={r.draft_max})" if r.draft_max else "") for r in raced.results
                   if r.status == "eliminated"]
+    requests = sum(len(r.requests) for r in raced.results) / max(1, sum(len(r.requests) for r in out["exhaustive"][3].results))
     print(f"same winner: {'yes' if (ex_pick, ex_k) == (ad_pick, ad_k) else 'NO'}; adaptive wall time "
-          f"{ad_wall / ex_wall:.0%} of exhaustive (target ≤ 40%); eliminated: {', '.join(eliminated) or 'none'}")
+          f"{ad_wall / ex_wall:.0%} of exhaustive (target ≤ 40%), requests {requests:.0%}; "
+          f"eliminated: {', '.join(eliminated) or 'none'}")
     return 0
 
 
@@ -269,6 +276,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--races", type=int, default=200, help="synthetic races per target (default 200)")
     p.add_argument("--runs", type=int, default=3, help="runs of the prompt set per candidate (default 3)")
     p.add_argument("--max-tokens", type=int, default=128, help="--live: tokens per request (default 128)")
+    p.add_argument("--keep", metavar="FOLDER", help="--live: keep both results files there")
+    p.add_argument("--adaptive-first", action="store_true",
+                   help="--live: run the adaptive sweep first (to see whether the order favours either)")
     p.add_argument("--noise-floor", type=float, default=0.02)
     p.add_argument("--run-noise", type=float, default=0.03, help="sd of log tok/s between repetitions (default 0.03)")
     p.add_argument("--prompt-noise", type=float, default=0.10, help="sd of a prompt's log tok/s (default 0.10)")
