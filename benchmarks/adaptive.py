@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from draftbench.race import RaceRules, eliminations, race_bound, separated_leader  # noqa: E402
 from draftbench.results import load_results  # noqa: E402
+from draftbench.speedup import Speedup  # noqa: E402
 from draftbench.stats import speedup  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,10 +116,10 @@ def recorded_grids(path: Path, args) -> list[Grid]:
     return grids
 
 
-def best_of(estimates: dict[str, dict | None]) -> str | None:
+def best_of(estimates: dict[str, Speedup | None]) -> str | None:
     """The candidate a sweep recommends: significant speed-ups ranked by their lower bound, as analysis does."""
-    winners = [(s["ci95_low"] or s["ratio"], s["ratio"], c) for c, s in estimates.items()
-               if s and s.get("significant") and s["ratio"] > 1]
+    winners = [(s.ci95_low or s.ratio, s.ratio, c) for c, s in estimates.items()
+               if s and s.significant and s.ratio > 1]
     return max(winners)[2] if winners else None
 
 
@@ -159,8 +160,8 @@ def race(grid: Grid, data: dict, runs: int, noise_floor: float) -> Outcome:
             break
         leader = separated_leader(current, base, rules)
         if leader is not None:
-            s = speedup(base, current[leader], noise_floor=noise_floor) or {}
-            if measured[leader] >= rules.total_requests or (s.get("significant") and s["ratio"] > 1):
+            s = speedup(base, current[leader], noise_floor=noise_floor)
+            if measured[leader] >= rules.total_requests or (s and s.significant and s.ratio > 1):
                 break
             pick = leader
         else:
@@ -181,8 +182,8 @@ def race(grid: Grid, data: dict, runs: int, noise_floor: float) -> Outcome:
             if lead is not None and lead != pick:
                 break
             if lead == pick:
-                s = speedup(base, now[pick], noise_floor=noise_floor) or {}
-                if s.get("significant") and s["ratio"] > 1:
+                s = speedup(base, now[pick], noise_floor=noise_floor)
+                if s and s.significant and s.ratio > 1:
                     break
         look()
     survivors = {c: speedup(base, {k: data[c][k] for k in order[:measured[c]]}, noise_floor=noise_floor)

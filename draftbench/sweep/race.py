@@ -26,6 +26,7 @@ from ..prompts import Prompt
 from ..race import METHOD, RaceRules, eliminations, race_bound, request_order, separated_leader, tps_by_pair
 from ..results import RequestRecord, ResultsFile, Row
 from ..rowkinds import Role, Status
+from ..speedup import Speedup
 from ..stats import speedup
 from .console import Reporter, format_duration
 from .plan import Combination, shows_k
@@ -43,6 +44,10 @@ def name_of(combo: Combination) -> str:
     """A candidate's name in the race (unique per target: the row key's label and k)."""
     label = combo.candidate.label if combo.candidate else combo.target.label
     return label + (f" (k={combo.draft_max})" if combo.draft_max is not None else "")
+
+
+def _significantly_faster(speed: Speedup | None) -> bool:
+    return speed is not None and speed.significant is True and speed.ratio > 1
 
 
 class AdaptiveSearch:
@@ -181,9 +186,7 @@ class AdaptiveSearch:
 
     def _settled(self, row: Row, rules: RaceRules) -> bool:
         """The last candidate standing is done when complete or significantly faster than the baseline."""
-        speed = row.speedup or {}
-        return len(row.requests) >= rules.total_requests or (speed.get("significant") is True
-                                                              and speed.get("ratio", 0) > 1)
+        return len(row.requests) >= rules.total_requests or _significantly_faster(row.speedup)
 
     def _keep_going(self, combo: Combination, combos: list[Combination], rules: RaceRules, base_tps: dict,
                     target: str) -> Callable[[list[RequestRecord]], bool]:
@@ -205,8 +208,7 @@ class AdaptiveSearch:
                 return True
             if leader != name:
                 return False          # within the noise floor of the leader: nothing more to learn here
-            speed = speedup(base_tps, tps[name], noise_floor=self.noise_floor) or {}
-            return not (speed.get("significant") is True and speed.get("ratio", 0) > 1)
+            return not _significantly_faster(speedup(base_tps, tps[name], noise_floor=self.noise_floor))
         return keep_going
 
     def _measure(self, combo: Combination, rules: RaceRules, prior: Row | None,
