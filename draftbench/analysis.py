@@ -211,7 +211,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
             speed = compare_to_baseline(row, baseline, noise_floor=floor)
             if speed and floor > noise_floor:
                 speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
-                                         f"({floor:.1%})")
+                                            f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
                 speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
@@ -240,6 +240,11 @@ def _significant(row: Row) -> bool | None:
     return row.speedup.significant if row.speedup else None
 
 
+def _lower_bound(row: Row) -> float:
+    """The interval's low end, else the ratio: winners rank by how surely they are faster."""
+    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
+
+
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
     """Mark a row measured on the target's looping output (recomputed on every analysis, so the
     finding is replaced, never repeated)."""
@@ -261,7 +266,7 @@ def recommend(results: ResultsFile) -> dict:
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
         winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
-        winners.sort(key=lambda r: ((r.speedup and r.speedup.ci95_low) or _ratio(r), _ratio(r)), reverse=True)
+        winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
         inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
@@ -325,7 +330,9 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] += " " + sentence
         _add_inside_the_draft(entry, results, target)
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
-    return {"targets": plain(per_target)}   # the summary is JSON: its speed-ups as their objects
+    # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
+    # itself is JSON, as loaded from a file: each speed-up becomes its object here.
+    return {"targets": plain(per_target)}
 
 
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
