@@ -12,12 +12,22 @@ overall error rate at :data:`ALPHA`:
   ALPHA / (candidates × looks) (Bonferroni). The true best candidate can only be eliminated
   through one of its own bounds — against the baseline, or against the leader of the moment,
   at one of the looks — so the chance that this ever happens is at most ALPHA.
+* The spread of the log ratios is pooled over the contenders at a look (as Dunnett's
+  many-to-one comparison pools its error), so a probe of a few requests has many degrees of
+  freedom; a contender noisier than the pool keeps its own, wider bound (``max`` of the two).
+  Pooling assumes the other contenders' spread says something about this one's: it is an
+  approximation, and ``RaceRules.pooled`` turns it off.
 * A candidate is eliminated when its upper bound against the leader (paired by prompt and
   repetition, so the prompts' own difficulty cancels) is below 1 — it is slower than the leader
   — or its upper bound against the baseline is below 1 + noise floor (it cannot beat the
   target alone by the noise floor).
-* The race is decided when no other candidate can beat the leader by more than the noise floor
-  (:func:`separated_leader`): the leader is then within that margin of the best.
+* A contender whose upper bound against the leader is at most 1 + noise floor is *resolved*: it
+  cannot beat the leader by more than the floor. One that does not look better than the leader
+  (even one standard error up) but that, if its estimate holds, every planned request would
+  still not resolve is *tied* (futility): measuring it further cannot change the answer, so the
+  race stops. Futility gives up the guarantee for that contender — a tied candidate could be the
+  true best by a little; ``benchmarks/adaptive.py`` measures how often that costs more than 2%.
+* The race is decided when no contender is still open against the leader (:meth:`Look.decided`).
 
 The sweep's driver (``sweep/race.py``) and the replay simulator (``benchmarks/adaptive.py``)
 both decide with these functions, so the simulator measures the rules the sweep runs.
@@ -49,6 +59,13 @@ class RaceRules:
     n_categories: int = 1
     noise_floor: float = 0.02
     alpha: float = ALPHA
+    pooled: bool = True       # pool the spread of log ratios over the contenders (Dunnett-style)
+    futility: bool = True     # stop measuring a contender that even every planned request would not separate
+
+    @property
+    def method(self) -> str:
+        """How the race decides, as recorded in its rows (``race.method``)."""
+        return "+".join([METHOD] + (["pooled-spread"] if self.pooled else []) + (["futility"] if self.futility else []))
 
     @property
     def total_requests(self) -> int:
@@ -92,13 +109,16 @@ def request_order(prompts: Sequence[Prompt], runs: int) -> list[tuple[int, int]]
 
 @dataclass(frozen=True)
 class Bound:
-    """A speed-up (geometric mean of paired ratios) and its race bounds, one-sided at ``error`` each."""
+    """A speed-up (geometric mean of paired ratios) and its race bounds, one-sided at ``error`` each;
+    ``sd`` and ``df``: the spread of the log ratios the bounds used (own or pooled) and its degrees of freedom."""
 
     ratio: float
     low: float
     high: float
     n_pairs: int
     error: float
+    sd: float = 0.0
+    df: int = 0
 
     def to_dict(self) -> dict:
         return {"ratio": round(self.ratio, 4), "low": round(self.low, 4), "high": round(self.high, 4),
@@ -111,17 +131,49 @@ def tps_by_pair(records: Iterable[RequestRecord]) -> dict[tuple, float]:
             if r.error is None and isinstance(r.decode_tps, (int, float)) and r.decode_tps > 0}
 
 
-def race_bound(reference: Mapping[tuple, float], candidate: Mapping[tuple, float], error: float) -> Bound | None:
-    """``candidate`` against ``reference`` (the baseline, or the leader), paired by (prompt, run):
-    lower and upper bounds each wrong with probability ``error``. None with fewer than two pairs."""
-    keys = sorted(set(reference) & set(candidate))
-    if len(keys) < 2:
-        return None
-    logs = [math.log(candidate[k] / reference[k]) for k in keys]
+@dataclass(frozen=True)
+class Pooled:
+    """A standard deviation of paired log ratios pooled over the contenders, and its degrees of freedom."""
+
+    sd: float
+    df: int
+
+
+def log_ratios(reference: Mapping[tuple, float], candidate: Mapping[tuple, float]) -> list[float]:
+    """log(candidate / reference), paired by (prompt, run)."""
+    return [math.log(candidate[k] / reference[k]) for k in sorted(set(reference) & set(candidate))]
+
+
+def _sd(logs: Sequence[float]) -> float:
     mean = statistics.fmean(logs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))   # floats: a race computes many
-    half = t_quantile(1.0 - error, len(logs) - 1) * sd / math.sqrt(len(logs))
-    return Bound(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), error)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))   # floats: a race computes many
+
+
+def pooled(samples: Iterable[Sequence[float]]) -> Pooled | None:
+    """The pooled sd of several sets of paired log ratios (each weighted by its degrees of freedom),
+    as Dunnett's many-to-one comparison pools its error; None with fewer than two sets."""
+    sets = [s for s in samples if len(s) >= 2]
+    if len(sets) < 2:
+        return None
+    df = sum(len(s) - 1 for s in sets)
+    return Pooled(math.sqrt(sum((len(s) - 1) * _sd(s) ** 2 for s in sets) / df), df)
+
+
+def race_bound(reference: Mapping[tuple, float], candidate: Mapping[tuple, float], error: float,
+               pool: Pooled | None = None) -> Bound | None:
+    """``candidate`` against ``reference`` (the baseline, or the leader), paired by (prompt, run):
+    lower and upper bounds each wrong with probability ``error``. With ``pool``, the larger of the
+    candidate's own sd and the pooled one is used — the pooled one with its degrees of freedom — so
+    a candidate noisier than the others keeps its own wider bound. None with fewer than two pairs."""
+    logs = log_ratios(reference, candidate)
+    if len(logs) < 2:
+        return None
+    sd, df = _sd(logs), len(logs) - 1
+    if pool is not None and pool.sd >= sd:
+        sd, df = pool.sd, pool.df
+    mean = statistics.fmean(logs)
+    half = t_quantile(1.0 - error, df) * sd / math.sqrt(len(logs))
+    return Bound(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), error, sd, df)
 
 
 class Why(str, Enum):
@@ -155,43 +207,94 @@ def _slower(ratio: float) -> str:
     return f"{(1 - ratio) * 100:.1f}%"
 
 
-def _vs_baseline(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
-                 error: float) -> dict[str, Bound]:
-    return {name: b for name, t in tps.items() if (b := race_bound(baseline, t, error)) is not None}
+class Standing(str, Enum):
+    """Where a contender that was not eliminated stands against the leader at a look."""
+
+    LEADER = "leader"
+    OPEN = "open"            # could still beat the leader by more than the noise floor: measure further
+    RESOLVED = "resolved"    # cannot beat the leader by more than the noise floor
+    TIED = "tied"            # could, but even every planned request would not tell (futility): stop measuring
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the race knows at one look: the leader, who leaves, and where the others stand."""
+
+    leader: str | None
+    vs_base: dict[str, Bound]
+    vs_leader: dict[str, Bound]
+    eliminated: dict[str, Elimination]
+    standing: dict[str, Standing]          # every contender not eliminated
+
+    @property
+    def decided(self) -> bool:
+        """Nothing left to measure for the choice: no contender is still open against the leader."""
+        return self.leader in self.standing and all(s is not Standing.OPEN for s in self.standing.values())
+
+    def separated(self) -> bool:
+        """Decided, and every other contender was shown not to beat the leader by the noise floor."""
+        return self.decided and all(s in (Standing.LEADER, Standing.RESOLVED) for s in self.standing.values())
+
+
+def unresolvable(against_leader: Bound, rules: RaceRules) -> bool:
+    """Futility: the contender does not look better than the leader by the noise floor (even one
+    standard error above its estimate), yet if its estimate and spread hold, every planned request
+    would still leave its upper bound above 1 + noise floor — more requests cannot settle it."""
+    floor = math.log(1.0 + rules.noise_floor)
+    estimate = math.log(against_leader.ratio)
+    if estimate + against_leader.sd / math.sqrt(against_leader.n_pairs) > floor:
+        return False                      # it may well be better: keep measuring it
+    remaining = max(0, rules.total_requests - against_leader.n_pairs)
+    if remaining == 0:
+        return True
+    half = (t_quantile(1.0 - against_leader.error, against_leader.df + remaining) * against_leader.sd
+            / math.sqrt(rules.total_requests))
+    return estimate + half > floor
+
+
+def judge(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float], rules: RaceRules) -> Look:
+    """One look. ``tps``: each contender's tok/s by (prompt, run), cut to its latest look
+    (:meth:`RaceRules.look_size`); contenders not probed yet are left out."""
+    base_pool = pooled(log_ratios(baseline, t) for t in tps.values()) if rules.pooled else None
+    vs_base = {name: b for name, t in tps.items() if (b := race_bound(baseline, t, rules.error, base_pool)) is not None}
+    if not vs_base:
+        return Look(None, {}, {}, {}, {name: Standing.OPEN for name in tps})
+    leader = max(vs_base, key=lambda name: vs_base[name].ratio)
+    others = [name for name in tps if name != leader]
+    lead_pool = pooled(log_ratios(tps[leader], tps[n]) for n in others) if rules.pooled else None
+    vs_leader = {n: b for n in others if (b := race_bound(tps[leader], tps[n], rules.error, lead_pool)) is not None}
+    eliminated: dict[str, Elimination] = {}
+    standing: dict[str, Standing] = {}
+    for name in tps:
+        bound, against = vs_base.get(name), vs_leader.get(name)
+        if bound is not None and bound.high < 1.0 + rules.noise_floor:
+            eliminated[name] = Elimination(Why.BELOW_FLOOR, bound, noise_floor=rules.noise_floor)
+        elif bound is not None and against is not None and against.high < 1.0:
+            eliminated[name] = Elimination(Why.BELOW_LEADER, bound, leader, against)
+        elif name == leader:
+            standing[name] = Standing.LEADER
+        elif against is None:
+            standing[name] = Standing.OPEN
+        elif against.high <= 1.0 + rules.noise_floor:
+            standing[name] = Standing.RESOLVED
+        elif rules.futility and unresolvable(against, rules):
+            standing[name] = Standing.TIED
+        else:
+            standing[name] = Standing.OPEN
+    return Look(leader, vs_base, vs_leader, eliminated, standing)
 
 
 def eliminations(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
                  rules: RaceRules) -> dict[str, Elimination]:
-    """Who leaves the race now. ``tps``: each contender's tok/s by (prompt, run), cut to its
-    latest look (:meth:`RaceRules.look_size`); contenders not probed yet are left out."""
-    vs_base = _vs_baseline(tps, baseline, rules.error)
-    if not vs_base:
-        return {}
-    leader = max(vs_base, key=lambda name: vs_base[name].ratio)
-    out: dict[str, Elimination] = {}
-    for name, bound in vs_base.items():
-        if bound.high < 1.0 + rules.noise_floor:
-            out[name] = Elimination(Why.BELOW_FLOOR, bound, noise_floor=rules.noise_floor)
-            continue
-        against = race_bound(tps[leader], tps[name], rules.error) if name != leader else None
-        if against is not None and against.high < 1.0:
-            out[name] = Elimination(Why.BELOW_LEADER, bound, leader, against)
-    return out
+    """Who leaves the race now (see :func:`judge`)."""
+    return judge(tps, baseline, rules).eliminated
 
 
 def separated_leader(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
                      rules: RaceRules) -> str | None:
     """The leader, once no other contender can beat it by more than the noise floor; else None."""
-    vs_base = _vs_baseline(tps, baseline, rules.error)
-    if not vs_base or len(vs_base) < len(tps):
-        return None
-    leader = max(vs_base, key=lambda name: vs_base[name].ratio)
-    for name in tps:
-        if name != leader:
-            against = race_bound(tps[leader], tps[name], rules.error)
-            if against is None or against.high > 1.0 + rules.noise_floor:
-                return None
-    return leader
+    look = judge(tps, baseline, rules)
+    return look.leader if look.separated() and len(look.vs_base) == len(tps) else None
 
 
 def server_loads(results: ResultsFile) -> int:

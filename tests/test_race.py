@@ -5,6 +5,8 @@ The race against real llama-servers is in test_race_llama.py."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,18 @@ from draftbench.analysis import analyze
 from draftbench.config import validate_config
 from draftbench.measure import MeasureOptions
 from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.race import RaceRules, Why, eliminations, race_bound, request_order, separated_leader
+from draftbench.race import (
+    RaceRules,
+    Standing,
+    Why,
+    eliminations,
+    judge,
+    log_ratios,
+    pooled,
+    race_bound,
+    request_order,
+    separated_leader,
+)
 from draftbench.results import ResultsFile, Row, load_results
 from draftbench.rowkinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Sweep, plan
@@ -82,7 +95,7 @@ def test_the_probe_covers_every_category_first():
 
 
 def test_eliminations_pair_candidates_with_the_leader_prompt_by_prompt():
-    rules = RaceRules(n_candidates=4, n_prompts=4, runs=1, n_categories=4)
+    rules = RaceRules(n_candidates=4, n_prompts=4, runs=1, n_categories=4, pooled=False)
     base = {(p, 0): 10.0 for p in "abcd"}
     hard = {"a": 1.0, "b": 1.4, "c": 0.8, "d": 1.2}       # how each prompt suits speculation: shared by all
     tps = {"leader": {(p, 0): 20.0 * f for p, f in hard.items()},
@@ -97,6 +110,37 @@ def test_eliminations_pair_candidates_with_the_leader_prompt_by_prompt():
     assert separated_leader(tps, base, rules) == "leader"     # nobody can beat it by more than the floor
     close = {(p, 0): 20.3 * f * (1.05 if p in "ab" else 0.96) for p, f in hard.items()}
     assert separated_leader({"leader": tps["leader"], "close": close}, base, rules) is None
+
+
+def test_a_pooled_spread_narrows_a_short_probe_but_never_a_noisier_candidate():
+    base = {("p", r): 10.0 for r in range(3)}
+    quiet = {("p", 0): 12.0, ("p", 1): 12.6, ("p", 2): 11.5}
+    noisy = {("p", 0): 9.0, ("p", 1): 16.0, ("p", 2): 12.0}
+    pool = pooled([log_ratios(base, t) for t in (quiet, quiet, quiet, noisy)])
+    assert pool is not None and pool.df == 8
+    own, shared = race_bound(base, quiet, 0.001), race_bound(base, quiet, 0.001, pool)
+    assert shared.df == 8 and own.df == 2 and shared.high < own.high          # 8 degrees of freedom, not 2
+    alone, with_pool = race_bound(base, noisy, 0.001), race_bound(base, noisy, 0.001, pool)
+    assert with_pool == alone          # noisier than the pool: it keeps its own, wider bound
+
+
+def test_a_contender_the_planned_requests_cannot_separate_is_tied():
+    rules = RaceRules(n_candidates=2, n_prompts=3, runs=2, n_categories=3)
+    base = {(p, r): 10.0 for p in "abc" for r in range(2)}
+    wobble = {"a": 1.0, "b": 1.1, "c": 0.9}
+    leader = {(p, 0): 20.0 * f for p, f in wobble.items()}
+
+    def behind(spread):      # 1% slower than the leader, with this much scatter prompt by prompt
+        return {(p, 0): 19.8 * f * {"a": 1 + spread, "b": 1 - spread, "c": 1.0}[p] for p, f in wobble.items()}
+
+    look = judge({"leader": leader, "twin": behind(0.04)}, base, rules)
+    assert look.leader == "leader" and look.standing["twin"] is Standing.TIED and look.decided
+    assert not look.separated()         # tied is not "shown to be slower"
+    # as scattered, but one standard error up it would beat the leader by the floor: keep measuring it
+    look = judge({"leader": leader, "wide": behind(0.12)}, base, rules)
+    assert look.standing["wide"] is Standing.OPEN and not look.decided
+    look = judge({"leader": leader, "twin": behind(0.04)}, base, replace(rules, futility=False))
+    assert look.standing["twin"] is Standing.OPEN
 
 
 def test_a_bound_pairs_requests_and_widens_with_confidence():
@@ -136,10 +180,12 @@ def test_close_candidates_are_measured_further_on_a_second_server(tmp_path):
     rows = by_draft(results)
     for label in ("best", "good"):
         row = rows[label]
-        assert row.ok and len(row.requests) == 6 and row.race["loads"] == 2 and row.race["decision"] == "not separated"
+        assert row.ok and len(row.requests) == 6 and row.race["loads"] == 2
         assert [(r.prompt_id, r.run) for r in row.requests][:3] == [("code-bst", 0), ("json-users", 0), ("code-bst", 1)]
+    # 3% apart with 30% noise: six requests cannot separate them, so they are tied, not "best is better"
+    assert rows["best"].race["decision"] == "winner" and rows["good"].race["decision"] == "tied with the winner"
     assert launches(backend).count(BEST) == 2 and launches(backend).count(BAD) == 1
-    assert results.summary["server_loads"] == 7
+    assert results.summary["server_loads"] == 1 + 2 + 2 + 1 + 2     # slow: the noisy pool kept it for a look
 
 
 def test_a_race_resumes_without_measuring_again(tmp_path):
@@ -156,7 +202,7 @@ def test_a_race_resumes_without_measuring_again(tmp_path):
     again = FakeBackend(script(**noisy))
     code, resumed = sweep(tmp_path, again, cfg)
     assert code == EXIT_OK
-    assert sorted(launches(again), key=str) == [BEST, GOOD]          # no baseline, no probe again
+    assert sorted(launches(again), key=str) == [BEST, GOOD, SLOW]    # no baseline, no probe again
     rows = by_draft(resumed)
     assert rows["bad"].status == "eliminated" and len(rows["best"].requests) == 6 and rows["best"].race["loads"] == 2
     assert rows["best"].requests[:3] == by_draft(first)["best"].requests
@@ -269,7 +315,7 @@ def test_the_simulator_runs_the_same_race_as_the_sweep(tmp_path):
     _, raced = sweep(tmp_path, FakeBackend(script(**noisy)))
     data = {(r.draft or ""): {(q.prompt_id, q.run): q.decode_tps for q in r.requests} for r in full.results}
     grid = Grid("fake", ["best", "good", "bad", "slow"], ["code-bst", "json-users"], lambda rng, runs: (data, {}))
-    outcome = race(grid, data, 3, 0.02)
+    outcome = race(grid, data, 3, lambda n, prompts: RaceRules(n, prompts, 3, prompts, 0.02))
     rows = by_draft(raced)
     assert outcome.measured == {label: len(rows[label].requests) for label in grid.candidates}
     assert outcome.eliminated == {label for label in grid.candidates if rows[label].status == "eliminated"}
@@ -288,3 +334,18 @@ def test_a_candidate_that_never_speculates_is_not_raced(tmp_path):
     assert good.ok and good.speculation_active is False and good.race["decision"] == "inactive"
     assert by_draft(results)["best"].race["decision"] == "winner" and code == EXIT_OK
     assert events[-1] == "7B: best wins the race"
+
+
+def test_the_console_shows_an_upper_bound_on_the_time_left_during_a_race(tmp_path):
+    etas = []
+
+    class Recorder(Reporter):
+        def progress(self, elapsed_s, remaining_s, at_most=False):
+            etas.append((remaining_s, at_most))
+
+    sweep(tmp_path, FakeBackend(script()), reporter=Recorder())
+    assert etas and all(at_most for _, at_most in etas)
+    first, last = etas[0][0], etas[-1][0]
+    # after the baseline: four candidates estimated from it as if each went the distance (6 × ~1.3 s)
+    assert first is not None and first > 4 * 6 * 1.0 and last is not None and last < first / 4
+    assert all(later <= earlier for (earlier, _), (later, _) in pairwise(etas) if earlier and later)

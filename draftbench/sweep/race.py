@@ -21,9 +21,10 @@ from dataclasses import replace
 from typing import Protocol
 
 from ..config import SweepConfig
+from ..estimate import Estimator, estimate_of
 from ..measure import MeasureOptions, Schedule
 from ..prompts import Prompt
-from ..race import METHOD, RaceRules, eliminations, race_bound, request_order, separated_leader, tps_by_pair
+from ..race import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
 from ..results import RequestRecord, ResultsFile, Row
 from ..rowkinds import Role, Status
 from ..speedup import Speedup
@@ -46,13 +47,23 @@ def name_of(combo: Combination) -> str:
     return label + (f" (k={combo.draft_max})" if combo.draft_max is not None else "")
 
 
+def decision_of(name: str, look: Look) -> str:
+    """What the race decided about a contender, as the results file says it (``race.decision``)."""
+    standing = look.standing.get(name)
+    if not look.decided or standing is None or standing is Standing.OPEN:
+        return "not separated"
+    return {Standing.LEADER: "winner", Standing.RESOLVED: "within the noise floor of the winner",
+            Standing.TIED: "tied with the winner"}[standing]
+
+
 def _significantly_faster(speed: Speedup | None) -> bool:
     return speed is not None and speed.significant is True and speed.ratio > 1
 
 
 class AdaptiveSearch:
     def __init__(self, config: SweepConfig, runner: CombinationRunner, store: RowStore, reporter: Reporter,
-                 prompts: list[Prompt], options: MeasureOptions, clock: Callable[[], float] = time.perf_counter):
+                 prompts: list[Prompt], options: MeasureOptions, clock: Callable[[], float] = time.perf_counter,
+                 estimator: Estimator | None = None):
         self.config, self.runner, self.store, self.reporter = config, runner, store, reporter
         self.prompts, self.options, self.clock = prompts, options, clock
         self.budget_s: float | None = config.settings.get("budget_s")
@@ -65,12 +76,14 @@ class AdaptiveSearch:
         self.show_k = shows_k(config)
         self.call_started: float | None = None
         self.sweep_started = clock()
-        self.done_rows = 0
+        self.estimator = estimator
+        self.combos: list[Combination] = []
 
     # ------------------------------------------------------------------ the sweep
     def run(self, combos: list[Combination]) -> bool:
         """Measure what is pending; True when every candidate has a row (False: the budget ran out first)."""
         self.index = {c.key: i for i, c in enumerate(combos, 1)}
+        self.combos = combos
         self.total = len(combos)
         complete = True
         for target in self.config.targets:
@@ -103,8 +116,27 @@ class AdaptiveSearch:
     def _save(self, row: Row) -> Row:
         recorded = self.store.record(row)
         self.reporter.row_recorded(recorded)
-        self.reporter.progress(self.clock() - self.sweep_started, None)
+        self.reporter.progress(self.clock() - self.sweep_started, self._at_most_left(), at_most=True)
         return recorded
+
+    def _at_most_left(self) -> float | None:
+        """An upper bound on the time left (the estimate of ``--dry-run``): every combination not yet
+        decided as if it went the distance — the unprobed fully, a contender its remaining requests."""
+        if self.estimator is None:
+            return None
+        results = self.store.current()
+        self.estimator.add(results)
+        seconds, known = 0.0, False
+        for combo in self.combos:
+            row = results.row(combo.key)
+            estimate = estimate_of(self.estimator, combo)
+            known |= estimate.source != "unknown"
+            if row is None or (not row.ok and combo.role != Role.SPECULATIVE):
+                seconds += estimate.seconds
+            elif combo.role == Role.SPECULATIVE and row.ok and (row.race or {}).get("decision") == "running":
+                left = max(0, self.options.runs * len(self.prompts) - len(row.requests))
+                seconds += estimate.seconds * left / max(1, self.options.runs * len(self.prompts))
+        return seconds if known else None
 
     # ------------------------------------------------------------------ one target's race
     def _race(self, target: str, combos: list[Combination]) -> bool:
@@ -119,7 +151,8 @@ class AdaptiveSearch:
         self.reporter.race(f"{target}: adaptive search over {len(combos)} candidates — probe of "
                            f"{rules.probe_requests} requests each, looks after {', '.join(map(str, rules.looks))} "
                            f"requests, one-sided bounds at {rules.error:.3g} each (Bonferroni over {len(combos)} "
-                           f"candidates × {len(rules.looks)} looks: {rules.alpha:.0%} overall)"
+                           f"candidates × {len(rules.looks)} looks: {rules.alpha:.0%} overall; spread pooled over the "
+                           "contenders; one the planned requests cannot separate from the leader is called tied)"
                            + (f", budget {format_duration(self.budget_s)}" if self.budget_s else ""))
         unprobed = 0
         for combo in combos:
@@ -135,13 +168,14 @@ class AdaptiveSearch:
             contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
             if not contenders:
                 break
-            leader = separated_leader(self._look_tps(contenders, rules), base_tps, rules)
-            if leader is not None:
-                if self._settled(contenders[leader][1], rules):
+            look = judge(self._look_tps(contenders, rules), base_tps, rules)
+            if look.decided and look.leader is not None:
+                if self._settled(contenders[look.leader][1], rules):
                     break
-                pick = contenders[leader]
+                pick = contenders[look.leader]
             else:
-                open_ = [(c, r) for c, r in contenders.values() if len(r.requests) < rules.total_requests]
+                open_ = [(c, r) for name, (c, r) in contenders.items() if len(r.requests) < rules.total_requests
+                         and look.standing.get(name, Standing.OPEN) in (Standing.LEADER, Standing.OPEN)]
                 if not open_:
                     break
                 pick = max(open_, key=lambda cr: self._estimate(cr[1], rules, base_tps))
@@ -200,14 +234,12 @@ class AdaptiveSearch:
                 return True
             others = {n: cr for n, cr in ((name_of(c), (c, r)) for c, r in self._contenders(combos)) if n != name}
             tps = {**self._look_tps(others, rules), name: tps_by_pair(records)}
-            out = eliminations(tps, base_tps, rules)
-            if name in out:
-                return False
-            leader = separated_leader({n: t for n, t in tps.items() if n not in out}, base_tps, rules)
-            if leader is None:
+            look = judge(tps, base_tps, rules)
+            standing = look.standing.get(name)
+            if name in look.eliminated or standing in (Standing.RESOLVED, Standing.TIED):
+                return False          # out, or nothing more to learn from it
+            if standing is not Standing.LEADER or not look.decided:
                 return True
-            if leader != name:
-                return False          # within the noise floor of the leader: nothing more to learn here
             return not _significantly_faster(speedup(base_tps, tps[name], noise_floor=self.noise_floor))
         return keep_going
 
@@ -230,12 +262,12 @@ class AdaptiveSearch:
         loads = ((prior.race or {}).get("loads") or 0 if prior else 0) + (1 if (row.server or {}).get("command") else 0)
         wall = (prior.wall_time or 0.0 if prior else 0.0) + (row.wall_time or 0.0)
         race = {"loads": loads, "requests": len(row.requests), "planned": rules.total_requests,
-                "probe": rules.probe_requests, "method": METHOD, "decision": "running"}
+                "probe": rules.probe_requests, "method": rules.method, "decision": "running"}
         return self._save(replace(row, wall_time=round(wall, 3), race=race))
 
     def _look(self, combos: list[Combination], rules: RaceRules, base_tps: dict) -> None:
         contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
-        for name, why in eliminations(self._look_tps(contenders, rules), base_tps, rules).items():
+        for name, why in judge(self._look_tps(contenders, rules), base_tps, rules).eliminated.items():
             row = contenders[name][1]
             race = dict(row.race or {}, decision="eliminated", bound=why.bound.to_dict())
             self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason, race=race))
@@ -243,13 +275,12 @@ class AdaptiveSearch:
     def _finish(self, target: str, combos: list[Combination], rules: RaceRules, base_tps: dict,
                 unprobed: int) -> None:
         contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
-        leader = separated_leader(self._look_tps(contenders, rules), base_tps, rules)
+        look = judge(self._look_tps(contenders, rules), base_tps, rules)
+        leader = look.leader if look.decided else None
         for name, (_, row) in contenders.items():
-            tps = self._tps(row.requests, rules)
-            bound = race_bound(base_tps, tps, rules.error) if tps else None
-            decision = ("winner" if name == leader else "within the noise floor of the winner") if leader else \
-                "not separated"
-            race = dict(row.race or {}, decision=decision, **({"bound": bound.to_dict()} if bound else {}))
+            bound = look.vs_base.get(name)
+            race = dict(row.race or {}, decision=decision_of(name, look),
+                        **({"bound": bound.to_dict()} if bound else {}))
             if race != row.race:
                 self.store.record(replace(row, race=race))
         for combo in combos:     # measured, but never raced: the server did not speculate
@@ -258,10 +289,13 @@ class AdaptiveSearch:
                     and name_of(combo) not in contenders:
                 self.store.record(replace(raced, race=dict(raced.race or {}, decision="inactive")))
         spent = " (the budget ran out)" if self._spent(target) else ""
-        others = [n for n in contenders if n != leader]
+        resolved = [n for n, s in look.standing.items() if s is Standing.RESOLVED]
+        tied = [n for n, s in look.standing.items() if s is Standing.TIED]
         if leader:
             self.reporter.race(f"{target}: {leader} wins the race{spent}"
-                               + (f"; within the noise floor of it: {', '.join(others)}" if others else ""))
+                               + (f"; within the noise floor of it: {', '.join(resolved)}" if resolved else "")
+                               + (f"; tied with it (the planned requests could not separate them): {', '.join(tied)}"
+                                  if tied else ""))
         else:
             self.reporter.race(f"{target}: {len(contenders)} candidate(s) left, not separated{spent}"
                                + (f": {', '.join(contenders)}" if contenders else ""))

@@ -74,7 +74,9 @@ class Sweep:
         interrupted, complete = False, True
         try:
             if settings.get("search") == "adaptive":
-                complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options).run(combos)
+                estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
+                complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
+                                          estimator=estimator).run(combos)
             else:
                 self._run_pending(combos, done, runner)
         except KeyboardInterrupt as exc:
