@@ -163,6 +163,42 @@ def probe_json(session: requests.Session, url: str, *, headers: dict | None = No
         return response.status_code, None
 
 
+def post_json(session: requests.Session, url: str, body: dict, *, headers: dict | None = None,
+              timeout_s: float, stall_timeout_s: float = 120.0, max_bytes: int = 16 * 2**20) -> tuple[int, Any, str]:
+    """``POST url`` with a JSON body, for an answer that is not streamed: its status, its JSON body
+    (None if not JSON or over ``max_bytes``) and the start of its text (for error messages).
+
+    Bounded like a streamed request: ``timeout_s`` overall, ``stall_timeout_s`` without a byte, so a
+    server that trickles its answer cannot hold the caller. Raises :class:`RedirectRefused` for a
+    redirect, ``requests.Timeout`` when the answer is not complete within ``timeout_s``, and other
+    ``requests.RequestException`` when the server cannot be reached."""
+    start = time.perf_counter()
+    response = session.post(url, json=body, headers=headers or {}, stream=True, allow_redirects=False,
+                            timeout=(min(10.0, timeout_s), min(stall_timeout_s, timeout_s)))
+    with response:
+        if response.is_redirect:
+            raise RedirectRefused(describe_redirect(url, response.status_code, response.headers.get("location")),
+                                  response=response)
+        limits = Limits(start, timeout_s, stall_timeout_s)
+        data = read_prefix(response.raw, limits, max_bytes + 1)
+        late = limits.passed(time.perf_counter())
+        if late and len(data) <= max_bytes and not _complete(response, data):
+            raise requests.Timeout(f"{url}: {late}")
+    text = data[:300].decode("utf-8", "replace")
+    if len(data) > max_bytes:
+        return response.status_code, None, text
+    try:
+        return response.status_code, json.loads(data), text
+    except (ValueError, RecursionError):
+        return response.status_code, None, text
+
+
+def _complete(response: requests.Response, data: bytes) -> bool:
+    """Whether ``data`` is the whole body (by Content-Length where the server sent one)."""
+    length = response.headers.get("content-length")
+    return length is not None and length.isdigit() and len(data) >= int(length)
+
+
 # --------------------------------------------------------------------------- streaming
 
 def stream_chat(session: requests.Session, url: str, body: dict, *, headers: dict | None = None,

@@ -8,7 +8,9 @@ preference, from
    the same ``hardware`` next to it (``mean_total_time`` per request, ``load_time_s``);
 2. the same target measured before (its baseline), for candidates never measured: speculation
    assumed to neither help nor hurt;
-3. the model files' sizes: decoding reads the whole model once per token, so tok/s ≈ memory
+3. a short probe of the target (``--dry-run --probe``: one request on its own server, never saved),
+   the same way;
+4. the model files' sizes: decoding reads the whole model once per token, so tok/s ≈ memory
    bandwidth / model bytes, with :data:`ASSUMED_BANDWIDTH_GBPS` (a guess, said as such).
 """
 
@@ -32,7 +34,7 @@ WARMUP_TOKENS = 64               # measure.py caps warm-up requests at 64 tokens
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
-    source: str                      # "measured", "baseline", "model size" or "unknown"
+    source: str                      # "measured", "baseline", "probe", "model size" or "unknown"
 
 
 class Estimator:
@@ -41,6 +43,7 @@ class Estimator:
         self.n_prompts = n_prompts
         self.history = history
         self.rows: dict[tuple, Row] = {}
+        self.probed: dict[str, Row] = {}     # target label -> its short probe's row
         for results in history:
             self.add(results)
 
@@ -65,6 +68,15 @@ class Estimator:
             if row.measured and row.mean_total_time:
                 self.rows[(row.role, row.target, row.draft, row.draft_max, row.concurrency)] = row
 
+    def add_probe(self, row: Row) -> None:
+        """Learn a target's speed from a short probe of its baseline (``sweep.probe``)."""
+        if row.measured and row.mean_total_time:
+            self.probed[row.target] = row
+
+    def knows(self, role: str, target: str) -> bool:
+        """Whether a combination (or, for candidates, its target's baseline) was measured before."""
+        return any(key[0] == role and key[1] == target for key in self.rows)
+
     def combination(self, role: str, target: str, draft: str | None, draft_max: int | None,
                     target_path: str | None, concurrency: int = 1) -> Estimate:
         s = self.config.settings
@@ -75,6 +87,8 @@ class Estimator:
         source = "measured"
         if row is None and role in (Role.SPECULATIVE.value, Role.CONTROL.value):
             row, source = self.rows.get((Role.BASELINE.value, target, None, None, concurrency)), "baseline"
+        if row is None and concurrency == 1 and target in self.probed:
+            row, source = self.probed[target], "probe"
         if row is not None and row.mean_total_time:
             per_request = row.mean_total_time
             warm = per_request * min(1.0, WARMUP_TOKENS / max_tokens)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 import requests
-from draftbench.backends import get_backend
+from draftbench.backends import get_backend, lmstudio_rest, lmstudio_sdk
 from draftbench.backends.base import CountsSource, DraftCounts
 from draftbench.client import RedirectRefused, new_session, stream_chat
 from draftbench.errors import RequestError
@@ -176,6 +176,23 @@ def test_probes_of_a_running_server_end_on_their_own_deadline(backend):
     assert elapsed < 90          # bounded (each probe's deadline is 5–10 s); unbounded would be FOREVER_S
     if backend == "llamacpp":
         assert attached.props == {} and attached.version is None
+
+
+def test_lm_studio_probes_and_unstreamed_answers_end_on_their_own_deadline():
+    """LM Studio's REST probe, SDK greeting and unstreamed (native-blocking) answer, from a server whose
+    bodies never end: each gives up on its own deadline instead of waiting for the server."""
+    with HostileServer("endless-probe") as server:
+        base = server.url.rstrip("/")
+        start = time.perf_counter()
+        assert lmstudio_rest.probe(new_session(), base, {}) == ("foreign", None)
+        assert lmstudio_sdk.probe(base.removeprefix("http://")) == "foreign"
+        probes = time.perf_counter() - start
+        start = time.perf_counter()
+        with pytest.raises(RequestError, match="did not answer within 3 s"):
+            lmstudio_rest.blocking_chat(new_session(), base + "/api/v0/chat/completions", {"messages": []},
+                                        headers={}, request_timeout_s=3)
+        answer = time.perf_counter() - start
+    assert probes < 30 and answer < 15       # 5 s each, 3 s; unbounded would be FOREVER_S
 
 
 @pytest.mark.parametrize("value, ok", [(None, None), (0, 0), (30, 30), (30.0, 30), (10**8, 10**8), ("30", "error"),

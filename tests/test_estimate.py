@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
+import pytest
 from draftbench.config import validate_config
 from draftbench.estimate import Estimator, estimate_of, total_s
 from draftbench.results import ResultsFile, Row, save_results
 from draftbench.sweep import Sweep, plan
 from draftbench.sweep.console import Reporter
+from draftbench.sweep.probe import probe_targets
 
 from fakes.inprocess import FakeBackend, Script
-from helpers import run_cli
+from helpers import llama_server_pids, run_cli
 
 
 def config(tmp_path: Path, target: str, **settings):
@@ -72,3 +75,42 @@ def test_the_console_eta_comes_from_the_same_model(tmp_path):
     Sweep(cfg, tmp_path / "r.json", None, reporter=Recorder(), backend=backend).run()
     # after the baseline: both drafts estimated from it (the fake's 64 tokens at 50 tok/s ≈ 1.3 s a request)
     assert etas[0] is not None and etas[0] > 8 and etas[-1] is None
+
+
+def test_a_short_probe_measures_each_target_not_known_before(tmp_path):
+    cfg = config(tmp_path, "/m/target.gguf")
+    backend = FakeBackend(Script(tps={"/m/target.gguf": 50.0}))
+    est = Estimator(cfg, 2)
+    lines = probe_targets(cfg, backend, est, Reporter())
+    assert [e[2] for e in backend.log if e[0] == "launch"] == [None]     # one server: the target alone
+    assert lines[0].startswith("7B: 50.0 tok/s on one request")
+    base, good, new = (estimate_of(est, c) for c in plan(cfg))
+    assert base.source == good.source == new.source == "probe" and base.seconds > 4 * 1.0
+    # measured before: nothing is started
+    earlier = ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="", settings={}, results=(
+        Row(target="7B", role="baseline", mean_total_time=2.0, load_time_s=3.0, mean_tps=50.0),))
+    again = FakeBackend(Script(tps={"/m/target.gguf": 50.0}))
+    assert probe_targets(cfg, again, Estimator(cfg, 2, (earlier,)), Reporter()) == ["7B: measured before, not probed"]
+    assert not [e for e in again.log if e[0] == "launch"]
+
+
+def test_probe_without_dry_run_is_a_usage_error(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"name": "est", "targets": [{"label": "7B", "path": "/m/t.gguf"}], "drafts": []}))
+    proc = run_cli("sweep.py", "--config", str(path), "--probe")
+    assert proc.returncode == 2 and "--probe only goes with --dry-run" in proc.stderr
+
+
+@pytest.mark.llama
+def test_dry_run_probe_times_the_real_target_and_saves_nothing(models, tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"name": "est", "hardware": "box", "targets": [{"label": "T", "path": models["target-2x"]}],
+                                "drafts": [{"label": "D", "path": models["base"]}],
+                                "settings": {"runs": 2, "max_tokens": 16, "prompts": ["code"], "port": 0,
+                                             "gpu_layers": 0, "ctx_size": 1024}}))
+    results = tmp_path / "results" / "r.json"
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--dry-run", "--probe", timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"T: [\d.]+ tok/s on one request, loaded in [\d.]+ s", proc.stdout)
+    assert "[1/2] T (baseline)  ~" in proc.stdout and "(from a short probe of its target)" in proc.stdout
+    assert not results.exists() and not llama_server_pids()

@@ -28,7 +28,7 @@ from typing import Any
 
 import requests
 
-from ..client import StreamedResponse, expect_type
+from ..client import StreamedResponse, expect_type, new_session, post_json, probe_json
 from ..errors import RequestError, ServerError, ServerErrorKind
 from ..paths import cache_dir
 from ..polling import poll
@@ -56,18 +56,14 @@ def probe(session: requests.Session, base_url: str, headers: dict) -> tuple[str,
     """``GET /api/v0/models``: ("ok", {id: entry}), or "down" (nothing listens), "auth" (a token is
     required) or "foreign" (something else answers)."""
     try:
-        response = session.get(base_url + "/api/v0/models", timeout=5, headers=headers)
+        status, data = probe_json(session, base_url + "/api/v0/models", headers=headers, timeout_s=5)
     except requests.ConnectionError:
         return "down", None
-    except requests.RequestException:
+    except requests.RequestException:         # a timeout, a redirect: not LM Studio as documented
         return "foreign", None
-    if response.status_code in (401, 403):
+    if status in (401, 403):
         return "auth", None
-    try:
-        data = response.json() if response.status_code == 200 else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+    if status != 200 or not isinstance(data, dict) or not isinstance(data.get("data"), list):
         return "foreign", None
     return "ok", {m["id"]: m for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)}
 
@@ -105,19 +101,17 @@ def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: d
     body["stream"] = False
     result = StreamedResponse(t_start=time.perf_counter())
     try:
-        response = session.post(url, json=body, headers=headers, timeout=(10, request_timeout_s))
+        status, data, text = post_json(session, url, body, headers=headers, timeout_s=request_timeout_s)
     except requests.Timeout:
         raise RequestError(f"{url} did not answer within {request_timeout_s:g} s",
                            "raise settings.request_timeout_s or lower max_tokens") from None
     except requests.RequestException as exc:
         raise RequestError(f"cannot reach {url}: {exc}", "is LM Studio's server running?") from None
     result.t_end = time.perf_counter()
-    if response.status_code != 200:
-        raise RequestError(f"{url} answered HTTP {response.status_code}: {error_text(response)}")
-    try:
-        data = response.json()
-    except ValueError:
-        raise RequestError(f"{url} answered with something that is not JSON", "is this LM Studio?") from None
+    if status != 200:
+        raise RequestError(f"{url} answered HTTP {status}: {error_text(data, text)}")
+    if data is None:
+        raise RequestError(f"{url} answered with something that is not JSON", "is this LM Studio?")
     choices = data.get("choices") if isinstance(data, dict) else None
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
     message = choice.get("message")
@@ -205,20 +199,17 @@ class LMStudioServer(Server):
         body: dict[str, Any] = {"model": self.model, "draft_model": self.draft, "stream": False, "max_tokens": 24,
                 "temperature": 0, "messages": [{"role": "user", "content": PROBE_PROMPT}]}
         try:
-            response = self.session.post(self.base_url + "/api/v0/chat/completions", json=body, timeout=600,
-                                         headers=self.headers())
+            status, data, text = post_json(self.session, self.base_url + "/api/v0/chat/completions", body,
+                                           headers=self.headers(), timeout_s=600)
         except requests.RequestException as exc:
             return SpeculationStatus(None, f"could not check: {exc}")
-        if response.status_code != 200:
-            detail = error_text(response)
+        if status != 200:
+            detail = error_text(data, text)
             if self._log:
-                self._log.write(f"speculation check: HTTP {response.status_code}: {detail}")
+                self._log.write(f"speculation check: HTTP {status}: {detail}")
             return SpeculationStatus(False, f"LM Studio refused draft_model {self.draft!r} (HTTP "
-                                     f"{response.status_code}: {detail})")
-        try:
-            stats = response.json().get("stats")
-        except (ValueError, AttributeError):
-            stats = None
+                                     f"{status}: {detail})")
+        stats = data.get("stats") if isinstance(data, dict) else None
         if not isinstance(stats, dict):
             return SpeculationStatus(None, "")
         counts = counts_from_stats(stats, draft_requested=True)
@@ -259,17 +250,12 @@ class LMStudioServer(Server):
 
 
 
-def error_text(response: requests.Response) -> str:
-    try:
-        data = response.json()
-        err = data.get("error") if isinstance(data, dict) else None
-        if isinstance(err, dict):
-            err = err.get("message")
-        if err:
-            return str(err)[:300]
-    except ValueError:
-        pass
-    return (response.text or response.reason or "")[:300].strip()
+def error_text(data: Any, text: str) -> str:
+    """LM Studio's error message from an answer's JSON body, else the start of its text."""
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict):
+        err = err.get("message")
+    return str(err)[:300] if err else text[:300].strip()
 
 
 
@@ -294,7 +280,7 @@ def launch_rest(spec: LaunchSpec) -> LMStudioServer:
     api_key = os.environ.get("LM_API_TOKEN") or None
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     endpoint = settings.get("lmstudio_endpoint") or "native"
-    session = requests.Session()
+    session = new_session()         # refuses redirects: we only benchmark the server we asked
     notes: list[str] = []
     start = time.perf_counter()
     started_server = False

@@ -25,7 +25,7 @@ import time
 import lmstudio
 import requests
 
-from ..client import StreamedResponse
+from ..client import StreamedResponse, new_session, probe_json
 from ..errors import RequestError, ServerError, ServerErrorKind
 from ..paths import cache_dir
 from ..process import tail_file
@@ -77,16 +77,13 @@ class SDKLogRouter(logging.Handler):
 def probe(api_host: str) -> str:
     """``GET /lmstudio-greeting``: "ok", "down" (nothing listens) or "foreign" (something else answers)."""
     try:
-        response = requests.get(f"http://{api_host}/lmstudio-greeting", timeout=5)
+        with new_session() as session:       # bounded in time and size, redirects refused
+            status, data = probe_json(session, f"http://{api_host}/lmstudio-greeting", timeout_s=5)
     except requests.ConnectionError:
         return "down"
     except requests.RequestException:
         return "foreign"
-    try:
-        data = response.json() if response.status_code == 200 else None
-    except ValueError:
-        data = None
-    return "ok" if isinstance(data, dict) and data.get("lmstudio") is True else "foreign"
+    return "ok" if status == 200 and isinstance(data, dict) and data.get("lmstudio") is True else "foreign"
 
 
 def find_api_host(host: str, port: int, log: LMStudioLog) -> tuple[str, list[str]]:

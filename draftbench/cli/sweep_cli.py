@@ -17,11 +17,13 @@ from ..errors import ConfigError, DraftbenchError, UsageError
 from ..estimate import Estimator, estimate_of, total_s
 from ..output_paths import check_output_paths, default_chart_for
 from ..path_redaction import redacted_results
+from ..process import prepare_to_start_servers
 from ..prompts import resolve_prompts
 from ..results import load_results
 from ..results_lock import results_lock
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
-from ..sweep.console import format_duration
+from ..sweep.console import Reporter, format_duration
+from ..sweep.probe import probe_targets
 from ..text_safety import safe_text
 from . import run_main
 from .share_cli import add_share_arguments, run_share, wants_share
@@ -50,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    p.add_argument("--probe", action="store_true", help="with --dry-run: start each target not measured before "
+                   "for one request, so the estimate rests on this machine's speed (nothing is saved)")
     p.add_argument("--ceiling", action="store_true", help="also run each draft at synthetic acceptance (its measured "
                    "mean accepted length, and full acceptance) to show what its cost allows; same as "
                    "settings.ceiling: true (llama.cpp only)")
@@ -78,6 +82,7 @@ def chart_only(args) -> int:
 
 
 SOURCES = {"measured": "measured before", "baseline": "from its target's baseline",
+           "probe": "from a short probe of its target",
            "model size": "rough guess from the model size"}
 
 
@@ -132,6 +137,12 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         show_k = shows_k(config)
         estimator = Estimator.for_results_path(config, len(resolve_prompts(config.settings.get("prompts"))),
                                                results_path)
+        if args.probe:
+            backend.check_ready_to_run(config.settings)
+            prepare_to_start_servers()
+            print("Probing the targets (one request each):")
+            for line in probe_targets(config, backend, estimator, Reporter()):
+                print(safe_text(f"  {line}"))
         for i, run in enumerate(runs, 1):
             est = estimate_of(estimator, run)
             when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
@@ -188,6 +199,9 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if wants_share(args):
         return run_share(args)
+    if args.probe and not args.dry_run:
+        raise UsageError("--probe only goes with --dry-run (a sweep measures every target anyway)",
+                         "add --dry-run, or drop --probe")
     if args.output:
         raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
     if args.chart_only:

@@ -125,6 +125,8 @@ class HostileServer:
         body = reader.read(int(headers.get("content-length") or 0)) if method == "POST" else b""
         if method == "GET":
             self._get(sock, path)
+        elif self.mode == "endless-probe" and path == "/api/v0/chat/completions":
+            self._endless(sock)      # an unstreamed answer (LM Studio's native-blocking path) that never ends
         elif path == "/v1/chat/completions":
             self.requests += 1
             self._chat(sock, json.loads(body or b"{}"))
@@ -138,15 +140,9 @@ class HostileServer:
                      f"Connection: close\r\n{extra}\r\n".encode() + body)
 
     def _get(self, sock, path: str) -> None:
-        if self.mode == "endless-probe" and path in ("/props", "/slots", "/v1/models", "/version"):
-            # a JSON body that never ends, one byte at a time: a probe must give up on its own deadline
-            sock.sendall(b"HTTP/1.1 200 X\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"x\": \"")
-            for _ in self._forever():
-                try:
-                    sock.sendall(b"y")
-                except OSError:
-                    return
-                time.sleep(0.05)
+        if self.mode == "endless-probe" and path in ("/props", "/slots", "/v1/models", "/version", "/api/v0/models",
+                                                     "/lmstudio-greeting"):
+            self._endless(sock)
             return
         if self.mode == "redirect-away" and path in ("/props", "/v1/models"):
             self._reply(sock, 302, "", "text/plain", f"Location: http://elsewhere.invalid{path}\r\n")
@@ -171,6 +167,16 @@ class HostileServer:
             self._reply(sock, 200, {"moved": True})
         else:
             self._reply(sock, 404, {"error": "not found"})
+
+    def _endless(self, sock) -> None:
+        """A JSON body that never ends, one byte at a time: a reader must give up on its own deadline."""
+        sock.sendall(b"HTTP/1.1 200 X\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"x\": \"")
+        for _ in self._forever():
+            try:
+                sock.sendall(b"y")
+            except OSError:
+                return
+            time.sleep(0.05)
 
     def _forever(self):
         """Yield until the server stops or FOREVER_S passes."""
