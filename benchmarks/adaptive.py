@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from draftbench.race import RaceRules, Standing, judge
 from draftbench.results import load_results
+from draftbench.speedup import Speedup
 from draftbench.stats import speedup
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,10 +116,10 @@ def recorded_grids(path: Path, args) -> list[Grid]:
     return grids
 
 
-def best_of(estimates: dict[str, dict | None]) -> str | None:
+def best_of(estimates: dict[str, Speedup | None]) -> str | None:
     """The candidate a sweep recommends: significant speed-ups ranked by their lower bound, as analysis does."""
-    winners = [(s["ci95_low"] or s["ratio"], s["ratio"], c) for c, s in estimates.items()
-               if s and s.get("significant") and s["ratio"] > 1]
+    winners = [(s.ci95_low or s.ratio, s.ratio, c) for c, s in estimates.items()
+               if s and s.significant and s.ratio > 1]
     return max(winners)[2] if winners else None
 
 
@@ -148,8 +149,8 @@ def race(grid: Grid, data: dict, runs: int, rules_for: Callable[[int, int], Race
         return {c: t for c in measured if c not in out and (t := tps(c)) is not None}
 
     def significant(t) -> bool:
-        s = speedup(base, t, noise_floor=rules.noise_floor) or {}
-        return bool(s.get("significant") and s["ratio"] > 1)
+        s = speedup(base, t, noise_floor=rules.noise_floor)
+        return bool(s and s.significant and s.ratio > 1)
 
     for c in grid.candidates:
         measured[c], loads[c] = rules.probe_requests, 1
@@ -205,8 +206,8 @@ def simulate(grids: list[Grid], args) -> dict:
             races += 1
             same += pick == full
             measured = {c: speedup(data[""], data[c], noise_floor=args.noise_floor) for c in grid.candidates}
-            top = measured[full]["ratio"] if full else None
-            near += (pick == full) or (top is not None and pick is not None and measured[pick]["ratio"] >= top / 1.02)
+            top, picked = (measured[full] if full else None), (measured[pick] if pick else None)
+            near += (pick == full) or (top is not None and picked is not None and picked.ratio >= top.ratio / 1.02)
             within += (pick is not None and truth[pick] >= best / 1.02) or (pick is None and best < 1.02)
             exhaustive_within += (full is not None and truth[full] >= best / 1.02) or (full is None and best < 1.02)
             fractions.append(spent / exhaustive_time)

@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
         pairs = [r.decode_tps / r.server_decode_tps for r in row.requests
                  if r.decode_tps and r.server_decode_tps]
         client_server = f"{statistics.median(pairs):.3f}" if pairs else "n/a"
-        predicted = (row.theory or {}).get("predicted_speedup")
+        predicted = row.theory.predicted_speedup if row.theory else None
         print(f"{name[:48]:48s} {row.mean_tps or 0:8.2f} "
               f"{'n/a' if row.acceptance_rate is None else f'{row.acceptance_rate:.0%}':>7s} "
               f"{describe_speedup(row.speedup) if row.speedup else '':>30s} "

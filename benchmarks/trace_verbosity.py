@@ -99,7 +99,7 @@ def main() -> int:
     print(f"\nmedian tok/s: first server (default) {statistics.median(base.values()):.2f}, second ({second}) "
           f"{statistics.median(trace.values()):.2f}")
     print(f"per-method statistics recorded on {stats_seen} of {args.pairs} second-server requests")
-    print(f"second / first decode tok/s: {ratio['ratio']:.3f} — {describe_speedup(ratio)} ({ratio['n_pairs']} pairs)")
+    print(f"second / first decode tok/s: {ratio.ratio:.3f} — {describe_speedup(ratio)} ({ratio.n_pairs} pairs)")
     return 0
 
 

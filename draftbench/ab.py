@@ -78,16 +78,16 @@ def verdict(baseline: Row, spec: Row) -> str:
     if not s:
         return "No verdict: no decode rate was measured."
     text = describe_speedup(s)
-    if s.get("significant") is None:
+    if s.significant is None:
         return (f"No verdict yet: {text} — too few requests for a confidence interval; raise --runs to 3 or add "
                 "prompts.")
-    if s.get("significant") is False:
+    if s.significant is False:
         out = (f"Not worth it here: the difference ({text}) is within the noise; raise --runs to resolve smaller "
                "effects.")
-    elif s["ratio"] > 1:
-        out = f"Use it: {s['ratio']:.2f}x as fast with speculative decoding on this machine ({text})."
+    elif s.ratio > 1:
+        out = f"Use it: {s.ratio:.2f}x as fast with speculative decoding on this machine ({text})."
     else:
-        out = f"Do not use it here: speculative decoding is {1 / s['ratio']:.2f}x slower on this machine ({text})."
+        out = f"Do not use it here: speculative decoding is {1 / s.ratio:.2f}x slower on this machine ({text})."
         if (spec.acceptance_rate or 0) >= 0.5:
             out += (" Its drafts are mostly accepted, so verifying them is what costs: the target is likely "
                     "compute-bound here (typical of CPUs); the same pair may pay on a GPU.")
@@ -113,11 +113,11 @@ def _multiplier(spec: Row) -> str:
     s = spec.speedup
     if not spec.ok or not s:
         return "n/a"
-    text = f"{s['ratio']:.2f}x"
-    if s.get("ci95_low") is not None:
-        text += f" [{s['ci95_low']:.2f}x, {s['ci95_high']:.2f}x]"
+    text = f"{s.ratio:.2f}x"
+    if s.ci95_low is not None and s.ci95_high is not None:
+        text += f" [{s.ci95_low:.2f}x, {s.ci95_high:.2f}x]"
     significance = {True: "significant", False: "not significant", None: "significance unknown"}
-    return f"{text}  {significance[s.get('significant')]}"
+    return f"{text}  {significance[s.significant]}"
 
 
 def _acceptance(spec: Row) -> str:

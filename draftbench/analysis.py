@@ -19,6 +19,8 @@ from .degenerate import assess as assess_loops
 from .findings import Code, Finding
 from .race import server_loads
 from .results import RequestRecord, ResultsFile, Row
+from .speedup import Speedup, plain
+from .theory import Theory
 
 
 def _sum(values) -> int | None:
@@ -100,14 +102,13 @@ def _tps_by_key(row: Row) -> dict[tuple, float]:
     return {(r.prompt_id, r.run): r.decode_tps for r in row.requests if r.error is None and r.decode_tps}
 
 
-def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> dict | None:
+def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
     """Speed-up with a CI; falls back to the summary means for upstream rows (no CI there)."""
     if row.requests and baseline.requests:
         return stats.speedup(_tps_by_key(baseline), _tps_by_key(row), noise_floor=noise_floor)
     if row.mean_tps and baseline.mean_tps:
         ratio = row.mean_tps / baseline.mean_tps
-        return {"ratio": round(ratio, 4), "ci95_low": None, "ci95_high": None, "significant": None,
-                "method": "ratio-of-means", "n_pairs": 0, "percent": round((ratio - 1) * 100, 2)}
+        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=round((ratio - 1) * 100, 2))
     return None
 
 
@@ -146,7 +147,7 @@ def _file_size(path: str | None) -> int | None:
         return None
 
 
-def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
+def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> Theory | None:
     if not row.is_speculative or row.acceptance_rate is None:
         return None
     cost, cost_source = None, None
@@ -163,7 +164,7 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> dict | None:
         k_mean = float(row.draft_max)
     return theory.evaluate(acceptance_rate=row.acceptance_rate, mean_accepted_len=row.mean_accepted_len,
                            k_mean=k_mean, cost_ratio=cost, cost_source=cost_source,
-                           measured_ratio=row.speedup["ratio"] if row.speedup else None)
+                           measured_ratio=row.speedup.ratio if row.speedup else None)
 
 
 def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> Row:
@@ -185,8 +186,8 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
         baseline = results.baseline_for(row.target, concurrency)
         if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
-            if speed and speed.get("significant"):
-                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed["ratio"] - 1.0))
+            if speed and speed.significant:
+                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed.ratio - 1.0))
     return drift
 
 
@@ -209,10 +210,10 @@ def analyze(results: ResultsFile) -> ResultsFile:
                 floor = drift[(row.target, row.concurrency)]
             speed = compare_to_baseline(row, baseline, noise_floor=floor)
             if speed and floor > noise_floor:
-                speed = dict(speed, note=f"noise floor raised to the drift the control baseline measured "
-                                         f"({floor:.1%})")
+                speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
+                                            f"({floor:.1%})")
             if row.role == "speculative" and row.speculation_active is False and speed:
-                speed = dict(speed, significant=False, note="speculation was not active: not a speed-up")
+                speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
             row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
                           equivalence(row, baseline, temperature=temperature),
@@ -230,14 +231,18 @@ def analyze(results: ResultsFile) -> ResultsFile:
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
 
 
-def _speed(row: Row) -> dict[str, Any]:
-    return row.speedup or {}
-
-
 def _ratio(row: Row) -> float:
     """The measured speed-up ratio (rows without one sort last)."""
-    ratio = _speed(row).get("ratio")
-    return float(ratio) if isinstance(ratio, (int, float)) else 0.0
+    return row.speedup.ratio if row.speedup else 0.0
+
+
+def _significant(row: Row) -> bool | None:
+    return row.speedup.significant if row.speedup else None
+
+
+def _lower_bound(row: Row) -> float:
+    """The interval's low end, else the ratio: winners rank by how surely they are faster."""
+    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
 
 
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
@@ -260,8 +265,8 @@ def recommend(results: ResultsFile) -> dict:
         at_level = [r for r in results.results if r.concurrency == level]
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        winners = [r for r in candidates if _speed(r).get("significant") and _ratio(r) > 1]
-        winners.sort(key=lambda r: (_speed(r).get("ci95_low") or _ratio(r), _ratio(r)), reverse=True)
+        winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
+        winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
         inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
@@ -284,7 +289,7 @@ def recommend(results: ResultsFile) -> dict:
                                      "speed-up (see the row's warning).")
         elif candidates:
             best = max(candidates, key=_ratio)
-            if results.is_upstream or _speed(best).get("significant") is None:
+            if results.is_upstream or _significant(best) is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
                 why = ("this file has no per-request data" if results.is_upstream or not best.requests else
                        "too few requests were measured for a confidence interval (raise settings.runs to 3)")
@@ -311,7 +316,7 @@ def recommend(results: ResultsFile) -> dict:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
         control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
-        if control and _speed(control).get("significant"):
+        if control and _significant(control):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
                                  "so gains smaller than that are treated as noise; close other programs and rerun.")
@@ -325,13 +330,16 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] += " " + sentence
         _add_inside_the_draft(entry, results, target)
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
-    return {"targets": per_target}
+    # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
+    # itself is JSON, as loaded from a file: each speed-up becomes its object here.
+    return {"targets": plain(per_target)}
 
 
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
     """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
     cannot_pay = ceiling.no_draft_can_pay(results.results, target)
-    if (entry.get("speedup") or {}).get("significant") and entry["speedup"]["ratio"] > 1:
+    speed: Speedup | None = entry.get("speedup")
+    if speed and speed.significant and speed.ratio > 1:
         cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it
     entry["no_draft_can_pay"] = cannot_pay is not None
     if cannot_pay:

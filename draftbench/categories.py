@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .degenerate import looping_requests
 from .results import ResultsFile, Row
+from .speedup import Speedup
 from .stats import describe_speedup, speedup
 
 
@@ -18,7 +19,7 @@ def _tps(row: Row, category: str) -> dict[tuple[str, int], float]:
             if r.error is None and r.decode_tps and r.category == category}
 
 
-def category_speedups(row: Row, baseline: Row, *, noise_floor: float) -> dict[str, dict] | None:
+def category_speedups(row: Row, baseline: Row, *, noise_floor: float) -> dict[str, Speedup] | None:
     """category → the speed-up on that category's requests (see :func:`stats.speedup`); None when the
     row has no per-request data."""
     if not row.requests or not baseline.requests:
@@ -43,8 +44,8 @@ def candidate_name(row: Row) -> str:
     return (row.draft or "") + (f" (k={row.draft_max})" if row.draft_max else "")
 
 
-def _key(speed: dict) -> tuple[float, float]:
-    return (speed.get("ci95_low") or speed["ratio"], speed["ratio"])
+def _key(speed: Speedup) -> tuple[float, float]:
+    return (speed.ci95_low or speed.ratio, speed.ratio)
 
 
 def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
@@ -63,8 +64,8 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     for category in categories:
         scored = [(r, (r.speedup_by_category or {})[category]) for r in rows
                   if category in (r.speedup_by_category or {}) and not never_drafted(r, category)]
-        gains = [(r, s) for r, s in scored if s["ratio"] > 1]
-        significant = [(r, s) for r, s in gains if s.get("significant")]
+        gains = [(r, s) for r, s in scored if s.ratio > 1]
+        significant = [(r, s) for r, s in gains if s.significant]
         pool = significant or gains
         if not pool:
             out[category] = {"candidate": None, "looping": category in looping_categories}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from .kpredict import tok_s
 from .results import Row
 from .rowkinds import CeilingLevel
+from .speedup import Speedup, plain
 from .stats import describe_speedup
 
 SYNTH_LEN = "synth_len"      # the llama.cpp candidate parameter (--spec-synth-len)
@@ -78,7 +79,7 @@ def summarize(row: Row, ceilings: dict[str, Row]) -> dict | None:
         out.update(at_measured_tps=at_measured.mean_tps, at_measured_speedup=at_measured.speedup,
                    measured_synth_len=(at_measured.synthetic or {}).get(SYNTH_LEN))
     out["text"] = describe(out)
-    return out
+    return plain(out)     # Row.ceiling is JSON: its speed-ups as their objects
 
 
 def describe(summary: dict) -> str:
@@ -87,8 +88,9 @@ def describe(summary: dict) -> str:
     if summary.get("reach") is not None:
         parts.append(f"this draft reaches {summary['reach']:.0%} of what its cost allows "
                      f"({tok_s(summary['full_tps'])} with every drafted token accepted)")
-    if summary.get("full_speedup"):
-        parts.append(f"a perfect draft of this size would give {describe_speedup(summary['full_speedup'])}")
+    full = Speedup.from_value(summary.get("full_speedup"))
+    if full:
+        parts.append(f"a perfect draft of this size would give {describe_speedup(full)}")
     return "; ".join(parts)
 
 
@@ -100,9 +102,9 @@ def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str) -> str | No
              and r.speedup and r.speculation_active is not False]
     if not fulls:
         return None
-    best = max(fulls, key=lambda r: r.speedup["ratio"] if r.speedup else 0.0)
-    speed = best.speedup or {}
-    if speed.get("ratio", 0) > 1 and speed.get("significant") is not False:
+    best = max(fulls, key=lambda r: r.speedup.ratio if r.speedup else 0.0)
+    speed = best.speedup
+    if speed is not None and speed.ratio > 1 and speed.significant is not False:
         return None
     k = f", k={best.draft_max}" if best.draft_max else ""
     return (f"No draft can pay on this hardware: even the draft with the highest ceiling ({best.draft}{k}), with every "

@@ -12,6 +12,7 @@ from enum import Enum
 
 from .concurrency import level_summary, row_levels
 from .results import ResultsFile, Row
+from .speedup import Speedup
 from .stats import describe_speedup
 
 
@@ -22,17 +23,21 @@ class LevelOutcome(str, Enum):
     NO_MEASUREMENT = "no valid measurement"
 
 
-def _ratio(row: Row, key: str = "ratio") -> float:
-    speed = row.speedup or {}
-    return speed.get(key) or speed.get("ratio") or 1.0
+def _ratio(row: Row) -> float:
+    return row.speedup.ratio if row.speedup and row.speedup.ratio else 1.0
+
+
+def _lower_bound(row: Row) -> float:
+    """The interval's low end, else the ratio: how surely a row is faster."""
+    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
 
 
 def outcome(row: Row | None) -> LevelOutcome:
     if row is None or not row.counts_as_speedup() or not row.speedup:
         return LevelOutcome.NO_MEASUREMENT
-    if not row.speedup.get("significant"):
+    if not row.speedup.significant:
         return LevelOutcome.NOT_SIGNIFICANT
-    return LevelOutcome.FASTER if row.speedup["ratio"] > 1 else LevelOutcome.SLOWER
+    return LevelOutcome.FASTER if row.speedup.ratio > 1 else LevelOutcome.SLOWER
 
 
 def label(draft: str, draft_max: int | None) -> str:
@@ -90,7 +95,8 @@ def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str
     by_candidate = candidates_by_level(results, target)
     reach = {key: max_streams(rows, levels) for key, rows in by_candidate.items()}
     recommended = (entry.get("recommended_draft"), entry.get("draft_max"))
-    if (entry.get("speedup") or {}).get("significant") and recommended in by_candidate:
+    recommended_speedup: Speedup | None = entry.get("speedup")     # the entry is built from typed values
+    if recommended_speedup and recommended_speedup.significant and recommended in by_candidate:
         chosen: tuple[str, int | None] | None = recommended
     else:   # nothing pays at the lowest level: the candidate faster at most levels, if any
         faster = {key: sum(outcome(rows.get(n)) is LevelOutcome.FASTER for n in levels)
@@ -99,7 +105,7 @@ def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str
     per_level = []
     for n in levels:
         rows_at = [(key, rows[n]) for key, rows in by_candidate.items() if outcome(rows.get(n)) is LevelOutcome.FASTER]
-        best = max(rows_at, key=lambda kr: _ratio(kr[1], "ci95_low"), default=None)
+        best = max(rows_at, key=lambda kr: _lower_bound(kr[1]), default=None)
         row = by_candidate[chosen].get(n) if chosen else None
         per_level.append({"streams": n, "outcome": outcome(row).value if chosen else None,
                           "speedup": row.speedup if row is not None else None,

@@ -104,7 +104,7 @@ def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None,
                              "measured on these requests look faster than they would on real text", "settings.prompts")
     without = speedup(_tps(baseline.requests, lambda k: k not in loops), _tps(row.requests, lambda k: k not in loops),
                       noise_floor=noise_floor)
-    info["speedup_without_loops"] = without
+    info["speedup_without_loops"] = without.to_dict() if without else None     # Row.degenerate_output is JSON
     rest = (f"; on the other requests: {describe_speedup(without)}" if without
             else "; no other request to compare")
     return info, Finding(Code.DEGENERATE_OUTPUT, f"this speed-up rests on looping output: the target alone "

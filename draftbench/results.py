@@ -22,6 +22,8 @@ from .findings import Finding
 from .paths import atomic_write_text
 from .results_schema import first_problem
 from .rowkinds import ROLES, STATUSES
+from .speedup import Speedup
+from .theory import Theory
 
 # 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
 # 3: ceiling rows (role "ceiling": synthetic acceptance); acceptance by draft position, diagnosis, k prediction.
@@ -125,12 +127,12 @@ class Row:
     load_time_s: float | None = None
     run_to_run_cv: float | None = None
     by_category: dict | None = None           # category -> {mean_tps, acceptance_rate, n}
-    speedup: dict | None = None               # vs the target's baseline (see stats.speedup)
-    speedup_by_category: dict | None = None   # category -> speed-up on that category's requests (categories.py)
+    speedup: Speedup | None = None            # vs the target's baseline (see stats.speedup)
+    speedup_by_category: dict[str, Speedup] | None = None   # category -> speed-up on its requests (categories.py)
     method_stats: dict | None = None          # speculative implementation -> its counters (method_stats.py)
     degenerate_output: dict | None = None     # requests resting on the target's looping output (degenerate.py)
     equivalence: dict | None = None           # output vs the baseline's at temperature 0
-    theory: dict | None = None
+    theory: Theory | None = None              # the textbook model beside the measurement (theory.py)
     warnings: tuple[Finding, ...] = ()
     server: dict | None = None                # backend, command, version, log, port
     started_at: str | None = None
@@ -152,6 +154,17 @@ class Row:
                                                        for w in self.warnings))
         if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
             object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
+        # Read from a file (or written as a dict by hand): validated into their classes here.
+        if self.speedup is not None and not isinstance(self.speedup, Speedup):
+            object.__setattr__(self, "speedup", Speedup.from_dict(self.speedup))
+        if self.speedup_by_category is not None:
+            if not isinstance(self.speedup_by_category, dict):
+                raise ValueError("speedup_by_category is not an object")
+            object.__setattr__(self, "speedup_by_category", {category: speed if isinstance(speed, Speedup) else
+                                                             Speedup.from_dict(speed)
+                                                             for category, speed in self.speedup_by_category.items()})
+        if self.theory is not None and not isinstance(self.theory, Theory):
+            object.__setattr__(self, "theory", Theory.from_dict(self.theory))
 
     @property
     def key(self) -> tuple:
@@ -187,6 +200,10 @@ class Row:
             out[f.name] = getattr(self, f.name)
         out["warnings"] = [w.to_dict() for w in self.warnings]
         out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis else None
+        out["speedup"] = self.speedup.to_dict() if self.speedup else None
+        out["speedup_by_category"] = None if self.speedup_by_category is None else {
+            category: speed.to_dict() for category, speed in self.speedup_by_category.items()}
+        out["theory"] = self.theory.to_dict() if self.theory else None
         out["requests"] = [r.to_dict() for r in self.requests]
         for k, v in self.extra.items():
             out.setdefault(k, v)

@@ -224,8 +224,9 @@ def _setting_spec(kind: str) -> Spec:
 SETTINGS = Obj({key: _setting_spec(f.kind) for key, f in COMMON_SETTINGS.items()})
 STAT_SUMMARY = MapOf(NUM)            # n, mean, median, stdev, cv, min, max, p95, ci95_low, ci95_high
 BY_CATEGORY = MapOf(Obj({"n": INT, "mean_tps": NUM, "acceptance_rate": NUM}))
-SPEEDUP = Obj({"ratio": NUM, "percent": NUM, "ci95_low": NUM, "ci95_high": NUM, "significant": BOOL, "method": STR,
-               "n_pairs": INT, "noise_floor": NUM, "note": STR})
+# a speed-up.Speedup: every one ever written has a ratio
+SPEEDUP = Obj({"ratio": Num(nullable=False), "percent": NUM, "ci95_low": NUM, "ci95_high": NUM, "significant": BOOL,
+               "method": STR, "n_pairs": INT, "noise_floor": NUM, "note": STR}, required=("ratio",))
 EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": INT, "match_rate": NUM,
                    "mismatches": ListOf(Obj({"prompt_id": STR, "run": INT, "char_pos": INT, "baseline_len": INT,
                                              "candidate_len": INT, "baseline_excerpt": STR,

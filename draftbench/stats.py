@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeGuard
 
 from .findings import Code, Finding
+from .speedup import Speedup
 
 # Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -77,7 +78,7 @@ def _positive(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> dict | None:
+def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> Speedup | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
     base = {k: v for k, v in baseline.items() if _positive(v)}
     cand = {k: v for k, v in candidate.items() if _positive(v)}
@@ -96,8 +97,8 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
         lc = [math.log(v) for v in cand.values()]
         if len(lb) < 2 or len(lc) < 2:
             ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
-            return {"ratio": rounded(ratio), "ci95_low": None, "ci95_high": None, "significant": None,
-                    "method": "single-sample", "n_pairs": 0, "percent": rounded((ratio - 1) * 100, 2)}
+            return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
+                           percent=round((ratio - 1) * 100, 2))
         mean = statistics.fmean(lc) - statistics.fmean(lb)
         va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
         se = math.sqrt(va + vb)
@@ -107,22 +108,20 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
     excludes_one = low > 1.0 or high < 1.0
     significant = excludes_one and abs(ratio - 1.0) >= noise_floor
-    return {"ratio": rounded(ratio), "ci95_low": rounded(low), "ci95_high": rounded(high), "significant": significant,
-            "method": method, "n_pairs": n_pairs, "percent": rounded((ratio - 1) * 100, 2),
-            "noise_floor": noise_floor}
+    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4), significant=significant,
+                   method=method, n_pairs=n_pairs, percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor)
 
 
-def describe_speedup(s: dict | None) -> str:
+def describe_speedup(s: Speedup | None) -> str:
     """'+12.3% [+8.1%, +16.6%]' and whether it is significant, for people."""
-    if not s:
+    if s is None:
         return "n/a"
-    pct = (s["ratio"] - 1) * 100
-    text = f"{pct:+.1f}%"
-    if s.get("ci95_low") is not None:
-        text += f" [{(s['ci95_low'] - 1) * 100:+.1f}%, {(s['ci95_high'] - 1) * 100:+.1f}%]"
-    if s.get("significant") is False:
+    text = f"{(s.ratio - 1) * 100:+.1f}%"
+    if s.ci95_low is not None and s.ci95_high is not None:
+        text += f" [{(s.ci95_low - 1) * 100:+.1f}%, {(s.ci95_high - 1) * 100:+.1f}%]"
+    if s.significant is False:
         text += " (not significant)"
-    elif s.get("significant") is None:
+    elif s.significant is None:
         text += " (significance unknown)"
     return text
 

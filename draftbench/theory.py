@@ -18,6 +18,61 @@ recovered from τ to find the best k.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+FORMULA = "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))"
+
+
+@dataclass(frozen=True)
+class Theory:
+    """The model's prediction for one speculative row (``Row.theory``), beside the measured speed-up.
+
+    Every field may be None so that any file that passed the results schema still loads; the file's
+    keys and their order are :meth:`to_dict`'s (unchanged since schema 1)."""
+
+    formula: str | None = None
+    alpha: float | None = None                   # per-token acceptance probability
+    k_mean: float | None = None                  # drafted tokens per verify step
+    tokens_per_step: float | None = None         # τ
+    tokens_per_step_source: str | None = None
+    cost_ratio: float | None = None              # c: a draft token's time / a target token's time
+    cost_source: str | None = None
+    predicted_speedup: float | None = None       # S at k_mean
+    best_k: int | None = None
+    predicted_at_best_k: float | None = None
+    measured_speedup: float | None = None        # the row's measured ratio
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if f.name in ("formula", "tokens_per_step_source", "cost_source"):
+                ok = isinstance(value, str)
+            elif f.name == "best_k":
+                ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            else:
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok:
+                raise ValueError(f"theory {f.name} {value!r} is not {_EXPECTED.get(f.name, 'a finite number')}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Theory:
+        """Read what :meth:`to_dict` wrote (unknown keys are ignored, as in request records)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a theory must be an object, not {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_EXPECTED = {"formula": "text", "tokens_per_step_source": "text", "cost_source": "text",
+             "best_k": "a whole number of at least 1"}
+
 
 def tokens_per_step(alpha: float, k: float) -> float:
     if alpha >= 1.0:
@@ -65,7 +120,7 @@ def best_k(alpha: float, c: float, k_max: int = 32) -> int:
 
 
 def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, k_mean: float | None,
-             cost_ratio: float | None, cost_source: str | None, measured_ratio: float | None) -> dict | None:
+             cost_ratio: float | None, cost_source: str | None, measured_ratio: float | None) -> Theory | None:
     """Predicted speed-up and best k for one speculative row; None where inputs are missing."""
     if k_mean is None or k_mean <= 0 or acceptance_rate is None:
         return None
@@ -77,14 +132,10 @@ def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, 
         alpha = alpha_from_acceptance(acceptance_rate, k_mean)
         tau = tokens_per_step(alpha, k_mean)
         tau_source = "derived from the acceptance rate"
-    out = {"formula": "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))", "alpha": round(alpha, 4),
-           "k_mean": round(k_mean, 3), "tokens_per_step": round(tau, 3), "tokens_per_step_source": tau_source,
-           "cost_ratio": None, "cost_source": cost_source, "predicted_speedup": None, "best_k": None,
-           "predicted_at_best_k": None, "measured_speedup": measured_ratio}
-    if cost_ratio is not None:
-        out["cost_ratio"] = round(cost_ratio, 4)
-        out["predicted_speedup"] = round(tau / (1 + cost_ratio * k_mean), 4)
-        k_best = best_k(alpha, cost_ratio)
-        out["best_k"] = k_best
-        out["predicted_at_best_k"] = round(expected_speedup(alpha, k_best, cost_ratio), 4)
-    return out
+    out = Theory(formula=FORMULA, alpha=round(alpha, 4), k_mean=round(k_mean, 3), tokens_per_step=round(tau, 3),
+                 tokens_per_step_source=tau_source, cost_source=cost_source, measured_speedup=measured_ratio)
+    if cost_ratio is None:
+        return out
+    k_best = best_k(alpha, cost_ratio)
+    return replace(out, cost_ratio=round(cost_ratio, 4), predicted_speedup=round(tau / (1 + cost_ratio * k_mean), 4),
+                   best_k=k_best, predicted_at_best_k=round(expected_speedup(alpha, k_best, cost_ratio), 4))

@@ -47,7 +47,7 @@ def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_pat
     assert all(s.stopped for s in backend.servers)
     baseline, spec = results.results
     assert (baseline.role, spec.role) == ("baseline", "speculative")
-    assert spec.speedup["method"] == "paired-t-log" and spec.speedup["significant"] is True
+    assert spec.speedup.method == "paired-t-log" and spec.speedup.significant is True
     assert spec.equivalence["compared"] == 6
     text = screen(results, plan())
     for item in ("baseline ", "speculative ", "multiplier ", "acceptance ", "mean accepted len", "output ",
@@ -131,7 +131,7 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
     assert spec.server["command"][spec.server["command"].index("--spec-type") + 1] == "draft-simple"
     assert baseline.server["command"][baseline.server["command"].index("--spec-type") + 1] == "none"
     assert f"{spec.acceptance_rate:.1%}  ({spec.draft_n_accepted} of {spec.draft_n} drafted" in text
-    assert spec.speedup["n_pairs"] == 2 and f"{spec.speedup['ratio']:.2f}x [" in text
+    assert spec.speedup.n_pairs == 2 and f"{spec.speedup.ratio:.2f}x [" in text
     assert spec.equivalence["compared"] == 2
     assert not (llama_server_pids() - before)
     # the saved file is a results file like a sweep's

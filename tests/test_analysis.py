@@ -31,16 +31,16 @@ def test_gain_smaller_than_the_measured_drift_is_not_significant():
     res = analyze(results(row("baseline", 100), row("speculative", 110, "small gain", 0.7),
                           row("speculative", 130, "big gain", 0.8), row("control", 115)))
     rows = by_draft(res)
-    assert rows["small gain"].speedup["significant"] is False
-    assert "drift" in rows["small gain"].speedup["note"]
-    assert rows["big gain"].speedup["significant"] is True
+    assert rows["small gain"].speedup.significant is False
+    assert "drift" in rows["small gain"].speedup.note
+    assert rows["big gain"].speedup.significant is True
     verdict = res.summary["targets"][0]["verdict"]
     assert "use big gain" in verdict and "drifted" in verdict
 
 
 def test_without_drift_the_configured_noise_floor_applies():
     res = analyze(results(row("baseline", 100), row("speculative", 110, "small gain", 0.7), row("control", 100.5)))
-    assert by_draft(res)["small gain"].speedup["significant"] is True
+    assert by_draft(res)["small gain"].speedup.significant is True
     assert "drifted" not in res.summary["targets"][0]["verdict"]
 
 
@@ -65,5 +65,5 @@ def test_drift_is_measured_and_applied_per_concurrency_level():
     assert measured_drift(res, noise_floor=0.02) == {}
     assert measured_drift(res, noise_floor=0.02, concurrency=2)["T"] == pytest.approx(0.15, abs=0.01)
     gains = {r.concurrency: r.speedup for r in analyze(res).results if r.role == "speculative"}
-    assert gains[1]["significant"] is True and "note" not in gains[1]
-    assert gains[2]["significant"] is False and "drift" in gains[2]["note"]
+    assert gains[1].significant is True and gains[1].note is None
+    assert gains[2].significant is False and "drift" in gains[2].note

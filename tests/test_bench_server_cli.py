@@ -67,7 +67,9 @@ def test_bench_compare_reports_speedup_and_output_equivalence(start_llama, model
     assert "speed-up" in proc.stdout and "Output     : identical on" in proc.stdout
     text = (tmp_path / "cmp.json").read_text()
     assert "s3cret" not in text  # API keys never reach files
-    assert json.loads(text)["comparison"]["equivalence"]["compared"] == 2
+    comparison = json.loads(text)["comparison"]
+    assert comparison["equivalence"]["compared"] == 2
+    assert comparison["speedup"]["method"] == "paired-t-log" and comparison["speedup"]["n_pairs"] == 2   # as written
 
 
 def test_bench_unreachable_server_is_a_clear_error():

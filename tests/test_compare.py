@@ -72,8 +72,8 @@ def test_same_requests_are_paired_and_a_real_difference_is_significant(tmp_path)
     base = row_titled(comp, f"{TARGET} (baseline)")
     change = base.changes[0]
     assert (change.index, change.reference, change.paired) == (1, 0, True)
-    assert change.ratio["method"] == "paired-t-log" and change.ratio["n_pairs"] == 9
-    assert change.significant is True and change.ratio["ratio"] == pytest.approx(1.5, rel=0.01)
+    assert change.ratio.method == "paired-t-log" and change.ratio.n_pairs == 9
+    assert change.significant is True and change.ratio.ratio == pytest.approx(1.5, rel=0.01)
     assert re.match(r"1\.5\dx faster \[1\.\d\dx, 1\.\d\dx\]$", describe_change(change))
 
 
@@ -90,7 +90,7 @@ def test_other_requests_are_compared_unpaired_and_say_why(tmp_path):
     longer = machine("qwen", "box-b", base=60.0, good=1.3, bad=0.7, settings={**SETTINGS, "max_tokens": 256})
     comp = comparison(tmp_path, box_a(), longer)
     change = row_titled(comp, f"{TARGET} (baseline)").changes[0]
-    assert change.paired is False and change.ratio["method"] == "welch-t-log"
+    assert change.paired is False and change.ratio.method == "welch-t-log"
     assert change.why_unpaired == "settings.max_tokens differs"
     out = render(comp)
     assert "Warning: the files differ in what was measured" in out
@@ -110,7 +110,7 @@ def test_another_prompt_text_is_never_paired(tmp_path):
 def test_files_without_per_request_data_give_ratios_without_an_interval(tmp_path):
     comp = comparison(tmp_path, box_a(), without_requests(box_b()))
     change = row_titled(comp, f"{TARGET} (baseline)").changes[0]
-    assert change.ratio["method"] == "ratio-of-means" and change.significant is None
+    assert change.ratio.method == "ratio-of-means" and change.significant is None
     assert describe_change(change) == "1.51x faster (no CI)"
     assert "no CI: significance unknown because B has no per-request data (a ratio of means)." in render(comp)
 
@@ -153,7 +153,7 @@ def test_a_target_where_no_candidate_pays_says_so(tmp_path):
 def test_an_upstream_file_matches_a_new_one_by_labels(tmp_path):
     comp = compare(load_compared(files(tmp_path, box_a()) + [str(REF_7B)]))
     base = row_titled(comp, f"{TARGET} (baseline)")        # the 7B file has a "7B Q4_K_M" target too
-    assert base.changes[0].ratio["method"] == "ratio-of-means"
+    assert base.changes[0].ratio.method == "ratio-of-means"
     assert "per-request data: A yes; B no" in render(comp)
 
 

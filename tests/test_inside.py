@@ -203,7 +203,7 @@ def test_ceiling_runs_read_the_measured_length_and_are_never_candidates(tmp_path
     launched = [spec.params for spec in (s.spec for s in backend.servers) if "synth_len" in spec.params]
     assert launched == [{"synth_len": 4.2}, {"synth_len": 5.0}, {"synth_len": 1.1}, {"synth_len": 5.0}]
     # never compared for output, never ranked
-    assert measured.equivalence is None and full.speedup["ratio"] > 1.5
+    assert measured.equivalence is None and full.speedup.ratio > 1.5
     assert saved.summary["targets"][0]["recommended_draft"] == "good"
     assert not saved.summary["targets"][0]["no_draft_can_pay"]
     assert good.ceiling["reach"] == round(good.mean_tps / full.mean_tps, 4)

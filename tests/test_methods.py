@@ -182,7 +182,7 @@ def test_the_verdict_names_the_best_configuration_per_category_when_they_differ(
     assert "Best per prompt type: for code-edit: ngram-mod (+" in entry["verdict"]
     assert "for chat: 135M (k=4)" in entry["verdict"]
     ngram = next(r for r in res.results if r.draft == "ngram-mod")
-    assert ngram.speedup_by_category["code-edit"]["ratio"] > 1.9 and ngram.speedup_by_category["prose"]["ratio"] < 1
+    assert ngram.speedup_by_category["code-edit"].ratio > 1.9 and ngram.speedup_by_category["prose"].ratio < 1
 
 
 def test_one_best_configuration_everywhere_needs_no_per_category_sentence():
@@ -347,13 +347,14 @@ def test_a_configuration_that_drafted_nothing_on_a_category_is_not_its_best():
                    _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.25}, candidate=DRAFTED))
     best = res.summary["targets"][0]["by_category"]
     assert best["code-edit"]["candidate"] == "ngram-mod" and best["chat"]["candidate"] == "135M"
-    assert res.results[1].speedup_by_category["chat"]["ratio"] > 1.4          # still recorded as measured
+    assert res.results[1].speedup_by_category["chat"].ratio > 1.4          # still recorded as measured
 
 
 def test_per_category_bests_without_a_significant_gain_say_so():
     from draftbench.categories import category_sentence
+    from draftbench.speedup import Speedup
 
-    noisy = {"ratio": 5.4, "percent": 440.0, "significant": None, "method": "single-sample", "n_pairs": 0}
+    noisy = Speedup(ratio=5.4, percent=440.0, significant=None, method="single-sample", n_pairs=0)
     best = {"chat": {"candidate": "135M (k=4)", "speedup": noisy, "significant_gain": False},
             "code-edit": {"candidate": "ngram-simple", "speedup": noisy, "significant_gain": False}}
     assert category_sentence(best).startswith("Best measured per prompt type (no gain significant): for chat: 135M")

@@ -8,6 +8,7 @@ import statistics
 
 import pytest
 from draftbench.findings import Code
+from draftbench.speedup import Speedup
 from draftbench.stats import (
     BENCH_FLAGS,
     SETTINGS_FLAGS,
@@ -106,14 +107,14 @@ def test_paired_log_ratio_interval_on_known_data():
     logs = [math.log(r) for r in ratios]
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
     half = 2.776 * sd / math.sqrt(5)
-    assert s["method"] == "paired-t-log" and s["n_pairs"] == 5
-    assert s["ratio"] == pytest.approx(math.exp(mean), abs=1e-4)             # geometric mean of the ratios
-    assert s["ratio"] == pytest.approx(statistics.geometric_mean(ratios), abs=1e-4)
-    assert s["ci95_low"] == pytest.approx(math.exp(mean - half), abs=1e-4)
-    assert s["ci95_high"] == pytest.approx(math.exp(mean + half), abs=1e-4)
-    assert s["ci95_low"] < s["ratio"] < s["ci95_high"]
-    assert s["significant"] is True
-    assert s["percent"] == pytest.approx((math.exp(mean) - 1) * 100, abs=0.01)
+    assert s.method == "paired-t-log" and s.n_pairs == 5
+    assert s.ratio == pytest.approx(math.exp(mean), abs=1e-4)             # geometric mean of the ratios
+    assert s.ratio == pytest.approx(statistics.geometric_mean(ratios), abs=1e-4)
+    assert s.ci95_low == pytest.approx(math.exp(mean - half), abs=1e-4)
+    assert s.ci95_high == pytest.approx(math.exp(mean + half), abs=1e-4)
+    assert s.ci95_low < s.ratio < s.ci95_high
+    assert s.significant is True
+    assert s.percent == pytest.approx((math.exp(mean) - 1) * 100, abs=0.01)
 
 
 def test_pairing_ignores_the_baseline_level():
@@ -121,94 +122,94 @@ def test_pairing_ignores_the_baseline_level():
     ratios = [1.3, 1.31, 1.29, 1.3]
     s1 = speedup(*paired([10, 10, 10, 10], ratios))
     s2 = speedup(*paired([5, 50, 500, 5000], ratios))
-    assert s1["ratio"] == s2["ratio"] and s1["ci95_low"] == s2["ci95_low"]
+    assert s1.ratio == s2.ratio and s1.ci95_low == s2.ci95_low
 
 
 def test_pairs_use_prompt_and_run():
     b = {("a", 0): 10.0, ("a", 1): 20.0, ("b", 0): 10.0}
     c = {("a", 0): 12.0, ("a", 1): 24.0, ("b", 0): 12.0, ("z", 0): 1.0}  # ("z", 0) has no partner
     s = speedup(b, c)
-    assert s["n_pairs"] == 3 and s["ratio"] == pytest.approx(1.2)
-    assert s["ci95_low"] == pytest.approx(1.2) and s["ci95_high"] == pytest.approx(1.2)
+    assert s.n_pairs == 3 and s.ratio == pytest.approx(1.2)
+    assert s.ci95_low == pytest.approx(1.2) and s.ci95_high == pytest.approx(1.2)
 
 
 def test_significance_needs_the_interval_to_exclude_one():
     # ratios straddle 1: the interval includes 1, so never significant whatever the estimate
     s = speedup(*paired([10] * 4, [1.30, 0.80, 1.40, 0.85]))
-    assert s["ci95_low"] < 1 < s["ci95_high"]
-    assert s["significant"] is False
+    assert s.ci95_low < 1 < s.ci95_high
+    assert s.significant is False
 
 
 def test_significance_needs_the_noise_floor_too():
     # a tight interval that excludes 1, but only +1%: below the 2% floor
     s = speedup(*paired([10] * 6, [1.010, 1.011, 1.009, 1.010, 1.012, 1.008]))
-    assert s["ci95_low"] > 1.0
-    assert s["significant"] is False
+    assert s.ci95_low > 1.0
+    assert s.significant is False
     # the same data with a 0.5% floor is significant
     s = speedup(*paired([10] * 6, [1.010, 1.011, 1.009, 1.010, 1.012, 1.008]), noise_floor=0.005)
-    assert s["significant"] is True and s["noise_floor"] == 0.005
+    assert s.significant is True and s.noise_floor == 0.005
 
 
 def test_significant_slowdown():
     s = speedup(*paired([10] * 5, [0.70, 0.72, 0.69, 0.71, 0.70]))
-    assert s["ci95_high"] < 1.0 and s["significant"] is True and s["percent"] < 0
+    assert s.ci95_high < 1.0 and s.significant is True and s.percent < 0
 
 
 def test_welch_fallback_without_pairs():
     base = {("a", 0): 10.0, ("b", 0): 11.0, ("c", 0): 9.5, ("d", 0): 10.5}
     cand = {("w", 0): 15.0, ("x", 0): 16.0, ("y", 0): 14.0}
     s = speedup(base, cand)
-    assert s["method"] == "welch-t-log" and s["n_pairs"] == 0
+    assert s.method == "welch-t-log" and s.n_pairs == 0
     lb = [math.log(v) for v in base.values()]
     lc = [math.log(v) for v in cand.values()]
     diff = statistics.fmean(lc) - statistics.fmean(lb)
     va, vb = statistics.variance(lc) / 3, statistics.variance(lb) / 4
     df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 3)
     half = t975(df) * math.sqrt(va + vb)
-    assert s["ratio"] == pytest.approx(math.exp(diff), abs=1e-4)
-    assert s["ci95_low"] == pytest.approx(math.exp(diff - half), abs=1e-4)
-    assert s["ci95_high"] == pytest.approx(math.exp(diff + half), abs=1e-4)
-    assert s["significant"] is True
+    assert s.ratio == pytest.approx(math.exp(diff), abs=1e-4)
+    assert s.ci95_low == pytest.approx(math.exp(diff - half), abs=1e-4)
+    assert s.ci95_high == pytest.approx(math.exp(diff + half), abs=1e-4)
+    assert s.significant is True
 
 
 def test_one_pair_falls_back_to_welch():
     base = {("a", 0): 10.0, ("b", 0): 11.0}
     cand = {("a", 0): 12.0, ("c", 0): 13.0}
-    assert speedup(base, cand)["method"] == "welch-t-log"
+    assert speedup(base, cand).method == "welch-t-log"
 
 
 def test_single_samples_give_a_ratio_without_significance():
     s = speedup({("a", 0): 10.0}, {("b", 0): 12.0})
-    assert s["method"] == "single-sample" and s["ratio"] == 1.2
-    assert s["significant"] is None and s["ci95_low"] is None
+    assert s.method == "single-sample" and s.ratio == 1.2
+    assert s.significant is None and s.ci95_low is None
 
 
 def test_none_zero_and_nan_rates_are_not_measurements():
     base = {("a", 0): 10.0, ("b", 0): None, ("c", 0): 10.0, ("d", 0): 0.0, ("e", 0): float("nan")}
     cand = {("a", 0): 12.0, ("b", 0): 12.0, ("c", 0): 12.0, ("d", 0): 12.0, ("e", 0): 12.0}
     s = speedup(base, cand)
-    assert s["n_pairs"] == 2 and s["ratio"] == pytest.approx(1.2)
+    assert s.n_pairs == 2 and s.ratio == pytest.approx(1.2)
     assert speedup({("a", 0): None}, {("a", 0): 10.0}) is None
     assert speedup({}, {("a", 0): 10.0}) is None
-    assert speedup({("a", 0): 10.0, ("b", 0): 11.0}, {("a", 0): float("inf"), ("b", 0): 12.0})["method"] \
+    assert speedup({("a", 0): 10.0, ("b", 0): 11.0}, {("a", 0): float("inf"), ("b", 0): 12.0}).method \
         == "single-sample"
 
 
 # --------------------------------------------------------------------------- text
 
 def test_describe_speedup_significant():
-    text = describe_speedup({"ratio": 1.123, "ci95_low": 1.081, "ci95_high": 1.166, "significant": True})
+    text = describe_speedup(Speedup(ratio=1.123, ci95_low=1.081, ci95_high=1.166, significant=True))
     assert text == "+12.3% [+8.1%, +16.6%]"
 
 
 def test_describe_speedup_not_significant():
-    text = describe_speedup({"ratio": 1.01, "ci95_low": 0.97, "ci95_high": 1.05, "significant": False})
+    text = describe_speedup(Speedup(ratio=1.01, ci95_low=0.97, ci95_high=1.05, significant=False))
     assert text == "+1.0% [-3.0%, +5.0%] (not significant)"
 
 
 def test_describe_speedup_unknown_and_missing():
     assert describe_speedup(None) == "n/a"
-    assert describe_speedup({"ratio": 0.9, "ci95_low": None, "ci95_high": None, "significant": None}) == \
+    assert describe_speedup(Speedup(ratio=0.9)) == \
         "-10.0% (significance unknown)"
 
 

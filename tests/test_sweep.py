@@ -154,7 +154,7 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
     floor = measured_drift(analyze(drifted), noise_floor=0.02)["241M Q4_1"]
     assert floor == pytest.approx(0.5, abs=0.01)
     spec_row = analyze(drifted).row(("speculative", "241M Q4_1", "135M Q4_1", None))
-    assert spec_row.speedup["noise_floor"] == pytest.approx(floor) and "drift" in spec_row.speedup["note"]
+    assert spec_row.speedup.noise_floor == pytest.approx(floor) and "drift" in spec_row.speedup.note
 
 
 def test_theory_with_a_measured_draft_cost(models, tmp_path):

@@ -114,23 +114,23 @@ def test_best_k_costly_or_poor_draft_stays_short():
 def test_evaluate_with_measured_tau():
     out = evaluate(acceptance_rate=0.6, mean_accepted_len=3.0, k_mean=4.0, cost_ratio=0.05,
                    cost_source="draft alone", measured_ratio=1.8)
-    assert out["tokens_per_step"] == 3.0
-    assert out["tokens_per_step_source"].startswith("measured")
-    assert tokens_per_step(out["alpha"], 4.0) == pytest.approx(3.0, abs=1e-3)
-    assert out["predicted_speedup"] == pytest.approx(3.0 / (1 + 0.05 * 4), abs=1e-4)
-    assert out["best_k"] == best_k(alpha_from_tau(3.0, 4.0), 0.05)
-    assert out["predicted_at_best_k"] >= out["predicted_speedup"]
-    assert out["measured_speedup"] == 1.8 and out["cost_source"] == "draft alone"
+    assert out.tokens_per_step == 3.0
+    assert out.tokens_per_step_source.startswith("measured")
+    assert tokens_per_step(out.alpha, 4.0) == pytest.approx(3.0, abs=1e-3)
+    assert out.predicted_speedup == pytest.approx(3.0 / (1 + 0.05 * 4), abs=1e-4)
+    assert out.best_k == best_k(alpha_from_tau(3.0, 4.0), 0.05)
+    assert out.predicted_at_best_k >= out.predicted_speedup
+    assert out.measured_speedup == 1.8 and out.cost_source == "draft alone"
 
 
 def test_evaluate_derives_tau_from_the_acceptance_rate():
     out = evaluate(acceptance_rate=acceptance_rate(0.8, 4), mean_accepted_len=None, k_mean=4, cost_ratio=None,
                    cost_source=None, measured_ratio=None)
-    assert out["alpha"] == pytest.approx(0.8, abs=1e-4)
-    assert out["tokens_per_step"] == pytest.approx(tokens_per_step(0.8, 4), abs=1e-3)
-    assert out["tokens_per_step_source"].startswith("derived")
+    assert out.alpha == pytest.approx(0.8, abs=1e-4)
+    assert out.tokens_per_step == pytest.approx(tokens_per_step(0.8, 4), abs=1e-3)
+    assert out.tokens_per_step_source.startswith("derived")
     # no cost ratio: nothing is predicted (never a made-up number)
-    assert out["predicted_speedup"] is None and out["best_k"] is None and out["cost_ratio"] is None
+    assert out.predicted_speedup is None and out.best_k is None and out.cost_ratio is None
 
 
 @pytest.mark.parametrize("kwargs", [dict(k_mean=None, acceptance_rate=0.5), dict(k_mean=0, acceptance_rate=0.5),
@@ -142,7 +142,7 @@ def test_evaluate_returns_none_without_inputs(kwargs):
 def test_module_formula_text_matches_the_code():
     out = evaluate(acceptance_rate=0.5, mean_accepted_len=None, k_mean=2, cost_ratio=0.1, cost_source=None,
                    measured_ratio=None)
-    a, k, c = out["alpha"], 2, 0.1
-    assert out["formula"] == "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))"
-    assert out["predicted_speedup"] == pytest.approx((1 - a ** (k + 1)) / ((1 - a) * (1 + c * k)), abs=1e-3)
+    a, k, c = out.alpha, 2, 0.1
+    assert out.formula == "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))"
+    assert out.predicted_speedup == pytest.approx((1 - a ** (k + 1)) / ((1 - a) * (1 + c * k)), abs=1e-3)
     assert math.isfinite(theory.expected_speedup(0.999999, 8, 0.1))

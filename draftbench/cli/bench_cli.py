@@ -336,7 +336,7 @@ def main(argv: list[str]) -> int:
         ratio = speedup({(r.prompt_id, r.run): r.decode_tps for r in a.requests},
                         {(r.prompt_id, r.run): r.decode_tps for r in b.requests})
         eq = equivalence(b, a, temperature=args.temperature)
-        comparison = {"speedup": ratio, "equivalence": eq}
+        comparison = {"speedup": ratio.to_dict() if ratio else None, "equivalence": eq}
         print(f"\n{'=' * 78}\n  COMPARISON ({b.target} vs {a.target})\n{'=' * 78}")
         print(f"  Mean tok/s : {_fmt(a.mean_tps, '')} -> {_fmt(b.mean_tps, '')}   speed-up {describe_speedup(ratio)}")
         print(f"  Mean TTFT  : {_fmt(a.mean_ttft, 's', 3)} -> {_fmt(b.mean_ttft, 's', 3)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..speedup import Speedup
 from .match import ComparedFile
 
 
@@ -19,7 +20,7 @@ class BestForTarget:
     baseline_tps: float | None
     best: str | None                  # the recommended candidate's label, None when none pays
     draft_max: int | None
-    speedup: dict | None              # as in a row's ``speedup`` (ratio, CI, significance)
+    speedup: Speedup | None           # as in a row's ``speedup`` (ratio, CI, significance)
     acceptance_rate: float | None
 
 
@@ -29,6 +30,6 @@ def best_per_target(files: list[ComparedFile] | tuple[ComparedFile, ...]) -> lis
     for f in files:
         for entry in (f.results.summary or {}).get("targets", []):
             out.append(BestForTarget(f.letter, str(entry.get("target")), entry.get("baseline_tps"),
-                                     entry.get("recommended_draft"), entry.get("draft_max"), entry.get("speedup"),
+                                     entry.get("recommended_draft"), entry.get("draft_max"), Speedup.from_value(entry.get("speedup")),
                                      entry.get("acceptance_rate")))
     return out

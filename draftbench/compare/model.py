@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..results import Row
+from ..speedup import Speedup
 from ..stats import speedup
 from .differences import Difference, file_differences
 from .match import ComparedFile, Match, match_rows
@@ -47,7 +48,7 @@ class FileCell:
         return self.row.mean_tps if self.row is not None and self.state is CellState.OK else None
 
     @property
-    def speedup(self) -> dict | None:
+    def speedup(self) -> Speedup | None:
         """The row's own speed-up over its file's baseline (speculative rows that speculated)."""
         if self.row is None or self.state is not CellState.OK or not self.row.counts_as_speedup():
             return None
@@ -56,17 +57,18 @@ class FileCell:
 
 @dataclass(frozen=True)
 class Change:
-    """File ``index`` against file ``reference`` for one combination: ``ratio`` is ``stats.speedup``'s dict."""
+    """File ``index`` against file ``reference`` for one combination: ``ratio`` is what :func:`stats.speedup`
+    finds for file ``index``'s tok/s over file ``reference``'s."""
 
     index: int
     reference: int
-    ratio: dict
+    ratio: Speedup
     paired: bool
     why_unpaired: str = ""
 
     @property
     def significant(self) -> bool | None:
-        return self.ratio.get("significant")
+        return self.ratio.significant
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,8 @@ def change(files: tuple[ComparedFile, ...], ref: int, index: int, ra: Row, rb: R
     if ra.mean_tps and rb.mean_tps:
         value = rb.mean_tps / ra.mean_tps
         missing = [files[i].letter for i, r in ((ref, ra), (index, rb)) if not r.requests]
-        return Change(index, ref, {"ratio": round(value, 4), "ci95_low": None, "ci95_high": None,
-                                   "significant": None, "method": "ratio-of-means", "n_pairs": 0,
-                                   "percent": round((value - 1) * 100, 2)},
+        return Change(index, ref, Speedup(ratio=round(value, 4), method="ratio-of-means", n_pairs=0,
+                                          percent=round((value - 1) * 100, 2)),
                       paired=False, why_unpaired=f"{' and '.join(missing)} has no per-request data")
     return None
 

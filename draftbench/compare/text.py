@@ -25,8 +25,8 @@ def describe_change(c: Change | None) -> str:
     if c is None:
         return "—"
     r = c.ratio
-    ratio = r["ratio"]
-    ci = f" [{times(r['ci95_low'])}, {times(r['ci95_high'])}]" if r.get("ci95_low") is not None else ""
+    ratio = r.ratio
+    ci = f" [{times(r.ci95_low)}, {times(r.ci95_high)}]" if r.ci95_low is not None and r.ci95_high is not None else ""
     direction = f"{times(ratio)} faster" if ratio >= 1 else f"{times(1 / ratio)} slower"
     if c.significant is True:
         return direction + ci
@@ -41,7 +41,7 @@ def no_interval_reasons(comparison: Comparison) -> list[str]:
     for row in comparison.rows:
         for c in row.changes:
             if c.significant is None:
-                why = (c.why_unpaired + " (a ratio of means)" if c.ratio.get("method") == "ratio-of-means"
+                why = (c.why_unpaired + " (a ratio of means)" if c.ratio.method == "ratio-of-means"
                        else "too few requests were measured")
                 reasons.append(why)
     return list(dict.fromkeys(reasons))
@@ -188,7 +188,7 @@ def render(comparison: Comparison) -> str:
         if reasons:
             out.append("no CI: significance unknown because " + "; ".join(reasons) + ".")
         unpaired = sorted({c.why_unpaired for row in comparison.rows for c in row.changes
-                           if not c.paired and c.ratio.get("method") != "ratio-of-means" and c.why_unpaired})
+                           if not c.paired and c.ratio.method != "ratio-of-means" and c.why_unpaired})
         if unpaired:
             out.append("Requests compared unpaired (Welch) because " + "; ".join(unpaired) + ".")
     else:

@@ -65,7 +65,7 @@ def _params_text(row: Row) -> str | None:
 
 def result_record(row: Row) -> Record:
     tps = row.tps or {}
-    speed = row.speedup or {}
+    speed = row.speedup
     cand = row.candidate if isinstance(row.candidate, dict) else {}
     method = "+".join(str(m) for m in cand.get("method") or ()) or None
     return {
@@ -78,9 +78,10 @@ def result_record(row: Row) -> Record:
         "mean_tps": row.mean_tps, "median_tps": row.median_tps, "stdev_tps": tps.get("stdev"),
         "min_tps": tps.get("min"), "max_tps": tps.get("max"), "ci95_low_tps": tps.get("ci95_low"),
         "ci95_high_tps": tps.get("ci95_high"), "mean_ttft_s": row.mean_ttft, "acceptance_rate": row.acceptance_rate,
-        "mean_accepted_len": row.mean_accepted_len, "speedup": speed.get("ratio"),
-        "speedup_ci95_low": speed.get("ci95_low"), "speedup_ci95_high": speed.get("ci95_high"),
-        "speedup_significant": speed.get("significant"), "speedup_method": speed.get("method"),
+        "mean_accepted_len": row.mean_accepted_len, "speedup": speed.ratio if speed else None,
+        "speedup_ci95_low": speed.ci95_low if speed else None, "speedup_ci95_high": speed.ci95_high if speed else None,
+        "speedup_significant": speed.significant if speed else None,
+        "speedup_method": speed.method if speed else None,
         "server_version": (row.server or {}).get("version"),
     }
 
@@ -163,19 +164,19 @@ def comparison_table(comparison: Comparison) -> Table:
         rec = _match_record(comparison, row.match)
         texts = {"combination": f"`{row.title}`"}
         for x, cell in zip(letters, row.cells):
-            speed = cell.speedup or {}
+            speed = cell.speedup
             rec.update({f"{x}_status": cell.row.status if cell.row is not None else None,
-                        f"{x}_mean_tps": cell.tps, f"{x}_speedup": speed.get("ratio"),
-                        f"{x}_speedup_significant": speed.get("significant")})
+                        f"{x}_mean_tps": cell.tps, f"{x}_speedup": speed.ratio if speed else None,
+                        f"{x}_speedup_significant": speed.significant if speed else None})
             texts[f"{x}_tps"], texts[f"{x}_speedup"] = tps_text(cell), speedup_text(cell)
         for i, ref in pairs:
             p = f"{letters[i]}_vs_{letters[ref]}"
             c = row.change_for(i)
             c = c if c is not None and c.reference == ref else None
-            r = c.ratio if c else {}
-            rec.update({f"{p}_ratio": r.get("ratio"), f"{p}_ci95_low": r.get("ci95_low"),
-                        f"{p}_ci95_high": r.get("ci95_high"), f"{p}_significant": r.get("significant"),
-                        f"{p}_method": r.get("method")})
+            r = c.ratio if c else None
+            rec.update({f"{p}_ratio": r.ratio if r else None, f"{p}_ci95_low": r.ci95_low if r else None,
+                        f"{p}_ci95_high": r.ci95_high if r else None, f"{p}_significant": r.significant if r else None,
+                        f"{p}_method": r.method if r else None})
             texts[p] = describe_change(c)
         records.append(rec)
         shown.append(texts)
@@ -185,9 +186,10 @@ def comparison_table(comparison: Comparison) -> Table:
             rec = _match_record(comparison, m)
             only = m.rows[index]
             assert only is not None      # the file that holds it
-            speed = (only.speedup if only.counts_as_speedup() else None) or {}
+            speed = only.speedup if only.counts_as_speedup() else None
             rec.update({f"{x}_status": only.status, f"{x}_mean_tps": only.mean_tps,
-                        f"{x}_speedup": speed.get("ratio"), f"{x}_speedup_significant": speed.get("significant")})
+                        f"{x}_speedup": speed.ratio if speed else None,
+                        f"{x}_speedup_significant": speed.significant if speed else None})
             records.append(rec)
             shown.append({"combination": f"`{m.title}`", f"{x}_tps": _num(only.mean_tps) if only.ok else only.status,
                           "note": f"only in {x}"})

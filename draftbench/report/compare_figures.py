@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..compare import CellState, ComparedRow, Comparison, FileCell
+from ..results import Speedup
 from . import theme
 from .figures import Figure, ci_whiskers, dark_layout
 from .text import plotly_text, signed_pct
@@ -24,15 +25,15 @@ def file_color(index: int) -> str:
     return theme.CLASS_COLORS[index % len(theme.CLASS_COLORS)]
 
 
-def _pct(speed: dict | None) -> float | None:
-    return round((speed["ratio"] - 1) * 100, 2) if speed else None
+def _pct(speed: Speedup | None) -> float | None:
+    return round((speed.ratio - 1) * 100, 2) if speed else None
 
 
-def _speed_text(speed: dict | None) -> str:
+def _speed_text(speed: Speedup | None) -> str:
     if not speed:
         return "no speed-up"
-    text = signed_pct((speed["ratio"] - 1) * 100)
-    return text + (" (n.s.)" if speed.get("significant") is False else "")
+    text = signed_pct((speed.ratio - 1) * 100)
+    return text + (" (n.s.)" if speed.significant is False else "")
 
 
 def speedup_by_file_figure(comparison: Comparison) -> Figure:
@@ -49,7 +50,7 @@ def speedup_by_file_figure(comparison: Comparison) -> Figure:
             customdata=[[plotly_text(f.name), plotly_text(_speed_text(s)),
                          f"{r.cells[i].tps:.1f} tok/s" if r.cells[i].tps else "n/a"] for s, r in zip(speeds, rows)],
             marker=dict(color=file_color(i),
-                        opacity=[0.45 if s and s.get("significant") is False else 1.0 for s in speeds]),
+                        opacity=[0.45 if s and s.significant is False else 1.0 for s in speeds]),
             hovertemplate="<b>%{x}</b><br>%{customdata[0]}: speed-up %{customdata[1]}<br>%{customdata[2]}"
                           "<extra></extra>")
         if any(above is not None for above, _ in whiskers):
@@ -81,7 +82,7 @@ def difference_cell(row: ComparedRow | None, index: int, ref: int,
         return None, "", []
     a, b = row.cells[ref].speedup, row.cells[index].speedup
     if a and b:
-        diff = round((b["ratio"] - a["ratio"]) * 100, 2)
+        diff = round((b.ratio - a.ratio) * 100, 2)
         text = f"{diff:+.1f} pp".replace("-", "\u2212")
         return diff, text, [f"{letters[ref]}: {_speed_text(a)}", f"{letters[index]}: {_speed_text(b)}",
                             f"difference {text}"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..analysis import analyze
-from ..results import ResultsFile
+from ..results import ResultsFile, Speedup
 from ..stats import describe_speedup
 from . import inside, load_figures, theme
 from .layout import base_layout as _layout
@@ -32,7 +32,7 @@ def dark_layout(**extra: Any) -> dict[str, Any]:
     return _layout(**extra)
 
 
-def ci_whiskers(speed: dict | None) -> tuple[float | None, float | None]:
+def ci_whiskers(speed: Speedup | None) -> tuple[float | None, float | None]:
     """(above, below) a speed-up in percentage points: its 95% CI, when known."""
     return _whiskers(speed)
 
@@ -48,19 +48,19 @@ def _series_name(cls: str) -> str:
     return "best model-free method" if cls == NO_DRAFT_MODEL else f"best {plotly_text(cls)} draft"
 
 
-def _speedup_pct(speed: dict) -> float:
-    return round((speed["ratio"] - 1) * 100, 2)
+def _speedup_pct(speed: Speedup) -> float:
+    return round((speed.ratio - 1) * 100, 2)
 
 
-def _whiskers(speed: dict | None) -> tuple[float | None, float | None]:
+def _whiskers(speed: Speedup | None) -> tuple[float | None, float | None]:
     """(above, below) the speed-up in percentage points: its 95% CI, when known."""
-    if not speed or speed.get("ci95_low") is None or speed.get("ci95_high") is None:
+    if speed is None or speed.ci95_low is None or speed.ci95_high is None:
         return None, None
-    return (round((speed["ci95_high"] - speed["ratio"]) * 100, 2),
-            round((speed["ratio"] - speed["ci95_low"]) * 100, 2))
+    return (round((speed.ci95_high - speed.ratio) * 100, 2),
+            round((speed.ratio - speed.ci95_low) * 100, 2))
 
 
-def _speedup_text(speed: dict | None) -> str:
+def _speedup_text(speed: Speedup | None) -> str:
     return plotly_text(describe_speedup(speed)) if speed else "n/a"
 
 
@@ -121,7 +121,7 @@ def speedup_figure(data: ReportData) -> Figure:
                      y=[_speedup_pct(s) if s else None for s in speeds],
                      customdata=[_bar_hover(c) for c in cells],
                      marker=dict(color=_class_color(data, cls),
-                                 opacity=[0.45 if s and s.get("significant") is False else 1.0 for s in speeds]),
+                                 opacity=[0.45 if s and s.significant is False else 1.0 for s in speeds]),
                      texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,
                      hovertemplate="<b>%{x}</b> + %{customdata[0]}<br>speed-up %{customdata[2]}<br>"
                                    "%{customdata[1]}, acceptance %{customdata[3]}<extra></extra>")
@@ -152,8 +152,8 @@ def _cell_text(cell: Cell) -> str:
     if not cell.shows_speedup:
         return cell.state.value
     speed = cell.speedup
-    text = signed_pct((speed["ratio"] - 1) * 100)
-    if speed.get("significant") is False:
+    text = signed_pct((speed.ratio - 1) * 100)
+    if speed.significant is False:
         text += " (n.s.)"
     text += f"<br>acc {pct(cell.measured.acceptance_rate)}"
     return text + ("<br>loops" if cell.measured.degenerate_output else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results import ResultsFile, Row, combination_title
+from ..results import ResultsFile, Row, Speedup, combination_title
 from . import theme
 from .model import ReportData
 from .text import esc, num, plotly_text
@@ -86,8 +86,12 @@ def _ceiling_rows(results: ResultsFile) -> list[Row]:
     return [r for r in _measured(results) if r.ceiling]
 
 
-def _pct_of(speed: dict | None) -> float | None:
-    return round((speed["ratio"] - 1) * 100, 2) if speed else None
+def _pct_of(speed: Speedup | None) -> float | None:
+    return round((speed.ratio - 1) * 100, 2) if speed else None
+
+
+def _ceiling_speedup(row: Row, key: str) -> Speedup | None:
+    return Speedup.from_value((row.ceiling or {}).get(key))     # Row.ceiling is JSON
 
 
 def ceiling_figure(data: ReportData) -> Figure:
@@ -95,8 +99,8 @@ def ceiling_figure(data: ReportData) -> Figure:
     rows = _ceiling_rows(data.results)
     x = [plotly_text(_title(r, data.multi_k)) for r in rows]
     series = [("real draft (measured)", [r.speedup for r in rows], theme.CLASS_COLORS[0]),
-              (LEVEL_NAMES["measured"], [(r.ceiling or {}).get("at_measured_speedup") for r in rows], theme.MUTED),
-              (LEVEL_NAMES["full"], [(r.ceiling or {}).get("full_speedup") for r in rows], theme.CLASS_COLORS[2])]
+              (LEVEL_NAMES["measured"], [_ceiling_speedup(r, "at_measured_speedup") for r in rows], theme.MUTED),
+              (LEVEL_NAMES["full"], [_ceiling_speedup(r, "full_speedup") for r in rows], theme.CLASS_COLORS[2])]
     traces = [dict(type="bar", name=name, x=x, y=[_pct_of(s) for s in speeds], marker=dict(color=color),
                    customdata=[plotly_text((r.ceiling or {}).get("text", "")) for r in rows],
                    texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,

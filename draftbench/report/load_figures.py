@@ -108,20 +108,21 @@ def speedup_vs_streams_figure(data: ReportData) -> Figure:
     traces = []
     for s in (s for s in series(data) if s.speculative):
         points = [(n, r) for n, r in sorted(s.rows.items()) if _valid(r)]
-        speeds = [r.speedup or {} for _, r in points]
+        speeds = [r.speedup for _, r in points if r.speedup]      # _valid: every point has one
         xs = [n for n, _ in points]
-        with_ci = [(n, sp) for n, sp in zip(xs, speeds) if sp.get("ci95_low") is not None]
+        with_ci = [(n, sp.ci95_low, sp.ci95_high) for n, sp in zip(xs, speeds)
+                   if sp.ci95_low is not None and sp.ci95_high is not None]
         if with_ci:
-            upper = [round((sp["ci95_high"] - 1) * 100, 2) for _, sp in with_ci]
-            lower = [round((sp["ci95_low"] - 1) * 100, 2) for _, sp in with_ci]
-            band_x = [n for n, _ in with_ci]
+            upper = [round((high - 1) * 100, 2) for _, _, high in with_ci]
+            lower = [round((low - 1) * 100, 2) for _, low, _ in with_ci]
+            band_x = [n for n, _, _ in with_ci]
             traces.append(dict(type="scatter", mode="lines", name=f"{s.name} 95% CI", x=band_x + band_x[::-1],
                                y=upper + lower[::-1], fill="toself", fillcolor=_rgba(s.color, 0.18),
                                line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=s.name))
         traces.append(dict(
             type="scatter", mode="lines+markers", name=s.name, x=xs, legendgroup=s.name,
-            y=[round((sp["ratio"] - 1) * 100, 2) for sp in speeds], line=dict(color=s.color, width=2.5),
-            marker=dict(size=9, color=s.color, opacity=[0.4 if sp.get("significant") is False else 1.0 for sp in speeds]),
+            y=[round((sp.ratio - 1) * 100, 2) for sp in speeds], line=dict(color=s.color, width=2.5),
+            marker=dict(size=9, color=s.color, opacity=[0.4 if sp.significant is False else 1.0 for sp in speeds]),
             customdata=[[plotly_text(describe_speedup(sp)), num(r.mean_tps, ".1f", " tok/s"),
                          num((level_summary(r) or {}).get("aggregate_tps"), ".1f", " tok/s"), pct(r.acceptance_rate)]
                         for sp, (_, r) in zip(speeds, points)],

@@ -44,19 +44,19 @@ def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | No
     speed = (row.speedup_by_category or {}).get(category)
     if not speed:
         return None, "", ["", "n/a", "", "", ""]
-    text = signed_pct((speed["ratio"] - 1) * 100)
-    if speed.get("significant") is False:
+    text = signed_pct((speed.ratio - 1) * 100)
+    if speed.significant is False:
         text += " (n.s.)"
     looping = category in loops
     if looping:
         text += "<br>loops"
     stats = (row.by_category or {}).get(category) or {}
-    describe = signed_pct((speed["ratio"] - 1) * 100) + (
-        f" [{signed_pct((speed['ci95_low'] - 1) * 100)}, {signed_pct((speed['ci95_high'] - 1) * 100)}]"
-        if speed.get("ci95_low") is not None else "") + (" (not significant)" if speed.get("significant") is False
-                                                         else "")
+    describe = signed_pct((speed.ratio - 1) * 100) + (
+        f" [{signed_pct((speed.ci95_low - 1) * 100)}, {signed_pct((speed.ci95_high - 1) * 100)}]"
+        if speed.ci95_low is not None and speed.ci95_high is not None else "") + (
+        " (not significant)" if speed.significant is False else "")
     note = "<br>the target's own output loops here: flattered" if looping else ""
-    return (round((speed["ratio"] - 1) * 100, 2), text,
+    return (round((speed.ratio - 1) * 100, 2), text,
             ["", describe, num(stats.get("mean_tps"), ".1f", " tok/s"), pct(stats.get("acceptance_rate")), note])
 
 

@@ -14,7 +14,7 @@ from enum import Enum
 
 from ..analysis import primary_level, row_levels
 from ..findings import Code
-from ..results import ResultsFile, Row
+from ..results import ResultsFile, Row, Speedup
 
 UNKNOWN_SIZE = "unknown size"
 NO_DRAFT_MODEL = "no draft model"      # the size class of model-free methods (n-gram lookup, suffix trees)
@@ -118,8 +118,8 @@ class Cell:
         return self.row
 
     @property
-    def speedup(self) -> dict:
-        """The measured speed-up (``stats.speedup``'s dict: ratio, ci95_low/high, significant)."""
+    def speedup(self) -> Speedup:
+        """The measured speed-up (see :func:`stats.speedup`)."""
         speed = self.measured.speedup
         if not speed:  # cell_state only says OK when there is one
             raise ValueError(f"{self.target} + {self.col.label} has no speed-up")
@@ -218,7 +218,7 @@ def best_per_class(data: ReportData, target: str) -> dict[str, Cell]:
         cell = data.cell(target, col)
         if not cell.shows_speedup:
             continue
-        if col.size not in best or cell.speedup["ratio"] > best[col.size].speedup["ratio"]:
+        if col.size not in best or cell.speedup.ratio > best[col.size].speedup.ratio:
             best[col.size] = cell
     return best
 

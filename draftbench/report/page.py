@@ -18,7 +18,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from .. import __version__
 from ..analysis import analyze
 from ..paths import atomic_write_text
-from ..results import ResultsFile, Row, combination_title
+from ..results import ResultsFile, Row, Speedup, Theory, combination_title
 from ..stats import describe_speedup
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
@@ -83,7 +83,8 @@ def _header(results: ResultsFile) -> str:
 
 def _best_draft_cell(entry: dict) -> str:
     rec = entry.get("recommended_draft")
-    if rec and (entry.get("speedup") or {}).get("significant"):
+    speed = Speedup.from_value(entry.get("speedup"))
+    if rec and speed and speed.significant:
         label = rec + (f" (k={entry['draft_max']})" if entry.get("draft_max") else "")
         return f"<span class=\"good\">{esc(label)}</span>"
     if rec:
@@ -116,7 +117,8 @@ def _verdict_row(results: ResultsFile, target: str, entry: dict, level: int) -> 
     notes = _verdict_notes(results, target, entry, level)
     if notes:
         verdict += "<div class=\"muted small\">" + esc("; ".join(notes)) + "</div>"
-    speedup = describe_speedup(entry["speedup"]) if entry.get("speedup") else "—"
+    speed = Speedup.from_value(entry.get("speedup"))     # the summary is JSON
+    speedup = describe_speedup(speed) if speed else "—"
     acceptance = pct(entry.get("acceptance_rate")) if entry.get("recommended_draft") else "—"
     return ("<tr>"
             f"<td>{esc(target)}</td>"
@@ -170,20 +172,20 @@ def _problems(data: ReportData) -> str:
     return f"<section id=\"problems\"><h2>Problems</h2>{_problems_table(data)}{_warnings_list(data)}</section>"
 
 
-def _cost_text(theory: dict) -> str:
-    cost = num(theory.get("cost_ratio"), ".3f")
-    source = theory.get("cost_source") or ""
-    if theory.get("cost_ratio") is not None and source:
+def _cost_text(theory: Theory) -> str:
+    cost = num(theory.cost_ratio, ".3f")
+    source = theory.cost_source or ""
+    if theory.cost_ratio is not None and source:
         cost += " (measured)" if source.startswith("measured") else " (from file sizes)"
     return cost
 
 
-def _theory_row(row: Row, theory: dict, multi_k: bool) -> str:
-    best_k = ("n/a" if theory.get("best_k") is None
-              else f"{theory['best_k']} (→ {num(theory.get('predicted_at_best_k'), '.2f', '×')})")
-    cells = [_row_title(row, multi_k), pct(row.acceptance_rate), num(theory.get("alpha"), ".3f"),
-             num(theory.get("k_mean"), ".2f"), num(theory.get("tokens_per_step"), ".2f"), _cost_text(theory),
-             num(theory.get("predicted_speedup"), ".2f", "×"), num(theory.get("measured_speedup"), ".2f", "×"), best_k]
+def _theory_row(row: Row, theory: Theory, multi_k: bool) -> str:
+    best_k = ("n/a" if theory.best_k is None
+              else f"{theory.best_k} (→ {num(theory.predicted_at_best_k, '.2f', '×')})")
+    cells = [_row_title(row, multi_k), pct(row.acceptance_rate), num(theory.alpha, ".3f"),
+             num(theory.k_mean, ".2f"), num(theory.tokens_per_step, ".2f"), _cost_text(theory),
+             num(theory.predicted_speedup, ".2f", "×"), num(theory.measured_speedup, ".2f", "×"), best_k]
     return "<tr>" + "".join(f"<td{' class=num' if i > 0 else ''}>{esc(v)}</td>" for i, v in enumerate(cells)) + "</tr>"
 
 
@@ -199,7 +201,7 @@ THEORY_INTRO = (
 
 def _theory(data: ReportData) -> str:
     body = "".join(_theory_row(r, r.theory, data.multi_k) for r in data.results.results
-                   if r.role == "speculative" and r.theory)
+                   if r.role == "speculative" and r.theory is not None)
     if not body:
         return ""
     return ("<section id=\"theory\"><h2>Theory vs measurement</h2>" + THEORY_INTRO

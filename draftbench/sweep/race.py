@@ -27,6 +27,7 @@ from ..prompts import Prompt
 from ..race import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
 from ..results import RequestRecord, ResultsFile, Row
 from ..rowkinds import Role, Status
+from ..speedup import Speedup
 from ..stats import speedup
 from .console import Reporter, format_duration
 from .plan import Combination, shows_k
@@ -53,6 +54,10 @@ def decision_of(name: str, look: Look) -> str:
         return "not separated"
     return {Standing.LEADER: "winner", Standing.RESOLVED: "within the noise floor of the winner",
             Standing.TIED: "tied with the winner"}[standing]
+
+
+def _significantly_faster(speed: Speedup | None) -> bool:
+    return speed is not None and speed.significant is True and speed.ratio > 1
 
 
 class AdaptiveSearch:
@@ -215,9 +220,7 @@ class AdaptiveSearch:
 
     def _settled(self, row: Row, rules: RaceRules) -> bool:
         """The last candidate standing is done when complete or significantly faster than the baseline."""
-        speed = row.speedup or {}
-        return len(row.requests) >= rules.total_requests or (speed.get("significant") is True
-                                                              and speed.get("ratio", 0) > 1)
+        return len(row.requests) >= rules.total_requests or _significantly_faster(row.speedup)
 
     def _keep_going(self, combo: Combination, combos: list[Combination], rules: RaceRules, base_tps: dict,
                     target: str) -> Callable[[list[RequestRecord]], bool]:
@@ -237,8 +240,7 @@ class AdaptiveSearch:
                 return False          # out, or nothing more to learn from it
             if standing is not Standing.LEADER or not look.decided:
                 return True
-            speed = speedup(base_tps, tps[name], noise_floor=self.noise_floor) or {}
-            return not (speed.get("significant") is True and speed.get("ratio", 0) > 1)
+            return not _significantly_faster(speedup(base_tps, tps[name], noise_floor=self.noise_floor))
         return keep_going
 
     def _measure(self, combo: Combination, rules: RaceRules, prior: Row | None,
