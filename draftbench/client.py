@@ -164,17 +164,20 @@ def probe_json(session: requests.Session, url: str, *, headers: dict | None = No
 
 
 def post_json(session: requests.Session, url: str, body: dict, *, headers: dict | None = None,
-              timeout_s: float, stall_timeout_s: float = 120.0, max_bytes: int = 16 * 2**20) -> tuple[int, Any, str]:
+              timeout_s: float, stall_timeout_s: float | None = None,
+              max_bytes: int = 16 * 2**20) -> tuple[int, Any, str]:
     """``POST url`` with a JSON body, for an answer that is not streamed: its status, its JSON body
     (None if not JSON or over ``max_bytes``) and the start of its text (for error messages).
 
-    Bounded like a streamed request: ``timeout_s`` overall, ``stall_timeout_s`` without a byte, so a
+    Bounded like a streamed request: ``timeout_s`` overall (and ``stall_timeout_s`` for the headers
+    and each read, by default the same: an unstreamed answer sends nothing until it is done), so a
     server that trickles its answer cannot hold the caller. Raises :class:`RedirectRefused` for a
     redirect, ``requests.Timeout`` when the answer is not complete within ``timeout_s``, and other
     ``requests.RequestException`` when the server cannot be reached."""
     start = time.perf_counter()
+    stall_timeout_s = min(stall_timeout_s or timeout_s, timeout_s)
     response = session.post(url, json=body, headers=headers or {}, stream=True, allow_redirects=False,
-                            timeout=(min(10.0, timeout_s), min(stall_timeout_s, timeout_s)))
+                            timeout=(min(10.0, timeout_s), stall_timeout_s))
     with response:
         if response.is_redirect:
             raise RedirectRefused(describe_redirect(url, response.status_code, response.headers.get("location")),

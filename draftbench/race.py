@@ -27,7 +27,8 @@ overall error rate at :data:`ALPHA`:
   still not resolve is *tied* (futility): measuring it further cannot change the answer, so the
   race stops. Futility gives up the guarantee for that contender — a tied candidate could be the
   true best by a little; ``benchmarks/adaptive.py`` measures how often that costs more than 2%.
-* The race is decided when no contender is still open against the leader (:meth:`Look.decided`).
+* The race is decided when no contender is still open against the leader (:meth:`Look.decided`);
+  :func:`judge` makes every decision of one look.
 
 The sweep's driver (``sweep/race.py``) and the replay simulator (``benchmarks/adaptive.py``)
 both decide with these functions, so the simulator measures the rules the sweep runs.
@@ -282,19 +283,6 @@ def judge(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, flo
         else:
             standing[name] = Standing.OPEN
     return Look(leader, vs_base, vs_leader, eliminated, standing)
-
-
-def eliminations(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
-                 rules: RaceRules) -> dict[str, Elimination]:
-    """Who leaves the race now (see :func:`judge`)."""
-    return judge(tps, baseline, rules).eliminated
-
-
-def separated_leader(tps: Mapping[str, Mapping[tuple, float]], baseline: Mapping[tuple, float],
-                     rules: RaceRules) -> str | None:
-    """The leader, once no other contender can beat it by more than the noise floor; else None."""
-    look = judge(tps, baseline, rules)
-    return look.leader if look.separated() and len(look.vs_base) == len(tps) else None
 
 
 def server_loads(results: ResultsFile) -> int:

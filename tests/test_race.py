@@ -18,13 +18,11 @@ from draftbench.race import (
     RaceRules,
     Standing,
     Why,
-    eliminations,
     judge,
     log_ratios,
     pooled,
     race_bound,
     request_order,
-    separated_leader,
 )
 from draftbench.results import ResultsFile, Row, load_results
 from draftbench.rowkinds import Role
@@ -101,15 +99,17 @@ def test_eliminations_pair_candidates_with_the_leader_prompt_by_prompt():
     tps = {"leader": {(p, 0): 20.0 * f for p, f in hard.items()},
            "behind": {(p, 0): 19.0 * f for p, f in hard.items()},     # 5% slower on every prompt
            "useless": {(p, 0): 10.1 for p in hard}}                         # +1% on every prompt
-    out = eliminations(tps, base, rules)
+    look = judge(tps, base, rules)
+    out = look.eliminated
     assert set(out) == {"behind", "useless"}
     assert out["behind"].why is Why.BELOW_LEADER and "5.0% slower than leader on the same prompts" in \
         out["behind"].reason
     assert out["useless"].why is Why.BELOW_FLOOR and "noise floor of +2.0%" in out["useless"].reason
-    assert separated_leader({"leader": tps["leader"]}, base, rules) == "leader"
-    assert separated_leader(tps, base, rules) == "leader"     # nobody can beat it by more than the floor
+    alone = judge({"leader": tps["leader"]}, base, rules)
+    assert alone.leader == "leader" and alone.separated()
+    assert look.leader == "leader" and look.separated()     # nobody can beat it by more than the floor
     close = {(p, 0): 20.3 * f * (1.05 if p in "ab" else 0.96) for p, f in hard.items()}
-    assert separated_leader({"leader": tps["leader"], "close": close}, base, rules) is None
+    assert not judge({"leader": tps["leader"], "close": close}, base, rules).separated()
 
 
 def test_a_pooled_spread_narrows_a_short_probe_but_never_a_noisier_candidate():

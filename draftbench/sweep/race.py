@@ -131,7 +131,7 @@ class AdaptiveSearch:
             row = results.row(combo.key)
             estimate = estimate_of(self.estimator, combo)
             known |= estimate.source != "unknown"
-            if row is None or (not row.ok and combo.role != Role.SPECULATIVE):
+            if row is None:
                 seconds += estimate.seconds
             elif combo.role == Role.SPECULATIVE and row.ok and (row.race or {}).get("decision") == "running":
                 left = max(0, self.options.runs * len(self.prompts) - len(row.requests))
