@@ -34,7 +34,7 @@ llama-server:
 	@bash tools/get-llama-server.sh >/dev/null
 
 models: $(STAMP)
-	@$(PY) -m draftbench.forge --set all >/dev/null
+	@$(PY) tools/forge.py --set all >/dev/null
 
 browser:
 	@bash tools/install-browser.sh

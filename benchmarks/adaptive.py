@@ -15,7 +15,7 @@ upstream reference files keep only each row's mean tok/s, so each race draws, pe
 difficulty shared by the baseline (``--prompt-noise``), a speculation effect shared by every
 candidate (``--shared-noise``: code drafts better than prose, for every draft), a candidate's own
 effect (``--own-noise``), and run noise per request. The race uses the same rule functions as the
-sweep (``draftbench.race``) and the same schedule as ``draftbench/sweep/race.py``: probes in plan
+sweep (``draftbench.analysis.racing``) and the same schedule as ``draftbench/sweep/race.py``: probes in plan
 order, then the most promising survivor first, decisions only at the looks.
 """
 
@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.race import RaceRules, Standing, judge
-from draftbench.results import load_results
-from draftbench.speedup import Speedup
-from draftbench.stats import speedup
+from draftbench.analysis.racing import RaceRules, Standing, judge
+from draftbench.results.file import load_results
+from draftbench.results.speedup import Speedup
+from draftbench.analysis.stats import speedup
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = [REPO / "tests/data/upstream/m4max-128gb_llamacpp_qwen25-7b.json",
@@ -223,8 +223,8 @@ def live(args) -> int:
     import tempfile
     import time
 
-    from draftbench.config import load_config
-    from draftbench.forge import ensure_family
+    from draftbench.sweep.config_file import load_config
+    from forge import ensure_family
     from draftbench.sweep import Sweep
     from draftbench.sweep.console import Reporter
 

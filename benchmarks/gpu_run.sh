@@ -24,7 +24,7 @@ sweep)
     mkdir -p "$DRAFTBENCH_CACHE/models"
     cat .carry/a/model.part1 .carry/b/model.part2 .carry/c/model.part3 > "$DRAFTBENCH_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/c/*.whl && export PYTHONPATH=/tmp/site
-    python3 -m draftbench.forge --set gpu
+    python3 tools/forge.py --set gpu
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python3 sweep.py --config benchmarks/gpu_sweep.json --results "${OUT:-results}/gpu_sweep.json" --no-chart;;
 inside)

@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.analysis import analyze  # noqa: E402
-from draftbench.results import RequestRecord, ResultsFile, Row, load_results, save_results  # noqa: E402
+from draftbench.analysis.verdict import analyze  # noqa: E402
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results  # noqa: E402
 from draftbench.sweep.console import Reporter  # noqa: E402
 
 
@@ -63,8 +63,8 @@ def spans(events, start: str, end: str) -> float:
 
 
 def live_sweep(folder: Path) -> int:
-    from draftbench.config import load_config
-    from draftbench.forge import ensure_family
+    from draftbench.sweep.config_file import load_config
+    from forge import ensure_family
     from draftbench.sweep import Sweep
     models = {k: str(v) for k, v in ensure_family(which="test", quiet=True).items()}
     config_path = folder / "overhead.json"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.results import RequestRecord, ResultsFile, Row, load_results, save_results
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
 
 
 def synthetic(rows: int, requests: int) -> ResultsFile:

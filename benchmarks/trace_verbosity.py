@@ -28,13 +28,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from draftbench.backends.base import LaunchSpec, Server
-from draftbench.backends.llamacpp import LlamaCppBackend
-from draftbench.measure import MeasureOptions, run_prompts
-from draftbench.paths import cache_dir
-from draftbench.process import free_port
-from draftbench.prompts import METHOD_PROMPTS
-from draftbench.settings_schema import default_settings
-from draftbench.stats import describe_speedup, speedup
+from draftbench.backends.llamacpp.backend import LlamaCppBackend
+from draftbench.measure.sequential import MeasureOptions, run_prompts
+from draftbench.common.files import cache_dir
+from draftbench.lifetime.process import free_port
+from draftbench.config.prompts import METHOD_PROMPTS
+from draftbench.config.settings import default_settings
+from draftbench.analysis.stats import describe_speedup, speedup
 
 PROMPT = next(p for p in METHOD_PROMPTS if p.category == "code-edit")
 

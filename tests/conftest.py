@@ -1,7 +1,7 @@
 """Shared fixtures (helpers that tests import live in tests/helpers.py): the real llama-server, the forged SmolLM2 model family, and guards.
 
 Tests that exercise llama.cpp start the real ``llama-server`` (built by ``make llama-server``)
-on small forged GGUFs (``python -m draftbench.forge``). When either is missing the tests are
+on small forged GGUFs (``python tools/forge.py``). When either is missing the tests are
 skipped with the command to run — except under ``make test``/CI (DRAFTBENCH_REQUIRE_LLAMA=1),
 where a missing piece is a failure: CI must never go green by skipping the real thing.
 """
@@ -12,10 +12,10 @@ import time
 
 import pytest
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.llamacpp import LlamaCppBackend
-from draftbench.backends.llamacpp_command import find_llama_server
-from draftbench.errors import BinaryNotFoundError
-from draftbench.process import free_port
+from draftbench.backends.llamacpp.backend import LlamaCppBackend
+from draftbench.backends.llamacpp.command import find_llama_server
+from draftbench.common.errors import BinaryNotFoundError
+from draftbench.lifetime.process import free_port
 
 from helpers import REQUIRE_LLAMA, default_settings, llama_server_pids
 
@@ -38,7 +38,7 @@ def llama_bin() -> str:
 def models(llama_bin) -> dict:
     """name -> path of the forged test family (forged on first use, ~40 s, then cached)."""
     try:
-        from draftbench.forge import ensure_family
+        from forge import ensure_family
         return {k: str(v) for k, v in ensure_family(which="test", quiet=True).items()}
     except ImportError:
         _missing("the gguf/numpy packages", "pip install -e '.[test]'")

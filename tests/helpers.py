@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from draftbench.settings_schema import COMMON_SETTINGS
+from draftbench.config.settings import COMMON_SETTINGS
 
 REPO = Path(__file__).resolve().parent.parent
 # Upstream draftbench results files (see tests/data/upstream/README.md).

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from draftbench.analysis import analyze, summarize_records
-from draftbench.results import SCHEMA_VERSION, RequestRecord, ResultsFile, Row
+from draftbench.analysis.verdict import analyze, summarize_records
+from draftbench.results.file import SCHEMA_VERSION, RequestRecord, ResultsFile, Row
 
 TARGET, GOOD, BAD = "7B Q4_K_M", "0.5B Q8_0", "57M trunc8"
 SETTINGS = {"runs": 3, "max_tokens": 128, "temperature": 0.0, "seed": 42, "warmup": 1, "gpu_layers": 99,

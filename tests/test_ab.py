@@ -11,14 +11,14 @@ import sys
 from dataclasses import replace
 
 import pytest
-from draftbench.ab import ABPlan, run_ab, screen, verdict
-from draftbench.candidates import Candidate
-from draftbench.errors import ServerError
-from draftbench.measure import MeasureOptions
-from draftbench.modelref import ModelRef
-from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.results import load_results
-from draftbench.settings_schema import default_settings
+from draftbench.common.errors import ServerError
+from draftbench.config.candidates import Candidate
+from draftbench.config.model_ref import ModelRef
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import default_settings
+from draftbench.measure.sequential import MeasureOptions
+from draftbench.results.file import load_results
+from draftbench.sweep.ab import ABPlan, run_ab, screen, verdict
 from draftbench.sweep.console import Reporter
 
 from fakes.inprocess import FakeBackend, Script

@@ -22,11 +22,11 @@ import pytest
 import requests
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.lmstudio import IDENTIFIER, LMStudioBackend, counts_from_stats, load_command
-from draftbench.errors import BinaryNotFoundError, ServerError
-from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
-from draftbench.process import free_port
-from draftbench.prompts import BUILTIN_PROMPTS
+from draftbench.backends.lmstudio.backend import IDENTIFIER, LMStudioBackend, counts_from_stats, load_command
+from draftbench.common.errors import BinaryNotFoundError, ServerError
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.lifetime.process import free_port
+from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 
 from fakes import FAKES, make_exe, reap
 from helpers import default_settings, interrupt_server_cli, run_cli
@@ -134,8 +134,8 @@ def test_ignored_draft_tokens_are_neither_accepted_nor_rejected():
 
 
 def test_settings_are_validated():
-    from draftbench.config import validate_config
-    from draftbench.errors import ConfigError
+    from draftbench.common.errors import ConfigError
+    from draftbench.sweep.config_file import validate_config
     with pytest.raises(ConfigError) as exc:
         validate_config({"name": "x", "backend": "lmstudio", "targets": [{"label": "t", "path": TARGET}],
                          "settings": {"lmstudio_gpu": "most", "lmstudio_endpoint": "v2", "draft_max": 4,
@@ -382,8 +382,8 @@ def test_something_else_on_lmstudios_port_is_named(lms, tmp_path, code, kind, wo
 
 
 def test_native_blocking_errors_are_named():
-    from draftbench.backends.lmstudio import blocking_chat
-    from draftbench.errors import RequestError
+    from draftbench.backends.lmstudio.backend import blocking_chat
+    from draftbench.common.errors import RequestError
     url = f"http://127.0.0.1:{free_port()}/api/v0/chat/completions"       # nothing listens there
     with requests.Session() as session, pytest.raises(RequestError, match="cannot reach") as exc:
         blocking_chat(session, url, {"model": "m", "messages": []}, headers={}, request_timeout_s=5)

@@ -19,16 +19,16 @@ import time
 import lmstudio
 import pytest
 import requests
-from draftbench.backends import lmstudio_choice
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.lmstudio import IDENTIFIER, LMStudioBackend
-from draftbench.backends.lmstudio_sdk import LMStudioSDKServer
-from draftbench.config import validate_config
-from draftbench.errors import ConfigError, RequestError, ServerError
-from draftbench.fragments import decode
-from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
-from draftbench.process import free_port
-from draftbench.prompts import BUILTIN_PROMPTS
+from draftbench.backends.lmstudio import choice as lmstudio_choice
+from draftbench.backends.lmstudio.backend import IDENTIFIER, LMStudioBackend
+from draftbench.backends.lmstudio.sdk import LMStudioSDKServer
+from draftbench.common.errors import ConfigError, RequestError, ServerError
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.lifetime.process import free_port
+from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
+from draftbench.results.fragments import decode
+from draftbench.sweep.config_file import validate_config
 
 from fakes import FAKES, reap
 from helpers import default_settings, interrupt_server_cli, run_cli
@@ -318,7 +318,7 @@ def test_server_cli_loads_through_the_sdk_and_unloads_on_ctrl_c(lm_studio, tmp_p
 
 
 def test_the_example_configs_validate():
-    from draftbench.config import load_config
+    from draftbench.sweep.config_file import load_config
 
     from helpers import REPO
     sdk = load_config(REPO / "configs" / "example_lmstudio_sdk.json")

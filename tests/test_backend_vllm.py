@@ -17,16 +17,16 @@ import time
 
 import pytest
 import requests
-from draftbench.analysis import summarize_records
+from draftbench.analysis.verdict import summarize_records
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.vllm import VLLMBackend
-from draftbench.backends.vllm_command import build_command, find_vllm, parse_counters
-from draftbench.client import stream_chat
-from draftbench.errors import BinaryNotFoundError, ServerError
-from draftbench.measure import MeasurementFailed, MeasureOptions, run_prompts
-from draftbench.process import free_port
-from draftbench.prompts import BUILTIN_PROMPTS
+from draftbench.backends.http.client import stream_chat
+from draftbench.backends.vllm.backend import VLLMBackend
+from draftbench.backends.vllm.command import build_command, find_vllm, parse_counters
+from draftbench.common.errors import BinaryNotFoundError, ServerError
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.lifetime.process import free_port
+from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 
 from fakes import make_exe, reap
 from helpers import default_settings, interrupt_server_cli, run_cli

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 import requests
-from draftbench.process import free_port
+from draftbench.lifetime.process import free_port
 
 from helpers import llama_server_pids, read_until, run_cli, start_server_cli, wait_for
 

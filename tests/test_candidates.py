@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from draftbench.backends import get_backend
-from draftbench.backends.llamacpp_command import candidate_problems, parse_spec_types, removed_flags
-from draftbench.candidates import expand
-from draftbench.config import validate_config
-from draftbench.errors import ConfigError
+from draftbench.backends.llamacpp.command import candidate_problems, parse_spec_types, removed_flags
+from draftbench.common.errors import ConfigError
+from draftbench.config.candidates import expand
 from draftbench.sweep import plan, shows_k
+from draftbench.sweep.config_file import validate_config
 
 CAPS = {"flags": ["-m", "--spec-type", "--spec-draft-n-max", "--spec-ngram-mod-n-match", "--spec-ngram-mod-n-max",
                   "--spec-ngram-simple-size-n", "--spec-draft-cpu-moe", "--spec-ngram-size-n", "--spec-draft-model"],

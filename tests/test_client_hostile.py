@@ -16,13 +16,15 @@ import time
 
 import pytest
 import requests
-from draftbench.backends import get_backend, lmstudio_rest, lmstudio_sdk
+from draftbench.backends import get_backend
 from draftbench.backends.base import CountsSource, DraftCounts
-from draftbench.client import RedirectRefused, new_session, stream_chat
-from draftbench.errors import RequestError
-from draftbench.measure import MeasurementFailed, MeasureOptions, check_draft_counts, run_prompts
-from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.server_values import counter_difference, server_count, server_rate
+from draftbench.backends.http.client import RedirectRefused, new_session, stream_chat
+from draftbench.backends.http.server_values import counter_difference, server_count, server_rate
+from draftbench.backends.lmstudio import rest as lmstudio_rest
+from draftbench.backends.lmstudio import sdk as lmstudio_sdk
+from draftbench.common.errors import RequestError
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, check_draft_counts, run_prompts
 
 from fakes import make_exe, reap
 from fakes.hostile_server import HostileServer

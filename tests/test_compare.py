@@ -11,10 +11,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from draftbench.compare import DiffKind, compare, load_compared, match_key, render
-from draftbench.compare.text import describe_change
 from draftbench.report.compare_page import render_comparison
-from draftbench.results import Row, save_results
+from draftbench.results.file import Row, save_results
+from draftbench.share.compare import DiffKind, compare, load_compared, match_key, render
+from draftbench.share.compare.text import describe_change
 
 from helpers import REFERENCE, run_cli
 from share_data import GOOD, SETTINGS, TARGET, box_a, box_b, machine, without_requests

@@ -9,19 +9,19 @@ import time
 from pathlib import Path
 
 import pytest
+from draftbench.analysis.concurrency import in_flight, level_summary, levels, percentiles
 from draftbench.backends.base import Server
-from draftbench.client import StreamedResponse
-from draftbench.concurrency import in_flight, level_summary, levels, percentiles
-from draftbench.config import validate_config
-from draftbench.errors import ConfigError, ResultsFileError
-from draftbench.findings import Code
-from draftbench.measure import MeasurementFailed, MeasureOptions
-from draftbench.measure_concurrent import describe_level, level_fields, run_pool, run_streams
-from draftbench.prompts import BUILTIN_PROMPTS
+from draftbench.backends.http.client import StreamedResponse
+from draftbench.common.errors import ConfigError, ResultsFileError
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.measure.concurrent import describe_level, level_fields, run_pool, run_streams
+from draftbench.measure.sequential import MeasurementFailed, MeasureOptions
 from draftbench.report import CHARTS, build_figures, render_report, write_report
-from draftbench.results import ResultsFile, Row, load_results, save_results
-from draftbench.rowkinds import Role
+from draftbench.results.file import ResultsFile, Row, load_results, save_results
+from draftbench.results.findings import Code
+from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_OK, Sweep, plan
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
 from fakes.inprocess import FakeBackend, Script
@@ -91,8 +91,8 @@ def test_one_stream_plans_exactly_as_before_and_levels_repeat_it_per_target(tmp_
 
 def test_llama_server_gets_n_slots_of_ctx_size_each():
     from draftbench.backends.base import LaunchSpec
-    from draftbench.backends.llamacpp_command import build_command
-    from draftbench.errors import ServerError
+    from draftbench.backends.llamacpp.command import build_command
+    from draftbench.common.errors import ServerError
     caps = {"flags": ["-m", "-md", "-np", "--parallel", "--metrics", "--spec-type"], "version": "x"}
     one = build_command("llama-server", caps, LaunchSpec(target="/m/t.gguf", ctx_size=2048))
     four = build_command("llama-server", caps, LaunchSpec(target="/m/t.gguf", ctx_size=2048, concurrency=4))
@@ -108,7 +108,7 @@ def test_lm_studio_refuses_concurrency_and_vllm_gets_max_num_seqs(tmp_path):
         config(tmp_path, backend="lmstudio", drafts=(), concurrency=[1, 2])
     assert config(tmp_path, backend="lmstudio", drafts=(), concurrency=[1]).settings["concurrency"] == [1]
     from draftbench.backends.base import LaunchSpec
-    from draftbench.backends.vllm import build_command
+    from draftbench.backends.vllm.backend import build_command
     settings = config(tmp_path, backend="vllm", drafts=()).settings
     one = build_command("vllm", LaunchSpec(target="org/m", settings=settings))
     four = build_command("vllm", LaunchSpec(target="org/m", settings=settings, concurrency=4))
@@ -129,7 +129,7 @@ class SlowServer(Server):
         self.sessions.add(id(self.http()))
         start = time.perf_counter()
         if body["seed"] == self.fail_on:
-            from draftbench.errors import RequestError
+            from draftbench.common.errors import RequestError
             raise RequestError("boom")
         time.sleep(self.delay_s)
         end = time.perf_counter()
@@ -154,7 +154,7 @@ def test_streams_really_overlap_each_with_its_own_session_in_schedule_order():
 
 
 def test_a_failing_stream_stops_the_level_and_keeps_what_finished():
-    from draftbench.measure import request_seed
+    from draftbench.measure.sequential import request_seed
     server = SlowServer(delay_s=0.01, fail_on=request_seed(42, 1, 0))     # the first request of run 1
     with pytest.raises(MeasurementFailed) as failure:
         run_streams(server, list(BUILTIN_PROMPTS[:2]), MeasureOptions(runs=3, warmup=0), streams=2)
@@ -179,7 +179,7 @@ def test_percentiles_and_in_flight():
 
 
 def _record(**kw):
-    from draftbench.results import RequestRecord
+    from draftbench.results.file import RequestRecord
     base = dict(prompt_id="p", category="code", run=0, ttft_s=0.1, total_s=1.0, decode_tps=10.0,
                 prompt_tokens=5, completion_tokens=10, draft_n=8, draft_n_accepted=6)
     base.update(kw)
@@ -187,7 +187,7 @@ def _record(**kw):
 
 
 def test_per_request_counters_are_checked_against_the_servers_totals():
-    from draftbench.measure_concurrent import Done
+    from draftbench.measure.concurrent import Done
     done = [Done(i, i, _record(run=i), float(i), i + 1.5) for i in range(2)]
     before = {"prompt_tokens": 100, "output_tokens": 50, "draft_tokens": 40, "accepted_tokens": 30,
               "verify_steps": 10, "decode_calls": 7, "busy_slot_decodes": 7.0}
@@ -270,7 +270,7 @@ def test_crossover_sentences_for_every_shape(tmp_path):
 def test_crossover_when_it_pays_only_under_load_or_a_level_failed(tmp_path):
     from dataclasses import replace
 
-    from draftbench.analysis import analyze
+    from draftbench.analysis.verdict import analyze
     late = crossover_script(speedup={GOOD: 0.9, BAD: 0.6}, per_stream={TARGET: {2: 0.5}, GOOD: {2: 0.7}})
     data = json.loads(sweep(tmp_path / "a", FakeBackend(late), config(tmp_path, concurrency=[1, 2])).read_text())
     entry = data["summary"]["targets"][0]
@@ -396,9 +396,9 @@ def test_bench_refuses_bad_concurrency_before_measuring():
 def test_comparisons_and_exports_keep_the_levels_apart(tmp_path):
     """Two files with levels 1, 2 and 4: every level of a combination is its own comparison row (never
     matched with another level's), and exports name the level of each row."""
-    from draftbench.compare import compare, load_compared, match_key
-    from draftbench.export import export
-    from draftbench.export.table import results_table
+    from draftbench.share.compare import compare, load_compared, match_key
+    from draftbench.share.export import export
+    from draftbench.share.export.table import results_table
     paths = []
     for name in ("a", "b"):
         folder = tmp_path / name

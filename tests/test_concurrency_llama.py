@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from draftbench.measure import MeasureOptions
-from draftbench.measure_concurrent import run_streams
-from draftbench.process import free_port
-from draftbench.prompts import BUILTIN_PROMPTS
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.lifetime.process import free_port
+from draftbench.measure.concurrent import run_streams
+from draftbench.measure.sequential import MeasureOptions
 
 from helpers import run_cli
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from draftbench.backends.vllm import VLLMBackend
+from draftbench.backends.vllm.backend import VLLMBackend
 
 from helpers import run_cli
 from test_backend_vllm import DRAFT, TARGET, fake, make_spec  # noqa: F401  (fake is a fixture)

@@ -1,4 +1,4 @@
-"""draftbench.config: loading and validating sweep configs; every problem names where, what and the fix."""
+"""draftbench.sweep.config_file: loading and validating sweep configs; every problem names where, what and the fix."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from draftbench.config import SweepConfig, load_config, validate_config
-from draftbench.errors import ConfigError, Problem
-from draftbench.paths import expand_env, expand_path
-from draftbench.settings_schema import COMMON_SETTINGS
+from draftbench.common.errors import ConfigError, Problem
+from draftbench.common.files import expand_env, expand_path
+from draftbench.config.settings import COMMON_SETTINGS
+from draftbench.sweep.config_file import SweepConfig, load_config, validate_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from draftbench.config import validate_config
-from draftbench.estimate import Estimator, estimate_of, total_s
-from draftbench.results import ResultsFile, Row, save_results
+from draftbench.results.file import ResultsFile, Row, save_results
 from draftbench.sweep import Sweep, plan
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
+from draftbench.sweep.estimate import Estimator, estimate_of, total_s
 from draftbench.sweep.probe import probe_targets
 
 from fakes.inprocess import FakeBackend, Script

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from draftbench.results import save_results
+from draftbench.results.file import save_results
 
 from helpers import REFERENCE, run_cli
 from share_data import box_a, box_b

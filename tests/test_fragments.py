@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from draftbench import fragments
+from draftbench.results import fragments
 
 
 def test_plain_fragments_merge_and_drafted_ones_stay_apart():

@@ -1,4 +1,4 @@
-"""draftbench.gguf_meta: reading GGUF headers from tiny files forged in tmp_path, and naming what is wrong."""
+"""draftbench.common.gguf: reading GGUF headers from tiny files forged in tmp_path, and naming what is wrong."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from draftbench.errors import ModelFileError
-from draftbench.gguf_meta import ArraySummary, format_params, read_info, read_metadata
+from draftbench.common.errors import ModelFileError
+from draftbench.common.gguf import ArraySummary, format_params, read_info, read_metadata
 
 # --------------------------------------------------------------------------- a tiny raw GGUF writer
 
@@ -235,18 +235,18 @@ def test_bad_alignment_metadata_does_not_crash(tmp_path):
 
 def test_unreadable_file_is_named(tmp_path, monkeypatch):
     # Tests run as root, where chmod 000 does not stop reading: simulate what a normal user sees.
-    from draftbench.errors import ModelFileError
-    from draftbench.gguf_meta import read_info
+    from draftbench.common.errors import ModelFileError
+    from draftbench.common.gguf import read_info
     model = tmp_path / "locked.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 64)
-    monkeypatch.setattr("draftbench.gguf_meta.os.access", lambda path, mode: False)
+    monkeypatch.setattr("draftbench.common.gguf.os.access", lambda path, mode: False)
     with pytest.raises(ModelFileError, match="is not readable by this user"):
         read_info(model)
 
 
 def test_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
-    from draftbench.errors import ModelFileError
-    from draftbench.gguf_meta import read_info
+    from draftbench.common.errors import ModelFileError
+    from draftbench.common.gguf import read_info
     model = tmp_path / "gone.gguf"
     model.write_bytes(b"GGUF" + b"\0" * 64)
 

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from draftbench.errors import ModelFileError, ResultsFileError
-from draftbench.gguf_meta import read_info
-from draftbench.results import RequestRecord, ResultsFile, Row, load_results, save_results
-from draftbench.results_schema import MAX_FREE_DEPTH, RESULTS_FILE, ROW, first_problem
+from draftbench.common.errors import ModelFileError, ResultsFileError
+from draftbench.common.gguf import read_info
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
+from draftbench.results.schema import MAX_FREE_DEPTH, RESULTS_FILE, ROW, first_problem
 
 from helpers import REFERENCE, run_cli
 from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
@@ -217,7 +217,7 @@ def test_gguf_metadata_nested_thousands_deep_is_a_named_error(tmp_path):
 
 @pytest.mark.llama
 def test_a_nested_gguf_is_an_error_row_and_the_next_combination_runs(tmp_path, models):
-    from draftbench.process import free_port
+    from draftbench.lifetime.process import free_port
     config = {"name": "x", "hardware": "h",
               "targets": [{"label": "deep", "path": str(nested_gguf(tmp_path / "deep.gguf", 5000))},
                           {"label": "real", "path": models["target-2x"]}],

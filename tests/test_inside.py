@@ -10,18 +10,19 @@ import re
 from pathlib import Path
 
 import pytest
-from draftbench import kpredict, perpos
-from draftbench.analysis import analyze, summarize_records
-from draftbench.backends.llamacpp_command import candidate_problems
-from draftbench.candidates import CandidateSpec
-from draftbench.config import validate_config
-from draftbench.errors import ConfigError, ResultsFileError
-from draftbench.findings import Code
+from draftbench.analysis.draft import best_k as kpredict
+from draftbench.analysis.draft import positions as perpos
+from draftbench.analysis.verdict import analyze, summarize_records
+from draftbench.backends.llamacpp.command import candidate_problems
+from draftbench.common.errors import ConfigError, ResultsFileError
+from draftbench.config.candidates import CandidateSpec
 from draftbench.report import build_figures, render_report
-from draftbench.results import RequestRecord, ResultsFile, Row, load_results
-from draftbench.results_schema import first_problem
-from draftbench.rowkinds import Role
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results
+from draftbench.results.findings import Code
+from draftbench.results.kinds import Role
+from draftbench.results.schema import first_problem
 from draftbench.sweep import Console, Sweep, plan
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
 from fakes.inprocess import FakeBackend, Script

@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
-from draftbench.measure import MeasureOptions, run_prompts
-from draftbench.process import free_port
-from draftbench.prompts import BUILTIN_PROMPTS
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.lifetime.process import free_port
+from draftbench.measure.sequential import MeasureOptions, run_prompts
 
 from helpers import run_cli
 

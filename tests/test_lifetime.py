@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from draftbench import pidfiles, supervise
-from draftbench import process_groups as groups
-from draftbench.errors import UsageError
-from draftbench.process import GUARD_ENV, ManagedProcess, free_port, lifetime_guard, prepare_to_start_servers
+from draftbench.common.errors import UsageError
+from draftbench.lifetime import groups
+from draftbench.lifetime import pid_files as pidfiles
+from draftbench.lifetime import supervisor as supervise
+from draftbench.lifetime.process import GUARD_ENV, ManagedProcess, free_port, lifetime_guard, prepare_to_start_servers
 
 from helpers import REPO, wait_for
 
@@ -55,7 +56,7 @@ http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
 DRIVER = r'''
 import http.client, json, socket, sys, time
 sys.path.insert(0, sys.argv[1])
-from draftbench.process import ManagedProcess
+from draftbench.lifetime.process import ManagedProcess
 port, log, command = int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
 proc = ManagedProcess(command, log, port=port, grace_s=1.0)
 deadline = time.monotonic() + 60

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from draftbench import pidfiles
-from draftbench.process import GUARD_ENV, free_port
+from draftbench.lifetime import pid_files as pidfiles
+from draftbench.lifetime.process import GUARD_ENV, free_port
 
 from helpers import REPO, llama_server_pids, read_until, run_cli, wait_for
 from test_faults import FAKE_SERVER as FAKE_LLAMA_SERVER

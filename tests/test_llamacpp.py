@@ -9,11 +9,11 @@ import threading
 import pytest
 import requests
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.llamacpp import LlamaCppBackend, explain_exit
-from draftbench.backends.llamacpp_command import build_command, capabilities, find_llama_server
-from draftbench.client import stream_chat
-from draftbench.errors import BinaryNotFoundError, ServerError
-from draftbench.process import free_port
+from draftbench.backends.http.client import stream_chat
+from draftbench.backends.llamacpp.backend import LlamaCppBackend, explain_exit
+from draftbench.backends.llamacpp.command import build_command, capabilities, find_llama_server
+from draftbench.common.errors import BinaryNotFoundError, ServerError
+from draftbench.lifetime.process import free_port
 
 from helpers import default_settings
 

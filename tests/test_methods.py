@@ -6,18 +6,18 @@ from __future__ import annotations
 
 import io
 
-from draftbench.analysis import analyze
+from draftbench.analysis.degenerate import LOOP_SHARE_LIMIT, loop_share
+from draftbench.analysis.verdict import analyze
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.llamacpp_command import build_command, stats_lines_expected
-from draftbench.backends.llamacpp_stats import StatsLog, parse_line, parse_lines, per_request
-from draftbench.config import validate_config
-from draftbench.degenerate import LOOP_SHARE_LIMIT, loop_share
-from draftbench.findings import Code
-from draftbench.method_stats import aggregate
-from draftbench.prompts import BUILTIN_PROMPTS, CATEGORIES, METHOD_PROMPTS, resolve_prompts
+from draftbench.backends.llamacpp.command import build_command, stats_lines_expected
+from draftbench.backends.llamacpp.stats import StatsLog, parse_line, parse_lines, per_request
+from draftbench.config.prompts import BUILTIN_PROMPTS, CATEGORIES, METHOD_PROMPTS, resolve_prompts
 from draftbench.report import build_figures
-from draftbench.report.model import NO_DRAFT_MODEL, build_data
-from draftbench.results import RequestRecord, ResultsFile, Row
+from draftbench.report.view import NO_DRAFT_MODEL, build_data
+from draftbench.results.file import RequestRecord, ResultsFile, Row
+from draftbench.results.findings import Code
+from draftbench.results.method_stats import aggregate
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Console
 
 from helpers import default_settings
@@ -351,8 +351,8 @@ def test_a_configuration_that_drafted_nothing_on_a_category_is_not_its_best():
 
 
 def test_per_category_bests_without_a_significant_gain_say_so():
-    from draftbench.categories import category_sentence
-    from draftbench.speedup import Speedup
+    from draftbench.analysis.categories import category_sentence
+    from draftbench.results.speedup import Speedup
 
     noisy = Speedup(ratio=5.4, percent=440.0, significant=None, method="single-sample", n_pairs=0)
     best = {"chat": {"candidate": "135M (k=4)", "speedup": noisy, "significant_gain": False},
@@ -363,9 +363,9 @@ def test_per_category_bests_without_a_significant_gain_say_so():
 def test_method_fields_are_declared_and_type_checked_on_load(tmp_path):
     import json
 
-    from draftbench.errors import ResultsFileError
-    from draftbench.results import load_results
-    from draftbench.results_schema import first_problem
+    from draftbench.common.errors import ResultsFileError
+    from draftbench.results.file import load_results
+    from draftbench.results.schema import first_problem
 
     totals: dict = {}
     details = {"methods": per_request(parse_lines(SECOND + "\n" + DRAFT), totals)}
@@ -397,7 +397,7 @@ def test_per_method_statistics_are_followed_for_one_stream_only(monkeypatch, tmp
     slot), so they cannot be attributed to a request: the log is then not followed."""
     from types import SimpleNamespace
 
-    from draftbench.backends import llamacpp
+    from draftbench.backends.llamacpp import backend as llamacpp
 
     caps = {"flags": ["-m", "-np", "--metrics", "--spec-type", "-lv", "--spec-ngram-mod-n-match"],
             "spec_types": ["ngram-mod"], "removed_flags": [], "version": "test"}

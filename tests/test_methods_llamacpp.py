@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from draftbench.backends.llamacpp import LlamaCppBackend
-from draftbench.config import validate_config
-from draftbench.measure import MeasureOptions
-from draftbench.prompts import resolve_prompts
+from draftbench.backends.llamacpp.backend import LlamaCppBackend
+from draftbench.config.prompts import resolve_prompts
+from draftbench.measure.sequential import MeasureOptions
 from draftbench.sweep import CombinationRunner, Sweep, plan
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
 from helpers import run_cli

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from draftbench.results import ResultsFile, Row, load_results, save_results
-from draftbench.results_lock import results_lock
+from draftbench.results.file import ResultsFile, Row, load_results, save_results
+from draftbench.results.lock import results_lock
 from draftbench.sweep import Console
 
 from helpers import REPO, llama_server_pids, run_cli, wait_for

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from draftbench.backends import prometheus
-from draftbench.backends.vllm_command import ACCEPTED_PER_POS as VLLM_PER_POS
-from draftbench.backends.vllm_command import COUNTERS, parse_counters, per_position_delta
-from draftbench.errors import RequestError
+from draftbench.backends.vllm.command import ACCEPTED_PER_POS as VLLM_PER_POS
+from draftbench.backends.vllm.command import COUNTERS, parse_counters, per_position_delta
+from draftbench.common.errors import RequestError
 
 NAME = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
 DRAFTS = "llamacpp:spec_decode_num_drafts_total"

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 import pytest
-from draftbench.process import free_port
+from draftbench.lifetime.process import free_port
 
 from helpers import REFERENCE, REPO
 

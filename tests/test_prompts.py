@@ -1,4 +1,4 @@
-"""draftbench.prompts: the built-in set, prompt files (.txt, .jsonl) and their errors."""
+"""draftbench.config.prompts: the built-in set, prompt files (.txt, .jsonl) and their errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from draftbench.errors import Problem, UsageError
-from draftbench.prompts import (
+from draftbench.common.errors import Problem, UsageError
+from draftbench.config.prompts import (
     BUILTIN_PROMPTS,
     CATEGORIES,
     Prompt,

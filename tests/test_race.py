@@ -10,26 +10,17 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from draftbench.analysis import analyze
-from draftbench.config import validate_config
-from draftbench.measure import MeasureOptions
-from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.race import (
-    RaceRules,
-    Standing,
-    Why,
-    judge,
-    log_ratios,
-    pooled,
-    race_bound,
-    request_order,
-)
-from draftbench.results import ResultsFile, Row, load_results
-from draftbench.rowkinds import Role
+from draftbench.analysis.racing import RaceRules, Standing, Why, judge, log_ratios, pooled, race_bound, request_order
+from draftbench.analysis.student_t import t_quantile
+from draftbench.analysis.verdict import analyze
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.measure.sequential import MeasureOptions
+from draftbench.results.file import ResultsFile, Row, load_results
+from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Sweep, plan
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.race import AdaptiveSearch
-from draftbench.tdist import t_quantile
 
 from fakes.inprocess import FakeBackend, Script
 from helpers import run_cli
@@ -254,7 +245,7 @@ def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
 
 
 def test_the_report_shows_eliminated_candidates_as_such(tmp_path):
-    from draftbench.report.model import CellState, build_data, find_problems
+    from draftbench.report.view import CellState, build_data, find_problems
     _, results = sweep(tmp_path, FakeBackend(script()))
     data = build_data(results)
     states = {c.col.draft: c.state for c in data.cells.values()}

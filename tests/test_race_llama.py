@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from draftbench.process import free_port
+from draftbench.lifetime.process import free_port
 
 from helpers import llama_server_pids, run_cli
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from draftbench.path_redaction import redact_path_text, redact_paths
-from draftbench.results import load_results, save_results
+from draftbench.results.file import load_results, save_results
+from draftbench.share.redact_paths import redact_path_text, redact_paths
 
 from helpers import run_cli
 from share_data import box_a, box_b

@@ -23,8 +23,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from draftbench.analysis import analyze, summarize_records
-from draftbench.findings import Code, Finding
+from draftbench.analysis.verdict import analyze, summarize_records
 from draftbench.report import (
     CHART_IDS,
     UNKNOWN_SIZE,
@@ -35,7 +34,8 @@ from draftbench.report import (
     size_class,
     write_report,
 )
-from draftbench.results import RequestRecord, ResultsFile, Row, load_results
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results
+from draftbench.results.findings import Code, Finding
 
 from helpers import (
     REFERENCE,

@@ -8,16 +8,16 @@ import re
 from pathlib import Path
 
 from draftbench.report import CHART_IDS, CHARTS, render_report
-from draftbench.results import ResultsFile, Row
+from draftbench.results.file import ResultsFile, Row
 
 PACKAGE = Path(__file__).resolve().parent.parent / "draftbench"
 REPORT = PACKAGE / "report"
 # The report reads results (and their findings) and their analysis, and writes through paths; nothing else.
-ALLOWED = {"draftbench", "draftbench.results", "draftbench.stats", "draftbench.analysis", "draftbench.paths",
-           "draftbench.findings"}
+ALLOWED = {"draftbench", "draftbench.results.file", "draftbench.analysis.stats", "draftbench.analysis.verdict", "draftbench.common.files",
+           "draftbench.results.findings"}
 # The comparison page (compare_page, compare_figures) also reads the comparison of several results
 # files: compare/ is a pure function of results files too.
-ALLOWED_PACKAGES = ("draftbench.compare",)
+ALLOWED_PACKAGES = ("draftbench.share.compare",)
 
 
 def _module_name(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""draftbench.results: the results-file schema, round trips, upstream files and atomic saves."""
+"""draftbench.results.file: the results-file schema, round trips, upstream files and atomic saves."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from draftbench import results as results_mod
-from draftbench.errors import ResultsFileError
-from draftbench.findings import Code
-from draftbench.results import (
+from draftbench.common.errors import ResultsFileError
+from draftbench.results import file as results_mod
+from draftbench.results.file import (
     SCHEMA_VERSION,
     UPSTREAM_ROW_KEYS,
     RequestRecord,
@@ -22,6 +21,7 @@ from draftbench.results import (
     load_results,
     save_results,
 )
+from draftbench.results.findings import Code
 
 GOLDEN = Path(__file__).parent / "golden" / "results_keys.json"
 from helpers import REFERENCE  # noqa: E402

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
-from draftbench.config import validate_config
-from draftbench.errors import ResultsFileError, ServerError, ServerErrorKind
-from draftbench.measure import MeasureOptions
-from draftbench.prompts import BUILTIN_PROMPTS
-from draftbench.results import SCHEMA_VERSION, load_results
-from draftbench.rowkinds import Role
+from draftbench.common.errors import ResultsFileError, ServerError, ServerErrorKind
+from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.measure.sequential import MeasureOptions
+from draftbench.results.file import SCHEMA_VERSION, load_results
+from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Console, Sweep, plan
+from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.plan import Combination
 

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 from draftbench.backends.base import LaunchSpec
-from draftbench.backends.llamacpp import LlamaCppBackend, LlamaCppServer
-from draftbench.errors import ServerError
+from draftbench.backends.llamacpp.backend import LlamaCppBackend, LlamaCppServer
+from draftbench.common.errors import ServerError
 
 from helpers import interrupt_server_cli, llama_server_pids, run_cli
 from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
@@ -143,7 +143,7 @@ def test_a_401_from_props_is_not_our_server():
 
 
 def test_a_server_that_echoes_its_key_has_it_masked_in_every_log_line_we_show(tmp_path):
-    from draftbench.process import ManagedProcess
+    from draftbench.lifetime.process import ManagedProcess
     log = tmp_path / "server.log"
     proc = ManagedProcess([sys.executable, "-c", "import sys; print('args:', sys.argv[1:])", "--api-key", SECRET],
                           log)

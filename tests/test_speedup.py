@@ -6,12 +6,12 @@ import json
 import re
 
 import pytest
-from draftbench.analysis import analyze
-from draftbench.errors import ResultsFileError
-from draftbench.results import RequestRecord, ResultsFile, Row, load_results, save_results
-from draftbench.speedup import Speedup, plain
-from draftbench.stats import speedup
-from draftbench.theory import Theory, evaluate
+from draftbench.analysis.stats import speedup
+from draftbench.analysis.verdict import analyze
+from draftbench.common.errors import ResultsFileError
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
+from draftbench.results.speedup import Speedup, plain
+from draftbench.results.theory import Theory, evaluate
 
 PAIRED_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent", "noise_floor"]
 SINGLE_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent"]

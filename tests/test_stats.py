@@ -1,4 +1,4 @@
-"""draftbench.stats: summaries, Student-t table, paired / Welch speed-up intervals, significance, warnings."""
+"""draftbench.analysis.stats: summaries, Student-t table, paired / Welch speed-up intervals, significance, warnings."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import math
 import statistics
 
 import pytest
-from draftbench.findings import Code
-from draftbench.speedup import Speedup
-from draftbench.stats import (
+from draftbench.analysis.stats import (
     BENCH_FLAGS,
     SETTINGS_FLAGS,
     describe_speedup,
@@ -19,6 +17,8 @@ from draftbench.stats import (
     summarize,
     t975,
 )
+from draftbench.results.findings import Code
+from draftbench.results.speedup import Speedup
 
 # --------------------------------------------------------------------------- t table
 

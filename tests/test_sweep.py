@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from draftbench.process import free_port
+from draftbench.lifetime.process import free_port
 
 from helpers import REPO, llama_server_pids, run_cli, wait_for
 
@@ -117,8 +117,8 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
     real rows, the verdict and the floor follow it."""
     from dataclasses import replace
 
-    from draftbench.analysis import analyze, measured_drift
-    from draftbench.results import load_results, save_results
+    from draftbench.analysis.verdict import analyze, measured_drift
+    from draftbench.results.file import load_results, save_results
     config = write_config(tmp_path, models, drafts=("good",), runs=1, control_baseline=True, max_tokens=16,
                           prompts=["code", "json", "list"], warmup=0)
     results = tmp_path / "aa.json"

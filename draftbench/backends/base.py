@@ -19,14 +19,14 @@ from typing import Any, ClassVar
 
 import requests
 
-from ..candidates import CandidateSpec
-from ..client import StreamedResponse, new_session, stream_chat
-from ..errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
-from ..gguf_meta import read_info
-from ..paths import PathProblem, expand_path
-from ..polling import poll
-from ..process import ManagedProcess
-from ..settings_schema import Field
+from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
+from ..common.files import PathProblem, expand_path
+from ..common.gguf import read_info
+from ..config.candidates import CandidateSpec
+from ..config.settings import Field
+from ..lifetime.polling import poll
+from ..lifetime.process import ManagedProcess
+from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
 
 

@@ -8,7 +8,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..errors import BinaryNotFoundError
+from ..common.errors import BinaryNotFoundError
 
 
 def same_file(a: str | None, b: str | None) -> bool:

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..server_values import counter_difference
+from .http.server_values import counter_difference
 
 # No draft proposes this many tokens per step (llama.cpp's own limits are far lower).
 MAX_POSITIONS = 1024

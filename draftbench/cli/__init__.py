@@ -8,10 +8,10 @@ import time
 import traceback
 from collections.abc import Callable
 
-from ..errors import DraftbenchError
-from ..paths import cache_dir
-from ..process import install_signal_handlers, stop_all
-from ..text_safety import safe_text
+from ..common.errors import DraftbenchError
+from ..common.files import cache_dir
+from ..common.text_safety import safe_text
+from ..lifetime.process import install_signal_handlers, stop_all
 
 
 def save_traceback() -> str | None:

@@ -1,4 +1,4 @@
-"""``bench.py --target T.gguf --draft D.gguf``: the one-command A/B on llama.cpp (see :mod:`draftbench.ab`).
+"""``bench.py --target T.gguf --draft D.gguf``: the one-command A/B on llama.cpp (see :mod:`draftbench.sweep.ab`).
 
 No config file: the options become the settings a sweep config would hold, checked the same way
 (models before any server starts, ``--spec-type`` against the binary's ``--help``).
@@ -11,20 +11,20 @@ import os
 import time
 from pathlib import Path
 
-from ..ab import ABPlan, run_ab, screen
-from ..backends.llamacpp import LlamaCppBackend
-from ..candidates import DRAFT_MAX, CandidateSpec, expand
-from ..errors import DraftbenchError, Problem, UsageError
-from ..labels import MAX_LABEL, check_label
-from ..measure import MeasureOptions
-from ..modelref import ModelRef
-from ..paths import cache_dir
-from ..prompts import Prompt
-from ..results import save_results
-from ..results_lock import results_lock
-from ..settings_schema import default_settings
+from ..backends.llamacpp.backend import LlamaCppBackend
+from ..common.errors import DraftbenchError, Problem, UsageError
+from ..common.files import cache_dir
+from ..common.text_safety import safe_text
+from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
+from ..config.labels import MAX_LABEL, check_label
+from ..config.model_ref import ModelRef
+from ..config.prompts import Prompt
+from ..config.settings import default_settings
+from ..measure.sequential import MeasureOptions
+from ..results.file import save_results
+from ..results.lock import results_lock
 from ..sweep import Console, logs_dir_for
-from ..text_safety import safe_text
+from ..sweep.ab import ABPlan, run_ab, screen
 from .share_cli import check_output
 
 # bench.py options that only make sense against a running server

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import requests
 
-from ..analysis import equivalence, summarize_records
+from ..analysis.draft.positions import diagnose
+from ..analysis.stats import BENCH_FLAGS, describe_speedup, speedup
+from ..analysis.verdict import equivalence, summarize_records
 from ..backends import backend_names, get_backend
 from ..backends.base import Server
-from ..client import RedirectRefused, new_session, normalise_base_url, probe_json
-from ..errors import DraftbenchError, UsageError
-from ..measure import MeasurementFailed, MeasureOptions, run_prompts
-from ..measure_concurrent import level_fields, run_streams
-from ..paths import atomic_write_text
-from ..perpos import diagnose
-from ..prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
-from ..results import Row, now_iso
-from ..stats import BENCH_FLAGS, describe_speedup, speedup
+from ..backends.http.client import RedirectRefused, new_session, normalise_base_url, probe_json
+from ..common.errors import DraftbenchError, UsageError
+from ..common.files import atomic_write_text
+from ..config.prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
+from ..measure.concurrent import level_fields, run_streams
+from ..measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
+from ..results.file import Row, now_iso
 from . import run_main
 from .ab_cli import add_ab_arguments, run_ab_command
 
@@ -199,7 +199,7 @@ def print_table(row: Row) -> None:
     print(f"\n{'=' * 78}\n  RESULTS: {row.target}\n{'=' * 78}")
     metrics = [("ttft", row.ttft_s, "s", 3), ("decode tok/s", row.tps, "", 2), ("server tok/s", row.server_tps, "", 2),
                ("total time", row.total_s, "s", 2)]
-    from ..stats import summarize
+    from ..analysis.stats import summarize
     tokens = summarize(r.completion_tokens for r in row.requests)
     metrics.append(("completion tokens", tokens, "", 0))
     for name, s, unit, d in metrics:

@@ -8,12 +8,12 @@ import time
 from dataclasses import replace
 
 from ..backends import REGISTRY, get_backend
-from ..errors import ServerError, ServerErrorKind, UsageError
-from ..paths import cache_dir
-from ..process import free_port, port_is_free, prepare_to_start_servers
-from ..redact import command_line
-from ..server_args import check_server_args, host_problems
-from ..text_safety import safe_text
+from ..common.errors import ServerError, ServerErrorKind, UsageError
+from ..common.files import cache_dir
+from ..common.redact_secrets import command_line
+from ..common.text_safety import safe_text
+from ..config.extra_args import check_server_args, host_problems
+from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
 from . import run_main
 
 

@@ -14,16 +14,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ..analysis import analyze
-from ..compare import compare, load_compared, render
-from ..compare.match import ComparedFile
-from ..errors import DraftbenchError, ResultsFileError, UsageError
-from ..export import FORMATS, comparison_table, export, results_table
-from ..output_paths import check_new_file
-from ..path_redaction import redact_path_text, redacted_results
-from ..paths import atomic_write_text
-from ..results import ResultsFile, load_results, save_results
-from ..text_safety import safe_text
+from ..analysis.verdict import analyze
+from ..common.errors import DraftbenchError, ResultsFileError, UsageError
+from ..common.files import atomic_write_text
+from ..common.text_safety import safe_text
+from ..results.file import ResultsFile, load_results, save_results
+from ..results.output_paths import check_new_file
+from ..share.compare import compare, load_compared, render
+from ..share.compare.match import ComparedFile
+from ..share.export import FORMATS, comparison_table, export, results_table
+from ..share.redact_paths import redact_path_text, redacted_results
 
 REDACTED_MARK = "redacted_paths"     # top-level key of a redacted copy: it may be rewritten by the next one
 

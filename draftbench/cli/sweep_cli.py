@@ -9,22 +9,22 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ..analysis import analyze
+from ..analysis.concurrency import levels
+from ..analysis.verdict import analyze
 from ..backends import get_backend
-from ..concurrency import levels
-from ..config import ceiling_problems, load_config
-from ..errors import ConfigError, DraftbenchError, UsageError
-from ..estimate import Estimator, estimate_of, total_s
-from ..output_paths import check_output_paths, default_chart_for
-from ..path_redaction import redacted_results
-from ..process import prepare_to_start_servers
-from ..prompts import resolve_prompts
-from ..results import load_results
-from ..results_lock import results_lock
+from ..common.errors import ConfigError, DraftbenchError, UsageError
+from ..common.text_safety import safe_text
+from ..config.prompts import resolve_prompts
+from ..lifetime.process import prepare_to_start_servers
+from ..results.file import load_results
+from ..results.lock import results_lock
+from ..results.output_paths import check_output_paths, default_chart_for
+from ..share.redact_paths import redacted_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
+from ..sweep.config_file import ceiling_problems, load_config
 from ..sweep.console import Reporter, format_duration
+from ..sweep.estimate import Estimator, estimate_of, total_s
 from ..sweep.probe import probe_targets
-from ..text_safety import safe_text
 from . import run_main
 from .share_cli import add_share_arguments, run_share, wants_share
 

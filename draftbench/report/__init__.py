@@ -13,9 +13,9 @@ Only the CLIs and the sweep import this package, when they write a report.
 from __future__ import annotations
 
 from .figures import CHART_IDS, CHARTS, Chart, build_figures
-from .model import UNKNOWN_SIZE, build_data, size_class
 from .page import render_report, write_report
 from .text import plotly_text
+from .view import UNKNOWN_SIZE, build_data, size_class
 
 __all__ = [
     "CHARTS",

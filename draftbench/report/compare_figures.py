@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compare import CellState, ComparedRow, Comparison, FileCell
-from ..results import Speedup
+from ..results.file import Speedup
+from ..share.compare import CellState, ComparedRow, Comparison, FileCell
 from . import theme
 from .figures import Figure, ci_whiskers, dark_layout
 from .text import plotly_text, signed_pct

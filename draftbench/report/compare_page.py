@@ -14,8 +14,9 @@ from itertools import groupby
 from pathlib import Path
 
 from .. import __version__
-from ..compare import Comparison, DiffKind
-from ..compare.text import (
+from ..common.files import atomic_write_text
+from ..share.compare import Comparison, DiffKind
+from ..share.compare.text import (
     BEST_TITLE,
     NOT_SIGNIFICANT_MEANS,
     best_table,
@@ -24,13 +25,12 @@ from ..compare.text import (
     short_name,
     table_rows,
 )
-from ..paths import atomic_write_text
 from .compare_figures import difference_heatmap_figure, speculative_rows, speedup_by_file_figure
 from .figures import heatmap_figure
-from .model import build_data
 from .page import figure_div, plotly_script
 from .text import esc
 from .theme import CSS, MUTED
+from .view import build_data
 
 EXTRA_CSS = f"""
 .warn {{ color: #ffb703; }}

@@ -13,14 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ..analysis import analyze
-from ..results import ResultsFile, Speedup
-from ..stats import describe_speedup
+from ..analysis.stats import describe_speedup
+from ..analysis.verdict import analyze
+from ..results.file import ResultsFile, Speedup
 from . import inside, load_figures, theme
 from .layout import base_layout as _layout
 from .method_figures import category_heatmap_figure, param_lines_figure
-from .model import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 from .text import num, pct, plotly_text, signed_pct
+from .view import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 
 Figure = dict[str, Any]
 

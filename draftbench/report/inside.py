@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results import ResultsFile, Row, Speedup, combination_title
+from ..results.file import ResultsFile, Row, Speedup, combination_title
 from . import theme
-from .model import ReportData
 from .text import esc, num, plotly_text
+from .view import ReportData
 
 Figure = dict[str, Any]
 

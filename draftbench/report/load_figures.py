@@ -12,12 +12,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import level_summary
-from ..results import Row
-from ..stats import describe_speedup
+from ..analysis.stats import describe_speedup
+from ..analysis.verdict import level_summary
+from ..results.file import Row
 from . import theme
-from .model import ReportData
 from .text import num, pct, plotly_text
+from .view import ReportData
 
 Figure = dict[str, Any]
 

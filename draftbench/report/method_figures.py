@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results import Row
+from ..results.file import Row
 from . import theme
 from .layout import base_layout
-from .model import Cell, ReportData
 from .text import num, pct, plotly_text, signed_pct
+from .view import Cell, ReportData
 
 Figure = dict[str, Any]
 

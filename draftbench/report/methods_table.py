@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import shlex
 
-from ..results import Row, combination_title
-from .model import ReportData
+from ..results.file import Row, combination_title
 from .text import esc, num, pct
+from .view import ReportData
 
 # Flags (and their value) that say how a llama-server speculates; the draft's path is shortened to its name.
 _DRAFT_MODEL_FLAGS = ("-md", "--model-draft", "--spec-draft-model")

@@ -16,16 +16,16 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from .. import __version__
-from ..analysis import analyze
-from ..paths import atomic_write_text
-from ..results import ResultsFile, Row, Speedup, Theory, combination_title
-from ..stats import describe_speedup
+from ..analysis.stats import describe_speedup
+from ..analysis.verdict import analyze
+from ..common.files import atomic_write_text
+from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
 from .methods_table import methods_section
-from .model import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 from .text import esc, num, pct, signed_pct
 from .theme import CSS
+from .view import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 
 # --------------------------------------------------------------------------- header
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ceiling import SYNTH_LEN, Level, synth_length
-from ..results import ResultsFile
-from ..rowkinds import Role
+from ..analysis.draft.ceiling import SYNTH_LEN, Level, synth_length
+from ..results.file import ResultsFile
+from ..results.kinds import Role
 from .plan import Combination
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from .. import kpredict
-from ..findings import Code
-from ..fragments import describe as describe_fragments
-from ..method_stats import describe as describe_methods
-from ..results import ResultsFile, Row
-from ..rowkinds import Role, Status
-from ..stats import describe_speedup
-from ..text_safety import safe_text
+from ..analysis.draft import best_k as kpredict
+from ..analysis.stats import describe_speedup
+from ..common.text_safety import safe_text
+from ..results.file import ResultsFile, Row
+from ..results.findings import Code
+from ..results.fragments import describe as describe_fragments
+from ..results.kinds import Role, Status
+from ..results.method_stats import describe as describe_methods
 
 
 def format_duration(seconds: float) -> str:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..candidates import Candidate, expand
-from ..ceiling import Level
-from ..concurrency import levels
-from ..config import SweepConfig
-from ..modelref import ModelRef
-from ..results import combination_title
-from ..rowkinds import Role
+from ..analysis.concurrency import levels
+from ..analysis.draft.ceiling import Level
+from ..config.candidates import Candidate, expand
+from ..config.model_ref import ModelRef
+from ..results.file import combination_title
+from ..results.kinds import Role
+from .config_file import SweepConfig
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def plan(config: SweepConfig) -> list[Combination]:
 
 
 def ceiling_combinations(target: ModelRef, concrete: list[Candidate]) -> list[Combination]:
-    """Two synthetic-acceptance runs for every candidate with a draft model (see :mod:`draftbench.ceiling`)."""
+    """Two synthetic-acceptance runs for every candidate with a draft model (see :mod:`draftbench.analysis.draft.ceiling`)."""
     return [Combination(Role.CEILING, target, c, synthetic={"level": level.value})
             for c in concrete if c.draft is not None for level in Level]
 

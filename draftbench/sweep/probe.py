@@ -11,12 +11,12 @@ import tempfile
 from pathlib import Path
 
 from ..backends.base import Backend
-from ..config import SweepConfig
-from ..estimate import Estimator
-from ..measure import MeasureOptions, Schedule
-from ..prompts import resolve_prompts
-from ..rowkinds import Role
+from ..config.prompts import resolve_prompts
+from ..measure.sequential import MeasureOptions, Schedule
+from ..results.kinds import Role
+from .config_file import SweepConfig
 from .console import Reporter
+from .estimate import Estimator
 from .plan import Combination, plan
 from .runner import CombinationRunner
 

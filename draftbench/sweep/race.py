@@ -2,7 +2,7 @@
 
 Per target: the baseline is measured fully (every candidate is paired with it); then every
 candidate gets a probe (a few requests across the categories) on its own server; after each
-probe the rules of :mod:`draftbench.race` eliminate the candidates that cannot win. The
+probe the rules of :mod:`draftbench.analysis.racing` eliminate the candidates that cannot win. The
 survivors, most promising first, get the rest of their requests on one more server each,
 looking again at the end of every pass and stopping as soon as they are eliminated — or, for
 the last one standing, as soon as its speed-up is significant. ``settings.budget_s`` caps the
@@ -20,16 +20,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
-from ..config import SweepConfig
-from ..estimate import Estimator, estimate_of
-from ..measure import MeasureOptions, Schedule
-from ..prompts import Prompt
-from ..race import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
-from ..results import RequestRecord, ResultsFile, Row
-from ..rowkinds import Role, Status
-from ..speedup import Speedup
-from ..stats import speedup
+from ..analysis.racing import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
+from ..analysis.stats import speedup
+from ..config.prompts import Prompt
+from ..measure.sequential import MeasureOptions, Schedule
+from ..results.file import RequestRecord, ResultsFile, Row
+from ..results.kinds import Role, Status
+from ..results.speedup import Speedup
+from .config_file import SweepConfig
 from .console import Reporter, format_duration
+from .estimate import Estimator, estimate_of
 from .plan import Combination, shows_k
 from .runner import CombinationRunner
 

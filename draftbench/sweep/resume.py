@@ -8,12 +8,12 @@ from pathlib import Path
 from .. import __version__
 from ..backends import REGISTRY
 from ..backends.base import Backend
-from ..config import ModelRef, SweepConfig
-from ..errors import ResultsFileError
-from ..hostinfo import host_info
-from ..redact import redact_args
-from ..results import SCHEMA_VERSION, ResultsFile, load_results, now_iso
-from ..settings_schema import measured_keys
+from ..common.errors import ResultsFileError
+from ..common.redact_secrets import redact_args
+from ..config.settings import measured_keys
+from ..results.file import SCHEMA_VERSION, ResultsFile, load_results, now_iso
+from ..results.host import host_info
+from .config_file import ModelRef, SweepConfig
 
 
 def measurement_keys() -> tuple[str, ...]:

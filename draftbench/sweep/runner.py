@@ -13,18 +13,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..analysis import summarize_records
+from ..analysis.stats import rounded
+from ..analysis.verdict import summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
-from ..errors import DraftbenchError, ServerError, ServerErrorKind
-from ..findings import Code, Finding
-from ..measure import MeasurementFailed, MeasureOptions, Schedule, run_prompts
-from ..measure_concurrent import level_fields, run_streams
-from ..process import free_port, port_is_free, wait_port_free
-from ..prompts import Prompt
-from ..redact import redact_args
-from ..results import ResultsFile, Row, now_iso
-from ..rowkinds import Role, Status
-from ..stats import rounded
+from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
+from ..common.redact_secrets import redact_args
+from ..config.prompts import Prompt
+from ..lifetime.process import free_port, port_is_free, wait_port_free
+from ..measure.concurrent import level_fields, run_streams
+from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
+from ..results.file import ResultsFile, Row, now_iso
+from ..results.findings import Code, Finding
+from ..results.kinds import Role, Status
 from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination

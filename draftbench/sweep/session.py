@@ -10,18 +10,18 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ..analysis import analyze
+from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
-from ..config import SweepConfig
-from ..estimate import Estimator, total_s
-from ..measure import MeasureOptions
-from ..output_paths import logs_dir_for
-from ..process import prepare_to_start_servers
-from ..prompts import resolve_prompts
-from ..results import ResultsFile, Row, save_results
-from ..rowkinds import Role
+from ..config.prompts import resolve_prompts
+from ..lifetime.process import prepare_to_start_servers
+from ..measure.sequential import MeasureOptions
+from ..results.file import ResultsFile, Row, save_results
+from ..results.kinds import Role
+from ..results.output_paths import logs_dir_for
+from .config_file import SweepConfig
 from .console import Console, Reporter
+from .estimate import Estimator, total_s
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch
 from .resume import open_results

@@ -14,8 +14,8 @@ import zlib
 from dataclasses import dataclass, field
 
 from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
-from draftbench.client import StreamedResponse
-from draftbench.errors import ModelProblem, RequestError, ServerError, ServerErrorKind
+from draftbench.backends.http.client import StreamedResponse
+from draftbench.common.errors import ModelProblem, RequestError, ServerError, ServerErrorKind
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""Per prompt category: speed-ups against the baseline, and the best configuration for each category.
+
+Methods differ most by workload: an n-gram method can double the speed of a code edit (the answer
+repeats the prompt) and do nothing for a story, while a draft model helps both a little. So every
+row's requests are also compared with the baseline's per category, and the verdict names the best
+configuration per category when they differ ("for code-edit: ngram-mod; for chat: 135M (k=4)").
+"""
+
+from __future__ import annotations
+
+from ..results.file import ResultsFile, Row
+from ..results.speedup import Speedup
+from .degenerate import looping_requests
+from .stats import describe_speedup, speedup
+
+
+def _tps(row: Row, category: str) -> dict[tuple[str, int], float]:
+    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests
+            if r.error is None and r.decode_tps and r.category == category}
+
+
+def category_speedups(row: Row, baseline: Row, *, noise_floor: float) -> dict[str, Speedup] | None:
+    """category → the speed-up on that category's requests (see :func:`stats.speedup`); None when the
+    row has no per-request data."""
+    if not row.requests or not baseline.requests:
+        return None
+    out = {}
+    for category in dict.fromkeys(r.category for r in row.requests):
+        speed = speedup(_tps(baseline, category), _tps(row, category), noise_floor=noise_floor)
+        if speed:
+            out[category] = speed
+    return out or None
+
+
+def never_drafted(row: Row, category: str) -> bool:
+    """True when the server said the row drafted no token on any of the category's requests: its
+    difference from the baseline there is noise, not speculation (an n-gram method on a story)."""
+    counts = [r.draft_n for r in row.requests if r.category == category and r.error is None]
+    return bool(counts) and all(n == 0 for n in counts)
+
+
+def candidate_name(row: Row) -> str:
+    """How the verdict names a configuration: its label, with k when one is recorded."""
+    return (row.draft or "") + (f" (k={row.draft_max})" if row.draft_max else "")
+
+
+def _key(speed: Speedup) -> tuple[float, float]:
+    return (speed.ci95_low or speed.ratio, speed.ratio)
+
+
+def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
+    """category → the best measured configuration on it: ``{candidate, draft, draft_max, speedup,
+    significant_gain, looping}``, or ``{candidate: None}`` when nothing beat the target alone there.
+    Only rows that count as speed-ups take part, and on a category only rows that drafted there;
+    significant gains rank first."""
+    baseline = results.baseline_for(target)
+    rows = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup_by_category]
+    if baseline is None or not rows:
+        return {}
+    loops = {pid for pid, _run in looping_requests(baseline)}
+    looping_categories = {r.category for r in baseline.requests if r.prompt_id in loops}
+    out: dict[str, dict] = {}
+    categories = dict.fromkeys(c for r in rows for c in (r.speedup_by_category or {}))
+    for category in categories:
+        scored = [(r, (r.speedup_by_category or {})[category]) for r in rows
+                  if category in (r.speedup_by_category or {}) and not never_drafted(r, category)]
+        gains = [(r, s) for r, s in scored if s.ratio > 1]
+        significant = [(r, s) for r, s in gains if s.significant]
+        pool = significant or gains
+        if not pool:
+            out[category] = {"candidate": None, "looping": category in looping_categories}
+            continue
+        best, speed = max(pool, key=lambda rs: _key(rs[1]))
+        out[category] = {"candidate": candidate_name(best), "draft": best.draft, "draft_max": best.draft_max,
+                         "speedup": speed, "significant_gain": bool(significant),
+                         "looping": category in looping_categories}
+    return out
+
+
+def category_sentence(best: dict[str, dict]) -> str:
+    """'Best per prompt type: for code-edit: ngram-mod (+45.0% […]); for chat: 135M (k=4) (…).' when the
+    categories' best configurations differ; '' when one configuration is best everywhere."""
+    names = {entry.get("candidate") for entry in best.values()}
+    if len(best) < 2 or len(names) < 2:
+        return ""
+    parts = []
+    for category, entry in best.items():
+        if entry.get("candidate") is None:
+            text = "nothing beats the target alone"
+        else:
+            text = f"{entry['candidate']} ({describe_speedup(entry['speedup'])})"
+        if entry.get("looping"):
+            text += " [the target's output loops here]"
+        parts.append(f"for {category}: {text}")
+    if not any(entry.get("significant_gain") for entry in best.values()):
+        # Noise can differ by category too: say that no per-category gain was shown to be real.
+        return "Best measured per prompt type (no gain significant): " + "; ".join(parts) + "."
+    return "Best per prompt type: " + "; ".join(parts) + "."

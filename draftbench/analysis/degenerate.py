@@ -1,0 +1,112 @@
+"""Degenerate output: the target repeating itself, which makes every speculative method look perfect.
+
+A model that loops (a base model answering a chat request, a tiny model, ``max_tokens`` cutting a
+loop short) produces text that any n-gram method, and any draft, predicts trivially: 100%
+acceptance at mean length 15.7 was seen on a model that only repeated ``<|im_start|>user``. Such
+a speed-up says nothing about real text.
+
+A *loop* here is a stretch of output where one pattern of 1–200 tokens repeats back to back at
+least three times (the text from its first occurrence to the end of the last repetition is
+covered). The share of a request's output covered by its longest loop is its ``loop_share``; a
+request of the target alone with a share of at least :data:`LOOP_SHARE_LIMIT` is *looping*, and a
+speculative row whose requests pair with looping baseline requests rests (partly) on them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from ..results.file import Row
+from ..results.findings import Code, Finding
+from .stats import describe_speedup, speedup
+
+LOOP_SHARE_LIMIT = 0.3       # 30% of an answer spent in one loop inflates acceptance well beyond the real text
+MAX_PERIOD_TOKENS = 200
+MIN_REPEATS = 3
+MIN_TOKENS = 24              # shorter answers are not judged
+_TOKEN = re.compile(r"\w+|[^\w\s]|\n")
+
+
+def tokens(text: str) -> list[str]:
+    """Words, single punctuation marks and line breaks (spaces dropped): loops of chat-template tokens
+    (``<|im_start|>user``), of blank lines and of sentences all become repeated token patterns."""
+    return _TOKEN.findall(text)
+
+
+@lru_cache(maxsize=8192)
+def loop_share(text: str | None) -> float | None:
+    """Share of ``text``'s tokens covered by its longest back-to-back repetition (0.0: none); None for
+    a text too short to judge."""
+    if text is None:
+        return None
+    toks = tokens(text)
+    n = len(toks)
+    if n < MIN_TOKENS:
+        return None
+    best = 0
+    for period in range(1, min(MAX_PERIOD_TOKENS, n // MIN_REPEATS) + 1):
+        run = 0
+        for i in range(period, n):
+            if toks[i] == toks[i - period]:
+                run += 1
+                # run tokens equal the ones a period earlier: the pattern covers run + period tokens
+                if run >= (MIN_REPEATS - 1) * period and run + period > best:
+                    best = run + period
+            else:
+                run = 0
+    return round(best / n, 4)
+
+
+def looping_requests(row: Row) -> dict[tuple[str, int], float]:
+    """(prompt_id, run) → loop share, for the row's measured requests that loop."""
+    out = {}
+    for r in row.requests:
+        share = loop_share(r.text) if r.error is None else None
+        if share is not None and share >= LOOP_SHARE_LIMIT:
+            out[(r.prompt_id, r.run)] = share
+    return out
+
+
+def _tps(requests: Iterable, keep) -> dict[tuple[str, int], float]:
+    return {(r.prompt_id, r.run): r.decode_tps for r in requests
+            if r.error is None and r.decode_tps and keep((r.prompt_id, r.run))}
+
+
+def _prompt_list(loops: dict[tuple[str, int], float]) -> str:
+    worst: dict[str, float] = {}
+    for (pid, _run), share in loops.items():
+        worst[pid] = max(worst.get(pid, 0.0), share)
+    return ", ".join(f"{pid} ({share:.0%} of it)" for pid, share in worst.items())
+
+
+FIX = ("use an instruct model with its chat template (a base model answering chat requests loops), raise "
+       "settings.max_tokens past the loop, or use prompts the target answers without looping")
+
+
+def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None, Finding | None]:
+    """For the baseline itself or a row compared with it: which of its requests rest on looping output
+    of the target alone, and the speed-up without them. (None, None) when nothing loops."""
+    loops = looping_requests(baseline)
+    if not loops:
+        return None, None
+    measured = {(r.prompt_id, r.run) for r in row.requests if r.error is None}
+    affected = {k: v for k, v in loops.items() if k in measured}
+    if not affected:
+        return None, None
+    info: dict = {"looping_requests": len(affected), "requests": len(measured),
+                  "prompts": sorted({pid for pid, _ in affected}), "max_loop_share": max(affected.values()),
+                  "limit": LOOP_SHARE_LIMIT}
+    what = f"on {len(affected)} of {len(measured)} requests ({_prompt_list(affected)})"
+    if row is baseline or row.role in ("baseline", "control"):
+        return info, Finding(Code.DEGENERATE_OUTPUT, f"the target's own output loops {what}: speculative rows "
+                             "measured on these requests look faster than they would on real text", "settings.prompts")
+    without = speedup(_tps(baseline.requests, lambda k: k not in loops), _tps(row.requests, lambda k: k not in loops),
+                      noise_floor=noise_floor)
+    info["speedup_without_loops"] = without.to_dict() if without else None     # Row.degenerate_output is JSON
+    rest = (f"; on the other requests: {describe_speedup(without)}" if without
+            else "; no other request to compare")
+    return info, Finding(Code.DEGENERATE_OUTPUT, f"this speed-up rests on looping output: the target alone "
+                         f"repeats itself {what}, which any draft or n-gram method predicts trivially{rest}. "
+                         f"Fix: {FIX}", "settings.prompts")

@@ -1,0 +1,83 @@
+"""Acceptance by draft position: where a draft's tokens are rejected.
+
+llama-server and vLLM count, for every draft position i (0 = the first drafted token), how many
+verify steps accepted the token at i. Accepting position i needs every position before it, so
+the counts never grow with i, and over a row
+
+    reach(i)                = accepted_at(i) / verify steps   (share of steps that accept position i)
+    Σ_i accepted_at(i)      = accepted draft tokens
+    mean accepted length    = 1 + accepted / verify steps     (llama-server's "mean len": the
+                                                               target's own token plus the accepted drafts)
+
+Early rejections (position 0 rarely accepted) point at a mismatch between draft and target —
+tokenizer or chat template —; late ones at a draft that loses the thread, where a smaller k
+does as well for less work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from ...results.file import RequestRecord
+from ...results.findings import Code, Finding
+
+# Position 0 accepted on fewer than this share of steps: the draft is wrong from its first token.
+EARLY_REJECTION_BELOW = 0.4
+# Positions accepted on fewer than this share of steps are drafted mostly in vain.
+WORTH_DRAFTING_FROM = 0.25
+K_SETTING = "draft_max (settings.draft_max, or the candidate's params.draft_max)"
+
+
+def row_positions(records: Iterable[RequestRecord]) -> tuple[list[int] | None, list[Finding]]:
+    """Σ accepted tokens by draft position over a row's successful requests, and any finding about
+    the counts. None when the server does not report them, or did not for a request that drafted
+    (a partial sum would understate every position)."""
+    ok = [r for r in records if r.error is None]
+    vectors: list[list[int]] = []
+    for r in ok:
+        if r.accepted_per_pos is None:
+            if r.draft_n:
+                return None, []
+            continue
+        vectors.append([int(v) for v in r.accepted_per_pos])
+    if not vectors:
+        return None, []
+    mismatched = [r for r in ok if r.accepted_per_pos is not None and r.draft_n_accepted is not None
+                  and sum(r.accepted_per_pos) != r.draft_n_accepted]
+    if mismatched:
+        r = mismatched[0]
+        return None, [Finding(Code.PER_POSITION_MISMATCH, f"the server's per-position counts do not add up to its "
+                              f"accepted total on {len(mismatched)} request(s) (e.g. {r.prompt_id}: "
+                              f"{sum(r.accepted_per_pos or [])} vs {r.draft_n_accepted}): another client may have "
+                              "used the server meanwhile; acceptance by position is not shown for this row")]
+    length = max(len(v) for v in vectors)
+    return [sum(v[i] for v in vectors if i < len(v)) for i in range(length)], []
+
+
+def reach(per_pos: Sequence[int], steps: int) -> list[float]:
+    """Share of verify steps that accepted each position (non-increasing, each in [0, 1])."""
+    return [a / steps for a in per_pos] if steps else []
+
+
+def diagnose(per_pos: Sequence[int] | None, steps: int | None, *, best_k: int | None = None) -> Finding | None:
+    """One line on where this draft's tokens are rejected, or None without per-position counts.
+    ``best_k``: the k the one-run prediction finds fastest (see :mod:`kpredict`), when known."""
+    if not per_pos or not steps:
+        return None
+    shares = reach(per_pos, steps)
+    k = len(shares)
+    if shares[0] < EARLY_REJECTION_BELOW:
+        return Finding(Code.EARLY_REJECTIONS, f"rejections are early: only {shares[0]:.0%} of verify steps accept "
+                       "even the first drafted token — check that draft and target share the tokenizer and chat "
+                       "template (same model family and version)")
+    kept = next((i for i, share in enumerate(shares) if share < WORTH_DRAFTING_FROM), k)
+    if kept < k:
+        if best_k is not None and best_k >= k:
+            advice = f"though k={k} is still predicted fastest"
+        else:
+            advice = f"a smaller k will do (k={best_k if best_k is not None else kept}"
+            advice += " predicted fastest)" if best_k is not None else ")"
+        return Finding(Code.ACCEPTANCE_DECAYS, f"acceptance decays after position {kept}: only {shares[kept]:.0%} of "
+                       f"verify steps get to position {kept + 1} of {k}; {advice}", setting=K_SETTING)
+    return Finding(Code.ACCEPTANCE_HOLDS, f"acceptance holds to the last position: {shares[-1]:.0%} of verify steps "
+                   f"accept all {k} drafted tokens; a larger k may pay", setting=K_SETTING)

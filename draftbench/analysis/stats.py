@@ -1,0 +1,192 @@
+"""Summaries, confidence intervals, significance and stability warnings.
+
+No SciPy: Student-t quantiles come from a table (exact to 3 decimals), which is all a 95%
+interval needs.
+
+Speed-up (see README "Statistics"): requests are paired by (prompt, repetition) — the same
+prompt and seed on the baseline server and on the speculative server. The speed-up is the
+geometric mean of the paired ratios ``tps_spec / tps_base`` with a 95% Student-t interval
+computed on their logarithms. Without pairs (old results, failed requests) it falls back to
+Welch's t-interval on the log tok/s of the two groups. A speed-up is *significant* only when
+the interval excludes 1.0 *and* the estimate differs from 1.0 by at least the noise floor
+(``settings.noise_floor``, default 2%).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from typing import TypeGuard
+
+from ..results.findings import Code, Finding
+from ..results.speedup import Speedup
+
+# Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
+         19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052,
+         28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t975(df: float) -> float:
+    """0.975 quantile of Student's t (interpolated in 1/df between table rows)."""
+    if df < 1:
+        return float("inf")
+    if df == int(df) and int(df) in _T975:
+        return _T975[int(df)]
+    keys = sorted(_T975)
+    if df > keys[-1]:
+        lo_df, lo_t, hi_inv, hi_t = keys[-1], _T975[keys[-1]], 0.0, 1.960
+        lo_inv = 1 / lo_df
+    else:
+        lo_df = max(k for k in keys if k <= df)
+        hi_df = min(k for k in keys if k >= df)
+        if lo_df == hi_df:
+            return _T975[lo_df]
+        lo_inv, lo_t, hi_inv, hi_t = 1 / lo_df, _T975[lo_df], 1 / hi_df, _T975[hi_df]
+    x = 1 / df
+    return lo_t + (hi_t - lo_t) * (lo_inv - x) / (lo_inv - hi_inv)
+
+
+def rounded(x: float | None, digits: int = 4) -> float | None:
+    """``round(x, digits)``, passing None (not measured) through."""
+    return None if x is None else round(x, digits)
+
+
+def summarize(values: Iterable[float | None]) -> dict | None:
+    """n, mean, median, stdev, cv, min, max, p95 and a 95% CI of the mean. None if no values."""
+    vals = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not vals:
+        return None
+    n = len(vals)
+    mean = statistics.fmean(vals)
+    stdev = statistics.stdev(vals) if n > 1 else None
+    half = t975(n - 1) * stdev / math.sqrt(n) if stdev is not None else None
+    p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
+    return {
+        "n": n, "mean": rounded(mean), "median": rounded(statistics.median(vals)), "stdev": rounded(stdev),
+        "cv": rounded(stdev / mean) if stdev is not None and mean else None,
+        "min": rounded(vals[0]), "max": rounded(vals[-1]), "p95": rounded(p95),
+        "ci95_low": rounded(mean - half) if half is not None else None,
+        "ci95_high": rounded(mean + half) if half is not None else None,
+    }
+
+
+def _positive(v: object) -> TypeGuard[float]:
+    """A usable rate: a finite number above zero (None, 0, NaN and inf are not measurements)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> Speedup | None:
+    """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
+    base = {k: v for k, v in baseline.items() if _positive(v)}
+    cand = {k: v for k, v in candidate.items() if _positive(v)}
+    if not base or not cand:
+        return None
+    keys = sorted(set(base) & set(cand))
+    if len(keys) >= 2:
+        logs = [math.log(cand[k] / base[k]) for k in keys]
+        n = len(logs)
+        mean = statistics.fmean(logs)
+        sd = statistics.stdev(logs)
+        half = t975(n - 1) * sd / math.sqrt(n)
+        method, n_pairs, df = "paired-t-log", n, float(n - 1)
+    else:
+        lb = [math.log(v) for v in base.values()]
+        lc = [math.log(v) for v in cand.values()]
+        if len(lb) < 2 or len(lc) < 2:
+            ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
+            return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
+                           percent=round((ratio - 1) * 100, 2))
+        mean = statistics.fmean(lc) - statistics.fmean(lb)
+        va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
+        se = math.sqrt(va + vb)
+        df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
+        half = t975(df) * se
+        method, n_pairs = "welch-t-log", 0
+    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    excludes_one = low > 1.0 or high < 1.0
+    significant = excludes_one and abs(ratio - 1.0) >= noise_floor
+    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4), significant=significant,
+                   method=method, n_pairs=n_pairs, percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor)
+
+
+def describe_speedup(s: Speedup | None) -> str:
+    """'+12.3% [+8.1%, +16.6%]' and whether it is significant, for people."""
+    if s is None:
+        return "n/a"
+    text = f"{(s.ratio - 1) * 100:+.1f}%"
+    if s.ci95_low is not None and s.ci95_high is not None:
+        text += f" [{(s.ci95_low - 1) * 100:+.1f}%, {(s.ci95_high - 1) * 100:+.1f}%]"
+    if s.significant is False:
+        text += " (not significant)"
+    elif s.significant is None:
+        text += " (significance unknown)"
+    return text
+
+
+def run_to_run_cv(samples: Mapping[str, list[float]]) -> float | None:
+    """Mean coefficient of variation across repetitions of the same prompt (timing noise).
+
+    Differences *between* prompts are real (code drafts better than prose), so they do not
+    count as noise; only repeated runs of one prompt can show it.
+    """
+    cvs = []
+    for values in samples.values():
+        vals = [v for v in values if _positive(v)]
+        if len(vals) >= 2:
+            mean = statistics.fmean(vals)
+            if mean > 0:
+                cvs.append(statistics.stdev(vals) / mean)
+    return statistics.fmean(cvs) if cvs else None
+
+
+# How to change each setting the warnings mention, by where the run was configured.
+SETTINGS_FLAGS: dict[str, str] = {"runs": "settings.runs", "warmup": "settings.warmup",
+                                  "max_tokens": "settings.max_tokens", "prompts": "settings.prompts"}
+BENCH_FLAGS: dict[str, str] = {"runs": "--runs", "warmup": "--warmup", "max_tokens": "--max-tokens",
+                               "prompts": "--prompt/--prompt-file"}
+
+
+def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float | None],
+                       completion_tokens: list[int | None], max_tokens: int,
+                       flags: Mapping[str, str] | None = None) -> list[Finding]:
+    """Findings in the pyperf/hyperfine spirit: each names the setting to change.
+
+    ``flags`` maps "runs", "warmup", "max_tokens" and "prompts" to how the user changes them:
+    config keys for a sweep (:data:`SETTINGS_FLAGS`, the default) or command-line options for
+    ``bench.py`` (:data:`BENCH_FLAGS`). Missing entries fall back to the config keys.
+    ``tps_values`` are in request order (the first one is the first measured request).
+    """
+    f = {**SETTINGS_FLAGS, **(flags or {})}
+    out = []
+    if runs < 2:
+        out.append(Finding(Code.ONE_RUN, f"only one run per prompt: timing noise cannot be measured — raise "
+                           f"{f['runs']} to 3", f["runs"]))
+    if run_cv is not None and run_cv > 0.10:
+        out.append(Finding(Code.RUN_TO_RUN_VARIATION, f"tok/s varies {run_cv:.0%} between runs of the same prompt — "
+                           f"close other programs, check power/thermal settings, or raise {f['runs']}", f["runs"]))
+    vals = [v for v in tps_values if _positive(v)]
+    if len(vals) >= 3:
+        med = statistics.median(vals)
+        first = tps_values[0]
+        first_cold = first is not None and _positive(first) and first < med / 2   # the very first request, measured
+        if first_cold:
+            out.append(Finding(Code.COLD_START, f"the first measured request ran at {vals[0] / med:.0%} of the median "
+                               f"speed — the server was still warming up; raise {f['warmup']}", f["warmup"]))
+        slow = [v for v in vals[1 if first_cold else 0:] if v < med / 2]
+        if slow:
+            out.append(Finding(Code.SLOW_OUTLIERS, f"{len(slow)} request(s) ran at less than half the median speed — "
+                               f"something else may have used the machine; rerun, or raise {f['runs']}", f["runs"]))
+    short = [c for c in completion_tokens if c is not None and c < 32]
+    if short and max_tokens >= 32:
+        out.append(Finding(Code.SHORT_OUTPUTS, f"{len(short)} request(s) generated fewer than 32 tokens — rates from "
+                           f"so few tokens are noisy; use longer prompts or raise {f['max_tokens']}", f["max_tokens"]))
+    elif max_tokens < 32:
+        out.append(Finding(Code.MAX_TOKENS_TOO_LOW, f"{f['max_tokens']} is below 32: too few tokens for a stable rate "
+                           "— raise it", f["max_tokens"]))
+    if n_requests < 3:
+        out.append(Finding(Code.FEW_REQUESTS, f"only {n_requests} measured request(s) — too few for a confidence "
+                           f"interval; add prompts ({f['prompts']}) or raise {f['runs']}", f["runs"]))
+    return out

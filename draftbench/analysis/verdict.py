@@ -1,0 +1,364 @@
+"""From request records to rows, and from rows to verdicts.
+
+Everything here is a pure function of the data in a results file, so a sweep, a resumed
+sweep and ``--chart-only`` all reach the same numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from ..results import fragments, method_stats, theory
+from ..results.file import RequestRecord, ResultsFile, Row
+from ..results.findings import Code, Finding
+from ..results.speedup import Speedup, plain
+from ..results.theory import Theory
+from . import stats
+from .categories import best_per_category, category_sentence, category_speedups
+from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
+from .crossover import with_crossover
+from .degenerate import assess as assess_loops
+from .draft import best_k as kpredict
+from .draft import ceiling
+from .draft import positions as perpos
+from .racing import server_loads
+
+
+def _sum(values) -> int | None:
+    vals = [v for v in values if v is not None]
+    return sum(vals) if vals else None
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.fmean(vals) if vals else None
+
+
+def acceptance(records) -> tuple[int | None, int | None, float | None]:
+    """Σ accepted / Σ drafted over all requests. None when nothing was measured; 0.0 is a real 0."""
+    drafted = _sum(r.draft_n for r in records)
+    accepted = _sum(r.draft_n_accepted for r in records)
+    if drafted is None:
+        return None, None, None
+    if drafted == 0:
+        return 0, accepted or 0, None
+    return drafted, accepted, round((accepted or 0) / drafted, 4)
+
+
+def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: int,
+                      flags: dict[str, str] | None = None) -> dict:
+    """Row fields computed from the measured requests. ``flags``: how warnings name the settings
+    to change (see :func:`stats.stability_warnings`; default: the sweep config's keys)."""
+    ok = [r for r in records if r.error is None]
+    tps = stats.summarize(r.decode_tps for r in ok)
+    drafted, accepted, rate = acceptance(ok)
+    steps = _sum(r.verify_steps for r in ok)
+    per_pos, per_pos_findings = perpos.row_positions(ok)
+    by_prompt: dict[str, list[float]] = {}
+    for r in ok:
+        if r.decode_tps is not None:
+            by_prompt.setdefault(r.prompt_id, []).append(r.decode_tps)
+    by_category: dict[str, dict] = {}
+    for category in dict.fromkeys(r.category for r in ok):
+        group = [r for r in ok if r.category == category]
+        _, _, cat_rate = acceptance(group)
+        by_category[category] = {"n": len(group), "mean_tps": _round(_mean(r.decode_tps for r in group), 2),
+                                 "acceptance_rate": cat_rate}
+    run_cv = stats.run_to_run_cv(by_prompt)
+    warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
+                                        tps_values=[r.decode_tps for r in ok],
+                                        completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens,
+                                        flags=flags) + per_pos_findings
+    server_tps = stats.summarize(r.server_decode_tps for r in ok)
+    if tps and server_tps and tps["median"] and server_tps["median"]:
+        gap = abs(tps["median"] / server_tps["median"] - 1)
+        if gap > 0.05:
+            warnings.append(Finding(Code.CLIENT_SERVER_GAP, f"client-side tok/s differs from the server's own "
+                                    f"figure by {gap:.0%} — the network or a proxy may distort timings; benchmark on "
+                                    "the server machine"))
+    ttft = stats.summarize(r.ttft_s for r in ok)
+    total = stats.summarize(r.total_s for r in ok)
+    return {
+        "mean_tps": _round(tps["mean"], 2) if tps else None,
+        "median_tps": _round(tps["median"], 2) if tps else None,
+        "mean_ttft": _round(ttft["mean"], 3) if ttft else None,
+        "mean_total_time": _round(total["mean"], 2) if total else None,
+        "acceptance_rate": rate,
+        "draft_n": drafted, "draft_n_accepted": accepted, "verify_steps": steps,
+        # llama-server's own "mean len": the target's token plus the accepted drafts, per verify step
+        "mean_accepted_len": round(1 + accepted / steps, 3) if steps and accepted is not None else None,
+        "accepted_per_pos": per_pos,
+        "draft_fragments": fragments.summarize(r.draft_fragments for r in ok),
+        "tps": tps, "server_tps": server_tps, "ttft_s": ttft, "total_s": total,
+        "run_to_run_cv": _round(run_cv, 4), "by_category": by_category, "warnings": tuple(warnings),
+        "method_stats": method_stats.aggregate(r.draft_details for r in ok),
+    }
+
+
+def _round(x, digits):
+    return None if x is None else round(x, digits)
+
+
+def _tps_by_key(row: Row) -> dict[tuple, float]:
+    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests if r.error is None and r.decode_tps}
+
+
+def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
+    """Speed-up with a CI; falls back to the summary means for upstream rows (no CI there)."""
+    if row.requests and baseline.requests:
+        return stats.speedup(_tps_by_key(baseline), _tps_by_key(row), noise_floor=noise_floor)
+    if row.mean_tps and baseline.mean_tps:
+        ratio = row.mean_tps / baseline.mean_tps
+        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=round((ratio - 1) * 100, 2))
+    return None
+
+
+def equivalence(row: Row, baseline: Row, *, temperature: float) -> dict | None:
+    """Compare completions with the baseline's, per (prompt, repetition), at temperature 0."""
+    if not row.requests or not baseline.requests:
+        return None
+    if temperature and temperature > 0:
+        return {"checked": False, "reason": f"temperature is {temperature:g}; outputs are only comparable at 0"}
+    base = {(r.prompt_id, r.run): r.text for r in baseline.requests if r.error is None and r.text is not None}
+    compared, matched, mismatches = 0, 0, []
+    for r in row.requests:
+        key = (r.prompt_id, r.run)
+        if r.error is not None or r.text is None or key not in base:
+            continue
+        compared += 1
+        expected, got = base[key], r.text
+        if expected == got:
+            matched += 1
+            continue
+        pos = next((i for i, (a, b) in enumerate(zip(expected, got)) if a != b), min(len(expected), len(got)))
+        mismatches.append({"prompt_id": r.prompt_id, "run": r.run, "char_pos": pos,
+                           "baseline_len": len(expected), "candidate_len": len(got),
+                           "baseline_excerpt": expected[max(0, pos - 20): pos + 40],
+                           "candidate_excerpt": got[max(0, pos - 20): pos + 40]})
+    if not compared:
+        return None
+    return {"checked": True, "compared": compared, "matched": matched, "match_rate": round(matched / compared, 4),
+            "mismatches": mismatches}
+
+
+def _file_size(path: str | None) -> int | None:
+    try:
+        return os.path.getsize(path) if path else None
+    except OSError:
+        return None
+
+
+def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> Theory | None:
+    if not row.is_speculative or row.acceptance_rate is None:
+        return None
+    cost, cost_source = None, None
+    if draft_alone and draft_alone.ok and draft_alone.mean_tps and baseline.mean_tps:
+        cost, cost_source = baseline.mean_tps / draft_alone.mean_tps, "measured (draft alone vs target alone)"
+    else:
+        ds, ts = _file_size(row.draft_path), _file_size(row.target_path)
+        if ds and ts:
+            cost, cost_source = ds / ts, "estimated from file sizes (set settings.draft_alone to measure it)"
+    k_mean = None
+    if row.draft_n and row.verify_steps:
+        k_mean = row.draft_n / row.verify_steps
+    elif row.draft_max:
+        k_mean = float(row.draft_max)
+    return theory.evaluate(acceptance_rate=row.acceptance_rate, mean_accepted_len=row.mean_accepted_len,
+                           k_mean=k_mean, cost_ratio=cost, cost_source=cost_source,
+                           measured_ratio=row.speedup.ratio if row.speedup else None)
+
+
+def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> Row:
+    """Per-position diagnosis, the k predicted from this row, and this draft against its ceiling."""
+    prediction = kpredict.predict(row, baseline) if row.ok else None
+    if prediction is not None:
+        prediction = kpredict.with_measured(prediction, kpredict.siblings(row, results.results))
+    summary = ceiling.summarize(row, ceiling.ceiling_rows(results.results, row)) if row.ok else None
+    diagnosis = perpos.diagnose(row.accepted_per_pos, row.verify_steps,
+                                best_k=prediction["recommended_k"] if prediction else None)
+    return replace(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
+
+
+def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
+    """Per target, |ratio − 1| of a control baseline against the first one (both at ``concurrency``
+    streams), where significant."""
+    drift: dict[str, float] = {}
+    for row in results.results:
+        baseline = results.baseline_for(row.target, concurrency)
+        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
+            speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
+            if speed and speed.significant:
+                drift[row.target] = max(drift.get(row.target, 0.0), abs(speed.ratio - 1.0))
+    return drift
+
+
+def analyze(results: ResultsFile) -> ResultsFile:
+    """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
+    settings = results.settings or {}
+    configured_floor = settings.get("noise_floor")
+    noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
+    temperature = settings.get("temperature") or 0.0
+    drift = {(target, n): value for n in row_levels(results)
+             for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
+    rows = []
+    for row in results.results:
+        baseline = results.baseline_for(row.target, row.concurrency)
+        if row.measured and row.role in ("speculative", "control", "ceiling") and baseline is not None:
+            floor = noise_floor
+            if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
+                # The same baseline measured twice differed by this much: a smaller "speed-up" is
+                # indistinguishable from the machine's own drift, however tight its CI.
+                floor = drift[(row.target, row.concurrency)]
+            speed = compare_to_baseline(row, baseline, noise_floor=floor)
+            if speed and floor > noise_floor:
+                speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
+                                            f"({floor:.1%})")
+            if row.role == "speculative" and row.speculation_active is False and speed:
+                speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
+            # A ceiling row's text is not valid output (synthetic acceptance): never compared.
+            row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
+                          equivalence(row, baseline, temperature=temperature),
+                          speedup_by_category=None if row.role == "ceiling" else
+                          category_speedups(row, baseline, noise_floor=floor))
+            if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
+                alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
+                row = replace(row, theory=theory_for(row, baseline, alone))
+        if row.ok and baseline is not None and row.role != "ceiling":
+            row = _with_loop_check(row, baseline, noise_floor)
+        if row.role == "speculative" and row.concurrency == 1:     # per-position counts need one stream
+            row = _inside_the_draft(row, baseline, results)
+        rows.append(row)
+    results = replace(results, results=tuple(rows))
+    return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
+
+
+def _ratio(row: Row) -> float:
+    """The measured speed-up ratio (rows without one sort last)."""
+    return row.speedup.ratio if row.speedup else 0.0
+
+
+def _significant(row: Row) -> bool | None:
+    return row.speedup.significant if row.speedup else None
+
+
+def _lower_bound(row: Row) -> float:
+    """The interval's low end, else the ratio: winners rank by how surely they are faster."""
+    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
+
+
+def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
+    """Mark a row measured on the target's looping output (recomputed on every analysis, so the
+    finding is replaced, never repeated)."""
+    info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
+    kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
+    return replace(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
+
+
+# --------------------------------------------------------------------------- verdicts
+
+def recommend(results: ResultsFile) -> dict:
+    """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
+    concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
+    targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
+    per_target = []
+    for target in targets:
+        level = primary_level(results, target)
+        at_level = [r for r in results.results if r.concurrency == level]
+        baseline = results.baseline_for(target, level)
+        candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
+        winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
+        winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
+        inactive = [r.draft or "" for r in at_level
+                    if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
+        entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
+                 "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
+                 "inactive_drafts": inactive, "verdict": ""}
+        if baseline is None:
+            entry["verdict"] = f"{target}: no baseline was measured, so no draft can be judged."
+        elif winners:
+            best = winners[0]
+            label = (best.draft or best.target) + (f" (k={best.draft_max})" if best.draft_max else "")
+            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=best.speedup,
+                         acceptance_rate=best.acceptance_rate)
+            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
+                                f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
+                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+            if best.degenerate_output:
+                entry["verdict"] += (f" Caution: the target's own output loops on "
+                                     f"{best.degenerate_output['looping_requests']} of "
+                                     f"{best.degenerate_output['requests']} requests, which flatters this "
+                                     "speed-up (see the row's warning).")
+        elif candidates:
+            best = max(candidates, key=_ratio)
+            if results.is_upstream or _significant(best) is None:
+                entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
+                why = ("this file has no per-request data" if results.is_upstream or not best.requests else
+                       "too few requests were measured for a confidence interval (raise settings.runs to 3)")
+                entry["verdict"] = (f"{target}: best measured draft is {best.draft} "
+                                    f"({stats.describe_speedup(best.speedup)}); {why}, so significance cannot be "
+                                    "judged.")
+            else:
+                entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
+                                    f"faster than the baseline (best: {best.draft}, "
+                                    f"{stats.describe_speedup(best.speedup)}).")
+                if (best.acceptance_rate or 0) >= 0.5 and _ratio(best) < 1:
+                    entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
+                                         "goes into verifying them: the target is likely compute-bound on this hardware "
+                                         "(typical of CPUs), where a verify step costs nearly as much per token as "
+                                         "generating. The same pair may pay on a GPU.")
+        elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
+            best = max(eliminated, key=_ratio)
+            entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
+                                f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
+        else:
+            entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
+        useless = [r.draft or "" for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
+        if useless:
+            entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
+                                 f"{', '.join(dict.fromkeys(useless))}.")
+        control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
+        if control and _significant(control):
+            entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
+                                 f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
+                                 "so gains smaller than that are treated as noise; close other programs and rerun.")
+        if inactive:
+            entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
+        by_category = best_per_category(results, target) if not results.is_upstream else {}
+        if by_category:
+            entry["by_category"] = by_category
+            sentence = category_sentence(by_category)
+            if sentence:
+                entry["verdict"] += " " + sentence
+        _add_inside_the_draft(entry, results, target)
+        per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
+    # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
+    # itself is JSON, as loaded from a file: each speed-up becomes its object here.
+    return {"targets": plain(per_target)}
+
+
+def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
+    """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
+    cannot_pay = ceiling.no_draft_can_pay(results.results, target)
+    speed: Speedup | None = entry.get("speedup")
+    if speed and speed.significant and speed.ratio > 1:
+        cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it
+    entry["no_draft_can_pay"] = cannot_pay is not None
+    if cannot_pay:
+        entry["verdict"] += " " + cannot_pay
+    rec = entry.get("recommended_draft")
+    leading = {r.draft: r for r in kpredict.leading_rows(r for r in results.results if r.target == target)}
+    prediction = leading[rec].k_prediction if rec in leading else None
+    entry["k_prediction"] = None
+    if prediction and entry.get("speedup"):
+        entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
+                                                             "mean_abs_error_pct", "compared")}
+        best_k = prediction.get("recommended_k")
+        if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
+            entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{x:.0%}"

@@ -1,0 +1,1 @@
+"""llama.cpp's llama-server: the backend, its command line, its speculative statistics."""

@@ -1,0 +1,316 @@
+"""llama.cpp's ``llama-server``.
+
+llama.cpp renames flags often, so nothing here assumes a build: the flags a binary accepts
+are read from its ``--help`` (cached per binary) and the command is built from those.
+Facts this relies on (checked on build 11434; see README "llama.cpp versions"):
+
+* ``-md DRAFT`` alone loads the draft but does not speculate in new builds: add
+  ``--spec-type draft-simple`` where that flag exists (old builds imply it).
+* Draft length is ``--spec-draft-n-max`` in new builds, ``--draft-max`` in old ones.
+* ``-np`` defaults to several slots: we pass ``-np 1`` for single-stream numbers.
+* ``timings.draft_n``/``draft_n_accepted`` appear in a request's timings only when
+  ``draft_n > 0``; ``/slots[].speculative`` says whether speculation is configured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import ClassVar
+
+import requests
+
+from ...common.errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
+from ...common.files import cache_dir
+from ...common.gguf import vocab_mismatch
+from ...config.candidates import CandidateSpec
+from ...config.extra_args import api_key_from_args
+from ...config.settings import Field, default_settings
+from ...lifetime.process import ManagedProcess
+from ...results.method_stats import METHODS_KEY
+from .. import prometheus
+from ..base import (
+    Backend,
+    CountsSource,
+    DraftCounts,
+    LaunchSpec,
+    Server,
+    SpeculationStatus,
+    add_common_server_arguments,
+    explain_exit_from_log,
+    launch_process,
+    url_host,
+)
+from ..executables import same_file
+from ..http.client import probe_json
+from ..http.server_values import MAX_TOKENS, counter_difference
+from ..slots import SlotState
+from .command import (
+    SYNTH_LEN_FLAG,
+    build_command,
+    candidate_problems,
+    capabilities,
+    find_llama_server,
+    spec_types,
+    stats_lines_expected,
+)
+from .stats import StatsLog
+
+# --------------------------------------------------------------------------- failures
+
+_FAILURES = (
+    # (regex on the log, kind, message, fix)
+    (r"couldn't bind HTTP server socket", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
+     "stop the program using it, or set settings.port to another port (0 = any free port)"),
+    (r"the argument has been removed", ServerErrorKind.FLAGS, "this llama-server rejected a removed flag",
+     "remove it from extra_args; the log line below names its replacement"),
+    (r"error: invalid argument|unknown argument", ServerErrorKind.FLAGS, "this llama-server does not know one of the arguments",
+     "check extra_args against `llama-server --help`"),
+    (r"failed to load draft model|failed to load the draft", ServerErrorKind.DRAFT_MODEL, "llama-server could not load the draft",
+     "check the draft file (corrupt or incomplete download?)"),
+    (r"invalid magic|not within the file bounds|failed to open GGUF|failed to read|model is corrupted|"
+     r"unknown model architecture|error loading model", ServerErrorKind.MODEL, "llama-server could not load the model",
+     "check the model file (corrupt, incomplete, or an architecture this llama.cpp build does not know)"),
+    (r"out of memory|failed to allocate|cudaMalloc failed|unable to allocate|ErrorOutOfDeviceMemory|"
+     r"insufficient memory", ServerErrorKind.OOM, "llama-server ran out of memory",
+     "lower settings.gpu_layers or settings.ctx_size, or use a smaller quantisation"),
+)
+
+
+def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
+    return explain_exit_from_log(_FAILURES, "llama-server", "see the log lines below; a corrupt model or an "
+                                 "assertion in llama.cpp are the usual causes", returncode, log_tail, port, log_path)
+
+
+# --------------------------------------------------------------------------- server
+
+DRAFTS_TOTAL = "llamacpp:spec_decode_num_drafts_total"
+ACCEPTED_PER_POS = "llamacpp:spec_decode_num_accepted_tokens_per_pos_total"
+# Server.totals() names -> llama-server's /metrics counters (build 11434; older builds lack some)
+TOTALS = {"prompt_tokens": "llamacpp:prompt_tokens_total", "output_tokens": "llamacpp:tokens_predicted_total",
+          "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+          "accepted_tokens": "llamacpp:spec_decode_num_accepted_tokens_total", "verify_steps": DRAFTS_TOTAL,
+          "decode_calls": "llamacpp:n_decode_total"}
+BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots per decode call, since start
+
+
+class LlamaCppServer(Server):
+    def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.has_metrics = has_metrics
+        self.expects_draft = expects_draft
+        self.props: dict = {}
+        self.stats_log: StatsLog | None = None     # per-method statistics, when started at trace verbosity
+
+    def request_body(self, messages, *, max_tokens, temperature, seed):
+        body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
+        body["cache_prompt"] = False  # a repeated prompt would otherwise skip prompt processing
+        return body
+
+    def _metrics(self) -> list[prometheus.Sample] | None:
+        if not self.has_metrics:
+            return None
+        try:
+            response = self.http().get(self.base_url + "/metrics", timeout=5, headers=self.headers())
+        except requests.RequestException:
+            return None
+        return prometheus.parse(response.text, prefix="llamacpp:") if response.status_code == 200 else None
+
+    def before_request(self):
+        return self._metrics()
+
+    def draft_counts(self, response, before) -> DraftCounts:
+        timings = response.timings
+        if not timings:
+            return DraftCounts()
+        drafted = response.timing_count("draft_n")
+        accepted = response.timing_count("draft_n_accepted")
+        if drafted is None and self.expects_draft:
+            # llama-server omits the draft fields when nothing was drafted.
+            drafted, accepted = 0, 0
+        steps, per_pos = None, None
+        after = self._metrics() if before is not None else None
+        if before is not None and after is not None:
+            steps = counter_difference(prometheus.total(after, DRAFTS_TOTAL), prometheus.total(before, DRAFTS_TOTAL),
+                                       DRAFTS_TOTAL)
+            # One slot, one request in flight: the counters' change is this request's.
+            per_pos = prometheus.position_delta(before, after, ACCEPTED_PER_POS, present_before=DRAFTS_TOTAL)
+        methods = self.stats_log.after_request() if self.stats_log else None
+        return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
+                           details={METHODS_KEY: methods} if methods else {}, accepted_per_pos=per_pos)
+
+    def totals(self) -> dict[str, float] | None:
+        samples = self._metrics()
+        if samples is None:
+            return None
+        out = {name: value for name, metric in TOTALS.items() if (value := prometheus.total(samples, metric)) is not None}
+        busy, calls = prometheus.total(samples, BUSY_PER_DECODE), out.get("decode_calls")
+        if busy is not None and calls is not None:
+            out["busy_slot_decodes"] = busy * calls   # the gauge is a running mean; its sum is what differences
+        return out
+
+    def slot_states(self) -> tuple[SlotState, ...] | None:
+        try:
+            status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
+        except requests.RequestException:
+            return None
+        if status != 200 or not isinstance(slots, list):
+            return None
+
+        def whole(value, default):   # a slot's id or context: a small whole number, or we do not know
+            return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS \
+                else default
+        return tuple(SlotState(whole(s.get("id"), i), whole(s.get("n_ctx"), None), s.get("is_processing") is True)
+                     for i, s in enumerate(slots) if isinstance(s, dict))
+
+    def server_decode_tps(self, response) -> float | None:
+        return response.timing_rate("predicted_per_second")
+
+    def active_methods(self) -> tuple[str, ...] | None:
+        """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
+        fills in once a request ran. ``/props`` is not reliable for this: it said ``none`` while on."""
+        try:
+            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
+        except requests.RequestException:
+            return None
+        params = slots[0].get("params") if isinstance(slots, list) and slots and isinstance(slots[0], dict) else None
+        types = params.get("speculative.types") if isinstance(params, dict) else None
+        if not isinstance(types, str):
+            return None
+        return tuple(t for t in (part.strip() for part in types.split(",")) if t and t != "none")
+
+    def speculation_status(self, requested: bool) -> SpeculationStatus:
+        tail = self.log_tail(400)
+        if requested and re.search(r"vocabs are not compatible|draft model vocab type|failed to initialize "
+                                   r"speculative|not compatible with", tail, re.IGNORECASE):
+            return SpeculationStatus(False, "llama-server says the draft's vocabulary is not compatible with the "
+                                     "target's; it runs without speculation. Use a draft from the same model family")
+        try:
+            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
+        except requests.RequestException:
+            slots = None
+        if isinstance(slots, list) and slots and isinstance(slots[0], dict) and "speculative" in slots[0]:
+            active = bool(slots[0]["speculative"])
+            if requested and not active:
+                return SpeculationStatus(False, "llama-server loaded the draft but speculation is off (/slots says "
+                                         "speculative: false); with new builds this happens without "
+                                         "--spec-type draft-simple")
+            return SpeculationStatus(active, "")
+        return SpeculationStatus(None if requested else False, "")
+
+
+class LlamaCppBackend(Backend):
+    name = "llama-cpp"
+    config_name = "llamacpp"
+    aliases = ("llama.cpp", "llama_cpp", "llamacpp", "llama-cpp")
+    default_port = 8080
+    path_settings = ("llama_bin",)
+    default_draft_method = "draft-simple"
+    synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
+    settings_schema: ClassVar[dict[str, Field]] = {
+        "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
+                              "statistics (every server of the sweep, the baseline too)", measured=True),
+    }
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        if not settings.get("ceiling") and not any(s.method or s.params for s in specs):
+            return []          # plain drafts: every llama-server build runs them
+        binary = find_llama_server(settings.get("llama_bin"))
+        caps = capabilities(binary)
+        problems = candidate_problems(specs, caps, binary)
+        if settings.get("ceiling") and SYNTH_LEN_FLAG not in caps["flags"]:
+            problems.append(Problem("$.settings.ceiling", f"{binary} has no {SYNTH_LEN_FLAG}, so it cannot run drafts "
+                                    "at synthetic acceptance", "use a newer llama.cpp build, or remove "
+                                    "settings.ceiling / --ceiling"))
+        return problems
+
+    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+        try:
+            why = vocab_mismatch(target, draft)
+        except ModelFileError:
+            return None       # model_problem reports unreadable files
+        if why is None:
+            return None
+        return ModelProblem(f"the draft cannot speculate for this target (its vocabulary differs: {why}); llama-server would run without "
+                            "speculation", "use a draft from the same model family (the same tokenizer)")
+
+    def check_ready_to_run(self, settings: dict) -> None:
+        binary = find_llama_server(settings.get("llama_bin"))
+        capabilities(binary)
+
+    def launch(self, spec: LaunchSpec) -> LlamaCppServer:
+        binary = find_llama_server(spec.settings.get("llama_bin"))
+        caps = capabilities(binary)
+        cmd = build_command(binary, caps, spec)
+        log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
+        start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
+        server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
+                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
+                                version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
+                                expects_draft=bool(spec_types(spec)),   # model-free methods draft too
+                                api_key=api_key_from_args(spec.extra_args))
+        launch_process(server, spec, what="llama-server", health_path="/health",
+                       explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
+                       verify=lambda s: self._verify_identity(server, spec))
+        # The statistics lines of concurrent requests interleave and count per slot: one stream only.
+        expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
+        if expected:
+            server.stats_log = StatsLog(log_path, start_offset, expected)
+        return server
+
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
+        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key)
+        try:
+            _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(), timeout_s=10)
+        except requests.RequestException:
+            props = {}
+        server.props = props if isinstance(props, dict) else {}
+        server.version = server.props.get("build_info")
+        server.has_metrics = bool(server.props.get("endpoint_metrics"))
+        status = server.speculation_status(requested=True)
+        server.expects_draft = status.active
+        return server
+
+    def _verify_identity(self, server: LlamaCppServer, spec: LaunchSpec) -> None:
+        """Refuse to benchmark a server that is not the one we started."""
+        try:
+            status_code, answer = probe_json(server.session, server.base_url + "/props", timeout_s=10)
+            # Ours knows the key we gave it (if any): a 401/403 means someone else answers on this port.
+            props = None if status_code in (401, 403) else answer
+        except requests.RequestException:
+            props = None
+        model_path = props.get("model_path") if isinstance(props, dict) else None
+        if not isinstance(props, dict) or (model_path and not same_file(model_path, spec.target)):
+            raise ServerError(f"port {spec.port} answers, but not as the llama-server we started "
+                              f"(it serves {model_path or 'something else'})",
+                              "another program is listening on that port; stop it or set settings.port",
+                              kind=ServerErrorKind.FOREIGN)
+        server.props = props
+
+    # -- server.py llama-cpp --------------------------------------------------------------
+    def add_server_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model-path", required=True, help="target GGUF")
+        p.add_argument("--draft-path", default=None, help="draft GGUF (turns speculative decoding on)")
+        p.add_argument("--draft-max", type=int, default=None, help="draft length k (default: the server's)")
+        add_common_server_arguments(p, port=self.default_port, what="llama-server")
+        p.add_argument("--gpu-layers", type=int, default=99, help="layers on the GPU (default 99)")
+        p.add_argument("--ctx-size", type=int, default=4096, help="context size per slot (default 4096)")
+        p.add_argument("--parallel", type=int, default=1, help="slots: requests served at once (default 1; "
+                       "for bench.py --concurrency); each slot keeps --ctx-size")
+        p.add_argument("--llama-bin", default=None, help="llama-server binary (default: searched)")
+
+    def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
+        for flag, path in (("--model-path", args.model_path), ("--draft-path", args.draft_path)):
+            problem = self.model_problem(path) if path else None
+            if problem:
+                raise UsageError(f"{flag}: {problem.message}", problem.fix)
+        if args.parallel < 1:
+            raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
+        settings = default_settings()
+        settings.update(llama_bin=args.llama_bin, host=args.host)
+        return LaunchSpec(target=args.model_path, draft=args.draft_path, draft_max=args.draft_max, host=args.host,
+                          port=args.port, ctx_size=args.ctx_size, gpu_layers=args.gpu_layers, extra_args=tuple(extra),
+                          settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log,
+                          concurrency=args.parallel)

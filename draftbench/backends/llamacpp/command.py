@@ -1,0 +1,268 @@
+"""What a llama-server build accepts (read from its ``--help``, cached per binary) and the exact
+command for one combination. llama.cpp renames flags often, so nothing here assumes a build."""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import subprocess
+
+from ...common.errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
+from ...common.files import cache_dir
+from ...config.candidates import DRAFT_MAX, CandidateSpec
+from ..base import LaunchSpec
+from ..executables import find_executable
+from .stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
+
+COMMON_BUILD_DIRS = (
+    "~/llama.cpp/build/bin",
+    "~/Code/llama.cpp/build/bin",
+    "~/code/llama.cpp/build/bin",
+    "~/src/llama.cpp/build/bin",
+    "~/Code/ml/llama.cpp/build/bin",
+    "./llama.cpp/build/bin",
+    "/opt/llama.cpp/build/bin",
+    "/usr/local/bin",
+    "/opt/homebrew/bin",
+)
+
+_HOW_TO_GET = ("run `make llama-server` in the draftbench folder (builds it once into ~/.cache/draftbench), "
+               "install llama.cpp (e.g. `brew install llama.cpp`), or set settings.llama_bin / --llama-bin")
+
+
+def find_llama_server(explicit: str | None = None) -> str:
+    """Locate llama-server: explicit path, $DRAFTBENCH_LLAMA_SERVER, PATH, build folders, our cache."""
+    cached = sorted(glob.glob(str(cache_dir() / "llama-server-*" / "bin" / "llama-server")), reverse=True)
+    found = find_executable("llama-server", explicit, env_var="DRAFTBENCH_LLAMA_SERVER",
+                            setting="settings.llama_bin / --llama-bin", how_to_get=_HOW_TO_GET,
+                            candidates=tuple(os.path.join(d, "llama-server") for d in COMMON_BUILD_DIRS)
+                            + tuple(cached))
+    if found is None:
+        raise BinaryNotFoundError("llama-server was not found (searched PATH, common build folders and "
+                                  f"{cache_dir()})", _HOW_TO_GET)
+    return found
+
+
+# --------------------------------------------------------------------------- capabilities
+
+_caps_memo: dict[str, dict] = {}
+CAPS_FORMAT = 2          # bump when capabilities() records more: older cache files are then ignored
+
+
+def _binary_key(binary: str) -> str:
+    st = os.stat(binary)
+    return hashlib.sha256(f"{os.path.realpath(binary)}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+def parse_spec_types(help_text: str) -> list[str]:
+    """The names in ``--spec-type none,draft-simple,…`` (its own line of ``--help``)."""
+    m = re.search(r"^--spec-type\s+([a-z0-9,-]+)", help_text, re.MULTILINE)
+    return [t for t in m.group(1).split(",") if t and t != "none"] if m else []
+
+
+def removed_flags(help_text: str) -> list[str]:
+    """Flags ``--help`` still lists but says were removed (passing one aborts the server)."""
+    out = []
+    for block in re.split(r"\n(?=-)", help_text):
+        if "has been removed" in block:
+            out += re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", block.split("  ", 1)[0])
+    return sorted(set(out))
+
+
+def capabilities(binary: str) -> dict:
+    """Flags the binary accepts (from ``--help``) and its version; cached per binary."""
+    key = _binary_key(binary)
+    if key in _caps_memo:
+        return _caps_memo[key]
+    cache_file = cache_dir() / "capabilities" / f"{key}-v{CAPS_FORMAT}.json"
+    try:
+        caps = json.loads(cache_file.read_text())
+        _caps_memo[key] = caps
+        return caps
+    except (OSError, ValueError):
+        pass
+    try:
+        help_out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
+                                  errors="replace")
+        version_out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
+                                     errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BinaryNotFoundError(f"cannot run {binary} --help: {exc}", f"check that it is a working llama-server; "
+                                  f"{_HOW_TO_GET}") from None
+    text = help_out.stdout + help_out.stderr
+    flags = sorted(set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text)))
+    if "--model" not in flags and "-m" not in flags:
+        raise BinaryNotFoundError(f"{binary} does not look like llama-server (its --help lists no --model)",
+                                  f"point settings.llama_bin at llama-server; {_HOW_TO_GET}")
+    version = None
+    for line in (version_out.stdout + version_out.stderr).splitlines():
+        if line.startswith("version:"):
+            version = line.split(":", 1)[1].strip()
+            break
+    caps = {"flags": flags, "version": version, "spec_types": parse_spec_types(text),
+            "removed_flags": removed_flags(text), "binary": os.path.realpath(binary)}
+    _caps_memo[key] = caps
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(caps))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+    return caps
+
+
+def first_flag(caps: dict, *names: str) -> str | None:
+    """The first of ``names`` this build accepts (llama.cpp renames flags; older names come later)."""
+    flags = set(caps["flags"])
+    return next((n for n in names if n in flags), None)
+
+
+DRAFT_TYPES_NEEDING_A_MODEL = ("draft-simple", "draft-eagle3")   # MTP/DFlash/DSpark heads may live in the target
+
+
+def param_flag(name: str) -> str:
+    """A candidate parameter's flag: ``ngram_mod_n_match`` → ``--spec-ngram-mod-n-match``."""
+    return "--spec-" + name.replace("_", "-")
+
+
+def spec_types(spec: LaunchSpec) -> list[str]:
+    """The ``--spec-type`` list for a combination: its methods, else draft-simple for a draft file."""
+    return list(spec.method) or (["draft-simple"] if spec.draft else [])
+
+
+def _add_param(cmd: list[str], caps: dict, name: str, value) -> None:
+    flag = param_flag(name)
+    if flag not in caps["flags"]:
+        raise ServerError(f"this llama-server has no {flag} (candidate parameter {name!r})",
+                          "check the candidate's params against `llama-server --help`", kind=ServerErrorKind.FLAGS)
+    if value is True:
+        cmd.append(flag)
+    elif value is not False:
+        cmd += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+
+
+def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
+    """The exact llama-server command for one combination, using only flags this build knows."""
+    # -c is the whole KV pool, split evenly across the -np slots (llama.cpp without --kv-unified,
+    # which is off when -np is given): N slots need N times ctx_size for each to keep ctx_size.
+    cmd = [binary, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
+           "-c", str(spec.ctx_size * spec.concurrency), "-ngl", str(spec.gpu_layers)]
+    slots = first_flag(caps, "-np", "--parallel")
+    if slots:
+        cmd += [slots, str(spec.concurrency)]
+    elif spec.concurrency > 1:
+        raise ServerError(f"this llama-server has no -np/--parallel, so it cannot serve {spec.concurrency} requests "
+                          "at once", "use a newer llama.cpp build, or settings.concurrency [1]",
+                          kind=ServerErrorKind.FLAGS)
+    if first_flag(caps, "--metrics"):
+        cmd += ["--metrics"]
+    types = spec_types(spec)
+    if "--spec-type" in caps["flags"]:
+        # Say "none" for a baseline too: a build that speculates by default must not flatter it.
+        cmd += ["--spec-type", ",".join(types) if types else "none"]
+    elif types not in ([], ["draft-simple"]):
+        raise ServerError(f"this llama-server has no --spec-type, so it cannot run {', '.join(types)}",
+                          "use a newer llama.cpp build", kind=ServerErrorKind.FLAGS)
+    if spec.draft:
+        cmd += [first_flag(caps, "-md", "--model-draft", "--spec-draft-model") or "-md", spec.draft]
+        draft_ngl = first_flag(caps, "-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
+        if draft_ngl and "spec_draft_ngl" not in spec.params and "draft_ngl" not in spec.params:
+            cmd += [draft_ngl, str(spec.gpu_layers)]
+    if spec.draft_max is not None and (spec.draft or any(t.startswith("draft-") for t in types)):
+        flag = first_flag(caps, "--spec-draft-n-max", "--draft-max", "--draft-n-max", "--draft")
+        if flag is None:
+            raise ServerError("this llama-server has no flag for the draft length",
+                              "remove settings.draft_max, or use a newer llama.cpp", kind=ServerErrorKind.FLAGS)
+        cmd += [flag, str(spec.draft_max)]
+    p_min = spec.settings.get("draft_p_min")
+    if p_min is not None and spec.draft and "draft_p_min" not in spec.params:
+        flag = first_flag(caps, "--spec-draft-p-min", "--draft-p-min")
+        if flag is None:
+            raise ServerError("this llama-server has no flag for the draft p-min",
+                              "remove settings.draft_p_min", kind=ServerErrorKind.FLAGS)
+        cmd += [flag, f"{p_min:g}"]
+    for name, value in sorted(spec.params.items()):
+        _add_param(cmd, caps, name, value)
+    verbosity = first_flag(caps, *VERBOSITY_FLAGS)
+    if spec.settings.get("method_stats") and verbosity and "--spec-type" in caps["flags"]:
+        # Per-method statistics are logged at trace level only. Every server of a sweep gets the same
+        # level, the baseline too (benchmarks/trace_verbosity.py measures what it costs).
+        cmd += [verbosity, str(TRACE_VERBOSITY)]
+    cmd += list(spec.extra_args)
+    return cmd
+
+
+def stats_lines_expected(cmd: list[str]) -> int:
+    """How many ``statistics`` lines this command's server prints per request: one per speculative
+    type, when it logs at trace verbosity (the last verbosity flag wins, extra_args included)."""
+    level = 3
+    types: list[str] = []
+    for i, arg in enumerate(cmd):
+        value = cmd[i + 1] if i + 1 < len(cmd) else ""
+        if arg in VERBOSITY_FLAGS and value.lstrip("-").isdigit():
+            level = int(value)
+        elif arg in ("-v", "--verbose", "--log-verbose"):
+            level = 99
+        elif arg == "--spec-type":
+            types = [t for t in value.split(",") if t and t != "none"]
+    return len(types) if level >= TRACE_VERBOSITY else 0
+
+
+NOT_PARAMS = ("--spec-type", "--spec-draft-model", "--spec-draft-hf", "--spec-default")   # set by draftbench itself
+# Synthetic acceptance ("benchmarking only"): output is not valid text, so it is never a candidate;
+# settings.ceiling runs it as rows of their own.
+SYNTHETIC_PARAMS = ("synth_len", "synth_rates")
+SYNTH_LEN_FLAG = "--spec-synth-len"
+
+
+def tunable_params(caps: dict) -> list[str]:
+    """Candidate parameter names this build accepts: its ``--spec-*`` flags, less those draftbench
+    sets itself and those ``--help`` says were removed."""
+    removed = set(caps.get("removed_flags") or ())
+    return sorted(f[len("--spec-"):].replace("-", "_") for f in caps["flags"]
+                  if f.startswith("--spec-") and f not in NOT_PARAMS and f not in removed and not f.endswith("-"))
+
+
+def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str) -> list[Problem]:
+    """What this binary cannot run: methods it lacks, parameters it has no flag for, drafts missing."""
+    problems: list[Problem] = []
+    offered = caps.get("spec_types") or []
+    has_spec_type = "--spec-type" in caps["flags"]
+    for s in specs:
+        for m in s.method:
+            if not has_spec_type:
+                problems.append(Problem(f"{s.where}.method", f"{binary} has no --spec-type, so it cannot run {m!r} "
+                                        "(only a plain draft model)", "use a newer llama.cpp build"))
+            elif m not in offered:
+                problems.append(Problem(f"{s.where}.method", f"{m!r} is not a speculative type this llama-server "
+                                        f"offers", f"use one of: {', '.join(offered)} (from {binary} --help)"))
+        types = list(s.method) or (["draft-simple"] if s.draft else [])
+        if s.draft is None and any(t in DRAFT_TYPES_NEEDING_A_MODEL for t in types):
+            problems.append(Problem(s.where, f"{', '.join(t for t in types if t.startswith('draft-'))} needs a "
+                                    "draft model", "add \"draft\": a label from drafts"))
+        if s.draft is not None and types and not any(t.startswith("draft-") for t in types):
+            problems.append(Problem(f"{s.where}.draft", f"is given, but {', '.join(types)} uses no draft model",
+                                    "add \"draft-simple\" to method for a hybrid, or remove draft"))
+        uses_draft = any(t.startswith("draft-") for t in types)
+        for name in s.params:
+            if name == DRAFT_MAX:
+                if not uses_draft:
+                    problems.append(Problem(f"{s.where}.params.{name}", "is the draft model's length; this candidate "
+                                            "has no draft method", "set the n-gram method's own length instead "
+                                            "(e.g. ngram_mod_n_max)"))
+                continue
+            if name in SYNTHETIC_PARAMS:
+                problems.append(Problem(f"{s.where}.params.{name}", "is synthetic acceptance (benchmarking only: the "
+                                        "output is not valid text), not a candidate", "remove it and set "
+                                        "settings.ceiling: true (or --ceiling) to run each draft at synthetic "
+                                        "acceptance as rows of their own"))
+                continue
+            if name not in tunable_params(caps):
+                known = tunable_params(caps)
+                problems.append(Problem(f"{s.where}.params.{name}", f"this llama-server has no {param_flag(name)}",
+                                        f"use one of: draft_max, {', '.join(known)}"))
+    return problems

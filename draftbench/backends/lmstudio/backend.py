@@ -1,0 +1,170 @@
+"""LM Studio: the backend, which reaches LM Studio one of two ways.
+
+* Its Python SDK (:mod:`lmstudio_sdk`, optional ``pip install 'draftbench[lmstudio]'``): the
+  draft length k and p-min per request, typed statistics, fragment data, loading without ``lms``.
+* Its REST API with the ``lms`` CLI (:mod:`lmstudio_rest`, :mod:`lmstudio_lms`): nothing extra to
+  install, but LM Studio's own draft settings.
+
+``settings.lmstudio_client`` (auto|sdk|rest, :mod:`lmstudio_choice`) picks one when the config is
+validated; see docs/backends.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import ClassVar
+
+from ...common.errors import ModelProblem, Problem, UsageError
+from ...common.files import PathProblem
+from ...config.candidates import DRAFT_MAX, CandidateSpec
+from ...config.settings import Field, default_settings
+from ..base import Backend, LaunchSpec, Server
+from . import choice as lmstudio_choice
+from .lms import DEFAULT_PORT, IDENTIFIER, find_lms, load_command
+from .rest import ENDPOINTS, LMStudioServer, blocking_chat, counts_from_stats, launch_rest, list_models
+
+# Names kept importable from here (this module held them before the split).
+__all__ = ["DEFAULT_PORT", "ENDPOINTS", "IDENTIFIER", "LMStudioBackend", "LMStudioServer", "blocking_chat",
+           "counts_from_stats", "find_lms", "load_command"]
+
+# Candidate parameters the SDK path applies per request (besides the draft model itself).
+SDK_PARAMS = (DRAFT_MAX, "draft_p_min", "min_draft_length")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class LMStudioBackend(Backend):
+    name = "lm-studio"
+    config_name = "lmstudio"
+    aliases = ("lm-studio", "lm_studio", "lmstudio")
+    default_port = DEFAULT_PORT
+    owns_port = False          # one LM Studio server per machine: we reuse it rather than pick a port
+    path_settings = ("lms_bin",)
+    settings_schema: ClassVar[dict[str, Field]] = {
+        "lms_bin": Field("str", None, "path to LM Studio's `lms` CLI (default: PATH, then ~/.lmstudio/bin/lms); "
+                         "without it draftbench attaches to a running LM Studio server"),
+        "lmstudio_port": Field("int", DEFAULT_PORT, "port of LM Studio's server (settings.port is not used: LM "
+                               "Studio runs one server for all models)", min=1, max=65535),
+        "lmstudio_gpu": Field("str", None, "`lms load --gpu`: off, max, or a fraction 0-1 (default: off when "
+                              "gpu_layers is 0, else max)", measured=True),
+        "lmstudio_endpoint": Field("str", "native", "REST path only: native = /api/v0/chat/completions streamed, "
+                                   "with draft statistics; native-blocking = the same unstreamed (TTFT is LM "
+                                   "Studio's own figure); openai = /v1/chat/completions (speed only, no acceptance)",
+                                   choices=ENDPOINTS, measured=True),
+        "lmstudio_client": Field("str", "auto", "sdk = LM Studio's Python SDK (pip install 'draftbench[lmstudio]': "
+                                 "draft_max and draft_p_min per request, typed statistics, fragment data); rest = "
+                                 "its REST API and the lms CLI; auto = sdk when installed",
+                                 choices=lmstudio_choice.CHOICES, measured=True),
+        "lmstudio_min_draft_length": Field("int", None, "SDK path only: LM Studio's minDraftLengthToConsider (drafts "
+                                           "shorter than this are not verified); null = LM Studio's default", min=0,
+                                           max=256, measured=True),
+    }
+
+    def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
+        return raw.strip(), None       # LM Studio model keys, as `lms ls` prints them
+
+    def model_problem(self, ref: str) -> ModelProblem | None:
+        return None                    # checked against LM Studio's list of models when it answers
+
+    def validate_settings(self, settings: dict) -> list[Problem]:
+        problems = []
+        gpu = settings.get("lmstudio_gpu")
+        if gpu is not None and gpu not in ("off", "max"):
+            try:
+                ok = 0.0 <= float(gpu) <= 1.0
+            except ValueError:
+                ok = False
+            if not ok:
+                problems.append(Problem("$.settings.lmstudio_gpu", f"is {gpu!r}; must be off, max or a number from "
+                                        "0 to 1", "write \"max\", \"off\" or e.g. \"0.5\""))
+        if settings.get("concurrency") not in (None, 1, [1]):
+            problems.append(Problem("$.settings.concurrency", "LM Studio concurrency levels are not supported: "
+                                    "draftbench cannot give LM Studio's server a number of parallel slots",
+                                    "remove it (one stream), or use backend llamacpp or vllm for concurrency levels"))
+        # k and p-min need the SDK path; this also settles lmstudio_client (auto → sdk or rest)
+        problems.extend(lmstudio_choice.validation_problems(settings))
+        return problems
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+        problems = super().validate_candidates(specs, settings)
+        if lmstudio_choice.resolve(settings.get("lmstudio_client")) == "rest":
+            problems += [Problem(f"{s.where}.params", "LM Studio takes no per-candidate parameters over its REST API",
+                                 f"remove them, or use LM Studio's Python SDK ({lmstudio_choice.INSTALL}), which "
+                                 f"sets {', '.join(SDK_PARAMS)} per request")
+                         for s in specs if s.params and not s.where.startswith("$.drafts")]
+            return problems
+        for spec in specs:
+            for name, value in spec.params.items():
+                at = f"{spec.where}.params.{name}"
+                values = value if isinstance(value, list) else [value]
+                if name not in SDK_PARAMS:
+                    problems.append(Problem(at, "is not a parameter LM Studio's SDK sets per request",
+                                            f"use one of: {', '.join(SDK_PARAMS)}"))
+                elif name == "draft_p_min" and not all(_is_number(v) and 0 <= v <= 1 for v in values):
+                    problems.append(Problem(at, "must be a probability from 0 to 1 (or a list of them)",
+                                            "e.g. 0.75, or [0.5, 0.9]"))
+                elif name == "min_draft_length" and not all(isinstance(v, int) and not isinstance(v, bool)
+                                                            and 0 <= v <= 256 for v in values):
+                    problems.append(Problem(at, "must be a whole number from 0 to 256 (or a list of them)",
+                                            "e.g. 2"))
+        return problems
+
+    def check_ready_to_run(self, settings: dict) -> None:
+        if lmstudio_choice.resolve(settings.get("lmstudio_client")) == "rest":
+            find_lms(settings.get("lms_bin"))   # an explicit path that is wrong is an error before anything starts
+
+    def sweep_notes(self, settings: dict) -> list[str]:
+        return lmstudio_choice.sweep_notes(settings)
+
+    def launch(self, spec: LaunchSpec) -> Server:
+        if lmstudio_choice.resolve(spec.settings.get("lmstudio_client")) == "sdk":
+            from .sdk import launch_sdk  # the optional SDK is imported only on its path
+            return launch_sdk(spec)
+        return launch_rest(spec)
+
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LMStudioServer:
+        """``bench.py --url``: always the REST API (the SDK path sweeps; bench.py measures a running server)."""
+        api_key = api_key or os.environ.get("LM_API_TOKEN") or None
+        server = LMStudioServer(base_url, model=model or "default", api_key=api_key)
+        if model is None:
+            models = list_models(server.session, server.base_url, server.headers()) or {}
+            loaded = [k for k, m in models.items() if m.get("state") == "loaded" and m.get("type") in ("llm", "vlm",
+                                                                                                        None)]
+            if loaded:
+                server.model = loaded[0]
+        return server
+
+    # -- server.py lm-studio --------------------------------------------------------------
+    def add_server_arguments(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", required=True, help="target model key (as `lms ls` prints it)")
+        p.add_argument("--draft-model", default=None, help="draft model key: sent as \"draft_model\" with every "
+                       "request (LM Studio speculates per request)")
+        p.add_argument("--host", default="127.0.0.1", help="LM Studio's address (default 127.0.0.1)")
+        p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"LM Studio's port (default {DEFAULT_PORT})")
+        p.add_argument("--context-length", type=int, default=4096, help="lms load --context-length (default 4096)")
+        p.add_argument("--gpu", default=None, help="lms load --gpu: off, max or 0-1 (default max)")
+        p.add_argument("--endpoint", default="native", choices=ENDPOINTS, help="native (/api/v0 streamed, with "
+                       "draft statistics), native-blocking (/api/v0 unstreamed) or openai (/v1)")
+        p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
+        p.add_argument("--log", default=None, help="log of the lms commands (default: under ~/.cache/draftbench/logs)")
+        p.add_argument("--lms-bin", default=None, help="the lms CLI (default: PATH, then ~/.lmstudio/bin/lms)")
+        p.add_argument("--client", default="auto", choices=lmstudio_choice.CHOICES, help="sdk: load through LM "
+                       "Studio's Python SDK; rest: through the lms CLI; auto (default): sdk when installed")
+
+    def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
+        if args.port < 1:
+            raise UsageError("--port must be LM Studio's port (1-65535)", f"the default is {DEFAULT_PORT}")
+        settings = default_settings(self.settings_schema)
+        settings.update(lms_bin=args.lms_bin, lmstudio_port=args.port, lmstudio_gpu=args.gpu,
+                        lmstudio_endpoint=args.endpoint, lmstudio_client=args.client, host=args.host,
+                        ctx_size=args.context_length)
+        problems = self.validate_settings(settings)
+        if problems:
+            option = "--gpu" if problems[0].path.endswith("lmstudio_gpu") else "--client"
+            raise UsageError(f"{option} {problems[0].message}", problems[0].fix)
+        return LaunchSpec(target=args.model, draft=args.draft_model, host=args.host, port=args.port,
+                          ctx_size=args.context_length, extra_args=tuple(extra), settings=settings,
+                          startup_timeout_s=args.startup_timeout, log_path=args.log)

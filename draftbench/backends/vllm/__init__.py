@@ -1,0 +1,1 @@
+"""vLLM: the backend and its command line."""

@@ -1,0 +1,1 @@
+"""What every layer uses: errors, paths and atomic files, text safety, secrets, GGUF headers."""

@@ -1,0 +1,1 @@
+"""The vocabulary of a config: settings, candidates, models, labels, server arguments, prompts, workloads."""

@@ -1,0 +1,1 @@
+"""The results file: rows and their values (speed-ups, theory, findings), the schema, the lock, output paths."""

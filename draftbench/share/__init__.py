@@ -1,0 +1,1 @@
+"""Sharing results: comparing files, exporting them, redacting local paths."""

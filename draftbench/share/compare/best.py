@@ -1,0 +1,35 @@
+"""Each file's own answer, side by side: per target, its baseline rate and the best candidate the
+file's analysis found (speed-up over that file's own baseline).
+
+This table needs no matching rows, so files that measured different targets (a 72B file next to
+a 7B file, a fresh sweep of other models) still compare on what each one concluded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...results.speedup import Speedup
+from .match import ComparedFile
+
+
+@dataclass(frozen=True)
+class BestForTarget:
+    letter: str
+    target: str
+    baseline_tps: float | None
+    best: str | None                  # the recommended candidate's label, None when none pays
+    draft_max: int | None
+    speedup: Speedup | None           # as in a row's ``speedup`` (ratio, CI, significance)
+    acceptance_rate: float | None
+
+
+def best_per_target(files: list[ComparedFile] | tuple[ComparedFile, ...]) -> list[BestForTarget]:
+    """One entry per target of every file, in file order (read from each file's analysed summary)."""
+    out = []
+    for f in files:
+        for entry in (f.results.summary or {}).get("targets", []):
+            out.append(BestForTarget(f.letter, str(entry.get("target")), entry.get("baseline_tps"),
+                                     entry.get("recommended_draft"), entry.get("draft_max"), Speedup.from_value(entry.get("speedup")),
+                                     entry.get("acceptance_rate")))
+    return out

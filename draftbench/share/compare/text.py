@@ -1,0 +1,205 @@
+"""The comparison as text: a pyperf-style table, the differences between the files, and the
+combinations only one file holds. "Not significant" is said out loud, as pyperf does."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from ...analysis.stats import describe_speedup
+from .best import best_per_target
+from .differences import DiffKind
+from .match import Match
+from .view import CellState, Change, Comparison, FileCell
+
+NOT_SIGNIFICANT_MEANS = ("not significant: the 95% interval includes 1.00x, or the change is smaller than the noise "
+                         "floor (settings.noise_floor, 2% unless set)")
+
+
+def times(x: float) -> str:
+    return f"{x:.2f}x"
+
+
+def describe_change(c: Change | None) -> str:
+    """'1.10x faster [1.05x, 1.15x]', 'not significant (0.99x [0.95x, 1.03x])', or '1.93x faster (no CI)'
+    where the data give no interval (see :func:`no_interval_reasons`)."""
+    if c is None:
+        return "—"
+    r = c.ratio
+    ratio = r.ratio
+    ci = f" [{times(r.ci95_low)}, {times(r.ci95_high)}]" if r.ci95_low is not None and r.ci95_high is not None else ""
+    direction = f"{times(ratio)} faster" if ratio >= 1 else f"{times(1 / ratio)} slower"
+    if c.significant is True:
+        return direction + ci
+    if c.significant is False:
+        return f"not significant ({times(ratio)}{ci})"
+    return f"{direction} (no CI)"
+
+
+def no_interval_reasons(comparison: Comparison) -> list[str]:
+    """Why some changes have no interval (a file without per-request data, too few requests)."""
+    reasons = []
+    for row in comparison.rows:
+        for c in row.changes:
+            if c.significant is None:
+                why = (c.why_unpaired + " (a ratio of means)" if c.ratio.method == "ratio-of-means"
+                       else "too few requests were measured")
+                reasons.append(why)
+    return list(dict.fromkeys(reasons))
+
+
+def change_header(c_index: int, ref_index: int, letters: tuple[str, ...]) -> str:
+    return f"{letters[c_index]} vs {letters[ref_index]}"
+
+
+def tps_text(cell: FileCell) -> str:
+    if cell.state is CellState.OK and cell.tps is not None:
+        return f"{cell.tps:.2f}"
+    return "—" if cell.state is CellState.ABSENT else cell.state.value
+
+
+def speedup_text(cell: FileCell) -> str:
+    if cell.row is None or cell.row.role != "speculative":
+        return "—"
+    if cell.state is not CellState.OK:
+        return cell.state.value
+    if cell.row.speculation_active is False:
+        return "inactive"
+    return describe_speedup(cell.speedup) if cell.speedup else "n/a"
+
+
+def change_columns(comparison: Comparison) -> list[tuple[int, int]]:
+    """(file, reference) pairs that appear in the table, in a stable order (B vs A, C vs A, C vs B…)."""
+    pairs = {(c.index, c.reference) for row in comparison.rows for c in row.changes}
+    return sorted(pairs, key=lambda p: (p[1], p[0]))
+
+
+def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the comparison table (shared by the console and the report)."""
+    letters = comparison.letters
+    pairs = change_columns(comparison)
+    header = (["Combination"] + [f"{x} tok/s" for x in letters] + [change_header(i, r, letters) for i, r in pairs]
+              + [f"{x} speed-up" for x in letters])
+    body = []
+    for row in comparison.rows:
+        cells = [row.title] + [tps_text(c) for c in row.cells]
+        for i, ref in pairs:
+            c = row.change_for(i)
+            cells.append(describe_change(c) if c is not None and c.reference == ref else "—")
+        cells += [speedup_text(c) for c in row.cells]
+        body.append(cells)
+    return header, body
+
+
+def ascii_table(header: list[str], body: list[list[str]]) -> list[str]:
+    """pyperf's table style: +---+ rules, = under the header."""
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def rule(ch: str) -> str:
+        return "+" + "+".join(ch * (w + 2) for w in widths) + "+"
+
+    def line(cells: list[str]) -> str:
+        return "|" + "|".join(f" {c:<{w}} " for c, w in zip(cells, widths)) + "|"
+
+    out = [rule("-"), line(header), rule("=")]
+    for cells in body:
+        out += [line(cells), rule("-")]
+    return out
+
+
+def wrap_names(head: str, names: list[str], width: int = 100) -> list[str]:
+    """``head: a, b, c`` over several lines, breaking only between names (a label holds spaces)."""
+    lines, current = [], f"  {head}: "
+    for i, name in enumerate(names):
+        piece = name + (", " if i < len(names) - 1 else "")
+        if len(current) + len(piece.rstrip()) > width and current.strip():
+            lines.append(current.rstrip())
+            current = "    "
+        current += piece
+    lines.append(current.rstrip())
+    return lines
+
+
+def short_name(match: Match) -> str:
+    """A combination without its target's name: 'baseline', '0.5B Q8_0 (k=8)'."""
+    if match.role == "baseline":
+        return "baseline"
+    rest = match.title[len(match.target):].lstrip(" +") if match.title.startswith(match.target) else match.title
+    return rest or match.title
+
+
+def _only_lines(letter: str, matches: tuple[Match, ...]) -> list[str]:
+    lines = [f"Only in {letter} ({len(matches)} combination{'s' if len(matches) != 1 else ''}):"]
+    for target, group in groupby(matches, key=lambda m: m.target):
+        lines += wrap_names(target, [short_name(m) for m in group])
+    return lines
+
+
+BEST_TITLE = "Each file's own verdict, per target (speed-up over that file's own baseline):"
+
+
+def best_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the per-file best-candidate table (shared by the console and the report)."""
+    header = ["File", "Target", "Baseline tok/s", "Best candidate", "Speed-up", "Acceptance"]
+    body = []
+    for b in best_per_target(comparison.files):
+        if b.baseline_tps is None:
+            best = "no baseline measured"
+        elif b.best is None:
+            best = "none pays"
+        else:
+            best = b.best + (f" (k={b.draft_max})" if b.draft_max else "")
+        body.append([b.letter, b.target, f"{b.baseline_tps:.2f}" if b.baseline_tps else "—", best,
+                     describe_speedup(b.speedup) if b.speedup else "—",
+                     f"{b.acceptance_rate:.1%}" if b.acceptance_rate is not None else "—"])
+    return header, body
+
+
+def difference_lines(comparison: Comparison) -> list[str]:
+    letters = comparison.letters
+    measured = [d for d in comparison.differences if d.kind is DiffKind.MEASUREMENT]
+    other = [d for d in comparison.differences if d.kind is not DiffKind.MEASUREMENT]
+    out = []
+    if measured:
+        out.append("Warning: the files differ in what was measured — these rows do not compare like for like:")
+        out += [f"  - {d.message(letters)}" for d in measured]
+    if other:
+        out.append("The files also differ in:")
+        out += [f"  - {d.message(letters)}" for d in other]
+    if not comparison.differences:
+        out.append("The files agree in every recorded setting, build and hardware detail.")
+    return out
+
+
+def render(comparison: Comparison) -> str:
+    """Everything ``sweep.py --compare`` prints."""
+    letters = comparison.letters
+    out = [f"Comparing {len(comparison.files)} results files (each change is against the first file that has "
+           "the combination):"]
+    out += [f"  {f.describe()}" for f in comparison.files]
+    out.append("")
+    out += difference_lines(comparison)
+    out.append("")
+    if comparison.rows:
+        header, body = table_rows(comparison)
+        out += ascii_table(header, body)
+        if any(c.significant is False for row in comparison.rows for c in row.changes):
+            out.append(NOT_SIGNIFICANT_MEANS)
+        reasons = no_interval_reasons(comparison)
+        if reasons:
+            out.append("no CI: significance unknown because " + "; ".join(reasons) + ".")
+        unpaired = sorted({c.why_unpaired for row in comparison.rows for c in row.changes
+                           if not c.paired and c.ratio.method != "ratio-of-means" and c.why_unpaired})
+        if unpaired:
+            out.append("Requests compared unpaired (Welch) because " + "; ".join(unpaired) + ".")
+    else:
+        out.append("No combination is in more than one file: nothing to compare row by row "
+                   "(rows match on target, candidate and settings; check the labels).")
+    header, body = best_table(comparison)
+    if body:
+        out += ["", BEST_TITLE]
+        out += ascii_table(header, body)
+    for letter, matches in zip(letters, comparison.only_in):
+        if matches:
+            out.append("")
+            out += _only_lines(letter, matches)
+    return "\n".join(out)

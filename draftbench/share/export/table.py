@@ -1,0 +1,205 @@
+"""What an export holds: one record per combination, flat (every value a string, number, bool or
+null), with the columns in a fixed order, plus how the Markdown exporter shows each column.
+
+The exporters (one module per format) only lay a :class:`Table` out; what goes in it is decided
+here, once, for a results file (:func:`results_table`) and for a comparison
+(:func:`comparison_table`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...results.file import ResultsFile, Row, combination_title
+from ..compare import Comparison, Match
+from ..compare.text import describe_change, speedup_text, tps_text
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MarkdownColumn:
+    title: str
+    show: Callable[[Record], str]
+    align: str = "right"            # "left" or "right"
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A column of the human-readable table (Markdown)."""
+
+    title: str
+    align: str = "right"            # "left" or "right"
+
+
+@dataclass(frozen=True)
+class Table:
+    """Raw records for machines (CSV, JSON) and the same rows as text for people (Markdown)."""
+
+    kind: str                       # "results" or "comparison"
+    columns: tuple[str, ...]        # record keys, in order (the CSV header)
+    records: tuple[Record, ...]
+    headings: tuple[Heading, ...]
+    text: tuple[tuple[str, ...], ...]          # one tuple of cell texts per record, one text per heading
+    meta: dict = field(default_factory=dict)   # where the data came from (the JSON export's header)
+
+
+# --------------------------------------------------------------------------- one results file
+
+RESULT_COLUMNS = (
+    "combination", "role", "target", "candidate", "method", "params", "draft_max", "status", "reason",
+    "speculation_active", "n_requests", "mean_tps", "median_tps", "stdev_tps", "min_tps", "max_tps",
+    "ci95_low_tps", "ci95_high_tps", "mean_ttft_s", "acceptance_rate", "mean_accepted_len", "speedup",
+    "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "speedup_method", "server_version",
+)
+
+
+def _params_text(row: Row) -> str | None:
+    cand = row.candidate if isinstance(row.candidate, dict) else {}
+    params = cand.get("params")
+    shown = {k: v for k, v in params.items() if k != "draft_max"} if isinstance(params, dict) else {}
+    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or None
+
+
+def result_record(row: Row) -> Record:
+    tps = row.tps or {}
+    speed = row.speedup
+    cand = row.candidate if isinstance(row.candidate, dict) else {}
+    method = "+".join(str(m) for m in cand.get("method") or ()) or None
+    return {
+        "combination": combination_title(row.role, row.target, row.draft, row.draft_max, show_k=True,
+                                         concurrency=row.concurrency),
+        "role": row.role, "target": row.target, "candidate": row.draft, "method": method,
+        "params": _params_text(row), "draft_max": row.draft_max, "status": row.status, "reason": row.reason,
+        "speculation_active": row.speculation_active,
+        "n_requests": sum(1 for r in row.requests if r.error is None) or tps.get("n"),
+        "mean_tps": row.mean_tps, "median_tps": row.median_tps, "stdev_tps": tps.get("stdev"),
+        "min_tps": tps.get("min"), "max_tps": tps.get("max"), "ci95_low_tps": tps.get("ci95_low"),
+        "ci95_high_tps": tps.get("ci95_high"), "mean_ttft_s": row.mean_ttft, "acceptance_rate": row.acceptance_rate,
+        "mean_accepted_len": row.mean_accepted_len, "speedup": speed.ratio if speed else None,
+        "speedup_ci95_low": speed.ci95_low if speed else None, "speedup_ci95_high": speed.ci95_high if speed else None,
+        "speedup_significant": speed.significant if speed else None,
+        "speedup_method": speed.method if speed else None,
+        "server_version": (row.server or {}).get("version"),
+    }
+
+
+def _num(value: Any, fmt: str = ".2f") -> str:
+    return "—" if value is None else f"{value:{fmt}}"
+
+
+def _mean(rec: Record) -> str:
+    if rec["mean_tps"] is None:
+        return "—"
+    return _num(rec["mean_tps"]) + (f" ± {rec['stdev_tps']:.2f}" if rec["stdev_tps"] is not None else "")
+
+
+def _relative(rec: Record) -> str:
+    """hyperfine's "Relative" column: the speed-up over the target's baseline (1.00 for the baseline)."""
+    if rec["role"] == "baseline" and rec["status"] == "ok":
+        return "1.00"
+    if rec["speedup"] is None:
+        return "—"
+    text = _num(rec["speedup"])
+    if rec["speedup_ci95_low"] is not None:
+        text += f" [{rec['speedup_ci95_low']:.2f}, {rec['speedup_ci95_high']:.2f}]"
+    if rec["speedup_significant"] is False:
+        text += " (not significant)"
+    elif rec["speedup_significant"] is None:
+        text += " (no CI)"       # a ratio of means, or too few requests: significance unknown
+    return text
+
+
+def _note(rec: Record) -> str:
+    if rec["status"] != "ok":
+        return f"{rec['status']}: {rec['reason'] or 'no reason recorded'}"
+    if rec["speculation_active"] is False:
+        return "speculation not active: not a speed-up"
+    return ""
+
+
+RESULT_MARKDOWN = (
+    MarkdownColumn("Combination", lambda r: f"`{r['combination']}`", "left"),
+    MarkdownColumn("Mean [tok/s]", _mean),
+    MarkdownColumn("Min [tok/s]", lambda r: _num(r["min_tps"])),
+    MarkdownColumn("Max [tok/s]", lambda r: _num(r["max_tps"])),
+    MarkdownColumn("Acceptance", lambda r: "—" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.1%}"),
+    MarkdownColumn("Relative", _relative),
+    MarkdownColumn("Note", _note, "left"),
+)
+
+
+def results_table(results: ResultsFile, source: str) -> Table:
+    """One record per row of an analysed results file (see :func:`analysis.analyze`)."""
+    meta = {"source": source, "name": results.name, "hardware": results.hardware, "backend": results.backend,
+            "model_family": results.model_family, "timestamp": results.timestamp,
+            "schema_version": results.schema_version}
+    records = tuple(result_record(r) for r in results.results)
+    return Table("results", RESULT_COLUMNS, records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
+                 tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta)
+
+
+# --------------------------------------------------------------------------- a comparison
+
+def _match_record(comparison: Comparison, m: Match) -> Record:
+    return {"combination": m.title, "role": m.role, "target": m.target, "candidate": m.draft,
+            "draft_max": m.draft_max, "files": "".join(comparison.letters[i] for i in m.present)}
+
+
+def comparison_table(comparison: Comparison) -> Table:
+    """One record per combination of any file: each file's tok/s and speed-up, and each change between files."""
+    letters = comparison.letters
+    pairs = sorted({(c.index, c.reference) for row in comparison.rows for c in row.changes}, key=lambda p: (p[1], p[0]))
+    columns = ["combination", "role", "target", "candidate", "draft_max", "files"]
+    for x in letters:
+        columns += [f"{x}_status", f"{x}_mean_tps", f"{x}_speedup", f"{x}_speedup_significant"]
+    for i, ref in pairs:
+        p = f"{letters[i]}_vs_{letters[ref]}"
+        columns += [f"{p}_ratio", f"{p}_ci95_low", f"{p}_ci95_high", f"{p}_significant", f"{p}_method"]
+    records: list[Record] = []
+    shown: list[dict[str, str]] = []       # what the Markdown table shows, per record
+    for row in comparison.rows:
+        rec = _match_record(comparison, row.match)
+        texts = {"combination": f"`{row.title}`"}
+        for x, cell in zip(letters, row.cells):
+            speed = cell.speedup
+            rec.update({f"{x}_status": cell.row.status if cell.row is not None else None,
+                        f"{x}_mean_tps": cell.tps, f"{x}_speedup": speed.ratio if speed else None,
+                        f"{x}_speedup_significant": speed.significant if speed else None})
+            texts[f"{x}_tps"], texts[f"{x}_speedup"] = tps_text(cell), speedup_text(cell)
+        for i, ref in pairs:
+            p = f"{letters[i]}_vs_{letters[ref]}"
+            c = row.change_for(i)
+            c = c if c is not None and c.reference == ref else None
+            r = c.ratio if c else None
+            rec.update({f"{p}_ratio": r.ratio if r else None, f"{p}_ci95_low": r.ci95_low if r else None,
+                        f"{p}_ci95_high": r.ci95_high if r else None, f"{p}_significant": r.significant if r else None,
+                        f"{p}_method": r.method if r else None})
+            texts[p] = describe_change(c)
+        records.append(rec)
+        shown.append(texts)
+    for index, matches in enumerate(comparison.only_in):
+        x = letters[index]
+        for m in matches:
+            rec = _match_record(comparison, m)
+            only = m.rows[index]
+            assert only is not None      # the file that holds it
+            speed = only.speedup if only.counts_as_speedup() else None
+            rec.update({f"{x}_status": only.status, f"{x}_mean_tps": only.mean_tps,
+                        f"{x}_speedup": speed.ratio if speed else None,
+                        f"{x}_speedup_significant": speed.significant if speed else None})
+            records.append(rec)
+            shown.append({"combination": f"`{m.title}`", f"{x}_tps": _num(only.mean_tps) if only.ok else only.status,
+                          "note": f"only in {x}"})
+    keys = (["combination"] + [f"{x}_tps" for x in letters] + [f"{letters[i]}_vs_{letters[ref]}" for i, ref in pairs]
+            + [f"{x}_speedup" for x in letters] + ["note"])
+    headings = ([Heading("Combination", "left")] + [Heading(f"{x} [tok/s]") for x in letters]
+                + [Heading(f"{letters[i]} vs {letters[ref]}") for i, ref in pairs]
+                + [Heading(f"{x} speed-up") for x in letters] + [Heading("Note", "left")])
+    text = tuple(tuple(t.get(k, "" if k == "note" else "—") for k in keys) for t in shown)
+    meta = {"files": [{"letter": f.letter, "source": f.path, "name": f.results.name, "hardware": f.results.hardware,
+                       "backend": f.results.backend} for f in comparison.files],
+            "differences": [d.message(letters) for d in comparison.differences]}
+    return Table("comparison", tuple(columns), tuple(records), tuple(headings), text, meta)

@@ -1,0 +1,173 @@
+"""One-command A/B (``bench.py --target T --draft D``): the target alone, then the target with one
+speculative candidate, each on a server started and stopped by the sweep's own runner; one
+screen with both rates, the multiplier with its interval, acceptance, output match and a verdict.
+
+The measurement is the sweep's: :class:`sweep.CombinationRunner` runs both combinations (same
+launch path, same checks that the baseline did not speculate and that the candidate did), and
+:func:`analysis.analyze` computes the speed-up, so an A/B and a sweep agree on the same pair.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import __version__
+from ..analysis.stats import BENCH_FLAGS, describe_speedup
+from ..analysis.verdict import analyze
+from ..backends.base import Backend
+from ..config.candidates import Candidate
+from ..config.model_ref import ModelRef
+from ..config.prompts import Prompt
+from ..measure.sequential import MeasureOptions
+from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
+from ..results.host import host_info
+from ..results.kinds import Role
+from . import Combination, CombinationRunner, Reporter
+
+WIDTH = 78
+
+
+@dataclass(frozen=True)
+class ABPlan:
+    """What an A/B measures: a target, one candidate, the prompts and how."""
+
+    target: ModelRef
+    candidate: Candidate
+    settings: dict
+    prompts: tuple[Prompt, ...]
+    options: MeasureOptions
+
+    def combinations(self) -> tuple[Combination, Combination]:
+        return (Combination(Role.BASELINE, self.target), Combination(Role.SPECULATIVE, self.target, self.candidate))
+
+
+def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, reporter: Reporter) -> ResultsFile:
+    """Measure the baseline, then the candidate (skipped when the baseline failed); both rows, analysed.
+    Every server is stopped before this returns or raises (Ctrl-C included): the runner stops each one."""
+    runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options, logs_dir,
+                               reporter, flags=BENCH_FLAGS)
+    failed: dict[str, str] = {}
+    rows = []
+    combos = plan.combinations()
+    for index, combo in enumerate(combos, 1):
+        reporter.combination_started(index, len(combos), combo.title(show_k=combo.draft_max is not None))
+        row = runner.run(combo, index, failed)
+        if combo.role == Role.BASELINE and not row.ok:
+            failed[combo.target.label] = row.reason or row.status
+        rows.append(row)
+    return analyze(ResultsFile(name="ab", hardware=plan.settings.get("hardware") or "this-machine",
+                               backend=backend_name, model_family="", settings=dict(plan.settings),
+                               results=tuple(rows), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
+                               tool_version=__version__, host=host_info()))
+
+
+# --------------------------------------------------------------------------- the verdict
+
+def verdict(baseline: Row, spec: Row) -> str:
+    """One plain sentence: use it, don't, or why the measurement cannot tell."""
+    if not baseline.ok:
+        return f"No verdict: the baseline did not run ({baseline.reason})."
+    if not spec.ok:
+        return f"No verdict: the speculative run did not complete ({spec.reason})."
+    if spec.speculation_active is False:
+        return ("Do not use it as configured: the server never speculated (the draft drafted nothing), so there is "
+                "no speed-up to have.")
+    s = spec.speedup
+    if not s:
+        return "No verdict: no decode rate was measured."
+    text = describe_speedup(s)
+    if s.significant is None:
+        return (f"No verdict yet: {text} — too few requests for a confidence interval; raise --runs to 3 or add "
+                "prompts.")
+    if s.significant is False:
+        out = (f"Not worth it here: the difference ({text}) is within the noise; raise --runs to resolve smaller "
+               "effects.")
+    elif s.ratio > 1:
+        out = f"Use it: {s.ratio:.2f}x as fast with speculative decoding on this machine ({text})."
+    else:
+        out = f"Do not use it here: speculative decoding is {1 / s.ratio:.2f}x slower on this machine ({text})."
+        if (spec.acceptance_rate or 0) >= 0.5:
+            out += (" Its drafts are mostly accepted, so verifying them is what costs: the target is likely "
+                    "compute-bound here (typical of CPUs); the same pair may pay on a GPU.")
+    if spec.acceptance_rate is not None and spec.acceptance_rate < 0.1:
+        out += (f" The draft rarely predicts this target ({spec.acceptance_rate:.0%} accepted): use a draft from the "
+                "same model family.")
+    return out
+
+
+# --------------------------------------------------------------------------- the screen
+
+def _rate(row: Row) -> str:
+    if not row.ok or row.mean_tps is None:
+        return f"{row.status}: {row.reason}" if not row.ok else "n/a"
+    tps = row.tps or {}
+    text = f"{row.mean_tps:.2f} tok/s"
+    if tps.get("ci95_low") is not None:
+        text += f"   (median {tps['median']:.2f}, 95% CI [{tps['ci95_low']:.2f}, {tps['ci95_high']:.2f}])"
+    return text
+
+
+def _multiplier(spec: Row) -> str:
+    s = spec.speedup
+    if not spec.ok or not s:
+        return "n/a"
+    text = f"{s.ratio:.2f}x"
+    if s.ci95_low is not None and s.ci95_high is not None:
+        text += f" [{s.ci95_low:.2f}x, {s.ci95_high:.2f}x]"
+    significance = {True: "significant", False: "not significant", None: "significance unknown"}
+    return f"{text}  {significance[s.significant]}"
+
+
+def _acceptance(spec: Row) -> str:
+    if spec.acceptance_rate is not None:
+        return f"{spec.acceptance_rate:.1%}  ({spec.draft_n_accepted} of {spec.draft_n} drafted tokens accepted)"
+    if spec.draft_n == 0:
+        return "n/a — the server drafted nothing"
+    return "n/a — the server reported no draft counters"
+
+
+def _output(spec: Row) -> str:
+    eq = spec.equivalence or {}
+    if not eq:
+        return "not compared"
+    if not eq.get("checked"):
+        return f"not compared ({eq.get('reason')})"
+    text = f"identical to the baseline on {eq['matched']}/{eq['compared']} requests"
+    if eq.get("mismatches"):
+        first = eq["mismatches"][0]
+        text += f" (first difference in {first['prompt_id']} at character {first['char_pos']})"
+    return text
+
+
+def screen(results: ResultsFile, plan: ABPlan) -> str:
+    """Everything the A/B prints after measuring, on one screen."""
+    baseline, spec = results.results
+    version = next((v for r in results.results if (v := (r.server or {}).get("version"))), None)
+    opts = plan.options
+    lines = ["=" * WIDTH,
+             f"  A/B: {plan.target.label} alone vs with {plan.candidate.label}"
+             f" ({'+'.join(plan.candidate.method) or 'draft-simple'}"
+             f"{f', k={plan.candidate.draft_max}' if plan.candidate.draft_max else ''})",
+             f"  llama-server {version or '(version unknown)'}; {len(plan.prompts)} prompt"
+             f"{'s' if len(plan.prompts) != 1 else ''} x {opts.runs} run(s), max_tokens {opts.max_tokens}, "
+             f"temperature {opts.temperature:g}",
+             "=" * WIDTH]
+    items = [("baseline", _rate(baseline)), ("speculative", _rate(spec)), ("multiplier", _multiplier(spec)),
+             ("acceptance", _acceptance(spec) if spec.ok else "n/a"),
+             ("mean accepted len", f"{spec.mean_accepted_len:.2f} tokens per verify step" if spec.mean_accepted_len
+              else "n/a (the server reports no verify steps)"),
+             ("output", _output(spec) if spec.ok else "n/a"), ("verdict", verdict(baseline, spec))]
+    for name, value in items:
+        lines += textwrap.wrap(value, WIDTH, initial_indent=f"  {name:<18} ", subsequent_indent=" " * 21,
+                               break_on_hyphens=False) or [f"  {name}"]
+    warnings = [(label, w.message) for label, row in (("baseline", baseline), ("speculative", spec))
+                for w in row.warnings]
+    if warnings:
+        lines.append("-" * WIDTH)
+        for label, message in warnings:
+            lines += textwrap.wrap(f"{label}: {message}", WIDTH, initial_indent="  ! ", subsequent_indent="    ",
+                                   break_on_hyphens=False)
+    lines.append("=" * WIDTH)
+    return "\n".join(lines)
