@@ -1,5 +1,5 @@
-"""The package's shape, checked: no import cycles, no private names imported across modules, modules
-that fit on a few screens. See docs/architecture.md for the layers."""
+"""The package's shape, checked: the layer rule (which packages may import which), no import cycles,
+no private names imported across modules, modules that fit on a few screens. See docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "draftbench"
 MAX_LINES = 420
+# The layers, bottom up: a package may import itself, the package root (its version) and the packages
+# before it, never one after it. Imports inside functions count: a lazy import still couples the two.
+LAYERS = ("common", "lifetime", "config", "results", "backends", "analysis", "measure", "share", "report",
+          "sweep", "cli")
 
 
 def modules() -> dict[str, Path]:
@@ -36,6 +40,43 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, st
         elif isinstance(node, ast.Import):
             found += [(alias.name, "") for alias in node.names]
     return [(t, n) for t, n in found if t.split(".")[0] == "draftbench"]
+
+
+def test_every_top_level_entry_is_a_layer():
+    entries = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+               if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.name != "__init__.py"}
+    assert entries == set(LAYERS), f"place each new package in LAYERS (and docs/architecture.md): {entries ^ set(LAYERS)}"
+
+
+def test_layers_import_only_downwards():
+    known = modules()
+    wrong = []
+    for module, path in known.items():
+        parts = module.split(".")
+        if len(parts) < 2:
+            continue
+        mine = LAYERS.index(parts[1])
+        for target, _ in imports(module, path, known):
+            other = target.split(".")
+            if len(other) >= 2 and other[1] in LAYERS and LAYERS.index(other[1]) > mine:
+                wrong.append(f"{module} imports {target} ({parts[1]} is below {other[1]})")
+    assert not wrong, "imports that go up a layer:\n" + "\n".join(wrong)
+
+
+def test_no_module_imports_the_report_at_import_time():
+    # The CLIs and the sweep import it inside the function that writes a report: plotly loads only then.
+    known = modules()
+    for module, path in known.items():
+        if module.startswith("draftbench.report"):
+            continue
+        top = [node for node in ast.parse(path.read_text()).body if isinstance(node, ast.ImportFrom)]
+        for node in top:
+            level_base = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+            base = node.module or ""
+            if node.level:
+                anchor = level_base.split(".")[: len(level_base.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            assert not (base == "draftbench.report" or base.startswith("draftbench.report.")), module
 
 
 def test_no_import_cycles():
