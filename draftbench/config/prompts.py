@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..common.errors import Problem, UsageError
 from ..common.files import expand_path
+from ..common.suggest import closest
 from .workloads import METHOD_WORKLOADS
 
 
@@ -91,9 +92,11 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
     if isinstance(value, list):
         bad = [v for v in value if v not in ALL_CATEGORIES]
         if not value or bad:
+            near = [(b, closest(str(b), ALL_CATEGORIES)) for b in bad]
+            fix = "; ".join(f"for {b!r} did you mean {n[0]!r}?" for b, n in near if n)
             problems.append(Problem(path, f"unknown prompt categor{'y' if len(bad) == 1 else 'ies'} "
                                     f"{', '.join(map(repr, bad)) or '(empty list)'}",
-                                    f"choose from {', '.join(ALL_CATEGORIES)}"))
+                                    fix or f"choose from {', '.join(ALL_CATEGORIES)}"))
         elif len(set(value)) != len(value):
             problems.append(Problem(path, "lists a category more than once", "list every category once"))
         return list(value)
