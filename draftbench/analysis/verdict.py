@@ -25,6 +25,7 @@ from .draft import best_k as kpredict
 from .draft import ceiling
 from .draft import positions as perpos
 from .racing import server_loads
+from .winning_command import add_how_to_run
 
 
 def _sum(values) -> int | None:
@@ -333,6 +334,7 @@ def recommend(results: ResultsFile) -> dict:
             if sentence:
                 entry["verdict"] += " " + sentence
         _add_inside_the_draft(entry, results, target)
+        add_how_to_run(entry, results, target, level)
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.

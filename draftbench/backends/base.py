@@ -26,6 +26,8 @@ from ..config.candidates import CandidateSpec
 from ..config.settings import Field
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
+from ..results.file import Row
+from .how_to_run import RunAdvice, shell_line
 from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
 
@@ -262,6 +264,19 @@ class Backend:
 
     def validate_settings(self, settings: dict) -> list[Problem]:
         return []
+
+    def how_to_run(self, row: Row, settings: dict) -> RunAdvice | None:
+        """How a person runs this row's configuration: its recorded server command, less draftbench's
+        plumbing (backends say which flags that is). None when no command was recorded. ``settings``:
+        the results file's (what applied to every row)."""
+        command = (row.server or {}).get("command")
+        if isinstance(command, list) and command:
+            return RunAdvice("command", shell_line(self.user_command(command)))
+        return None
+
+    def user_command(self, command: list[str]) -> list[str]:
+        """A recorded server command without the flags only draftbench needs. Default: all of it."""
+        return list(command)
 
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""

@@ -18,6 +18,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from .. import __version__
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
+from ..analysis.winning_command import run_commands
 from ..common.files import atomic_write_text
 from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
 from .figures import CHARTS, Chart, Figure
@@ -137,7 +138,23 @@ def _summary_table(data: ReportData) -> str:
         body.append("<tr><td colspan=\"6\" class=\"muted\">No targets in this results file.</td></tr>")
     return ("<div class=\"table-wrap\"><table id=\"summary-table\"><thead><tr><th>Target</th><th>Baseline</th>"
             "<th>Best draft</th><th>Speed-up (95% CI)</th><th>Acceptance</th><th>Verdict</th></tr></thead><tbody>"
-            + "".join(body) + "</tbody></table></div>")
+            + "".join(body) + "</tbody></table></div>" + _how_to_run(data, entries))
+
+
+def _how_to_run(data: ReportData, entries: dict) -> str:
+    """The commands (LM Studio: settings) that run what each verdict recommends, as the console prints them."""
+    blocks = []
+    for target in data.targets:
+        commands = run_commands(entries.get(target) or {})
+        if commands:
+            blocks.append(f"<h3>{esc(target)}</h3>" + "".join(
+                f"<p class=\"small\">{esc(lead)}:</p><pre class=\"command\"><code>{esc(text)}</code></pre>"
+                for lead, text in commands))
+    if not blocks:
+        return ""
+    return ("<div id=\"how-to-run\"><p class=\"lead\">How to run it: the exact server command each verdict "
+            "recommends, without draftbench's own port, metrics, log-level and slot flags (add <code>--port N</code> "
+            "if the server's default port is taken).</p>" + "".join(blocks) + "</div>")
 
 
 # --------------------------------------------------------------------------- problems and theory

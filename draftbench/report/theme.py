@@ -71,4 +71,7 @@ li {{ margin: 3px 0; }}
 .chart {{ width: 100%; }}
 footer {{ color: {MUTED}; font-size: .85rem; text-align: center; }}
 a {{ color: #4cc9f0; }}
+h3 {{ font-size: 1rem; margin: 14px 0 4px; font-weight: 600; }}
+pre.command {{ background: {BG}; border: 1px solid {GRID}; border-radius: 6px; padding: 8px 10px; margin: 2px 0 8px;
+  white-space: pre-wrap; overflow-wrap: anywhere; font-size: .85rem; }}
 """

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from ..analysis.draft import best_k as kpredict
 from ..analysis.stats import describe_speedup
+from ..analysis.winning_command import command_lines
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, Row
 from ..results.findings import Code
@@ -224,6 +225,8 @@ class Console(Reporter):
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):
             self.line(f"  {entry['verdict']}")
+            for text in command_lines(entry):
+                self.line(f"    {text}")
         self.line()
         self.line(f"Results saved to {results_path}")
         if chart_path:

@@ -44,6 +44,7 @@ from ..base import (
     url_host,
 )
 from ..executables import same_file
+from ..how_to_run import without_plumbing
 from ..http.client import probe_json
 from ..http.server_values import MAX_TOKENS, counter_difference
 from ..slots import SlotState
@@ -56,7 +57,7 @@ from .command import (
     spec_types,
     stats_lines_expected,
 )
-from .stats import StatsLog
+from .stats import VERBOSITY_FLAGS, StatsLog
 
 # --------------------------------------------------------------------------- failures
 
@@ -239,6 +240,12 @@ class LlamaCppBackend(Backend):
     def check_ready_to_run(self, settings: dict) -> None:
         binary = find_llama_server(settings.get("llama_bin"))
         capabilities(binary)
+
+    def user_command(self, command: list[str]) -> list[str]:
+        # Ours: the address and port we chose, the counters and trace log we read, one slot for
+        # single-stream numbers (several slots were measured as such and stay).
+        return without_plumbing(command, valued=("--host", "--port", "-np", "--parallel", *VERBOSITY_FLAGS),
+                                switches=("--metrics",), only_values={"-np": ("1",), "--parallel": ("1",)})
 
     def launch(self, spec: LaunchSpec) -> LlamaCppServer:
         binary = find_llama_server(spec.settings.get("llama_bin"))

@@ -31,6 +31,7 @@ import requests
 
 from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ...common.files import PathProblem, cache_dir, expand_path
+from ...common.suggest import did_you_mean
 from ...config.candidates import CandidateSpec
 from ...config.settings import Field, default_settings
 from ...lifetime.process import ManagedProcess
@@ -45,6 +46,7 @@ from ..base import (
     launch_process,
     url_host,
 )
+from ..how_to_run import without_plumbing
 from ..http.client import probe_json
 from ..http.server_values import counter_difference, server_count
 from .command import (
@@ -216,6 +218,12 @@ class VLLMBackend(Backend):
             return expand_path(raw, base_dir)
         return raw, None
 
+    def user_command(self, command: list[str]) -> list[str]:
+        # Ours: the address and port, per-request counters, and the prefix cache turned off so a
+        # repeated prompt cannot flatter TTFT (a server for people wants it on).
+        return without_plumbing(command, valued=("--host", "--port", "--per-request-spec-decode-metrics"),
+                                switches=("--no-enable-prefix-caching",))
+
     def model_problem(self, ref: str) -> ModelProblem | None:
         if os.path.isabs(ref) and not os.path.exists(ref):
             return ModelProblem(f"model folder {ref} does not exist", "check the path, or give a Hugging Face id "
@@ -250,7 +258,7 @@ class VLLMBackend(Backend):
             for m in s.method:
                 if m not in METHODS:
                     problems.append(Problem(f"{s.where}.method", f"{m!r} is not a vLLM speculative method",
-                                            f"use one of: {', '.join(METHODS)}"))
+                                            did_you_mean(m, METHODS, quote=True)))
                 elif m not in MODEL_FREE_METHODS and s.draft is None:
                     problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
                                             "from drafts (an id or folder)"))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...analysis.winning_command import run_commands
 from ...results.file import ResultsFile, Row, combination_title
 from ..compare import Comparison, Match
 from ..compare.text import describe_change, speedup_text, tps_text
@@ -135,7 +136,10 @@ def results_table(results: ResultsFile, source: str) -> Table:
     """One record per row of an analysed results file (see :func:`analysis.analyze`)."""
     meta = {"source": source, "name": results.name, "hardware": results.hardware, "backend": results.backend,
             "model_family": results.model_family, "timestamp": results.timestamp,
-            "schema_version": results.schema_version}
+            "schema_version": results.schema_version,
+            # each target's verdict and the command that runs it (the Markdown export ends with them)
+            "verdicts": [{"target": e.get("target"), "verdict": e.get("verdict"), "run": [{"what": lead, "text": text} for lead, text in run_commands(e)]}
+                         for e in (results.summary or {}).get("targets", []) if isinstance(e, dict)]}
     records = tuple(result_record(r) for r in results.results)
     return Table("results", RESULT_COLUMNS, records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
                  tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta)
