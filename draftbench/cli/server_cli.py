@@ -12,17 +12,9 @@ from ..common.errors import ServerError, ServerErrorKind, UsageError
 from ..common.files import cache_dir
 from ..common.redact_secrets import command_line
 from ..common.text_safety import safe_text
-from ..config.extra_args import check_server_args, host_problems
+from ..config.extra_args import check_server_args, host_problems, split_server_args
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
 from . import run_main
-
-
-def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Everything after a bare ``--`` goes to the server untouched."""
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1:]
-    return argv, []
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,7 +48,7 @@ def check_exposure(args, extra: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    ours, extra = _split_extra(argv)
+    ours, extra = split_server_args(argv)
     args = build_parser().parse_args(ours)
     for warning in check_exposure(args, extra):
         print(safe_text(f"Warning: {warning}"), flush=True)
