@@ -112,3 +112,12 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+def tiny_gguf(path: Path, size: int = 0) -> Path:
+    """A GGUF file that passes the model checks (a valid header, no tensors), padded to ``size`` bytes:
+    for tests that plan or estimate without loading a model."""
+    import struct
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)
+    path.write_bytes(header + b"\0" * max(0, size - len(header)))
+    return path

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from draftbench.sweep.console import Reporter
 from draftbench.sweep.race import AdaptiveSearch
 
 from fakes.inprocess import FakeBackend, Script
-from helpers import run_cli
+from helpers import run_cli, tiny_gguf
 
 TARGET = "/m/target.gguf"
 BEST, GOOD, BAD, SLOW = "/m/best.gguf", "/m/good.gguf", "/m/bad.gguf", "/m/slow.gguf"
@@ -287,7 +286,8 @@ def test_unreached_exit_code_is_incomplete_when_a_candidate_fails(tmp_path):
 
 def test_adaptive_search_with_concurrency_levels_is_refused(tmp_path):
     path = tmp_path / "c.json"
-    path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": TARGET}],
+    target = tiny_gguf(tmp_path / "t.gguf")     # the dry run checks the model file
+    path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": str(target)}],
                                 "drafts": [], "settings": {"concurrency": [1, 4]}}))
     proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--search", "adaptive")
     assert proc.returncode == 2 and "races candidates at one stream" in proc.stderr
@@ -339,4 +339,5 @@ def test_the_console_shows_an_upper_bound_on_the_time_left_during_a_race(tmp_pat
     first, last = etas[0][0], etas[-1][0]
     # after the baseline: four candidates estimated from it as if each went the distance (6 × ~1.3 s)
     assert first is not None and first > 4 * 6 * 1.0 and last is not None and last < first / 4
-    assert all(later <= earlier for (earlier, _), (later, _) in pairwise(etas) if earlier and later)
+    # (the bound may rise once: the first candidates measured say how much slower or faster than the
+    # baseline this target's candidates run, and the unprobed are estimated with that)

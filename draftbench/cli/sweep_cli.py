@@ -24,6 +24,7 @@ from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, d
 from ..sweep.config_file import ceiling_problems, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
+from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
 from . import run_main
 from .share_cli import add_share_arguments, run_share, wants_share
@@ -132,6 +133,10 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         for warning in config.warnings:
             print(safe_text(f"Warning: {warning}"))
         runs = plan(config)
+        # the checks the run makes before each combination, made now for all of them (exit 2)
+        problems = model_problems(config, backend, runs)
+        if problems:
+            raise ConfigError(config.source, problems)
         print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
                         f"results would go to {results_path}"))
         show_k = shows_k(config)
@@ -153,10 +158,9 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
             adaptive = " at most (the adaptive search stops measuring candidates that cannot win)" \
                 if config.settings.get("search") == "adaptive" else ""
             print(f"Estimated duration: ~{format_duration(total)}{adaptive}")
-        print("Models:")
+        print("Models (each checked: readable, and each draft's vocabulary against its targets):")
         for ref in config.targets + config.drafts:
-            problem = backend.model_problem(ref.path)
-            print(safe_text(f"  {ref.label}: {ref.path}" + (f"  <- {problem.message}" if problem else "")))
+            print(safe_text(f"  {ref.label}: {ref.path}"))
         return EXIT_OK
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):

@@ -43,6 +43,13 @@ def public_settings(config: SweepConfig) -> dict:
     return dict(config.settings, extra_args=redact_args(config.settings.get("extra_args")))
 
 
+def measured_with(results: ResultsFile, label: str) -> bool:
+    """Does any row hold a measurement made with this model? A path fixed after its rows were skipped
+    (the file was missing or broken) changes nothing measured: those rows are simply run again."""
+    return any(label in (row.target, row.draft, (row.candidate or {}).get("draft") if isinstance(row.candidate, dict)
+                         else None) and (row.measured or row.requests) for row in results.results)
+
+
 def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend, path: Path) -> None:
     """Refuse to mix rows from another config into a results file."""
     fix = (f"use --results with a new file name to start a separate sweep, or restore the config "
@@ -63,7 +70,7 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
     for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
         old_paths = {m["label"]: m["path"] for m in old.get(kind) or [] if isinstance(m, dict)}
         for ref in refs:
-            if ref.label in old_paths and old_paths[ref.label] != ref.path:
+            if ref.label in old_paths and old_paths[ref.label] != ref.path and measured_with(existing, ref.label):
                 differences.append(f"{kind} {ref.label!r} points to {ref.path} now, {old_paths[ref.label]} then")
     if differences:
         raise ResultsFileError(f"{path} was made with a different config: " + "; ".join(differences), fix)
