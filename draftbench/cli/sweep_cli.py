@@ -27,6 +27,7 @@ from ..sweep.estimate import Estimator, estimate_of, total_s
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
 from . import run_main
+from .init_cli import run_init
 from .share_cli import add_share_arguments, run_share, wants_share
 
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
+    p.add_argument("--init", metavar="MODELS_DIR", help="write one config per model family found in this folder "
+                   "of GGUF files into --config-dir (targets, the drafts that share their vocabulary, the n-gram "
+                   "methods and heads this llama-server offers); existing files are never overwritten")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
     p.add_argument("--probe", action="store_true", help="with --dry-run: start each target not measured before "
                    "for one request, so the estimate rests on this machine's speed (nothing is saved)")
@@ -208,6 +212,8 @@ def main(argv: list[str]) -> int:
                          "add --dry-run, or drop --probe")
     if args.output:
         raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
+    if args.init:
+        return run_init(args)
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")
