@@ -22,7 +22,7 @@ from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 
 from .crossover import with_crossover
 from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
-from .draft import ceiling
+from .draft import ceiling, k_advice
 from .draft import positions as perpos
 from .racing import server_loads
 from .winning_command import add_how_to_run
@@ -178,9 +178,8 @@ def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> R
     if prediction is not None:
         prediction = kpredict.with_measured(prediction, kpredict.siblings(row, results.results))
     summary = ceiling.summarize(row, ceiling.ceiling_rows(results.results, row)) if row.ok else None
-    diagnosis = perpos.diagnose(row.accepted_per_pos, row.verify_steps,
-                                best_k=prediction["recommended_k"] if prediction else None)
-    return replace(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
+    row = replace(row, k_prediction=prediction, ceiling=summary)
+    return replace(row, diagnosis=k_advice.diagnosis(row, results.results))    # the one statement about k
 
 
 def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
@@ -357,9 +356,11 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
     if prediction and entry.get("speedup"):
         entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
                                                              "mean_abs_error_pct", "compared")}
-        best_k = prediction.get("recommended_k")
-        if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
-            entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
+    row = next((r for r in results.results if r.target == target and r.draft == rec and r.concurrency == 1
+                and r.draft_max == entry.get("draft_max") and r.role == "speculative"), None) if rec else None
+    advice = k_advice.advise(row, results.results) if row is not None and entry.get("speedup") else None
+    if advice is not None and advice.k is not None and advice.k != (row.draft_max if row else None):
+        entry["verdict"] += f" {rec}'s {advice.text}."     # the row's own statement about k
 
 
 def _pct(x) -> str:

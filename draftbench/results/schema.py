@@ -258,7 +258,8 @@ ACCEPTED_PER_POS = ListOf(Int(nullable=False))
 DIAGNOSIS = Obj(FINDING.fields, required=FINDING.required)
 K_PREDICTION = Obj({
     "from_k": Int(nullable=False), "times": Str(choices=("server", "client")), "target_s_per_token": NUM,
-    "cost_per_drafted_token_s": NUM, "drafted_per_step": NUM, "baseline_tps": NUM,
+    "cost_per_drafted_token_s": NUM, "cost_per_step_s": NUM, "drafted_per_step": NUM,
+    "drafts": Str(choices=("full", "cut short")), "baseline_tps": NUM,
     "per_k": ListOf(Obj({"k": Int(nullable=False), "tokens_per_step": NUM, "predicted_tps": Num(nullable=False),
                          "predicted_speedup": NUM, "measured_tps": NUM, "error_pct": NUM},
                         required=("k", "predicted_tps"), nullable=False), nullable=False),

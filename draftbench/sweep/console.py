@@ -166,17 +166,14 @@ class Console(Reporter):
                 self.line(f"  ! {finding.message}")
 
     def _inside_the_draft(self, row: Row) -> None:
-        """Acceptance by position, its diagnosis, the one-run k prediction and the ceiling, where known."""
+        """Acceptance by position and its diagnosis (with what every source says about k), where known."""
         if row.role != Role.SPECULATIVE:
             return
         if row.accepted_per_pos and row.verify_steps:
             shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
             self.line(f"  Acceptance by position: {shares} (mean accepted length {row.mean_accepted_len})")
-        if row.diagnosis:
+        if row.diagnosis:     # ends with the one statement about k (analysis/draft/k_advice.py)
             self.line(f"  Diagnosis: {row.diagnosis.message}")
-        if row.k_prediction:
-            text = kpredict.describe(row.k_prediction)
-            self.line(f"  {text[0].upper()}{text[1:]}")
 
     def progress(self, elapsed_s, remaining_s, at_most=False) -> None:
         eta = f", {'at most' if at_most else 'about'} {format_duration(remaining_s)} left" if remaining_s else ""
