@@ -82,7 +82,7 @@ def test_per_category_commands_when_the_best_differs():
                              "rewrite": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None},
                              "chat": {"candidate": None}}}
     add_how_to_run(entry, results, "T", 1)
-    assert entry["run"] == {"what": RECOMMENDED, "kind": "command", "text": "llama-server -m t --spec-type ngram-mod"}
+    assert entry["run"] == {"what": RECOMMENDED, "kind": "command", "line": "llama-server -m t --spec-type ngram-mod"}
     assert command_lines(entry) == ["Run it: llama-server -m t --spec-type ngram-mod",
                                     "For code-edit, rewrite (ngram-mod): llama-server -m t --spec-type ngram-mod",
                                     "For chat (target alone): llama-server -m t"]
@@ -140,14 +140,14 @@ def test_the_printed_command_serves_the_recommended_methods(models, tmp_path):
     run = entry["run"]
     assert run["kind"] == "command"
     for plumbing in ("--port", "--host", "--metrics", "-np", "-lv"):
-        assert plumbing not in shlex.split(run["text"])
+        assert plumbing not in shlex.split(run["line"])
     # the same lines in the console, the report and the Markdown export
     lines = command_lines(entry)
     assert all(line in proc.stdout for line in lines)
     report = results_path.with_suffix(".html").read_text()
-    assert html.escape(run["text"], quote=True) in report or html.escape(run["text"], quote=False) in report
+    assert html.escape(run["line"], quote=True) in report or html.escape(run["line"], quote=False) in report
     md = run_cli("sweep.py", "--results", str(results_path), "--export", "md")
-    assert md.returncode == 0 and run["text"] in md.stdout
+    assert md.returncode == 0 and run["line"] in md.stdout
     # whatever this machine made the verdict pick, the printed command serves exactly that
     if run["what"] in (RECOMMENDED, BEST_MEASURED):
         row = next(r for r in results.results if r.role == "speculative" and r.draft == entry["recommended_draft"])
@@ -156,7 +156,7 @@ def test_the_printed_command_serves_the_recommended_methods(models, tmp_path):
     else:
         assert run["what"] == TARGET_ALONE
         expected = set()
-    assert set(_serve_as_printed(run["text"], tmp_path, "verdict")) == expected
+    assert set(_serve_as_printed(run["line"], tmp_path, "verdict")) == expected
     # and the hybrid's own command (recommended or not on this machine) serves both of its methods
     hybrid = next(r for r in results.results if r.draft == "135M + ngram-mod")
     advice = get_backend("llamacpp").how_to_run(hybrid, results.settings)

@@ -30,16 +30,17 @@ class RunAdvice:
             raise ValueError("RunAdvice text must be a non-empty string")
 
     def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "text": self.text}
+        # "line", not "text": a results file's "text" keys hold model output, which --redact-paths keeps
+        return {"kind": self.kind, "line": self.text}
 
     @classmethod
     def from_value(cls, value: Any) -> RunAdvice | None:
         """From a results file's summary (JSON): None when absent or not advice."""
         if isinstance(value, RunAdvice):
             return value
-        if isinstance(value, dict) and isinstance(value.get("text"), str) and value.get("text"):
+        if isinstance(value, dict) and isinstance(value.get("line"), str) and value.get("line"):
             try:
-                return cls(str(value.get("kind")), value["text"])
+                return cls(str(value.get("kind")), value["line"])
             except ValueError:
                 return None
         return None

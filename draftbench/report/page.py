@@ -9,7 +9,6 @@ as ``\\u003c`` etc., so no label can close the ``<script>`` that carries a figur
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from pathlib import Path
 
 import plotly.io as pio
@@ -21,23 +20,14 @@ from ..analysis.verdict import analyze
 from ..analysis.winning_command import run_commands
 from ..common.files import atomic_write_text
 from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
-from .figures import CHARTS, Chart, Figure
+from .figures import CHARTS, Chart, Figure, has_data
 from .inside import inside_table
 from .methods_table import methods_section
-from .text import esc, num, pct, signed_pct
+from .text import date_text, esc, num, pct, signed_pct
 from .theme import CSS
 from .view import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 
 # --------------------------------------------------------------------------- header
-
-def _fmt_date(ts: str | None) -> str:
-    if not ts:
-        return "unknown"
-    try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M %Z").strip()
-    except ValueError:
-        return ts
-
 
 def _server_versions(results: ResultsFile) -> list[str]:
     """Every server version the rows recorded, once each, in order."""
@@ -69,7 +59,7 @@ def _header(results: ResultsFile) -> str:
         ("Model family", results.model_family or "—"),
         ("Sweep", results.name),
         ("Server version", ", ".join(versions) if versions else "not recorded"),
-        ("Date", _fmt_date(results.timestamp)),
+        ("Date", date_text(results.timestamp)),
         ("Settings", _settings_text(results.settings or {})),
     ]
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
@@ -224,7 +214,7 @@ def _theory(data: ReportData) -> str:
     return ("<section id=\"theory\"><h2>Theory vs measurement</h2>" + THEORY_INTRO
             + "<details open><summary>Per combination</summary><div class=\"table-wrap\"><table id=\"theory-table\">"
             "<thead><tr><th>Combination</th><th>Acceptance</th><th>α</th><th>k̄</th><th>τ (tokens/step)</th>"
-            "<th>c (cost ratio)</th><th>Predicted S</th><th>Measured S</th><th>Best k (predicted S)</th></tr></thead>"
+            "<th>c (cost ratio)</th><th>Predicted S</th><th>Measured S</th><th>Textbook best k (S)</th></tr></thead>"
             "<tbody>" + body + "</tbody></table></div></details></section>")
 
 
@@ -269,9 +259,17 @@ def _figure_html(fig: Figure, div_id: str) -> str:
 
 def _chart_section(chart: Chart, data: ReportData) -> str:
     div_id = chart.chart_id
+    fig = chart.build(data)
+    if not has_data(fig):      # nothing to draw: say why, and draw no empty axes
+        lead = chart.lead(data)
+        why = (fig["layout"].get("meta") or {}).get("empty") or "nothing in this file to draw."
+        return (f"<section class=\"chart-empty\" id=\"{div_id}-section\"><h2>{esc(chart.title)}</h2>"
+                f"<p class=\"lead\">{esc(lead)}</p>"
+                + ("" if why.rstrip(".") in lead else f"<p class=\"muted\">Not drawn: {esc(why)}</p>")
+                + "</section>")
     return (f"<section class=\"chart-section\" id=\"{div_id}-section\"><h2>{esc(chart.title)}</h2>"
             f"<p class=\"lead\">{esc(chart.lead(data))}</p>"
-            f"<div class=\"chart\">{_figure_html(chart.build(data), div_id)}</div></section>")
+            f"<div class=\"chart\">{_figure_html(fig, div_id)}</div></section>")
 
 
 def _plotly_script(cdn: bool) -> str:

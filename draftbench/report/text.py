@@ -6,6 +6,7 @@ The one place where values become strings, so the page and the figures say the s
 from __future__ import annotations
 
 import html
+from datetime import datetime
 
 
 def esc(text: object) -> str:
@@ -32,3 +33,13 @@ def signed_pct(p: float) -> str:
     """A change in percent: '+12%', '−0.4%'."""
     # One decimal near zero so a small slowdown never reads as "-0%"; U+2212 minus for legibility.
     return (f"{p:+.1f}%" if abs(p) < 1 else f"{p:+.0f}%").replace("-", "\u2212")
+
+
+def date_text(ts: str | None) -> str:
+    """A results file's timestamp as people read it: '2026-03-01 12:00 UTC' ('unknown' when absent)."""
+    if not ts:
+        return "unknown"
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M %Z").strip()
+    except ValueError:
+        return ts

@@ -26,9 +26,9 @@ def _verdicts(verdicts: list[dict]) -> str:
         return ""
     out = ["", "## Verdict", ""]
     for entry in verdicts:
-        out += [f"**{cell(str(entry.get('target')))}**: {entry.get('verdict') or ''}", ""]
+        out += [str(entry.get("verdict") or entry.get("target")), ""]    # the verdict names its target
         for run in entry.get("run") or []:
-            text = str(run.get("text"))
+            text = str(run.get("line"))
             fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
             out += [f"{cell(str(run.get('what')))}:", "", fence, text, fence, ""]
     return "\n".join(out)

@@ -138,7 +138,8 @@ def results_table(results: ResultsFile, source: str) -> Table:
             "model_family": results.model_family, "timestamp": results.timestamp,
             "schema_version": results.schema_version,
             # each target's verdict and the command that runs it (the Markdown export ends with them)
-            "verdicts": [{"target": e.get("target"), "verdict": e.get("verdict"), "run": [{"what": lead, "text": text} for lead, text in run_commands(e)]}
+            "verdicts": [{"target": e.get("target"), "verdict": e.get("verdict"),
+                          "run": [{"what": lead, "line": line} for lead, line in run_commands(e)]}
                          for e in (results.summary or {}).get("targets", []) if isinstance(e, dict)]}
     records = tuple(result_record(r) for r in results.results)
     return Table("results", RESULT_COLUMNS, records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
