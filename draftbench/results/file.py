@@ -245,6 +245,7 @@ class ResultsFile:
     config: dict | None = None                    # what defines the sweep (for resume checks)
     host: dict | None = None
     summary: dict | None = None                   # recommendations etc., recomputed on save
+    prompt_set: dict | None = None                # the prompts measured: sample size, seed, ids (config.prompts)
     extra: dict = field(default_factory=dict)
 
     @property
@@ -279,6 +280,8 @@ class ResultsFile:
             "config": self.config, "host": self.host, "summary": self.summary,
             "results": [r.to_dict() for r in self.results],
         }
+        if self.prompt_set is not None:
+            out["prompt_set"] = self.prompt_set
         if self.is_upstream:
             for k in ("schema_version", "tool", "tool_version", "config", "host", "summary"):
                 if out[k] is None:
@@ -318,7 +321,7 @@ class ResultsFile:
                 raise ResultsFileError(f"{source}: results[{i}] is not a valid row ({exc})",
                                        "restore the file from a backup, or use a new --results path") from None
         known = {"timestamp", "name", "hardware", "backend", "model_family", "settings", "results", "schema_version",
-                 "tool", "tool_version", "config", "host", "summary"}
+                 "tool", "tool_version", "config", "host", "summary", "prompt_set"}
 
         def text(key, default):
             value = data.get(key)
@@ -330,6 +333,7 @@ class ResultsFile:
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
+                   prompt_set=data.get("prompt_set"),
                    extra={k: v for k, v in data.items() if k not in known})
 
 

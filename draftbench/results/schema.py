@@ -308,6 +308,10 @@ SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,
                                       "k_prediction": Obj({"from_k": INT, "recommended_k": INT,
                                                            "recommended_tps": NUM, "mean_abs_error_pct": NUM,
                                                            "compared": INT})}, nullable=False))})
+# the prompts a sweep measured (config.prompts.PromptSelection.record)
+PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=False)),
+                  "categories": ListOf(Str(nullable=False)), "sources": MapOf(MapOf(STR)),
+                  "second_turn_context": STR})
 MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
                   nullable=False)
 RESULTS_FILE = Obj({
@@ -317,6 +321,7 @@ RESULTS_FILE = Obj({
                    "measurement": Obj({})}),
     "host": Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM}),
     "summary": SUMMARY,
+    "prompt_set": PROMPT_SET,
     "redacted_paths": BOOL,              # a copy written by sweep.py --redact-paths
     "results": ListOf(ROW, nullable=False),
 }, required=("results",), nullable=False)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
@@ -209,6 +210,18 @@ def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceil
     return []
 
 
+def second_turn_problems(settings: dict) -> list[Problem]:
+    """MT-Bench's second turns are sent after the target's own first answers, which its one-stream
+    baseline writes: a sweep of them needs concurrency level 1."""
+    chosen = settings.get("prompts")
+    if isinstance(chosen, list) and any(isinstance(v, str) and v.split(":")[0] == "mt-bench" for v in chosen) \
+            and 1 not in levels(settings):
+        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but mt-bench's second turns are "
+                        "sent after the target's own first answers, which its one-stream baseline writes",
+                        f"add 1: [1, {', '.join(str(n) for n in levels(settings))}]")]
+    return []
+
+
 def _as_problem(note: str, default_path: str) -> Problem:
     """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
     path, sep, message = note.partition(": ")
@@ -309,6 +322,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         problems.extend(ceiling_problems(backend, settings))
     _check_server_args(data, settings, problems, warnings)
     problems.extend(concurrency_problems(settings))
+    problems.extend(second_turn_problems(settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))
