@@ -125,12 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         data = DATA_FILES.get(name)
         if data is None:
-            print(f"Error: unknown prompt set {name!r}. Fix: use one of {', '.join(DATA_FILES)}", file=sys.stderr)
+            print(f"Error: unknown prompt set {name!r}\n  Fix: use one of {', '.join(DATA_FILES)}", file=sys.stderr)
             return 2
         try:
             read(data)
         except UsageError as exc:
-            print(f"Error: {exc.message}. Fix: {exc.fix}", file=sys.stderr)
+            print(f"Error: {exc}", file=sys.stderr)
             return 1
         print(data.path)
     return 0

@@ -129,6 +129,7 @@ class Row:
     by_category: dict | None = None           # category -> {mean_tps, acceptance_rate, n}
     speedup: Speedup | None = None            # vs the target's baseline (see stats.speedup)
     speedup_by_category: dict[str, Speedup] | None = None   # category -> speed-up on its requests (categories.py)
+    speedup_in_session: Speedup | None = None  # on the session workload's requests, kept out of speedup (session.py)
     method_stats: dict | None = None          # speculative implementation -> its counters (method_stats.py)
     degenerate_output: dict | None = None     # requests resting on the target's looping output (degenerate.py)
     equivalence: dict | None = None           # output vs the baseline's at temperature 0
@@ -155,8 +156,10 @@ class Row:
         if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
             object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
         # Read from a file (or written as a dict by hand): validated into their classes here.
-        if self.speedup is not None and not isinstance(self.speedup, Speedup):
-            object.__setattr__(self, "speedup", Speedup.from_dict(self.speedup))
+        for name in ("speedup", "speedup_in_session"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Speedup):
+                object.__setattr__(self, name, Speedup.from_dict(value))
         if self.speedup_by_category is not None:
             if not isinstance(self.speedup_by_category, dict):
                 raise ValueError("speedup_by_category is not an object")
@@ -201,6 +204,7 @@ class Row:
         out["warnings"] = [w.to_dict() for w in self.warnings]
         out["diagnosis"] = self.diagnosis.to_dict() if self.diagnosis else None
         out["speedup"] = self.speedup.to_dict() if self.speedup else None
+        out["speedup_in_session"] = self.speedup_in_session.to_dict() if self.speedup_in_session else None
         out["speedup_by_category"] = None if self.speedup_by_category is None else {
             category: speed.to_dict() for category, speed in self.speedup_by_category.items()}
         out["theory"] = self.theory.to_dict() if self.theory else None

@@ -296,7 +296,7 @@ ROW = Obj({
     "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "draft_fragments": DRAFT_FRAGMENTS, "tps": STAT_SUMMARY,
     "server_tps": STAT_SUMMARY, "ttft_s": STAT_SUMMARY, "total_s": STAT_SUMMARY, "load_time_s": NUM,
     "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
-    "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
+    "speedup_by_category": MapOf(SPEEDUP), "speedup_in_session": SPEEDUP, "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
     "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
