@@ -123,8 +123,8 @@ def _check_selectors(path: str, value: list, problems: list[Problem]) -> None:
             problems.append(Problem(f"{path}[{i}]", f"unknown prompt category {item!r}: it is now called "
                                     f"{RENAMED_CATEGORIES[item]!r}", f"write {json.dumps(RENAMED_CATEGORIES[item])}"))
         elif item not in known:
-            close = difflib.get_close_matches(item, known, n=2, cutoff=0.6)
-            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            close = difflib.get_close_matches(item, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
             problems.append(Problem(f"{path}[{i}]", f"unknown prompt category or set {item!r}{hint}",
                                     f"choose from {', '.join(known)}"))
     names = [v for v in value if isinstance(v, str)]
