@@ -19,6 +19,7 @@ from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
 from ..common.redact_secrets import redact_args
 from ..config.prompts import Prompt
+from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
@@ -265,6 +266,7 @@ class CombinationRunner:
         # Our previous server has exited; its socket may linger for a moment.
         if port_is_free(host, port) or wait_port_free(host, port, timeout_s=3.0):
             return port
+        check_no_leftovers()     # a server of ours that escaped is named as ours, never "another program"
         new = free_port(host)
         self.reporter.port_moved(port, new)
         return new
