@@ -297,6 +297,10 @@ def main(argv: list[str]) -> int:
     check_seconds("--stall-timeout", args.stall_timeout)
     json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
+    if args.concurrency > len(prompts) * args.runs:
+        raise UsageError(f"--concurrency {args.concurrency} asks for more requests at once than the "
+                         f"{len(prompts) * args.runs} it sends (prompts × --runs): they could never all be in flight",
+                         f"use --concurrency {len(prompts) * args.runs} at most, or more prompts (--requests N) or --runs")
     if args.target:
         if args.concurrency > 1:
             raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",

@@ -27,7 +27,7 @@ from ...common.files import cache_dir
 from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import api_key_from_args
-from ...config.settings import Field, default_settings
+from ...config.settings import COMMON_SETTINGS, Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
 from .. import prometheus
@@ -225,6 +225,18 @@ class LlamaCppBackend(Backend):
                                     "at synthetic acceptance", "use a newer llama.cpp build, or remove "
                                     "settings.ceiling / --ceiling"))
         return problems
+
+    def validate_settings(self, settings: dict) -> list[Problem]:
+        """llama-server gets ``-c ctx_size × N`` for N slots (each keeps ctx_size): bounded like ctx_size."""
+        ctx, most = settings.get("ctx_size"), COMMON_SETTINGS["ctx_size"].max or 0
+        value = settings.get("concurrency")
+        streams = max([v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int)] or [1])
+        if isinstance(ctx, int) and ctx * streams > most:
+            return [Problem("$.settings.concurrency", f"{streams} streams of settings.ctx_size {ctx} would start "
+                            f"llama-server with -c {ctx * streams} (every slot keeps ctx_size), more than the "
+                            f"{most:,} tokens ctx_size itself may be", f"use at most {most // ctx} streams, or a "
+                            "smaller ctx_size")]
+        return []
 
     def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
         try:
