@@ -91,7 +91,7 @@ class Server:
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None):
+                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -103,6 +103,7 @@ class Server:
         self.session = new_session()      # refuses redirects: we measure this server or nothing
         if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
             self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
@@ -114,6 +115,7 @@ class Server:
         if not hasattr(self._local, "session"):
             self._local.session = new_session()     # refuses redirects, as the main one does
             self._local.session.headers.update(self.session.headers)
+            self._local.session.auth = self.session.auth
             self._thread_sessions.append(self._local.session)
         return self._local.session
 
@@ -273,9 +275,10 @@ class Backend:
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> Server:
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> Server:
         """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return Server(base_url, model=model or "default", api_key=api_key)
+        return Server(base_url, model=model or "default", api_key=api_key, auth=auth)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..common.errors import ResultsFileError
 from ..common.files import atomic_write_text
+from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
 from .findings import Finding
 from .kinds import ROLES, STATUSES
 from .schema import first_problem
@@ -289,6 +290,7 @@ class ResultsFile:
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "<results>") -> ResultsFile:
+        data = without_lone_surrogates(data)    # JSON allows them; UTF-8 files, terminals and reports do not
         if not isinstance(data, dict) or not isinstance(data.get("results"), list):
             raise ResultsFileError(f"{source} is not a draftbench results file (no \"results\" list)",
                                    "pass a file written by draftbench, or choose a new --results path")
@@ -360,12 +362,14 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
 
 
 def finite_json(value: Any) -> Any:
-    """``value`` with every NaN/±Infinity replaced by None: results files are strict JSON, and a
-    non-finite number is never a measurement."""
+    """``value`` with every NaN/±Infinity replaced by None (results files are strict JSON, and a
+    non-finite number is never a measurement) and every lone surrogate by U+FFFD (they are UTF-8)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)     # e.g. a server streamed "\ud800": the file stays UTF-8
     if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
+        return {replace_lone_surrogates(k) if isinstance(k, str) else k: finite_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value

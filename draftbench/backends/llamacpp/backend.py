@@ -272,8 +272,9 @@ class LlamaCppBackend(Backend):
             server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
-        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> LlamaCppServer:
+        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         try:
             _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(), timeout_s=10)
         except requests.RequestException:

@@ -273,8 +273,9 @@ class VLLMBackend(Backend):
         server.version = _version(server)
         return server
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> VLLMServer:
-        server = VLLMServer(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> VLLMServer:
+        server = VLLMServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         if model is None:
             served = _served_models(server)
             if served:
