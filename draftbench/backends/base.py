@@ -251,8 +251,9 @@ class Backend:
         return [Problem(f"{s.where}.method", f"{self.config_name} runs draft models only, not {', '.join(s.method)}",
                         "remove the candidate, or use backend llamacpp or vllm") for s in specs if s.method]
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
-        """Why this draft cannot speculate for this target, known before any server starts (or None)."""
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
+        """Why this draft cannot speculate for this target with ``method`` (the candidate's, ``()``: the
+        default for a draft file), known before any server starts (or None)."""
         return None
 
     def size_label(self, ref: str) -> str | None:
@@ -338,7 +339,8 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
             if on_exit:
                 raise on_exit(process.returncode, tail)
             raise ServerError(f"{what} exited with code {process.returncode} while loading",
-                              "see the log lines below", log_tail=tail, log_path=str(process.log_path))
+                              log_fix("see the log lines below", tail, str(process.log_path)), log_tail=tail,
+                              log_path=str(process.log_path))
         try:
             response = session.get(url, timeout=2)
         except requests.RequestException:
@@ -375,7 +377,24 @@ def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, ret
             return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
                                log_path=log_path, kind=kind)
     if returncode is not None and returncode < 0:
-        return ServerError(f"{server_name} crashed (signal {-returncode})", crash_fix, log_tail=log_tail,
-                           log_path=log_path, kind=ServerErrorKind.CRASH)
-    return ServerError(f"{server_name} exited with code {returncode} while loading", "see the log lines below",
-                       log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.SERVER)
+        return ServerError(f"{server_name} crashed (signal {-returncode})", log_fix(crash_fix, log_tail, log_path),
+                           log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.CRASH)
+    if returncode == 0:
+        return ServerError(f"{server_name} exited with code 0 before it was ready (a server runs until it is stopped)",
+                           log_fix("check that the binary is the server itself: a wrapper that puts it in the "
+                                   "background, or a program that prints something and exits, cannot be measured",
+                                   log_tail, log_path), log_tail=log_tail, log_path=log_path,
+                           kind=ServerErrorKind.SERVER)
+    return ServerError(f"{server_name} exited with code {returncode} while loading",
+                       log_fix("see the log lines below", log_tail, log_path), log_tail=log_tail, log_path=log_path,
+                       kind=ServerErrorKind.SERVER)
+
+
+def log_fix(fix: str, log_tail: str, log_path: str | None) -> str:
+    """``fix`` where the log has lines to show; where it is empty, say so rather than point below. Our own
+    ``$ command`` header is not the server's output."""
+    if any(line.strip() and not line.startswith("$ ") for line in log_tail.splitlines()):
+        return fix if "log lines below" in fix else f"{fix}; see the log lines below"
+    where = f" (its log {log_path} is empty)" if log_path else ""
+    first = "" if fix == "see the log lines below" else f"{fix}; "
+    return f"{first}it printed nothing{where}: run its command by hand to see why"

@@ -26,7 +26,7 @@ from ...common.errors import ModelFileError, ModelProblem, Problem, ServerError,
 from ...common.files import cache_dir
 from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
-from ...config.extra_args import api_key_from_args
+from ...config.extra_args import api_key_from_args, bind_host
 from ...config.settings import COMMON_SETTINGS, Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
@@ -183,10 +183,16 @@ class LlamaCppServer(Server):
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         tail = self.log_tail(400)
-        if requested and re.search(r"vocabs are not compatible|draft model vocab type|failed to initialize "
-                                   r"speculative|not compatible with", tail, re.IGNORECASE):
+        if requested and re.search(r"vocabs are not compatible|draft model vocab type", tail, re.IGNORECASE):
             return SpeculationStatus(False, "llama-server says the draft's vocabulary is not compatible with the "
                                      "target's; it runs without speculation. Use a draft from the same model family")
+        failed = re.search(r"failed to initiali[sz]e speculative decoding context:?\s*(.*)", tail, re.IGNORECASE)
+        if requested and failed:
+            # Say what llama-server said: an EAGLE3 run on a plain draft fails here for another reason entirely.
+            why = failed.group(1).strip() or "no reason given (see the log)"
+            return SpeculationStatus(False, f"llama-server could not start speculative decoding ({why}); it runs "
+                                     "without speculation. Check that the draft suits the method (an EAGLE3, MTP or "
+                                     "DFlash method needs a draft head made for it and for this target)")
         try:
             _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
         except requests.RequestException:
@@ -238,7 +244,11 @@ class LlamaCppBackend(Backend):
                             "smaller ctx_size")]
         return []
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
+        """llama.cpp compares the vocabularies for draft-simple only: an EAGLE3, MTP or DFlash head carries a
+        draft vocabulary of its own (mapped to the target's), so a difference there is no problem."""
+        if method and "draft-simple" not in method:
+            return None
         try:
             why = vocab_mismatch(target, draft)
         except ModelFileError:
@@ -258,7 +268,7 @@ class LlamaCppBackend(Backend):
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
-        server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
+        server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
                                 process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
                                 version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
