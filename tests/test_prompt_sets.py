@@ -24,7 +24,14 @@ from draftbench.config.prompt_sets import (
     sample,
     warmup_prompts,
 )
-from draftbench.config.prompts import ALL_PROMPTS, custom_prompts, load_prompt_file, prompts_for, select_prompts
+from draftbench.config.prompts import (
+    ALL_PROMPTS,
+    custom_prompts,
+    load_prompt_file,
+    prompt_count,
+    prompts_for,
+    select_prompts,
+)
 from draftbench.measure.context import answers_of, with_context
 from draftbench.measure.sequential import MeasureOptions
 from draftbench.results.file import RequestRecord, load_results
@@ -327,3 +334,15 @@ def test_a_prompt_file_is_still_a_prompt_file(tmp_path):
     path = tmp_path / "p.txt"
     path.write_text("one\ntwo\n")
     assert [p.text for p in load_prompt_file(path)] == ["one", "two"]
+
+
+def test_a_config_is_checked_without_fetching_a_set(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRAFTBENCH_CACHE", str(tmp_path / "empty"))
+
+    def no_fetch(data, **_):
+        raise AssertionError(f"{data.set_name} fetched while checking a config")
+    monkeypatch.setattr(prompt_data, "fetch", no_fetch)
+    config = validate_config(base(prompts=["mt-bench", "humaneval", "code"], prompts_per_category=2, runs=3))
+    assert config.settings["prompts_per_category"] == 2
+    assert prompt_count(["mt-bench"], 2) == 32 and prompt_count(["humaneval"]) == 164
+    assert prompt_count(["mt-bench:math", "session", "code"], 1) == 2 + 3 + 1

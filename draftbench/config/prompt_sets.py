@@ -26,6 +26,8 @@ from .prompt import Prompt, user_turn
 MT_BENCH, HUMANEVAL = "mt-bench", "humaneval"
 MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 SET_SELECTORS = (MT_BENCH, *(f"{MT_BENCH}:{c}" for c in MT_BENCH_CATEGORIES), HUMANEVAL)
+# The pinned files' sizes (their sha256 is checked), so requests are counted before anything is fetched.
+MT_BENCH_QUESTIONS_PER_CATEGORY, HUMANEVAL_PROBLEMS = 10, 164
 HUMANEVAL_INSTRUCTION = "Complete the following Python function. Answer with the whole function in one code block."
 CODE_CATEGORIES = frozenset({"code", "code-edit", f"{MT_BENCH}:coding", HUMANEVAL})
 
@@ -127,6 +129,14 @@ def sample(prompts: Sequence[Prompt], per_category: int | None, seed: int) -> li
         else:
             keep.update(random.Random(f"{seed}:{category}").sample(groups, per_category))
     return [p for p in prompts if conversation_of(p) in keep]
+
+
+def set_size(selector: str, per_category: int | None) -> int:
+    """Prompts a standard-set selector gives with ``per_category`` (no data read)."""
+    if selector == HUMANEVAL:
+        return min(per_category or HUMANEVAL_PROBLEMS, HUMANEVAL_PROBLEMS)
+    categories = len(MT_BENCH_CATEGORIES) if selector == MT_BENCH else 1
+    return categories * 2 * min(per_category or MT_BENCH_QUESTIONS_PER_CATEGORY, MT_BENCH_QUESTIONS_PER_CATEGORY)
 
 
 # --------------------------------------------------------------------------- warm-up

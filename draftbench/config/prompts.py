@@ -18,7 +18,7 @@ from ..common.errors import Problem, UsageError
 from ..common.files import expand_path
 from . import prompt_sets
 from .prompt import Prompt, user_turn
-from .prompt_sets import SET_SELECTORS, load_set, sample, selected
+from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
 from .workloads import METHOD_WORKLOADS, RENAMED_CATEGORIES, SESSION_CATEGORY
 
 __all__ = ["Prompt", "user_turn"]
@@ -250,6 +250,15 @@ def _from_list(items: Sequence[str]) -> tuple[list[Prompt], list[str]]:
     for name in names:
         chosen += selected(load_set(name), standard)
     return chosen, names
+
+
+def prompt_count(setting, per_category: int | None = None) -> int:
+    """How many prompts :func:`select_prompts` gives, without fetching a standard set's data."""
+    if isinstance(setting, list):
+        built_in, _ = _from_list([v for v in setting if v not in SET_SELECTORS])
+        return len(sample(built_in, per_category, 0)) + sum(set_size(v, per_category) for v in setting
+                                                            if v in SET_SELECTORS)
+    return len(select_prompts(setting, per_category).prompts)
 
 
 def resolve_prompts(setting, per_category: int | None = None, seed: int = 42) -> list[Prompt]:
