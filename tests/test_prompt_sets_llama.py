@@ -29,8 +29,9 @@ def prompt_sets_cached() -> None:
 
 def sweep(folder: Path, models: dict, prompts: list[str]) -> tuple[str, dict, str]:
     config = {"name": "sets", "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
-              "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
-              "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
+              # the smallest pair of the family: what is tested is the prompt sets, not the speed-up
+              "targets": [{"label": "135M Q4_1", "path": models["base"]}],
+              "drafts": [{"label": "57M trunc8", "path": models["draft-trunc"]}],
               "settings": {"runs": 1, "max_tokens": 8, "ctx_size": 2048, "gpu_layers": 0, "port": free_port(),
                            "prompts": prompts, "prompts_per_category": 2}}
     path = folder / "sets.json"
@@ -57,7 +58,7 @@ def test_mt_bench_two_per_category_runs_sixteen_questions_with_both_turns(models
     for pid in data["prompt_set"]["ids"][1::2]:
         first = pid[:-1] + "1"
         assert tokens[(pid, "baseline")] == tokens[(pid, "speculative")] > tokens[(first, "baseline")]
-    assert all(r["draft_n"] > 0 for r in candidate["requests"] if r["completion_tokens"] > 2)
+    assert candidate["speculation_active"] is True and candidate["draft_n"] > 0
     assert "32 prompts x 1 run(s)" in out
     assert "Speed-up by prompt category: mt-bench:writing" in out
     assert "mt-bench:humanities" in html and "2 per category, sampled with seed 42" in html
