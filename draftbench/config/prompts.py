@@ -21,9 +21,6 @@ from .prompt import Prompt, user_turn
 from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
 from .workloads import METHOD_WORKLOADS, RENAMED_CATEGORIES, SESSION_CATEGORY
 
-__all__ = ["Prompt", "user_turn"]
-
-
 _user = user_turn
 
 
