@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.session import category_label
 from ..analysis.stats import describe_subset, too_few_to_tell
 from ..results.file import Row
 from . import theme
@@ -95,7 +96,7 @@ def category_heatmap_figure(data: ReportData) -> Figure:
         grey.append(row_grey)
         text.append(row_text)
         custom.append(row_custom)
-    x = [plotly_text(c) for c in categories]
+    x = [plotly_text(category_label(c)) for c in categories]
     shared = dict(x=x, y=y, customdata=custom, texttemplate="%{text}", hoverongaps=False, xgap=2, ygap=2,
                   hovertemplate=CATEGORY_HOVER, textfont=dict(size=12))
 

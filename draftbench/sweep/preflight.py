@@ -27,7 +27,7 @@ def pair_problem(backend: Backend, combo: Combination) -> ModelProblem | None:
     """Why the combination's draft cannot speculate for its target (llama.cpp: another vocabulary)."""
     if combo.draft is None or combo.role not in PAIRED_ROLES:
         return None
-    return backend.pair_problem(combo.target.path, combo.draft.path)
+    return backend.pair_problem(combo.target.path, combo.draft.path, combo.candidate.method if combo.candidate else ())
 
 
 def combination_problem(backend: Backend, combo: Combination) -> tuple[ModelProblem, bool] | None:
