@@ -27,6 +27,7 @@ from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
+from ..sweep.race_plan import race_costs
 from . import run_main
 from .init_cli import run_init
 from .share_cli import add_share_arguments, run_share, wants_share
@@ -91,7 +92,8 @@ def chart_only(args) -> int:
 
 
 SOURCES = {"measured": "measured before", "baseline": "from its target's baseline",
-           "probe": "from a short probe of its target",
+           "one stream": "from its one-stream run, slowed as its baseline was",
+           "real run": "from its draft's real run", "probe": "from a short probe of its target",
            "model size": "rough guess from the model size"}
 
 
@@ -169,10 +171,12 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         if len(shown) < len(runs):
             print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
         total = total_s(estimator, runs)
-        if total is not None:
-            adaptive = " at most (the adaptive search stops measuring candidates that cannot win)" \
-                if config.settings.get("search") == "adaptive" else ""
-            print(f"Estimated duration: ~{format_duration(total)}{adaptive}")
+        if config.settings.get("search") == "adaptive":     # both plans; the sweep runs the cheaper
+            prompts = prompts_for(config.settings).prompts
+            costs = race_costs(config, runs, prompts, config.settings.get("runs") or 1, results_path, estimator)
+            print(safe_text(f"Plans: {costs.describe()}"))
+        elif total is not None:
+            print(f"Estimated duration: ~{format_duration(total)}")
         print("Models (each checked: readable, and each draft's vocabulary against its targets):")
         for ref in config.targets + config.drafts:
             print(safe_text(f"  {ref.label}: {ref.path}"))

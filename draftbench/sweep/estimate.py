@@ -49,6 +49,8 @@ FULL = "full"                    # the ceiling level at full acceptance (analysi
 class Estimate:
     seconds: float
     source: str                      # "measured", "one stream", "real run", "baseline", "probe", "model size", "unknown"
+    fixed_s: float = 0.0             # of which: loading the server, its start-up and its warm-up
+    request_s: float = 0.0           # one request (N streams: one round of N), as the rest was counted
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,8 @@ class Estimator:
                 return None
             warm = known.request_s(min(max_tokens, WARMUP_TOKENS), decode_speedup, made_at=max_tokens) or 0.0
             load = known.row.load_time_s if known.row.load_time_s is not None else 0.0
-            return Estimate(load + SERVER_OVERHEAD_S + factor * (warmup * warm + rounds * per_request), source)
+            fixed = load + SERVER_OVERHEAD_S + factor * warmup * warm
+            return Estimate(fixed + factor * rounds * per_request, source, fixed, factor * per_request)
 
         candidates: list[Estimate | None] = []
         exact = self._get(role, target, draft, draft_max, concurrency, level)
@@ -194,9 +197,8 @@ class Estimator:
         if not size:
             return Estimate(0.0, "unknown")
         tps = ASSUMED_BANDWIDTH_GBPS * 1e9 / size
-        load = size / (ASSUMED_LOAD_GBPS * 1e9)
-        return Estimate(load + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
-                        + requests * max_tokens / tps, "model size")
+        fixed = size / (ASSUMED_LOAD_GBPS * 1e9) + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
+        return Estimate(fixed + requests * max_tokens / tps, "model size", fixed, max_tokens / tps)
 
 
 def _full_acceptance_gain(real: Row, level: str | None) -> float:

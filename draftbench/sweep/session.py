@@ -25,6 +25,7 @@ from .console import Console, Reporter
 from .estimate import Estimator, total_s
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch, may_continue
+from .race_plan import race_costs
 from .resume import open_results
 from .runner import CombinationRunner
 
@@ -82,7 +83,7 @@ class Sweep:
         save_results(self.results, self.results_path)
         interrupted, complete = False, True
         try:
-            if settings.get("search") == "adaptive":
+            if adaptive and self._race_pays(combos, prompts, options):
                 estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
                 complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
                                           estimator=estimator).run(combos)
@@ -100,6 +101,16 @@ class Sweep:
         self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
         # Eliminated candidates are a finished race's outcome, not a failure.
         return EXIT_INCOMPLETE if not complete or any(not r.measured for r in results.results) else EXIT_OK
+
+    def _race_pays(self, combos: list[Combination], prompts: list, options: MeasureOptions) -> bool:
+        """Race only where it can save time (see race_plan.py); a race already under way goes on."""
+        assert self.results is not None
+        if any(r.race for r in self.results.results):
+            return True
+        costs = race_costs(self.config, combos, prompts, options.runs, self.results_path)
+        if not costs.race_saves_time:
+            self.reporter.note(f"adaptive search: {costs.describe()}")
+        return costs.race_saves_time
 
     def current(self) -> ResultsFile:
         assert self.results is not None
