@@ -24,6 +24,7 @@ from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
 from .draft import positions as perpos
+from .race_outcome import race_outcome
 from .racing import server_loads
 from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary, tps_by_key
 from .winning_command import add_how_to_run
@@ -340,6 +341,8 @@ def recommend(results: ResultsFile) -> dict:
             entry["within_session"] = in_session
             entry["verdict"] += " " + session_sentence(in_session)
         add_how_to_run(entry, results, target, level)
+        if (raced := race_outcome(results, target, entry)) is not None:
+            entry["race"] = raced.to_dict()       # one decision: the race said in the verdict's words
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.

@@ -56,7 +56,10 @@ CEILING = Obj({                                        # analysis.draft.ceiling.
     "full_synth_len": NUM, "measured_synth_len": NUM, "text": STR})
 # sweep.race: an adaptive search's loads, requests and decision
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
-            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
+            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM}),
+            # every look at the candidate (analysis.race_outcome): the report's race history
+            "looks": ListOf(Obj({"requests": INT, "ratio": NUM, "low": NUM, "high": NUM, "standing": STR},
+                                nullable=False))})
 # a concurrency level's Row.load (measure.concurrent.describe_level)
 PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
 LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,

@@ -11,6 +11,7 @@ import sys
 from typing import TextIO
 
 from ..analysis.draft import best_k as kpredict
+from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.winning_command import command_lines
@@ -43,7 +44,7 @@ class Reporter:
     def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
                      max_tokens: int, backend: str, resumed_from: str | None, n_done: int,
                      n_candidates: int = 0, n_open: int = 0) -> None: ...
-    def combination_started(self, index: int, total: int, title: str) -> None: ...
+    def combination_started(self, index: int, total: int, title: str, at_most: bool = False) -> None: ...
     def server_starting(self) -> None: ...
     def port_retry(self, old: int, new: int) -> None: ...
     def port_moved(self, old: int, new: int) -> None: ...
@@ -91,8 +92,9 @@ class Console(Reporter):
         self.line("=" * 60)
         self.line()
 
-    def combination_started(self, index, total, title) -> None:
-        self.line(f"[{index}/{total}] {title}")
+    def combination_started(self, index, total, title, at_most=False) -> None:
+        # a race numbers its servers as it starts them, out of the most it may start
+        self.line(f"[{index}/{'≤' if at_most else ''}{total}] {title}")
 
     def server_starting(self) -> None:
         self.part("  Starting server ... ")
@@ -239,6 +241,8 @@ class Console(Reporter):
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):
             self.line(f"  {entry['verdict']}")
+            if isinstance(entry.get("race"), dict) and (race := RaceOutcome.from_dict(entry["race"])) is not None:
+                self.line(f"    Race: {race.sentence()}")       # the same decision, in the same words
             for text in command_lines(entry):
                 self.line(f"    {text}")
         self.line()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
+from ..analysis.race_outcome import RaceOutcome
 from ..analysis.racing import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
 from ..analysis.stats import speedup
 from ..config.prompts import Prompt
@@ -88,13 +89,16 @@ class AdaptiveSearch:
         self.sweep_started = clock()
         self.estimator = estimator
         self.combos: list[Combination] = []
+        self.looks: dict[str, list[dict]] = {}    # name -> every look at it (race.looks; the report's history)
+        self.step = 0                              # servers started so far: the console numbers them in order
 
     # ------------------------------------------------------------------ the sweep
     def run(self, combos: list[Combination]) -> bool:
         """Measure what is pending; True when every candidate has a row (False: the budget ran out first)."""
         self.index = {c.key: i for i, c in enumerate(combos, 1)}
         self.combos = combos
-        self.total = len(combos)
+        # the most servers the race may start: a candidate's probe and, surviving it, one more server
+        self.total = len(combos) + sum(1 for c in combos if c.role == Role.SPECULATIVE)
         complete = True
         for target in self.config.targets:
             group = [c for c in combos if c.target.label == target.label and c.role != Role.DRAFT_ALONE]
@@ -112,16 +116,35 @@ class AdaptiveSearch:
     def _row(self, combo: Combination) -> Row | None:
         return self.store.current().row(combo.key)
 
+    def _note_look(self, name: str, n: int, look: Look) -> None:
+        """Remember one look at a candidate (once per sample size): its bounds and where it stood."""
+        history = self.looks.setdefault(name, [])
+        if history and history[-1]["requests"] == n:
+            return
+        bound = look.vs_base.get(name)
+        standing = "eliminated" if name in look.eliminated else look.standing.get(name, Standing.OPEN).value
+        history.append({"requests": n, "ratio": round(bound.ratio, 4) if bound else None,
+                        "low": round(bound.low, 4) if bound else None, "high": round(bound.high, 4) if bound else None,
+                        "standing": standing})
+
+    def _with_looks(self, name: str, race: dict) -> dict:
+        return {**race, "looks": list(self.looks[name])} if self.looks.get(name) else race
+
     def _plain(self, combo: Combination) -> None:
         """A combination measured as in an exhaustive sweep (baselines, controls, drafts alone)."""
         existing = self._row(combo)
         if existing is not None and existing.ok:
             return
-        self.reporter.combination_started(self.index[combo.key], self.total, combo.title(self.show_k))
+        self._started(combo.title(self.show_k))
         row = self.runner.run(combo, self.index[combo.key], self.failed_baselines, results=self.store.current())
         if combo.role == Role.BASELINE and not row.ok:
             self.failed_baselines[combo.target.label] = row.reason or row.status
         self._save(row)
+
+    def _started(self, title: str) -> None:
+        """Numbered in the order servers start (a survivor's second server comes after every probe)."""
+        self.step += 1
+        self.reporter.combination_started(self.step, self.total, title, at_most=True)
 
     def _save(self, row: Row) -> Row:
         recorded = self.store.record(row)
@@ -165,6 +188,9 @@ class AdaptiveSearch:
                            "contenders; one the planned requests cannot separate from the leader is called tied)"
                            + (f", budget {format_duration(self.budget_s)}" if self.budget_s else ""))
         unprobed = 0
+        for combo in combos:      # a resumed race keeps the looks it recorded
+            looks = ((row.race or {}).get("looks") if (row := self._row(combo)) is not None else None) or []
+            self.looks.setdefault(name_of(combo), [dict(lk) for lk in looks if isinstance(lk, dict)])
         for combo in combos:
             row = self._row(combo)
             if row is not None and row.measured:
@@ -245,6 +271,7 @@ class AdaptiveSearch:
             others = {n: cr for n, cr in ((name_of(c), (c, r)) for c, r in self._contenders(combos)) if n != name}
             tps = {**self._look_tps(others, rules), name: tps_by_pair(records)}
             look = judge(tps, base_tps, rules)
+            self._note_look(name, len(records), look)
             standing = look.standing.get(name)
             if name in look.eliminated or standing in (Standing.RESOLVED, Standing.TIED):
                 return False          # out, or nothing more to learn from it
@@ -259,7 +286,7 @@ class AdaptiveSearch:
         end = rules.total_requests if prior else rules.probe_requests
         title = combo.title(self.show_k) + (f" (race: requests {start + 1}-{end} or until decided)" if prior
                                             else f" (race: probe of {end} requests)")
-        self.reporter.combination_started(self.index[combo.key], self.total, title)
+        self._started(title)
         earlier = prior.requests if prior else ()
         self.call_started = self.clock()
         try:
@@ -273,14 +300,20 @@ class AdaptiveSearch:
         wall = (prior.wall_time or 0.0 if prior else 0.0) + (row.wall_time or 0.0)
         race = {"loads": loads, "requests": len(row.requests), "planned": rules.total_requests,
                 "probe": rules.probe_requests, "method": rules.method, "decision": "running"}
-        return self._save(replace(row, wall_time=round(wall, 3), race=race))
+        return self._save(replace(row, wall_time=round(wall, 3), race=self._with_looks(name_of(combo), race)))
 
     def _look(self, combos: list[Combination], rules: RaceRules, base_tps: dict) -> None:
         contenders = {name_of(c): (c, r) for c, r in self._contenders(combos)}
-        for name, why in judge(self._look_tps(contenders, rules), base_tps, rules).eliminated.items():
+        look = judge(self._look_tps(contenders, rules), base_tps, rules)
+        for name, (_combo, row) in contenders.items():
+            n = rules.look_size(len(row.requests))
+            if n is not None:
+                self._note_look(name, n, look)
+        for name, why in look.eliminated.items():
             row = contenders[name][1]
             race = dict(row.race or {}, decision="eliminated", bound=why.bound.to_dict())
-            self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason, race=race))
+            self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason,
+                               race=self._with_looks(name, race)))
 
     def _finish(self, target: str, combos: list[Combination], rules: RaceRules, base_tps: dict,
                 unprobed: int) -> None:
@@ -289,8 +322,8 @@ class AdaptiveSearch:
         leader = look.leader if look.decided else None
         for name, (_, row) in contenders.items():
             bound = look.vs_base.get(name)
-            race = dict(row.race or {}, decision=decision_of(name, look),
-                        **({"bound": bound.to_dict()} if bound else {}))
+            race = self._with_looks(name, dict(row.race or {}, decision=decision_of(name, look),
+                                               **({"bound": bound.to_dict()} if bound else {})))
             if race != row.race:
                 self.store.record(replace(row, race=race))
         for combo in combos:     # measured, but never raced: the server did not speculate
@@ -301,7 +334,13 @@ class AdaptiveSearch:
         spent = " (the budget ran out)" if self._spent(target) else ""
         resolved = [n for n, s in look.standing.items() if s is Standing.RESOLVED]
         tied = [n for n, s in look.standing.items() if s is Standing.TIED]
-        if leader:
+        # The outcome in the verdict's words: one decision, made with the verdict (analysis/race_outcome.py)
+        entry: dict = next((e for e in (self.store.current().summary or {}).get("targets", [])
+                            if e.get("target") == target), {})
+        outcome = RaceOutcome.from_dict(entry["race"]) if isinstance(entry.get("race"), dict) else None
+        if outcome is not None:
+            self.reporter.race(outcome.sentence()[:-1] + spent)
+        elif leader:
             self.reporter.race(f"{target}: {leader} wins the race{spent}"
                                + (f"; within the noise floor of it: {', '.join(resolved)}" if resolved else "")
                                + (f"; tied with it (the planned requests could not separate them): {', '.join(tied)}"
