@@ -1,10 +1,10 @@
 """Every section of every kind of report, as a person sees it on a laptop (issue 25): one screenshot per
 section in test-artifacts/screens/, and a failure for a table cell or header whose text is clipped, a
-table cut by its frame, a chart drawn without data, or a short phrase ("schema 3") broken over two lines.
+table cut by its frame, a chart drawn without data, or a short word (or "schema 3") broken over two lines.
 
 Headless Chromium 1024 px wide (a small laptop's width); the pages: a fresh sweep (theory, k, drift), the two
 upstream files, a method sweep (categories, a swept parameter, a hybrid), a sweep with ceiling runs
-and per-position counts, a concurrency sweep, and a comparison of two files from one hardware name.
+and per-position counts, a concurrency sweep, an adaptive race, and a comparison of two files from one hardware name.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from test_inside import config as inside_config
 from test_inside import run_sweep
 from test_inside import script as inside_script
 from test_methods import DRAFTED, NGRAM, _results, _row
+from test_race import config as race_config
+from test_race import script as race_script
+from test_race import sweep as race_sweep
 from test_report import ARTIFACTS, browser, fresh_sweep_results, reference  # noqa: F401 (browser: a fixture)
 
 LAPTOP = (1024, 768)     # a small laptop, or a browser window beside another
@@ -51,11 +54,14 @@ for (const gd of document.querySelectorAll('.js-plotly-plot')) {
   const svg = gd.querySelector('.main-svg');
   if (!values.length || !svg || svg.getBoundingClientRect().height < 100) out.empty.push(gd.id);
 }
-for (const cell of document.querySelectorAll('#files-table td')) {
-  const t = cell.textContent;
-  if (/^schema\\s\\d+$/.test(t.trim())) {
+// a short word (or "schema 3") broken over two lines reads as two words ("eliminate d"); a break after
+// a hyphen or a slash is where text may wrap
+for (const cell of document.querySelectorAll('th, td')) {
+  const t = cell.textContent.trim();
+  if (visible(cell) && t && t.length <= 24 && (!/[\\s\\-\\/]/.test(t) || /^schema\\s\\d+$/.test(t))) {
     const range = document.createRange(); range.selectNodeContents(cell);
-    if (range.getClientRects().length > 1) out.wrapped.push(t);
+    const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+    if (lines.size > 1) out.wrapped.push(cell.closest('table').id + ': ' + t);
   }
 }
 for (const s of document.querySelectorAll('main > header, main > section'))
@@ -95,6 +101,10 @@ def pages(tmp_path: Path) -> dict[str, Path]:
     folder.mkdir()
     streams = sweep(folder, FakeBackend(crossover_script()), concurrency_config(folder, concurrency=[1, 2, 4]))
     out["concurrency"] = write_report(load_results(streams), tmp_path / "concurrency.html")
+    folder = tmp_path / "race"
+    folder.mkdir()
+    _code, raced = race_sweep(folder, FakeBackend(race_script()), race_config(folder))
+    out["race"] = write_report(raced, tmp_path / "race.html")
     # two files of one hardware name, the second slower: legends, the files table, inverted intervals
     slower = load_results(streams)
     slower = dataclasses.replace(slower, results=tuple(

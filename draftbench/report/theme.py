@@ -80,12 +80,12 @@ table {{ border-collapse: collapse; width: 100%; font-size: .92rem; }}
 .table-wrap {{ overflow-x: auto; }}
 th, td {{ text-align: left; padding: 7px 10px; border-bottom: 1px solid {GRID}; vertical-align: top; }}
 th {{ white-space: normal; overflow-wrap: normal; hyphens: none; }}
-td {{ overflow-wrap: anywhere; }}
+td {{ overflow-wrap: break-word; }}
 #summary-table td:first-child, #summary-table td:nth-child(3) {{ min-width: 7em; }}
 #summary-table td:last-child {{ min-width: 18em; }}
-#summary-table td:nth-child(4), #theory-table td.num {{ white-space: normal; }}
+#summary-table td:nth-child(4), #theory-table td.num {{ white-space: normal; overflow-wrap: normal; }}
 #problems-table td:first-child {{ min-width: 14em; }}
-#theory-table td:first-child {{ min-width: 10em; }}
+#theory-table td:first-child {{ min-width: 9em; }}
 #problems-table td:last-child {{ min-width: 20em; }}
 th {{ color: {MUTED}; font-weight: 600; font-size: .8rem; text-transform: uppercase; letter-spacing: .03em; }}
 td.num {{ white-space: nowrap; font-variant-numeric: tabular-nums; }}
