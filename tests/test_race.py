@@ -403,7 +403,7 @@ def test_the_race_and_the_verdict_say_one_thing(tmp_path):
             started.append((index, total, at_most))
 
     flat = dict(speedup={BEST: 1.01, GOOD: 0.995, BAD: 0.6, SLOW: 0.97})
-    code, results = sweep(tmp_path, FakeBackend(script(**flat)), reporter=Recorder())
+    _code, results = sweep(tmp_path, FakeBackend(script(**flat)), reporter=Recorder())
     entry = results.summary["targets"][0]
     assert entry["recommended_draft"] is None and "not recommended" in entry["verdict"]
     race = entry["race"]
@@ -417,7 +417,7 @@ def test_the_race_and_the_verdict_say_one_thing(tmp_path):
 
 
 def test_the_verdicts_choice_is_the_best_of_the_race_and_each_candidate_has_its_history(tmp_path):
-    code, results = sweep(tmp_path, FakeBackend(script()))
+    _code, results = sweep(tmp_path, FakeBackend(script()))
     entry = results.summary["targets"][0]
     race = entry["race"]
     assert race["best"] == entry["recommended_draft"] == "best" and race["significant"] is True

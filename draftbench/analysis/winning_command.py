@@ -34,7 +34,9 @@ def _row(results: ResultsFile, target: str, draft: str | None, draft_max: int | 
         return results.baseline_for(target, level)
     rows = [r for r in results.results if r.target == target and r.role == "speculative" and r.draft == draft
             and r.ok and r.concurrency == level]
-    return next((r for r in rows if r.draft_max == draft_max), None)
+    exact = next((r for r in rows if r.draft_max == draft_max), None)
+    # a verdict that names no k (significance unknown) means the fastest of that label's rows
+    return exact or max(rows, key=lambda r: r.speedup.ratio if r.speedup else 0.0, default=None)
 
 
 def add_how_to_run(entry: dict, results: ResultsFile, target: str, level: int) -> None:

@@ -32,7 +32,7 @@ class PlanCosts:
     race_s: float                    # at its best: one candidate per target left after the probes
     exhaustive_loads: int
     race_loads: int
-    known: bool                      # False: nothing was known to estimate from (the race is kept)
+    known: bool                      # False: only guesses from model sizes (the race the user chose is kept)
 
     @property
     def race_saves_time(self) -> bool:
@@ -42,9 +42,11 @@ class PlanCosts:
         verdict = ("the race, which can save time" if self.race_saves_time else
                    "the exhaustive search: the race cannot save time here (its probes and second loads cost as "
                    "much as the requests it could skip)")
+        guess = ("" if self.known else " — from model sizes only, so the race asked for is kept (--dry-run --probe "
+                 "measures this machine)")
         return (f"exhaustive ~{format_duration(self.exhaustive_s)} ({self.exhaustive_loads} server loads); adaptive "
                 f"race ~{format_duration(self.race_s)} at best ({self.race_loads} server loads, if its probes leave "
-                f"one candidate per target) → {verdict}")
+                f"one candidate per target) → {verdict}{guess}")
 
 
 def plan_costs(combos: list[Combination], estimator: Estimator, n_prompts: int, runs: int, noise_floor: float,
@@ -61,7 +63,7 @@ def plan_costs(combos: list[Combination], estimator: Estimator, n_prompts: int, 
         finishing = []
         for combo in group:
             estimate = estimate_of(estimator, combo)
-            known |= estimate.source != "unknown"
+            known |= estimate.source not in ("unknown", "model size")     # measured, not guessed
             exhaustive += estimate.seconds
             loads_e += 1
             if combo.role != Role.SPECULATIVE or len(candidates) < 2:

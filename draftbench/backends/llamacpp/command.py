@@ -241,8 +241,8 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
             elif m not in offered:
                 near = closest(m, offered)
                 problems.append(Problem(f"{s.where}.method", f"{m!r} is not a speculative type this llama-server "
-                                        f"offers", f"did you mean {near[0]!r}?" if near else
-                                        f"use one of: {', '.join(offered)} (from {binary} --help)"))
+                                        f"offers", (f"did you mean {near[0]!r}? " if near else "")
+                                        + f"use one of: {', '.join(offered)} (from {binary} --help)"))
         types = list(s.method) or (["draft-simple"] if s.draft else [])
         if s.draft is None and any(t in DRAFT_TYPES_NEEDING_A_MODEL for t in types):
             problems.append(Problem(s.where, f"{', '.join(t for t in types if t.startswith('draft-'))} needs a "
