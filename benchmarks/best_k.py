@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """How far best-k-from-one-run is off: every k sweep in the results files given, predicted vs measured.
 
-    python benchmarks/best_k.py FILE_OR_FOLDER [...]
+    python benchmarks/best_k.py [--hardware NAME] FILE_OR_FOLDER [...]
 
 For every target and draft measured at several k (a ``draft_max`` list), the prediction made from
 the largest k's per-position counts and timings (analysis/draft/best_k.py) is put beside each other
 k measured, and the error is (predicted − measured) / measured. Printed: the distribution of those
 errors over every k of every sweep (median and 90th percentile of the absolute error, the largest,
 and the share within ±10%), then each sweep's own line. Files are re-analysed with this checkout's
-code, so an older file is judged by today's model.
+code, so an older file is judged by today's model. ``--hardware`` (repeatable) keeps only files of that
+hardware; a file seen twice (a copy) counts once; files from the tests' in-process fake server are skipped.
 """
 
 from __future__ import annotations
@@ -26,18 +27,23 @@ from draftbench.common.errors import DraftbenchError
 from draftbench.results.file import load_results
 
 
-def sweeps(args: list[str]) -> list[tuple[str, dict]]:
+def sweeps(args: list[str], hardware: list[str]) -> list[tuple[str, dict]]:
     """(name, prediction) for every leading row that was compared with at least one measured k."""
     paths: list[Path] = []
     for arg in args:
         p = Path(arg)
         paths += sorted(p.rglob("*.json")) if p.is_dir() else [p]
-    out = []
+    out, seen = [], set()
     for path in paths:
         try:
             results = analyze(load_results(path))
         except (DraftbenchError, ValueError):
             continue
+        commands = [str(((r.server or {}).get("command") or [""])[0]) for r in results.results]
+        if (hardware and results.hardware not in hardware) or any(c.endswith("fake-server") for c in commands) \
+                or (results.name, results.timestamp) in seen:
+            continue
+        seen.add((results.name, results.timestamp))
         for row in leading_rows(results.results):
             prediction = row.k_prediction or {}
             if prediction.get("compared"):
@@ -46,10 +52,12 @@ def sweeps(args: list[str]) -> list[tuple[str, dict]]:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
+    hardware = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--hardware"]
+    paths = [a for i, a in enumerate(argv) if a != "--hardware" and (i == 0 or argv[i - 1] != "--hardware")]
+    if not paths:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    found = sweeps(argv)
+    found = sweeps(paths, hardware)
     errors = [p["error_pct"] for _, pred in found for p in pred["per_k"] if p.get("error_pct") is not None]
     if not errors:
         print("no k sweep with per-position counts in these files", file=sys.stderr)

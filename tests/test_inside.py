@@ -157,15 +157,20 @@ def test_prediction_models_a_step_overhead_and_drafts_cut_short_by_p_min():
               accepted_per_pos=[sum(r.accepted_per_pos[j] for r in recs) for j in range(k_max)],
               verify_steps=sum(r.verify_steps for r in recs), draft_n=sum(r.draft_n for r in recs),
               draft_n_accepted=sum(r.draft_n_accepted for r in recs), speculation_active=True,
-              candidate={"label": "good", "method": [], "draft": "good", "params": {}}, requests=tuple(recs))
+              candidate={"label": "good", "method": [], "draft": "good", "params": {}}, requests=tuple(recs),
+              server={"command": ["llama-server", "--spec-draft-p-min", "0.5"]})     # the p-min that cuts drafts
     pred = kpredict.predict(row, baseline_row())
     assert pred["drafts"] == "cut short"
     assert pred["cost_per_step_s"] == pytest.approx(overhead, rel=1e-3)
     assert pred["cost_per_drafted_token_s"] == pytest.approx(COST, rel=1e-3)
     for p in pred["per_k"]:
         assert p["predicted_tps"] == pytest.approx(world(p["k"])[0], rel=1e-3), p["k"]
+    # without a p-min, short drafts are the ends of answers: cut in proportion at every k
+    plain = kpredict.predict(Row(**{**row.__dict__, "server": {"command": ["llama-server"]}}), baseline_row())
+    assert plain["drafts"] == "full"
     # a minimum draft length: smaller k are not predicted
-    floor = Row(**{**row.__dict__, "server": {"command": ["llama-server", "--spec-draft-n-min", "3"]}})
+    floor = Row(**{**row.__dict__, "server": {"command": ["llama-server", "--spec-draft-p-min", "0.5",
+                                                          "--spec-draft-n-min", "3"]}})
     assert [p["k"] for p in kpredict.predict(floor, baseline_row())["per_k"]] == list(range(3, k_max + 1))
 
 

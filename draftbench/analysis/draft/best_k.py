@@ -17,10 +17,11 @@ o · steps + c · drafted (plain steps: where nothing was drafted; the same numb
 every k). Where every request drafted the same share per step, o and c cannot be told apart and o
 is taken as 0. k̄(k), the tokens drafted per step at k, is what was measured:
 
-* drafts that ran to k_max (≥ 90% of it on average): k̄(k) = (drafted / steps) · k / k_max;
-* drafts cut short (a p-min that stops drafting when the draft is unsure): a draft of length L is
-  cut at k, and L is taken to reach one position past the accepted prefix, whose distribution the
-  per-position counts give: k̄(k) ∝ 1 + Σ_{i<k−1} accepted_at(i) / steps, scaled to the measured mean;
+* without a p-min (drafts run to k_max, or to the end of the answer): k̄(k) = (drafted / steps) · k / k_max;
+* with a p-min above 0 in the row's command (``--spec-draft-p-min``: drafting stops where the draft is
+  unsure) and drafts shorter than k_max on average: a draft of length L is cut at k, and L is taken to
+  reach one position past the accepted prefix, whose distribution the per-position counts give:
+  k̄(k) ∝ 1 + Σ_{i<k−1} accepted_at(i) / steps, scaled to the measured mean;
 * a minimum draft length (``--spec-draft-n-min``) bounds k from below: smaller k are not predicted.
 
 Times are the server's own (llama.cpp ``timings``) where every request has them, else the client's.
@@ -42,6 +43,7 @@ from ...results.file import RequestRecord, Row
 
 FULL_DRAFTS = 0.9        # mean drafted per step at least this share of k_max: drafts run to k_max
 DRAFT_MIN_FLAGS = ("--spec-draft-n-min", "--draft-min", "--draft-n-min")
+P_MIN_FLAGS = ("--spec-draft-p-min", "--draft-p-min")
 
 
 def tok_s(value: float) -> str:
@@ -110,8 +112,9 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
     plain_steps = max(0, tokens - s - a)        # steps where nothing was drafted (1 token at t_target)
     overhead, cost = step_costs(equations, (time_s - (s + plain_steps) * t_target), s, d)
     k_max = len(per_pos)
-    drafted = drafted_model(per_pos, steps, d / s)
-    k_min = max(1, draft_min(row))
+    cut_short = (command_value(row, P_MIN_FLAGS) or 0.0) > 0 and d / s < FULL_DRAFTS * k_max
+    drafted = drafted_model(per_pos, steps, d / s, cut_short=cut_short)
+    k_min = max(1, int(command_value(row, DRAFT_MIN_FLAGS) or 0))
 
     def rate(k: int) -> float:
         """Tokens per second at k for this row's workload (its speculative and plain steps)."""
@@ -130,7 +133,7 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
     return {"from_k": k_max, "times": "server" if server else "client",
             "target_s_per_token": round(t_target, 6), "cost_per_drafted_token_s": round(cost, 6),
             "cost_per_step_s": round(overhead, 6), "drafted_per_step": round(d / s, 3),
-            "drafts": "full" if d / s >= FULL_DRAFTS * k_max else "cut short", "baseline_tps": baseline.mean_tps,
+            "drafts": "cut short" if cut_short else "full", "baseline_tps": baseline.mean_tps,
             "per_k": per_k, "recommended_k": best["k"] if pays else None,
             "recommended_tps": best["predicted_tps"] if pays else None, "mean_abs_error_pct": None,
             "compared": 0}
@@ -159,10 +162,10 @@ def step_costs(equations: Sequence[tuple[int, int, float]], extra_s: float, step
     return 0.0, max(0.0, extra_s / drafted)
 
 
-def drafted_model(per_pos: Sequence[int], steps: int, mean_drafted: float):
+def drafted_model(per_pos: Sequence[int], steps: int, mean_drafted: float, *, cut_short: bool):
     """k → tokens drafted per step at k (see the module's docstring)."""
     k_max = len(per_pos)
-    if mean_drafted >= FULL_DRAFTS * k_max:
+    if not cut_short:
         return lambda k: mean_drafted * k / k_max       # full drafts; ends of answers cut in proportion
 
     def reach_len(k: int) -> float:     # E[min(L, k)] with L one past the accepted prefix
@@ -171,13 +174,17 @@ def drafted_model(per_pos: Sequence[int], steps: int, mean_drafted: float):
     return lambda k: min(float(k), scale * reach_len(k))
 
 
-def draft_min(row: Row) -> int:
-    """The minimum draft length the row's server ran with (``--spec-draft-n-min``), 0 when not set."""
+def command_value(row: Row, flags: Sequence[str]) -> float | None:
+    """The number the row's server command gives one of ``flags`` (the last one wins), None when unset."""
     command = (row.server or {}).get("command") or []
+    value = None
     for i, arg in enumerate(command[:-1]):
-        if arg in DRAFT_MIN_FLAGS and str(command[i + 1]).isdigit():
-            return int(command[i + 1])
-    return 0
+        if arg in flags:
+            try:
+                value = float(command[i + 1])
+            except ValueError:
+                continue
+    return value
 
 
 def siblings(row: Row, rows: Iterable[Row]) -> list[Row]:
