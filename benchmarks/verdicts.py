@@ -13,10 +13,11 @@ prints:
   false ≤1.00    … one whose true speed-up on prompts like these is at most 1.00
   false ≤floor   … at most 1 + noise floor (1.02)
   within 2%      the pick is within 2% of the true best (or nothing is picked and nothing beats 1.02)
-  cover: these   share of the rows' 95% intervals that contain the speed-up on the prompts each row
+    (these)      … judged by the speed-ups on the sweep's own prompts (the best a sweep of them can know)
+  cover          share of the rows' 95% intervals that contain the speed-up on the prompts each row
                  measured ("on these prompts": what the README's geometric-mean ratio estimates)
-         like    … that contain the candidate's speed-up on prompts like these (its population value)
-         pick    … of the verdict's own interval, around the pick's population value
+    (like)       … that contain the candidate's speed-up on prompts like these (its population value)
+    (pick)       … of the verdict's own interval, around the pick's population value
   requests, loads, wall: measured requests, server loads and simulated wall time per sweep
 
     python benchmarks/verdicts.py --quick                 # every scenario, a few trials: seconds
@@ -43,7 +44,7 @@ from simulation.sweeps import Setup, exhaustive, race
 from simulation.world import draw_truth
 
 STRATEGIES = ("exhaustive", "race")
-QUICK_TRIALS = 4
+QUICK_TRIALS = 2
 
 
 def run_scenario(scenario: Scenario, trials: int, seed: int, schedule: str = "sequential") -> dict[str, dict]:
@@ -72,14 +73,16 @@ def pct(x: float | None) -> str:
     return "    —" if x is None else f"{x:6.1%}"
 
 
-HEADER = (f"{'scenario':<22} {'strategy':<10} {'recommends':>10} {'false ≤1.00':>11} {'false ≤floor':>12} "
-          f"{'within 2%':>9} {'cover: these':>12} {'like':>6} {'pick':>6} {'requests':>8} {'loads':>6} {'wall':>7}")
+HEADER = (f"{'scenario':<24} {'strategy':<10} {'recommends':>10} {'false ≤1.00':>11} {'false ≤floor':>12} "
+          f"{'within 2%':>9} {'(these)':>7} {'cover':>6} {'(like)':>6} {'(pick)':>6} {'requests':>8} {'loads':>6} "
+          f"{'wall':>7}")
 
 
 def line(name: str, strategy: str, s: dict) -> str:
-    return (f"{name:<22} {strategy:<10} {pct(s['recommends']):>10} {pct(s['false_1']):>11} {pct(s['false_floor']):>12} "
-            f"{pct(s['within_2pct']):>9} {pct(s['coverage_these']):>12} {pct(s['coverage_like']):>6} "
-            f"{pct(s['coverage_pick']):>6} {s['requests']:8.0f} {s['loads']:6.1f} {s['wall_s'] / 60:6.1f}m")
+    return (f"{name:<24} {strategy:<10} {pct(s['recommends']):>10} {pct(s['false_1']):>11} {pct(s['false_floor']):>12} "
+            f"{pct(s['within_2pct']):>9} {pct(s['within_these']):>7} {pct(s['coverage_these']):>6} "
+            f"{pct(s['coverage_like']):>6} {pct(s['coverage_pick']):>6} {s['requests']:8.0f} {s['loads']:6.1f} "
+            f"{s['wall_s'] / 60:6.1f}m")
 
 
 def main(argv: list[str]) -> int:
@@ -98,7 +101,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.list:
         for s in known.values():
-            print(f"{s.name:<22} {s.about} ({s.n_prompts} prompts × {s.runs} runs, {s.max_tokens} tokens)")
+            print(f"{s.name:<24} {s.about} ({s.n_prompts} prompts × {s.runs} runs, {s.max_tokens} tokens)")
         return 0
     if args.trials < 1:
         p.error("--trials must be at least 1")
@@ -112,7 +115,7 @@ def main(argv: list[str]) -> int:
         out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.schedule)
         for strategy in STRATEGIES:
             print(line(scenario.name, strategy, figures[strategy]), flush=True)
-        print(f"{'':<22} ({scenario.about}; {time.perf_counter() - start:.0f} s)", flush=True)
+        print(f"{'':<24} ({scenario.about}; {time.perf_counter() - start:.0f} s)", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"trials": trials, "seed": args.seed, "schedule": args.schedule,
                                                "scenarios": out}, indent=2) + "\n")

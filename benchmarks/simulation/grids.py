@@ -92,8 +92,12 @@ def scenarios() -> list[Scenario]:
                  "session effect 2%", (null6,), Machine(tail_df=3, outlier_rate=0.02, session_sd=0.02)),
         Scenario("per-prompt", "1 draft at 1.00 whose effect differs by prompt (sd 5%); 6 prompts × 5 runs",
                  (null(1, own_sd=0.05),), Machine(), runs=5),
-        Scenario("useless-22", "22 drafts at 1.00 (own effect per prompt, sd 3%): the best of many",
+        Scenario("useless-22-gaussian", "22 drafts at 1.00, Gaussian run noise only: the best of many",
+                 (null(22),), Machine()),
+        Scenario("useless-22", "22 drafts at 1.00 whose effect differs by prompt (sd 3%): the best of many",
                  (null(22, own_sd=0.03),), Machine()),
+        Scenario("single-1.01", "1 draft at 1.01 (inside the noise floor); Gaussian run noise 3%",
+                 (Grid("1.01", (Cand("d101", 1.01),)),), Machine()),
         Scenario("near-tie", "drafts at 1.00, 1.01 and 1.02 (own effect per prompt, sd 3%)",
                  (Grid("1.00/1.01/1.02", (Cand("d100", 1.00), Cand("d101", 1.01), Cand("d102", 1.02)),
                        own_sd=0.03),), Machine()),
@@ -102,6 +106,9 @@ def scenarios() -> list[Scenario]:
                  (Grid("n-gram", (Cand("ngram-a", 1.02, 0.9, drafts_on=1 / 3, model_free=True),
                                   Cand("ngram-b", 1.10, 0.9, drafts_on=0.5, model_free=True), Cand("d0", 1.0)),
                        own_sd=0.03, hetero=3.0),), Machine(session_sd=0.02, drift=0.03)),
+        Scenario("reference-7b-no-session", "the 7B grid under adaptive.py's own noise model (no session effect, "
+                 "no drift: where benchmarks/adaptive.py's figures hold)",
+                 reference_grids(REFERENCE["7b"], **adaptive_noise), Machine()),
         Scenario("reference-7b", "upstream Qwen2.5-7B grid (9 targets × 22 drafts, M4 Max means as truth), "
                  "adaptive.py's noise model, session effect 2%", reference_grids(REFERENCE["7b"], **adaptive_noise),
                  session2),

@@ -28,7 +28,8 @@ class Score:
     recommended: bool
     false_1: bool               # recommended a candidate whose true speed-up ("prompts like these") ≤ 1.00
     false_floor: bool           # … ≤ 1 + noise floor
-    within_2pct: bool
+    within_2pct: bool           # … of the true best on prompts like these
+    within_these: bool          # … of the best on this sweep's prompts (what a sweep of them can know at best)
     these: tuple[bool, ...]     # per row with an interval: it covers the speed-up on the prompts it measured
     like: tuple[bool, ...]      # … the speed-up on prompts like these (the candidate's population value)
     pick_covered: bool | None   # the verdict's interval covers the pick's population value
@@ -50,10 +51,12 @@ def score(sweep: Sweep, truth: Truth, prompts: tuple[Prompt, ...], noise_floor: 
         these.append(covers(row.speedup, truth.on_prompts(row.draft, measured)))
         like.append(covers(row.speedup, truth.population[row.draft]))
     value = truth.population.get(pick) if pick else None
+    on_all = {name: truth.on_prompts(name, list(range(len(prompts)))) for name in truth.population}
     recommended = pick is not None and bool(pick_speed and pick_speed.significant)
     return Score(recommended=recommended, false_1=recommended and value is not None and value <= 1.0,
                  false_floor=recommended and value is not None and value <= 1.0 + noise_floor,
                  within_2pct=within_2pct(value if recommended else None, max(truth.population.values())),
+                 within_these=within_2pct(on_all[pick] if recommended and pick else None, max(on_all.values())),
                  these=tuple(these), like=tuple(like),
                  pick_covered=covers(pick_speed, value) if recommended and pick_speed and pick_speed.has_interval
                  and value is not None else None,
@@ -68,7 +71,7 @@ def summary(scores: list[Score]) -> dict:
 
     return {"trials": len(scores), "recommends": rate(s.recommended for s in scores),
             "false_1": rate(s.false_1 for s in scores), "false_floor": rate(s.false_floor for s in scores),
-            "within_2pct": rate(s.within_2pct for s in scores),
+            "within_2pct": rate(s.within_2pct for s in scores), "within_these": rate(s.within_these for s in scores),
             "coverage_these": rate(c for s in scores for c in s.these),
             "coverage_like": rate(c for s in scores for c in s.like),
             "coverage_pick": rate(s.pick_covered for s in scores),
