@@ -90,7 +90,7 @@ def scenarios() -> list[Scenario]:
                  (null6,), Machine(session_sd=0.02, drift=0.05, step=True)),
         Scenario("null-heavy-tails", "6 drafts at 1.00; Student-t (3 df) run noise, 2% outliers at half speed, "
                  "session effect 2%", (null6,), Machine(tail_df=3, outlier_rate=0.02, session_sd=0.02)),
-        Scenario("per-prompt", "1 draft at 1.00 whose effect differs by prompt (sd 5%); 6 prompts × 5 runs",
+        Scenario("per-prompt", "1 draft at 1.00 whose effect differs by prompt (sd 5%)",
                  (null(1, own_sd=0.05),), Machine(), runs=5),
         Scenario("useless-22-gaussian", "22 drafts at 1.00, Gaussian run noise only: the best of many",
                  (null(22),), Machine()),
@@ -112,6 +112,6 @@ def scenarios() -> list[Scenario]:
         Scenario("reference-7b", "upstream Qwen2.5-7B grid (9 targets × 22 drafts, M4 Max means as truth), "
                  "adaptive.py's noise model, session effect 2%", reference_grids(REFERENCE["7b"], **adaptive_noise),
                  session2),
-        Scenario("reference-72b", "upstream Qwen2.5-72B grid (2 targets × 30 drafts), adaptive.py's noise model, "
+        Scenario("reference-72b", "upstream Qwen2.5-72B grid (2 targets × 31 drafts), adaptive.py's noise model, "
                  "session effect 2%", reference_grids(REFERENCE["72b"], **adaptive_noise), session2),
     ]
