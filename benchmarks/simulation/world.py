@@ -213,9 +213,6 @@ class SimBackend(Backend):
     def model_problem(self, ref: str):
         return None
 
-    def pair_problem(self, target: str, draft: str):
-        return None
-
     def size_label(self, ref: str) -> str | None:
         return None
 
