@@ -135,6 +135,7 @@ class Row:
     theory: Theory | None = None              # the textbook model beside the measurement (theory.py)
     warnings: tuple[Finding, ...] = ()
     server: dict | None = None                # backend, command, version, log, port
+    topology: dict | None = None              # where the models ran: RPC endpoints and buffers, vLLM parallelism
     started_at: str | None = None
     race: dict | None = None                  # adaptive search: loads, requests planned, interval, decision
     requests: tuple[RequestRecord, ...] = ()

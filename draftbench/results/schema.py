@@ -284,6 +284,18 @@ LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": I
 DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "drafted_share": NUM, "runs": INT,
                        "mean_run_tokens": NUM, "max_run_tokens": INT, "run_lengths": MapOf(INT),
                        "drafted_share_by_quarter": ListOf(NUM)})
+# where the models ran (backends/llamacpp/topology.py; vLLM's parallelism: backends/vllm/parallel.py)
+MODEL_PLACEMENT = Obj({"path": STR, "devices": ListOf(Obj({"name": STR, "description": STR}, nullable=False)),
+                       "offloaded": STR, "model_mib": MapOf(NUM), "kv_mib": MapOf(NUM), "compute_mib": MapOf(NUM),
+                       "on_endpoints_mib": MapOf(NUM), "local_mib": NUM})
+RPC_ENDPOINT = Obj({"endpoint": Str(nullable=False), "rtt_ms": NUM, "rtt_min_ms": NUM, "samples": INT, "method": STR,
+                    "protocol": STR, "devices": INT, "error": STR, "device_names": ListOf(Str(nullable=False))},
+                   required=("endpoint",), nullable=False)
+TOPOLOGY = Obj({"kind": Str(nullable=False), "endpoints": ListOf(RPC_ENDPOINT), "draft_placement": STR,
+                "target": MODEL_PLACEMENT, "draft": MODEL_PLACEMENT, "split_proven": BOOL,
+                "tensor_parallel_size": INT, "pipeline_parallel_size": INT, "data_parallel_size": INT,
+                "distributed_executor_backend": STR, "nnodes": INT, "master_addr": STR, "master_port": INT,
+                "world_size": INT}, required=("kind",))
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
@@ -301,7 +313,7 @@ ROW = Obj({
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
     "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
     "accepted_per_pos": ACCEPTED_PER_POS, "diagnosis": DIAGNOSIS, "k_prediction": K_PREDICTION,
-    "synthetic": SYNTHETIC, "ceiling": CEILING,
+    "synthetic": SYNTHETIC, "ceiling": CEILING, "topology": TOPOLOGY,
 }, required=("target",), nullable=False)
 # per target: the verdict's schema-3 additions (the rest of the summary is recomputed on load)
 SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,

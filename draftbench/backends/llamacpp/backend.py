@@ -27,6 +27,7 @@ from ...common.files import cache_dir
 from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import api_key_from_args
+from ...config.model_ref import ModelRef
 from ...config.settings import Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
@@ -53,10 +54,13 @@ from .command import (
     candidate_problems,
     capabilities,
     find_llama_server,
+    local_devices,
     spec_types,
     stats_lines_expected,
 )
+from .rpc import device_names, probe_endpoint, reachable_endpoints
 from .stats import StatsLog
+from .topology import proven_topology, read_log
 
 # --------------------------------------------------------------------------- failures
 
@@ -209,6 +213,7 @@ class LlamaCppBackend(Backend):
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
     synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
+    rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
     settings_schema: ClassVar[dict[str, Field]] = {
         "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
                               "statistics (every server of the sweep, the baseline too)", measured=True),
@@ -240,10 +245,34 @@ class LlamaCppBackend(Backend):
         binary = find_llama_server(settings.get("llama_bin"))
         capabilities(binary)
 
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+        """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""
+        split = [(i, t) for i, t in enumerate(targets) if t.rpc]
+        if not split:
+            return []
+        binary = find_llama_server(settings.get("llama_bin"))
+        if "--rpc" not in capabilities(binary)["flags"]:
+            return [Problem(f"$.targets[{i}].rpc", f"{binary} was built without RPC support (its --help lists no "
+                            "--rpc)", "build one with RPC: `make llama-server` (GGML_RPC=ON), or point "
+                            "settings.llama_bin at such a build") for i, _ in split]
+        problems = []
+        for i, target in split:
+            for j, probe in enumerate(probe_endpoint(e) for e in target.rpc):
+                if not probe.reachable:
+                    port = probe.endpoint.rpartition(":")[2]
+                    problems.append(Problem(f"$.targets[{i}].rpc[{j}]", f"{probe.endpoint} {probe.error}",
+                                            f"start it (on that host: python server.py rpc-server --port {port}), "
+                                            "or remove it from the list"))
+        return problems
+
     def launch(self, spec: LaunchSpec) -> LlamaCppServer:
         binary = find_llama_server(spec.settings.get("llama_bin"))
         caps = capabilities(binary)
-        cmd = build_command(binary, caps, spec)
+        # RPC endpoints are probed first: llama-server aborts on one it cannot reach, and an endpoint answers
+        # one client at a time, so its round trip cannot be timed once llama-server holds it.
+        probes = reachable_endpoints(spec.rpc) if spec.rpc else []
+        local = local_devices(binary) if spec.rpc and spec.draft and spec.draft_placement == "local" else []
+        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
@@ -254,6 +283,18 @@ class LlamaCppBackend(Backend):
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
+        if spec.rpc:
+            try:
+                topology, notes = proven_topology(read_log(log_path, start_offset), target=spec.target,
+                                                  draft=spec.draft, endpoints=spec.rpc,
+                                                  placement=spec.draft_placement, log_path=log_path)
+            except BaseException:
+                server.stop()
+                raise
+            names = device_names(probes)
+            topology["endpoints"] = [dict(p.to_dict(), device_names=names[p.endpoint]) for p in probes]
+            server.topology = topology
+            server.notes += notes
         # The statistics lines of concurrent requests interleave and count per slot: one stream only.
         expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
         if expected:
