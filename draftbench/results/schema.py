@@ -295,7 +295,7 @@ TOPOLOGY = Obj({"kind": Str(nullable=False), "endpoints": ListOf(RPC_ENDPOINT), 
                 "target": MODEL_PLACEMENT, "draft": MODEL_PLACEMENT, "split_proven": BOOL,
                 "tensor_parallel_size": INT, "pipeline_parallel_size": INT, "data_parallel_size": INT,
                 "distributed_executor_backend": STR, "nnodes": INT, "master_addr": STR, "master_port": INT,
-                "world_size": INT}, required=("kind",))
+                "world_size": INT, "draft_tensor_parallel_size": INT}, required=("kind",))
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
