@@ -98,6 +98,7 @@ def test_rpc_settings_that_cannot_apply_are_refused():
     assert "no target" in problems(config(rpc=None, draft_placement="rpc"))[0].message
     assert "not a draft placement" in problems(config(draft_placement="gpu"))[0].message
     assert "more than once" in problems(config(draft_placement=["rpc", "rpc"]))[0].message
+    assert problems(config(extra_args=["--rpc", EP1]))[0].path == "$.settings.extra_args[0]"
     bad_param = {**config(), "candidates": [{"label": "c", "draft": "1B", "params": {"draft_placement": "far"}}]}
     assert any(p.path == "$.candidates[0].params.draft_placement" for p in problems(bad_param))
 
@@ -276,3 +277,17 @@ def test_rows_keep_the_topology_and_the_report_shows_it():
 def test_server_cli_refuses_an_open_address_without_allow_remote():
     proc = run_cli("server.py", "rpc-server", "--host", "0.0.0.0", "--port", "0", timeout=60)
     assert proc.returncode == 2 and "--allow-remote" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_latency_benchmark_relay_holds_every_chunk(fake_rpc):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from rpc_latency import DelayRelay
+    relay = DelayRelay(int(fake_rpc().endpoint.rpartition(":")[2]), delay_s=0.002)
+    try:
+        probe = probe_endpoint(relay.endpoint, samples=3)
+        assert probe.reachable and probe.devices == 2           # the protocol passes through unchanged
+        assert probe.rtt_min_ms >= 4.0                           # 2 ms each way, at least
+        assert relay.held_s and min(relay.held_s) >= 0.002
+    finally:
+        relay.close()

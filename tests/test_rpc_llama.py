@@ -7,16 +7,20 @@ Few tokens and one prompt per row: the machine has two shared cores, and these t
 from __future__ import annotations
 
 import json
+import re
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
+from draftbench.backends.llamacpp.rpc import probe_endpoint
 from draftbench.backends.llamacpp.rpc_server import find_rpc_server, start_rpc_server
 from draftbench.lifetime.process import free_port
 from draftbench.sweep.config_file import load_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.session import Sweep
 
-from helpers import llama_server_pids, run_cli
+from helpers import llama_server_pids, read_until, run_cli, start_server_cli, started_by_this_session
 
 pytestmark = pytest.mark.llama
 
@@ -124,3 +128,24 @@ def test_an_endpoint_dying_mid_row_ends_that_row_and_a_resume_measures_it(models
     assert all(r["status"] == "ok" for r in rows.values())
     assert rows["speculative"]["speculation_active"] is True
 
+
+
+def rpc_server_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-x", "ggml-rpc-server"], capture_output=True, text=True)
+    return {int(p) for p in out.stdout.split() if started_by_this_session(int(p))}
+
+
+def test_server_cli_starts_the_engine_on_loopback_and_stops_it(llama_bin):
+    proc = start_server_cli("rpc-server", "--port", "0")
+    try:
+        text = read_until(proc, "Press Ctrl-C", timeout=120)
+        endpoint = re.search(r'"rpc": \["(127\.0\.0\.1:\d+)"\]', text).group(1)
+        assert probe_endpoint(endpoint).reachable and rpc_server_pids()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and "ggml-rpc-server stopped" in out
+    assert not probe_endpoint(endpoint, timeout_s=1).reachable and not rpc_server_pids()

@@ -86,6 +86,13 @@ def check_rpc_entry(where: str, value: Any, *, allow_remote: bool, problems: lis
     return tuple(out)
 
 
+def rpc_flag_problems(path: str, args: list[str]) -> list[Problem]:
+    """``--rpc`` in a sweep's extra_args would split the target unprobed and unrecorded: refused."""
+    return [Problem(f"{path}[{i}]", "sets --rpc; draftbench passes a target's RPC endpoints itself (it probes them "
+                    "first and records the split)", "move the endpoints to the target's \"rpc\": [\"host:port\", …]")
+            for i, arg in enumerate(args) if arg == "--rpc" or arg.startswith("--rpc=")]
+
+
 def placements(value: Any) -> tuple[str, ...]:
     """``settings.draft_placement`` as a tuple of placements (() when not set)."""
     if value is None:

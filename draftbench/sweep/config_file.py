@@ -23,7 +23,7 @@ from ..config.candidates import CandidateSpec, expanded_label_problems, from_dra
 from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
-from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, sweep_problems
+from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
 from ..config.settings import COMMON_SETTINGS, Field, check_value
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
@@ -238,6 +238,7 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
             found, notes = check_server_args(path, args, allow_remote=allow_remote)
             problems.extend(found)
+            problems.extend(rpc_flag_problems(path, args))
             warnings.extend(_as_problem(note, path) for note in notes)
     if isinstance(settings.get("host"), str):
         notes = []
