@@ -291,3 +291,17 @@ def test_the_latency_benchmark_relay_holds_every_chunk(fake_rpc):
         assert relay.held_s and min(relay.held_s) >= 0.002
     finally:
         relay.close()
+
+
+def test_a_results_file_resumes_only_on_the_same_split(tmp_path):
+    from draftbench.backends import get_backend
+    from draftbench.common.errors import ResultsFileError
+    from draftbench.sweep.resume import check_resumable, config_snapshot
+    backend = get_backend("llamacpp")
+    before = validate_config(config())
+    existing = ResultsFile(before.name, before.hardware, before.backend, "", {},
+                           config=config_snapshot(before, backend))
+    assert first_problem(existing.to_dict()) is None
+    check_resumable(existing, validate_config(config()), backend, tmp_path / "r.json")      # same split: fine
+    with pytest.raises(ResultsFileError, match="split over 127.0.0.1:50911 now, 127.0.0.1:50911, 127.0.0.1:50912"):
+        check_resumable(existing, validate_config(config(rpc=(EP1,))), backend, tmp_path / "r.json")

@@ -320,8 +320,8 @@ SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,
                                       "k_prediction": Obj({"from_k": INT, "recommended_k": INT,
                                                            "recommended_tps": NUM, "mean_abs_error_pct": NUM,
                                                            "compared": INT})}, nullable=False))})
-MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
-                  nullable=False)
+MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False), "rpc": ListOf(Str(nullable=False))},
+                  required=("label", "path"), nullable=False)
 RESULTS_FILE = Obj({
     "timestamp": STR, "name": STR, "hardware": STR, "backend": STR,     # null: "unnamed", "unknown"
     "model_family": STR, "settings": SETTINGS, "schema_version": INT, "tool": STR, "tool_version": STR,
