@@ -3,6 +3,7 @@ stand-in that speaks the RPC protocol), the topology read from real log lines, r
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import threading
@@ -264,7 +265,7 @@ def test_rows_keep_the_topology_and_the_report_shows_it():
     topology["endpoints"] = [{"endpoint": EP1, "rtt_ms": 0.025, "method": "rpc", "device_names": ["RPC0"]}]
     rows = (Row(target="T", mean_tps=10.0, role="baseline", topology=topology),
             Row(target="T", draft="1B placement=rpc", role="speculative", mean_tps=12.0, topology=topology))
-    results = ResultsFile("n", "h", "llamacpp", "f", {}, results=rows)
+    results = ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="f", settings={}, results=rows)
     data = results.to_dict()
     assert first_problem(data) is None
     assert data["results"][1]["topology"]["target"]["on_endpoints_mib"][EP1] == 65.53
@@ -299,9 +300,9 @@ def test_a_results_file_resumes_only_on_the_same_split(tmp_path):
     from draftbench.sweep.resume import check_resumable, config_snapshot
     backend = get_backend("llamacpp")
     before = validate_config(config())
-    existing = ResultsFile(before.name, before.hardware, before.backend, "", {},
-                           config=config_snapshot(before, backend))
+    existing = ResultsFile(name=before.name, hardware=before.hardware, backend=before.backend, model_family="",
+                           settings={}, config=config_snapshot(before, backend))
     assert first_problem(existing.to_dict()) is None
     check_resumable(existing, validate_config(config()), backend, tmp_path / "r.json")      # same split: fine
-    with pytest.raises(ResultsFileError, match="split over 127.0.0.1:50911 now, 127.0.0.1:50911, 127.0.0.1:50912"):
+    with pytest.raises(ResultsFileError, match=re.escape("split over 127.0.0.1:50911 now, 127.0.0.1:50911, 127.0.0.1:50912")):
         check_resumable(existing, validate_config(config(rpc=(EP1,))), backend, tmp_path / "r.json")
