@@ -7,20 +7,23 @@ Few tokens and one prompt per row: the machine has two shared cores, and these t
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from draftbench.backends.llamacpp.rpc import probe_endpoint
 from draftbench.backends.llamacpp.rpc_server import find_rpc_server, start_rpc_server
-from draftbench.lifetime.process import free_port
+from draftbench.lifetime.process import GUARD_ENV, free_port
 from draftbench.sweep.config_file import load_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.session import Sweep
 
-from helpers import llama_server_pids, read_until, run_cli, start_server_cli, started_by_this_session
+from helpers import REPO, llama_server_pids, read_until, run_cli, start_server_cli, started_by_this_session
+from test_lifetime import assert_group_gone_within
 
 pytestmark = pytest.mark.llama
 
@@ -117,6 +120,7 @@ def test_an_endpoint_dying_mid_row_ends_that_row_and_a_resume_measures_it(models
     speculative, control = rows["speculative"], rows["control"]
     assert rows["baseline"]["status"] == "ok"
     assert speculative["status"] == "error" and len(speculative["requests"]) >= 1   # what was measured is kept
+    assert "an RPC endpoint went away" in speculative["reason"] and "server.py rpc-server" in speculative["reason"]
     assert speculative["topology"]["split_proven"] is True
     # the row after it fails fast, before its server starts, naming the endpoint
     assert control["status"] == "error" and second.endpoint in control["reason"]
@@ -149,3 +153,23 @@ def test_server_cli_starts_the_engine_on_loopback_and_stops_it(llama_bin):
             proc.wait()
     assert proc.returncode == 0 and "ggml-rpc-server stopped" in out
     assert not probe_endpoint(endpoint, timeout_s=1).reachable and not rpc_server_pids()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads process groups from /proc")
+@pytest.mark.parametrize("guard", ["pdeathsig", "portable"])
+def test_sigkill_of_server_cli_takes_the_rpc_server_with_it(llama_bin, guard):
+    """The same lifetime guarantee as llama-server's: nothing of the engine outlives a killed server.py."""
+    before = rpc_server_pids()
+    proc = subprocess.Popen([sys.executable, str(REPO / "server.py"), "rpc-server", "--port", "0"], cwd=str(REPO),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1", **{GUARD_ENV: guard}))
+    try:
+        read_until(proc, "Press Ctrl-C", timeout=120)
+        (pid,) = rpc_server_pids() - before
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert_group_gone_within(pid, 5, f"after SIGKILL of server.py ({guard})")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -200,6 +200,10 @@ class Server:
     def log_tail(self, lines: int = 25) -> str:
         return self.process.log_tail(lines) if self.process else ""
 
+    def death_cause(self) -> ServerError | None:
+        """Why the server died, when its log names a cause the backend knows (message, fix, kind), else None."""
+        return None
+
     def stop(self) -> None:
         try:
             for session in (self.session, *self._thread_sessions):

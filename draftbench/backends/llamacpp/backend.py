@@ -64,8 +64,13 @@ from .topology import proven_topology, read_log
 
 # --------------------------------------------------------------------------- failures
 
+RPC_LOST = r"Remote RPC server crashed or returned malformed response|Failed to connect to \S+|RPC handshake failed[^\n]*"
+RPC_LOST_FIX = ("restart the ggml-rpc-server at that endpoint (python server.py rpc-server --port N on its host) and run "
+                "the same command again: rows that failed are measured then")
+
 _FAILURES = (
     # (regex on the log, kind, message, fix)
+    (RPC_LOST, ServerErrorKind.UNREACHABLE, "an RPC endpoint stopped answering while llama-server loaded", RPC_LOST_FIX),
     (r"couldn't bind HTTP server socket", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
      "stop the program using it, or set settings.port to another port (0 = any free port)"),
     (r"the argument has been removed", ServerErrorKind.FLAGS, "this llama-server rejected a removed flag",
@@ -154,6 +159,14 @@ class LlamaCppServer(Server):
         if busy is not None and calls is not None:
             out["busy_slot_decodes"] = busy * calls   # the gauge is a running mean; its sum is what differences
         return out
+
+    def death_cause(self) -> ServerError | None:
+        """An RPC endpoint that went away makes llama-server abort (ggml-rpc.cpp), a backtrace after the line."""
+        m = re.search(RPC_LOST, self.log_tail(400))
+        if m is None:
+            return None
+        return ServerError(f"an RPC endpoint went away (llama-server: \"{m.group(0).strip()}\")", RPC_LOST_FIX,
+                           kind=ServerErrorKind.UNREACHABLE)
 
     def slot_states(self) -> tuple[SlotState, ...] | None:
         try:
