@@ -60,11 +60,12 @@ def write_config(folder: Path, models: dict, endpoints: list[str], *, prompts: i
 def test_split_over_two_rpc_servers_is_proven_recorded_and_speculates(models, rpc_servers, tmp_path):
     endpoints = [rpc_servers().endpoint, rpc_servers().endpoint]
     results = tmp_path / "out.json"
-    proc = run_cli("sweep.py", "--config", str(write_config(tmp_path, models, endpoints)), "--results", str(results))
+    config = write_config(tmp_path, models, endpoints, draft_placement=["local", "rpc"])
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Note: topology: target" in proc.stdout
-    baseline, speculative = json.loads(results.read_text())["results"]
-    for row in (baseline, speculative):
+    baseline, local, speculative = json.loads(results.read_text())["results"]
+    for row in (baseline, local, speculative):
         topology = row["topology"]
         assert topology["split_proven"] is True
         assert [e["endpoint"] for e in topology["endpoints"]] == endpoints
@@ -73,6 +74,10 @@ def test_split_over_two_rpc_servers_is_proven_recorded_and_speculates(models, rp
         assert all(topology["target"]["on_endpoints_mib"][e] > 0 for e in endpoints)
         assert row["server"]["command"][1:3] == ["--rpc", ",".join(endpoints)]
     assert baseline["topology"]["draft"] is None and baseline["active_methods"] == []
+    # two candidates of the same sweep: the draft kept here (nothing of it on the endpoints) and on the RPC devices
+    assert local["draft"] == "135M Q4_1 placement=local" and local["speculation_active"] is True
+    assert local["topology"]["draft"]["on_endpoints_mib"] == {} and local["topology"]["draft"]["local_mib"] > 0
+    assert "-devd" in local["server"]["command"]
     assert speculative["draft"] == "135M Q4_1 placement=rpc" and speculative["speculation_active"] is True
     assert speculative["draft_n"] > 0
     assert speculative["topology"]["draft_placement"] == "rpc"
