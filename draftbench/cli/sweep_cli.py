@@ -14,7 +14,7 @@ from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
-from ..config.prompts import resolve_prompts
+from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
 from ..results.file import load_results
 from ..results.lock import results_lock
@@ -143,7 +143,7 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
                         f"results would go to {results_path}"))
         show_k = shows_k(config)
-        estimator = Estimator.for_results_path(config, len(resolve_prompts(config.settings.get("prompts"))),
+        estimator = Estimator.for_results_path(config, len(prompts_for(config.settings).prompts),
                                                results_path)
         if args.probe:
             backend.check_ready_to_run(config.settings)

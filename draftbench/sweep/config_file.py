@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
@@ -220,6 +221,18 @@ def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceil
     return []
 
 
+def second_turn_problems(settings: dict) -> list[Problem]:
+    """MT-Bench's second turns are sent after the target's own first answers, which its one-stream
+    baseline writes: a sweep of them needs concurrency level 1."""
+    chosen = settings.get("prompts")
+    if isinstance(chosen, list) and any(isinstance(v, str) and v.split(":")[0] == "mt-bench" for v in chosen) \
+            and 1 not in levels(settings):
+        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but mt-bench's second turns are "
+                        "sent after the target's own first answers, which its one-stream baseline writes",
+                        f"add 1: [1, {', '.join(str(n) for n in levels(settings))}]")]
+    return []
+
+
 def _as_problem(note: str, default_path: str) -> Problem:
     """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
     path, sep, message = note.partition(": ")
@@ -249,8 +262,8 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
 
 
 def _requests_per_level(settings: dict) -> int:
-    from ..config.prompts import resolve_prompts
-    return len(resolve_prompts(settings.get("prompts"))) * (settings.get("runs") or 1)
+    from ..config.prompts import prompt_count
+    return prompt_count(settings.get("prompts"), settings.get("prompts_per_category")) * (settings.get("runs") or 1)
 
 
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
@@ -329,6 +342,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     _check_server_args(data, settings, problems, warnings)
     prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None))
+    problems.extend(second_turn_problems(settings))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}
     problems.extend(sweep_problems(

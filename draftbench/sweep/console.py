@@ -11,6 +11,7 @@ import sys
 from typing import TextIO
 
 from ..analysis.draft import best_k as kpredict
+from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, Row
@@ -156,6 +157,13 @@ class Console(Reporter):
             label = {Role.CONTROL: "Drift vs first baseline", Role.CEILING: "Synthetic speed-up vs baseline (not a "
                      "candidate)"}.get(Role(row.role), "Speed-up vs baseline")
             self.line(f"  {label}: {describe_speedup(row.speedup)}")
+        if row.role == Role.SPECULATIVE and not inactive and len(row.speedup_by_category or {}) > 1:
+            self.line("  Speed-up by prompt category: " + ", ".join(
+                f"{category_label(category)} {speed.ratio - 1:+.1%}" + (" (significant)" if speed.significant else "")
+                for category, speed in (row.speedup_by_category or {}).items()))
+        if row.role == Role.SPECULATIVE and row.speedup_in_session and not inactive:
+            self.line(f"  Speed-up {WITHIN_A_SESSION} (turns that build on earlier ones; not a fresh prompt's figure): "
+                      f"{describe_speedup(row.speedup_in_session)}")
         self._inside_the_draft(row)
         eq = row.equivalence
         if eq and eq.get("checked"):

@@ -23,6 +23,7 @@ from ..config.prompts import Prompt
 from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
+from ..measure.context import answers_of, needs_context
 from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
 from ..results.file import ResultsFile, Row, now_iso
 from ..results.findings import Code, Finding
@@ -164,6 +165,9 @@ class CombinationRunner:
             if why_not:
                 return Row(status=Status.SKIPPED.value, reason=why_not, **self._base(combo))
         base = self._base(combo)
+        answers, no_context = self._context(combo, results)
+        if no_context:
+            return Row(status=Status.ERROR.value, reason=no_context, **base)
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
         spec = self._spec(combo, 0, log_path)
         spec = replace(spec, port=self._choose_port(spec.host))
@@ -186,7 +190,7 @@ class CombinationRunner:
                            load_time_s=rounded(server.load_time_s, 3), topology=server.topology, wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
-            records, load = self._measure(server, combo.concurrency, schedule)
+            records, load = self._measure(server, combo.concurrency, schedule, answers)
             fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
                                        flags=self.flags)
             if load is not None:
@@ -223,21 +227,38 @@ class CombinationRunner:
                 server.stop()
                 self.reporter.server_stopped()
 
-    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None) -> tuple[list, dict | None]:
+    def _context(self, combo: Combination, results: ResultsFile | None) -> tuple[dict | None, str | None]:
+        """Second turns' context (see measure.context): None for the servers that write it themselves
+        (the one-stream baseline, a draft alone), else the target's baseline answers; and why a
+        combination cannot run without them (checked before a server starts)."""
+        if not needs_context(self.prompts) or combo.role == Role.DRAFT_ALONE or \
+                (combo.role == Role.BASELINE and combo.concurrency == 1):
+            return None, None
+        baseline = results.baseline_for(combo.target.label) if results is not None else None
+        answers = answers_of(baseline.requests) if baseline is not None else {}
+        missing = [p.context_from for p in self.prompts if p.context_from and p.context_from not in answers]
+        if missing:
+            return None, (f"second turns are sent after the target's own first answers, and its one-stream baseline "
+                          f"has no answer to {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1
+                                                               else ""))
+        return answers, None
+
+    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None,
+                 answers: dict | None = None) -> tuple[list, dict | None]:
         """The requests of one combination, and what its streams did together when there were several;
         with a ``schedule`` (adaptive search, one stream), its requests after its earlier records."""
         def on_request(done: int, total: int, _record) -> None:
             self.reporter.request_done(done, total)
 
         if streams > 1:
-            level = run_streams(server, self.prompts, self.options, streams, on_request)
+            level = run_streams(server, self.prompts, self.options, streams, on_request, answers=answers)
             return level.records, level.load
         if schedule is None:
-            return run_prompts(server, self.prompts, self.options, on_request=on_request), None
+            return run_prompts(server, self.prompts, self.options, on_request=on_request, answers=answers), None
         earlier, keep_going = schedule.earlier, schedule.keep_going
         return [*earlier, *run_prompts(server, self.prompts, self.options, on_request=on_request, order=schedule.order,
-                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)
-                ], None
+                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None,
+                                       answers=answers)], None
 
     def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate

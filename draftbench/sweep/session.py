@@ -8,13 +8,14 @@ the file atomically after every row, and writes the report at the end — also a
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.errors import ConfigError
-from ..config.prompts import resolve_prompts
+from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
 from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile, Row, save_results
@@ -62,7 +63,9 @@ class Sweep:
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
         done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
-        prompts = resolve_prompts(settings.get("prompts"))
+        selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
+        prompts = selection.prompts
+        results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
