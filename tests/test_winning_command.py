@@ -30,7 +30,7 @@ LLAMA_CMD = ["/opt/llama/llama-server", "-m", "/m/t.gguf", "--host", "127.0.0.1"
 # --------------------------------------------------------------------------- unit: the plumbing goes
 
 def test_llama_command_loses_only_draftbenchs_plumbing():
-    kept = get_backend("llamacpp").user_command(LLAMA_CMD)
+    kept = get_backend("llamacpp").plumbing.strip(LLAMA_CMD)
     assert kept == ["/opt/llama/llama-server", "-m", "/m/t.gguf", "-c", "2048", "-ngl", "0", "--spec-type",
                     "draft-simple,ngram-mod", "-md", "/m/d.gguf", "-ngld", "0", "--spec-draft-n-max", "4",
                     "--spec-ngram-mod-n-match", "4", "--threads", "2"]

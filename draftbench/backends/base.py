@@ -23,11 +23,12 @@ from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError, 
 from ..common.files import PathProblem, expand_path
 from ..common.gguf import read_info
 from ..config.candidates import CandidateSpec
+from ..config.model_ref import ModelRef
 from ..config.settings import Field
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
 from ..results.file import Row
-from .how_to_run import RunAdvice, shell_line
+from .how_to_run import Plumbing, RunAdvice, command_advice
 from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
 
@@ -50,6 +51,8 @@ class LaunchSpec:
     startup_timeout_s: float = 600.0
     log_path: str | None = None
     concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
+    rpc: tuple[str, ...] = ()        # llama.cpp RPC endpoints the target is split over ("host:port")
+    draft_placement: str | None = None   # "local" | "rpc": where the draft runs beside an RPC target (None: default)
 
 
 class CountsSource(str, Enum):
@@ -107,6 +110,7 @@ class Server:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self.topology: dict | None = None  # where the models run, when spread over several devices or hosts
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
 
@@ -198,6 +202,10 @@ class Server:
     def log_tail(self, lines: int = 25) -> str:
         return self.process.log_tail(lines) if self.process else ""
 
+    def death_cause(self) -> ServerError | None:
+        """Why the server died, when its log names a cause the backend knows (message, fix, kind), else None."""
+        return None
+
     def stop(self) -> None:
         try:
             for session in (self.session, *self._thread_sessions):
@@ -234,6 +242,8 @@ class Backend:
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
     synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
+    plumbing: ClassVar[Plumbing] = Plumbing()       # flags only draftbench needs: left out of the advised command
+    rpc_endpoints: ClassVar[bool] = False           # can split a target over llama.cpp RPC endpoints (targets[].rpc)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
@@ -268,21 +278,16 @@ class Backend:
     def validate_settings(self, settings: dict) -> list[Problem]:
         return []
 
-    def how_to_run(self, row: Row, settings: dict) -> RunAdvice | None:
-        """How a person runs this row's configuration: its recorded server command, less draftbench's
-        plumbing (backends say which flags that is). None when no command was recorded. ``settings``:
-        the results file's (what applied to every row)."""
-        command = (row.server or {}).get("command")
-        if isinstance(command, list) and command:
-            return RunAdvice("command", shell_line(self.user_command(command)))
-        return None
-
-    def user_command(self, command: list[str]) -> list[str]:
-        """A recorded server command without the flags only draftbench needs. Default: all of it."""
-        return list(command)
+    def how_to_run(self, row: Row, settings: dict) -> RunAdvice | None:   # the command to run (how_to_run.py)
+        return command_advice(row, self.plumbing)
 
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
+
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+        """Problems with the targets that only the machine can reveal (an RPC endpoint that does not answer),
+        found before anything starts. May connect to endpoints; starts nothing."""
+        return []
 
     def sweep_notes(self, settings: dict) -> list[str]:
         """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""

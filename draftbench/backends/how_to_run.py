@@ -10,9 +10,12 @@ says which of its flags are plumbing (:meth:`Backend.how_to_run`). Where the ser
 from __future__ import annotations
 
 import shlex
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..results.file import Row
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,7 @@ class RunAdvice:
 
 
 def without_plumbing(command: Sequence[str], *, valued: Collection[str] = (), switches: Collection[str] = (),
-                     only_values: dict[str, Collection[str]] | None = None) -> list[str]:
+                     only_values: Mapping[str, Collection[str]] | None = None) -> list[str]:
     """``command`` less every flag in ``valued`` (with its value; ``--flag=value`` too) and every switch
     in ``switches``. ``only_values``: flags dropped only with one of these values (``-np 1`` is
     plumbing; ``-np 4`` is what was measured at four streams)."""
@@ -76,3 +79,23 @@ def without_plumbing(command: Sequence[str], *, valued: Collection[str] = (), sw
 def shell_line(args: Sequence[str]) -> str:
     """One line a POSIX shell runs as ``args`` (quotes where needed, e.g. around JSON)."""
     return shlex.join(str(a) for a in args)
+
+
+@dataclass(frozen=True)
+class Plumbing:
+    """A backend's flags that only draftbench needs (see :func:`without_plumbing`)."""
+
+    valued: tuple[str, ...] = ()
+    switches: tuple[str, ...] = ()
+    only_values: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def strip(self, command: Sequence[str]) -> list[str]:
+        return without_plumbing(command, valued=self.valued, switches=self.switches, only_values=self.only_values)
+
+
+def command_advice(row: Row, plumbing: Plumbing) -> RunAdvice | None:
+    """The row's recorded server command without ``plumbing``, as one shell line; None when none was recorded."""
+    command = (row.server or {}).get("command")
+    if isinstance(command, list) and command:
+        return RunAdvice("command", shell_line(plumbing.strip(command)))
+    return None

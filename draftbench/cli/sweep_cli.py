@@ -180,6 +180,8 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         print("Models (each checked: readable, and each draft's vocabulary against its targets):")
         for ref in config.targets + config.drafts:
             print(safe_text(f"  {ref.label}: {ref.path}"))
+        for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
+            print(safe_text(f"Warning: {unreachable}"))
         return EXIT_OK
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):

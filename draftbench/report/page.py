@@ -27,6 +27,7 @@ from .methods_table import methods_section
 from .race_table import race_section
 from .text import date_text, displayable, esc, num, pct, signed_pct
 from .theme import CSS
+from .topology_table import topology_section
 from .view import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 
 # --------------------------------------------------------------------------- header
@@ -325,6 +326,7 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
         *(_chart_section(chart, data) for chart in CHARTS if chart.shown(data)),
         inside_table(data),
         methods_section(data),
+        topology_section(data),
         race_section(data),
         _problems(data),
         _theory(data),

@@ -47,7 +47,7 @@ from ..base import (
     launch_process,
     url_host,
 )
-from ..how_to_run import without_plumbing
+from ..how_to_run import Plumbing
 from ..http.client import probe_json
 from ..http.server_values import counter_difference, server_count
 from .command import (
@@ -63,7 +63,9 @@ from .command import (
     parse_totals,
     per_position_delta,
     served_name,
+    speculative_config,
 )
+from .parallel import PARALLEL_SETTINGS, parallel_problems, topology_from_command
 
 
 class VLLMServer(Server):
@@ -197,6 +199,10 @@ class VLLMBackend(Backend):
     aliases = ("vllm",)
     default_port = 8000
     path_settings = ("vllm_bin",)
+    # Ours: the address and port, per-request counters, and the prefix cache turned off so a repeated prompt
+    # cannot flatter TTFT (a server for people wants it on).
+    plumbing = Plumbing(valued=("--host", "--port", "--per-request-spec-decode-metrics"),
+                        switches=("--no-enable-prefix-caching",))
     settings_schema: ClassVar[dict[str, Field]] = {
         "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
         "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
@@ -210,6 +216,7 @@ class VLLMBackend(Backend):
                                           choices=("none", "summary", "detailed")),
         "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
                                      "would skip their prefill and flatter TTFT)", measured=True),
+        **PARALLEL_SETTINGS,
     }
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
@@ -219,11 +226,6 @@ class VLLMBackend(Backend):
             return expand_path(raw, base_dir)
         return raw, None
 
-    def user_command(self, command: list[str]) -> list[str]:
-        # Ours: the address and port, per-request counters, and the prefix cache turned off so a
-        # repeated prompt cannot flatter TTFT (a server for people wants it on).
-        return without_plumbing(command, valued=("--host", "--port", "--per-request-spec-decode-metrics"),
-                                switches=("--no-enable-prefix-caching",))
 
     def model_problem(self, ref: str) -> ModelProblem | None:
         if os.path.isabs(ref) and not os.path.exists(ref):
@@ -247,7 +249,7 @@ class VLLMBackend(Backend):
                     json.dumps(extra)
                 except (TypeError, ValueError):
                     problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
-        return problems
+        return problems + parallel_problems(settings)
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
         """One method per candidate (vLLM has no hybrids); parameters are --speculative-config keys."""
@@ -280,6 +282,7 @@ class VLLMBackend(Backend):
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
         server.version = _version(server)
+        server.topology = topology_from_command(cmd, speculative_config(spec))
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
