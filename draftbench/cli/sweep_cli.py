@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..analysis.concurrency import levels
 from ..analysis.verdict import analyze
+from ..analysis.winning_command import command_lines
 from ..backends import get_backend
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
@@ -87,6 +88,8 @@ def chart_only(args) -> int:
                               "check free disk space and the folder's permissions, or pass another --chart") from None
     for entry in (results.summary or {}).get("targets", []):
         print(safe_text(entry["verdict"]))
+        for text in command_lines(entry):      # what the console printed after the sweep, the same
+            print(safe_text(f"  {text}"))
     print(f"Chart saved to {safe_text(chart)}")
     return EXIT_OK
 
