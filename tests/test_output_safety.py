@@ -67,7 +67,6 @@ OVERWRITES = [
     (["--results", "{config}"], "would destroy the config", ["--results", "the config"]),
     (["--results", "r.json", "--chart", "link.html"], "would destroy the config", ["link.html", "c.json"]),
     (["--results", "r.json", "--chart", "r.logs"], "are the same file", ["--chart r.logs", "the logs folder r.logs"]),
-    (["--results", "r.json", "--chart", "r.lock"], "are the same file", ["the lock file"]),
     (["--results", "z.json"], "is a file; draftbench keeps the server logs in a folder", ["z.logs"]),
     (["--results", "r.json", "--chart", "folder.html"], "is a folder, not a file", ["folder.html"]),
     (["--results", "folder.html/r.json", "--chart", "c.cfg/r.html"], "is a file, not a folder", ["c.cfg"]),

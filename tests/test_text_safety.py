@@ -17,8 +17,8 @@ from draftbench.common.errors import ConfigError, UsageError
 from draftbench.common.redact_secrets import MASK, redact_command
 from draftbench.common.text_safety import safe_text, text_problem
 from draftbench.config.extra_args import api_key_from_args, check_server_args, is_loopback
-from draftbench.results.lock import ResultsInUseError, results_lock
-from draftbench.results.output_paths import check_output_paths, lock_paths_for, logs_dir_for
+from draftbench.results.lock import ResultsInUseError, lock_paths_for, results_lock
+from draftbench.results.output_paths import check_output_paths, logs_dir_for
 from draftbench.sweep.config_file import validate_config
 
 from helpers import REPO
@@ -198,7 +198,7 @@ def test_output_paths_resolve_symlinks_and_hard_links(tmp_path):
     with pytest.raises(UsageError, match="would destroy the config"):
         check_output_paths(results, config, [config])
     check_output_paths(results, tmp_path / "r.html", [config])         # distinct: fine
-    assert logs_dir_for(results).name == "r.logs" and [p.name for p in lock_paths_for(results)] == ["r.lock"]
+    assert logs_dir_for(results).name == "r.logs"
 
 
 def test_output_paths_that_cannot_work(tmp_path):
@@ -212,8 +212,9 @@ def test_output_paths_that_cannot_work(tmp_path):
 def test_a_symlinked_results_file_is_locked_through_its_target(tmp_path):
     real = tmp_path / "store" / "real.json"
     (tmp_path / "link.json").symlink_to(real)
-    assert lock_paths_for(tmp_path / "link.json") == [tmp_path / "link.lock", tmp_path / "store" / "real.lock"]
-    assert lock_paths_for(real) == [tmp_path / "store" / "real.lock"]
+    assert lock_paths_for(tmp_path / "link.json")[0] == lock_paths_for(real)[0]
+    assert lock_paths_for(tmp_path / "store" / ".." / "store" / "real.json")[0] == lock_paths_for(real)[0]
+    assert lock_paths_for(tmp_path / "other.json")[0] != lock_paths_for(real)[0]
 
 
 def test_results_files_sharing_a_logs_folder_share_a_lock(tmp_path):
@@ -230,7 +231,7 @@ def test_results_files_sharing_a_logs_folder_share_a_lock(tmp_path):
 
 def test_the_lock_is_exclusive_names_its_holder_and_dies_with_it(tmp_path):
     results = tmp_path / "r.json"
-    with results_lock(results) as [lock]:
+    with results_lock(results) as [lock, _logs]:
         assert lock.read_text().strip() == str(os.getpid())
         with pytest.raises(ResultsInUseError, match=f"in use by process {os.getpid()}"), results_lock(results):
             pass
