@@ -14,7 +14,7 @@ from itertools import groupby
 from pathlib import Path
 
 from .. import __version__
-from ..common.files import atomic_write_text
+from ..common.files import write_output_text
 from ..share.compare import Comparison, DiffKind
 from ..share.compare.text import (
     BEST_TITLE,
@@ -208,4 +208,4 @@ def render_comparison(comparison: Comparison, *, cdn: bool = False) -> str:
 
 def write_comparison(comparison: Comparison, path: str | os.PathLike, *, cdn: bool = False) -> Path:
     """Render and write atomically."""
-    return atomic_write_text(path, render_comparison(comparison, cdn=cdn))
+    return write_output_text(path, render_comparison(comparison, cdn=cdn))

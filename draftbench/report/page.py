@@ -18,7 +18,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from .. import __version__
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
-from ..common.files import atomic_write_text
+from ..common.files import write_output_text
 from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
@@ -305,5 +305,5 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
 
 
 def write_report(results: ResultsFile, path: str | os.PathLike, *, cdn: bool = False) -> Path:
-    """Render and write atomically (see :func:`paths.atomic_write_text`)."""
-    return atomic_write_text(path, render_report(results, cdn=cdn))
+    """Render and write (atomically to a regular file; see :func:`draftbench.common.files.write_output_text`)."""
+    return write_output_text(path, render_report(results, cdn=cdn))
