@@ -216,7 +216,7 @@ def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
     monkeypatch.setattr(results_mod.os, "fsync", disk_full)
     with pytest.raises(ResultsFileError) as info:
         save_results(full_file().with_row(Row(target="new")), path)
-    assert "No space left on device" in str(info.value) and "left untouched" in str(info.value)
+    assert "no space left on the device" in str(info.value) and "left untouched" in str(info.value)
     assert info.value.fix
     assert path.read_bytes() == before
     assert temp_files(tmp_path) == []
@@ -314,7 +314,7 @@ def test_missing_folder_and_binary_files(tmp_path):
         load_results(tmp_path / "nope.json")
     with pytest.raises(ResultsFileError, match="is a folder"):
         load_results(tmp_path)
-    with pytest.raises(ResultsFileError, match="cannot read"):
+    with pytest.raises(ResultsFileError, match="is not UTF-8 text"):
         load_results(write(tmp_path, b"\xff\xfe\x00garbage", "bin.json"))
 
 

@@ -9,6 +9,7 @@ resumed into. Unknown row fields are kept and written back unchanged.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -18,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ..common.errors import ResultsFileError
-from ..common.files import atomic_write_text
+from ..common.files import describe_write_error, write_output_text
 from .findings import Finding
 from .kinds import ROLES, STATUSES
+from .sanity import rows_problem
 from .schema import first_problem
+from .source import parse_results_json, read_results_text
 from .speedup import Speedup
 from .theory import Theory
 
@@ -317,6 +320,10 @@ class ResultsFile:
             except (TypeError, ValueError) as exc:
                 raise ResultsFileError(f"{source}: results[{i}] is not a valid row ({exc})",
                                        "restore the file from a backup, or use a new --results path") from None
+        inconsistent = rows_problem(rows)
+        if inconsistent:
+            where, what, fix = inconsistent
+            raise ResultsFileError(f"{source}: {where} {what}; the file was left untouched", fix)
         known = {"timestamp", "name", "hardware", "backend", "model_family", "settings", "results", "schema_version",
                  "tool", "tool_version", "config", "host", "summary"}
 
@@ -337,26 +344,11 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def load_results(path: str | os.PathLike) -> ResultsFile:
-    p = Path(path)
-    if not p.exists():
-        raise ResultsFileError(f"results file {p} does not exist", "check the path given to --results")
-    if p.is_dir():
-        raise ResultsFileError(f"{p} is a folder, not a results file", "pass the .json file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsFileError(f"cannot read results file {p}: {exc}", "check its permissions") from None
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise ResultsFileError(f"results file {p} is nested too deeply to be a results file; it was left untouched",
-                               "restore it from a backup, or pass a new --results path to start over") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsFileError(f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                               f"{exc.msg}); it was left untouched",
-                               "restore it from a backup, or pass a new --results path to start over") from None
-    return ResultsFile.from_dict(data, source=str(p))
+def load_results(path: str | os.PathLike, *, allow_gzip: bool = True) -> ResultsFile:
+    """Read (bounded: see :mod:`draftbench.results.source`), parse and check a results file."""
+    source = str(path)
+    return ResultsFile.from_dict(parse_results_json(read_results_text(path, allow_gzip=allow_gzip), source),
+                                 source=source)
 
 
 def finite_json(value: Any) -> Any:
@@ -372,15 +364,16 @@ def finite_json(value: Any) -> Any:
 
 
 def save_results(results: ResultsFile, path: str | os.PathLike) -> None:
-    """Write atomically (see :func:`paths.atomic_write_text`): a crash or Ctrl-C at any moment
+    """Write atomically (see :func:`draftbench.common.files.write_output_text`): a crash or Ctrl-C at any moment
     leaves either the old file or the new one, never half; a failure (disk full, no permission)
     leaves the old file as it was and raises :class:`ResultsFileError`."""
     p = Path(path)
     payload = json.dumps(finite_json(results.to_dict()), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     try:
-        atomic_write_text(p, payload)
+        write_output_text(p, payload)
     except OSError as exc:
-        raise ResultsFileError(f"cannot write results file {p}: {exc.strerror or exc}"
+        raise ResultsFileError(f"cannot write results file {p}: {describe_write_error(exc)}"
                                + ("; the previous version was left untouched" if p.is_file() else ""),
-                               "check free disk space and the folder's permissions, or pass another --results path"
-                               ) from None
+                               "point the link at a real file, or pass another --results path" if exc.errno == errno.ELOOP
+                               else "check free disk space and the folder's permissions, or pass another --results "
+                               "path") from None

@@ -57,9 +57,34 @@ class Str(Spec):
 
 
 @dataclass(frozen=True)
-class Int(Spec):
-    nullable: bool = True
+class Bounded(Spec):
+    """A number within physical sense: ``low``..``high`` (None: no bound), ``unit`` for the message."""
 
+    nullable: bool = True
+    low: float | None = None
+    high: float | None = None
+    unit: str = ""
+
+    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
+        unit = f" {self.unit}" if self.unit else ""
+        shown = _number(value) + ("" if _number(value).startswith("a ") else unit)
+        if self.low is not None and value < self.low:
+            return path, f"is {shown}; it is never below {_number(self.low)} (the file was edited?)"
+        if self.high is not None and value > self.high:
+            return path, (f"is {shown}, more than {_number(self.high)}{unit}, which no measurement reaches (the "
+                          "file was edited, or a broken figure was saved)")
+        return None
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) and abs(value) >= 10**18:
+        return f"a {len(str(abs(value)))}-digit number"
+    text = f"{value:,}" if isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e16) else f"{value:g}"
+    return text.removesuffix(".0")
+
+
+@dataclass(frozen=True)
+class Int(Bounded):
     def describe(self) -> str:
         return "an integer"
 
@@ -68,9 +93,7 @@ class Int(Spec):
 
 
 @dataclass(frozen=True)
-class Num(Spec):
-    nullable: bool = True
-
+class Num(Bounded):
     def describe(self) -> str:
         return "a finite number"
 
@@ -214,6 +237,19 @@ def describe_value(value: Any) -> str:
 
 FREE = Free()
 STR, INT, NUM, BOOL = Str(), Int(), Num(), Bool()
+# Physical bounds on what was measured (the same as a live server's figures are held to, see
+# backends/http/server_values.py): a value beyond them is a broken counter or an edited file.
+MAX_TOKENS = 10**8                   # tokens in one request
+MAX_TOKENS_PER_SECOND = 10**7        # no hardware decodes faster, even a batch of tiny models on a GPU
+MAX_SECONDS = 10**7                  # 116 days: longer than any request, load or combination
+MAX_TOKEN_SUM = 10**12               # tokens summed over a combination's requests
+RATE = Num(low=0, high=MAX_TOKENS_PER_SECOND, unit="tok/s")
+SECONDS = Num(low=0, high=MAX_SECONDS, unit="s")
+TOKENS = Int(low=0, high=MAX_TOKENS, unit="tokens")
+TOKEN_SUM = Int(low=0, high=MAX_TOKEN_SUM, unit="tokens")
+COUNT = Int(low=0, high=MAX_TOKEN_SUM)
+FRACTION = Num(low=0, high=1)
+NON_NEGATIVE = Num(low=0)
 
 
 def _setting_spec(kind: str) -> Spec:
@@ -222,10 +258,12 @@ def _setting_spec(kind: str) -> Spec:
 
 
 SETTINGS = Obj({key: _setting_spec(f.kind) for key, f in COMMON_SETTINGS.items()})
-STAT_SUMMARY = MapOf(NUM)            # n, mean, median, stdev, cv, min, max, p95, ci95_low, ci95_high
-BY_CATEGORY = MapOf(Obj({"n": INT, "mean_tps": NUM, "acceptance_rate": NUM}))
+# n, mean, median, stdev, cv, min, max, p95, ci95_low, ci95_high (a CI's low end may be below 0)
+RATE_SUMMARY = MapOf(Num(low=-MAX_TOKENS_PER_SECOND, high=MAX_TOKENS_PER_SECOND, unit="tok/s"))
+TIME_SUMMARY = MapOf(Num(low=-MAX_SECONDS, high=MAX_SECONDS, unit="s"))
+BY_CATEGORY = MapOf(Obj({"n": COUNT, "mean_tps": RATE, "acceptance_rate": FRACTION}))
 # a speed-up.Speedup: every one ever written has a ratio
-SPEEDUP = Obj({"ratio": Num(nullable=False), "percent": NUM, "ci95_low": NUM, "ci95_high": NUM, "significant": BOOL,
+SPEEDUP = Obj({"ratio": Num(nullable=False, low=0, high=10**6), "percent": Num(low=-100, high=10**8), "ci95_low": NUM, "ci95_high": NUM, "significant": BOOL,
                "method": STR, "n_pairs": INT, "noise_floor": NUM, "note": STR}, required=("ratio",))
 EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": INT, "match_rate": NUM,
                    "mismatches": ListOf(Obj({"prompt_id": STR, "run": INT, "char_pos": INT, "baseline_len": INT,
@@ -244,17 +282,17 @@ DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(St
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
               "port": INT, "log_tail": STR})
 REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False), "run": Int(nullable=False),
-               "ttft_s": NUM, "total_s": NUM, "decode_tps": NUM, "server_decode_tps": NUM, "server_ttft_s": NUM,
-               "prompt_tokens": INT,
-               "completion_tokens": INT, "draft_n": INT, "draft_n_accepted": INT, "verify_steps": INT,
-               "accepted_per_pos": ListOf(Int(nullable=False)),
+               "ttft_s": SECONDS, "total_s": SECONDS, "decode_tps": RATE, "server_decode_tps": RATE,
+               "server_ttft_s": SECONDS, "prompt_tokens": TOKENS,
+               "completion_tokens": TOKENS, "draft_n": TOKENS, "draft_n_accepted": TOKENS, "verify_steps": TOKENS,
+               "accepted_per_pos": ListOf(Int(nullable=False, low=0, high=MAX_TOKENS)),
                "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "draft_fragments": STR,
                "finish_reason": STR, "text": STR, "error": STR},
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
 # schema 3: inside a draft (perpos.py, kpredict.py, ceiling.py)
-ACCEPTED_PER_POS = ListOf(Int(nullable=False))
+ACCEPTED_PER_POS = ListOf(Int(nullable=False, low=0, high=MAX_TOKEN_SUM))
 DIAGNOSIS = Obj(FINDING.fields, required=FINDING.required)
 K_PREDICTION = Obj({
     "from_k": Int(nullable=False), "times": Str(choices=("server", "client")), "target_s_per_token": NUM,
@@ -275,7 +313,7 @@ PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
 LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,
                     "busy_slots_per_decode": NUM, "window": MapOf(NUM), "request_sums": MapOf(NUM),
                     "checks": MapOf(Obj({"server": NUM, "requests": NUM, "match": BOOL})), "consistent": BOOL})
-LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": INT, "aggregate_tps": NUM,
+LOAD = Obj({"streams": INT, "requests": INT, "window_s": SECONDS, "output_tokens": TOKEN_SUM, "aggregate_tps": RATE,
             "in_flight_max": INT, "in_flight_mean": NUM, "ttft_s": PERCENTILES, "total_s": PERCENTILES,
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
@@ -287,19 +325,20 @@ DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "d
 CANDIDATE = Obj({"label": STR, "method": ListOf(Str(nullable=False)), "draft": STR, "params": MapOf(FREE)})
 ROW = Obj({
     # upstream's keys
-    "target": Str(nullable=False), "draft": STR, "mean_tps": NUM, "median_tps": NUM, "mean_ttft": NUM,
-    "mean_total_time": NUM, "wall_time": NUM, "acceptance_rate": NUM,
+    "target": Str(nullable=False), "draft": STR, "mean_tps": RATE, "median_tps": RATE, "mean_ttft": SECONDS,
+    "mean_total_time": SECONDS, "wall_time": SECONDS, "acceptance_rate": FRACTION,
     "error": STR,                        # upstream's failure marker
     # draftbench's
     "status": Str(nullable=False, choices=STATUSES), "reason": STR, "role": Str(nullable=False, choices=ROLES),
-    "draft_max": INT, "target_path": STR, "draft_path": STR, "speculation_active": BOOL, "draft_n": INT,
-    "draft_n_accepted": INT, "verify_steps": INT, "mean_accepted_len": NUM, "draft_fragments": DRAFT_FRAGMENTS, "tps": STAT_SUMMARY,
-    "server_tps": STAT_SUMMARY, "ttft_s": STAT_SUMMARY, "total_s": STAT_SUMMARY, "load_time_s": NUM,
-    "run_to_run_cv": NUM, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
+    "draft_max": Int(low=0, high=MAX_TOKENS), "target_path": STR, "draft_path": STR, "speculation_active": BOOL,
+    "draft_n": TOKEN_SUM, "draft_n_accepted": TOKEN_SUM, "verify_steps": TOKEN_SUM,
+    "mean_accepted_len": Num(low=0, high=MAX_TOKENS), "draft_fragments": DRAFT_FRAGMENTS, "tps": RATE_SUMMARY,
+    "server_tps": RATE_SUMMARY, "ttft_s": TIME_SUMMARY, "total_s": TIME_SUMMARY, "load_time_s": SECONDS,
+    "run_to_run_cv": NON_NEGATIVE, "by_category": BY_CATEGORY, "speedup": SPEEDUP,
     "speedup_by_category": MapOf(SPEEDUP), "method_stats": METHOD_STATS, "degenerate_output": DEGENERATE, "equivalence": EQUIVALENCE,
     "theory": THEORY, "warnings": ListOf(OneOf((Str(nullable=False), FINDING), nullable=False)), "server": SERVER,
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
-    "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
+    "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False, low=1, high=MAX_TOKENS), "load": LOAD,
     "accepted_per_pos": ACCEPTED_PER_POS, "diagnosis": DIAGNOSIS, "k_prediction": K_PREDICTION,
     "synthetic": SYNTHETIC, "ceiling": CEILING,
 }, required=("target",), nullable=False)
