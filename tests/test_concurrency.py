@@ -310,7 +310,7 @@ def test_row_concurrency_is_validated_when_read():
 @pytest.mark.parametrize("row, where", [
     ({"concurrency": "2"}, "$.results[0].concurrency must be an integer"),
     ({"concurrency": None}, "$.results[0].concurrency must be an integer, not null"),
-    ({"concurrency": 0}, "results[0] is not a valid row (concurrency 0"),
+    ({"concurrency": 0}, "$.results[0].concurrency is 0; it is never below 1"),
     ({"concurrency": 2, "load": {"aggregate_tps": "fast"}}, "$.results[0].load.aggregate_tps must be a finite"),
     ({"concurrency": 2, "load": {"ttft_s": {"p50": [1]}}}, "$.results[0].load.ttft_s.p50 must be a finite"),
     ({"concurrency": 2, "load": {"server": {"checks": {"output_tokens": {"match": "yes"}}}}},

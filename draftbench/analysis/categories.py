@@ -54,7 +54,7 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     Only rows that count as speed-ups take part, and on a category only rows that drafted there;
     significant gains rank first."""
     baseline = results.baseline_for(target)
-    rows = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup_by_category]
+    rows = [r for r in results.rows_of(target) if r.counts_as_speedup() and r.speedup_by_category]
     if baseline is None or not rows:
         return {}
     loops = {pid for pid, _run in looping_requests(baseline)}

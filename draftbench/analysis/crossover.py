@@ -47,8 +47,8 @@ def label(draft: str, draft_max: int | None) -> str:
 def candidates_by_level(results: ResultsFile, target: str) -> dict[tuple[str, int | None], dict[int, Row]]:
     """(candidate, k) → {level: its row} for one target's speculative rows."""
     out: dict[tuple[str, int | None], dict[int, Row]] = {}
-    for r in results.results:
-        if r.target == target and r.role == "speculative" and r.draft is not None:
+    for r in results.rows_of(target):
+        if r.role == "speculative" and r.draft is not None:
             out.setdefault((r.draft, r.draft_max), {}).setdefault(r.concurrency, r)
     return out
 

@@ -15,6 +15,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,16 @@ def combination_title(role: str, target: str, draft: str | None, draft_max: int 
     return f"{target} + {draft}{k}{streams}"
 
 
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _field_names(cls: type) -> frozenset[str]:
+    """A dataclass's field names, worked out once (from_dict runs for every row and request of a file)."""
+    if cls not in _FIELD_NAMES:
+        _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls))
+    return _FIELD_NAMES[cls]
+
+
 @dataclass(frozen=True)
 class RequestRecord:
     """One measured request. Times in seconds on the client clock unless the name says otherwise."""
@@ -86,8 +97,8 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> RequestRecord:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        known = _field_names(cls)
+        return cls(**data) if known.issuperset(data) else cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -216,7 +227,7 @@ class Row:
     def from_dict(cls, data: dict) -> Row:
         if not isinstance(data, dict) or not isinstance(data.get("target"), str):
             raise ValueError("a result row needs a string 'target'")
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)
         kwargs = {k: v for k, v in data.items() if k in known and k not in ("extra", "requests", "warnings")}
         extra = {k: v for k, v in data.items() if k not in known}
         if "error" in data and "status" not in data:
@@ -257,10 +268,30 @@ class ResultsFile:
     def row(self, key: tuple) -> Row | None:
         return next((r for r in self.results if r.key == key), None)
 
+    # Indexes built once per (immutable) file, so that the analysis asking for every row's baseline
+    # and every target's rows stays O(rows), not O(rows²) (a 50k-row export took minutes).
+    @cached_property
+    def _baselines(self) -> dict[tuple[str, int], Row]:
+        found: dict[tuple[str, int], Row] = {}
+        for r in self.results:
+            if r.role == "baseline" and r.ok:
+                found.setdefault((r.target, r.concurrency), r)
+        return found
+
+    @cached_property
+    def _by_target(self) -> dict[str, tuple[Row, ...]]:
+        found: dict[str, list[Row]] = {}
+        for r in self.results:
+            found.setdefault(r.target, []).append(r)
+        return {target: tuple(rows) for target, rows in found.items()}
+
     def baseline_for(self, target: str, concurrency: int = 1) -> Row | None:
-        """The target's measured baseline at ``concurrency`` streams."""
-        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok
-                     and r.concurrency == concurrency), None)
+        """The target's measured baseline at ``concurrency`` streams (the first, as the file lists them)."""
+        return self._baselines.get((target, concurrency))
+
+    def rows_of(self, target: str) -> tuple[Row, ...]:
+        """Every row of ``target``, in file order."""
+        return self._by_target.get(target, ())
 
     def with_row(self, row: Row) -> ResultsFile:
         """Add or replace (same key) a row, keeping the order of first appearance."""

@@ -33,6 +33,11 @@ class Spec:
     def accepts(self, value: Any) -> bool:
         raise NotImplementedError
 
+    def quick(self, value: Any) -> bool:
+        """True when ``value`` is certainly fine, decided in one call (scalars): containers walk through
+        :meth:`check`, which also builds the JSON path, only then (a results file holds millions of values)."""
+        return False
+
     def check(self, value: Any, path: str) -> tuple[str, str] | None:
         if value is None:
             return None if self.nullable else (path, f"must be {self.describe()}, not null")
@@ -55,6 +60,11 @@ class Str(Spec):
     def accepts(self, value: Any) -> bool:
         return isinstance(value, str) and (not self.choices or value in self.choices)
 
+    def quick(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        return type(value) is str and (not self.choices or value in self.choices)
+
 
 @dataclass(frozen=True)
 class Bounded(Spec):
@@ -65,15 +75,18 @@ class Bounded(Spec):
     high: float | None = None
     unit: str = ""
 
+    def within(self, value: Any) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
+        if self.within(value):
+            return None
         unit = f" {self.unit}" if self.unit else ""
         shown = _number(value) + ("" if _number(value).startswith("a ") else unit)
         if self.low is not None and value < self.low:
             return path, f"is {shown}; it is never below {_number(self.low)} (the file was edited?)"
-        if self.high is not None and value > self.high:
-            return path, (f"is {shown}, more than {_number(self.high)}{unit}, which no measurement reaches (the "
-                          "file was edited, or a broken figure was saved)")
-        return None
+        return path, (f"is {shown}, more than {_number(self.high or 0)}{unit}, which no measurement reaches (the "
+                      "file was edited, or a broken figure was saved)")
 
 
 def _number(value: float) -> str:
@@ -91,6 +104,11 @@ class Int(Bounded):
     def accepts(self, value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
 
+    def quick(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        return type(value) is int and self.within(value)
+
 
 @dataclass(frozen=True)
 class Num(Bounded):
@@ -99,6 +117,13 @@ class Num(Bounded):
 
     def accepts(self, value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+    def quick(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        kind = type(value)
+        # value - value == 0 is False for NaN and ±inf
+        return (kind is float or kind is int) and value - value == 0 and self.within(value)
 
 
 @dataclass(frozen=True)
@@ -110,6 +135,9 @@ class Bool(Spec):
 
     def accepts(self, value: Any) -> bool:
         return isinstance(value, bool)
+
+    def quick(self, value: Any) -> bool:
+        return self.nullable if value is None else type(value) is bool
 
 
 @dataclass(frozen=True)
@@ -125,8 +153,12 @@ class ListOf(Spec):
         return isinstance(value, list)
 
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
+        spec = self.item
+        quick = spec.quick
         for i, item in enumerate(value):
-            problem = self.item.check(item, f"{path}[{i}]")
+            if quick(item):
+                continue
+            problem = spec.check(item, f"{path}[{i}]")
             if problem:
                 return problem
         return None
@@ -141,6 +173,10 @@ class Obj(Spec):
     nullable: bool = True
     rest: Spec | None = None
 
+    def __post_init__(self) -> None:
+        # each key's one-call check, looked up once per value rather than through its spec
+        object.__setattr__(self, "_quick", {key: spec.quick for key, spec in self.fields.items()})
+
     def describe(self) -> str:
         return "an object"
 
@@ -151,9 +187,13 @@ class Obj(Spec):
         for key in self.required:
             if key not in value:
                 return f"{path}.{key}", "is missing"
+        quick_of: dict = self._quick      # type: ignore[attr-defined]
+        other = self.rest or FREE
+        other_quick = other.quick
         for key, item in value.items():
-            spec = self.fields.get(key, self.rest or FREE)
-            problem = spec.check(item, f"{path}.{key}")
+            if quick_of.get(key, other_quick)(item):
+                continue
+            problem = self.fields.get(key, other).check(item, f"{path}.{key}")
             if problem:
                 return problem
         return None
@@ -173,8 +213,12 @@ class MapOf(Spec):
         return isinstance(value, dict)
 
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
+        spec = self.value
+        quick = spec.quick
         for key, item in value.items():
-            problem = self.value.check(item, f"{path}.{key}")
+            if quick(item):
+                continue
+            problem = spec.check(item, f"{path}.{key}")
             if problem:
                 return problem
         return None
@@ -190,6 +234,9 @@ class OneOf(Spec):
 
     def accepts(self, value: Any) -> bool:
         return any(o.accepts(value) for o in self.options)
+
+    def quick(self, value: Any) -> bool:
+        return (value is None and self.nullable) or any(o.quick(value) for o in self.options)
 
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
         spec = next(o for o in self.options if o.accepts(value))
@@ -207,6 +254,9 @@ class Free(Spec):
 
     def accepts(self, value: Any) -> bool:
         return True
+
+    def quick(self, value: Any) -> bool:
+        return not isinstance(value, (dict, list))
 
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
         stack: list[tuple[Any, int]] = [(value, 0)]

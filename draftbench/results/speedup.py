@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+_PLAIN = (float, int)
+
 
 def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -33,6 +35,8 @@ class Speedup:
     note: str | None = None              # why significance was overridden; not written when None
 
     def __post_init__(self) -> None:
+        if self._plainly_valid():     # the usual case, in one expression: a results file holds 4 per row
+            return
         if not _number(self.ratio) or self.ratio < 0:
             raise ValueError(f"speed-up ratio {self.ratio!r} is not a finite number of at least 0")
         for name in ("ci95_low", "ci95_high", "percent", "noise_floor"):
@@ -50,6 +54,20 @@ class Speedup:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"speed-up {name} {value!r} is not text")
+
+    def _plainly_valid(self) -> bool:
+        values: tuple[Any, ...] = (self.ratio, self.ci95_low, self.ci95_high, self.percent, self.noise_floor,
+                                   self.n_pairs)
+        r, lo, hi, pc, nf, n = values
+        # x - x == 0: finite (NaN and ±inf give NaN)
+        return (type(r) in _PLAIN and r - r == 0 and r >= 0
+                and ((lo is None and hi is None)
+                     or (type(lo) in _PLAIN and lo - lo == 0 and type(hi) in _PLAIN and hi - hi == 0))
+                and (pc is None or (type(pc) in _PLAIN and pc - pc == 0))
+                and (nf is None or (type(nf) in _PLAIN and nf - nf == 0))
+                and (self.significant is None or type(self.significant) is bool)
+                and (n is None or (type(n) is int and n >= 0))
+                and (self.method is None or type(self.method) is str) and (self.note is None or type(self.note) is str))
 
     @property
     def has_interval(self) -> bool:
@@ -72,8 +90,8 @@ class Speedup:
             raise ValueError(f"a speed-up must be an object, not {type(data).__name__}")
         if "ratio" not in data:
             raise ValueError("a speed-up needs a 'ratio'")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        known = _known(cls)
+        return cls(**data) if known.issuperset(data) else cls(**{k: v for k, v in data.items() if k in known})
 
     @classmethod
     def from_value(cls, value: Speedup | dict | None) -> Speedup | None:
@@ -81,6 +99,16 @@ class Speedup:
         if value is None or isinstance(value, Speedup):
             return value
         return cls.from_dict(value)
+
+
+_KNOWN: dict[type, frozenset[str]] = {}
+
+
+def _known(cls: type) -> frozenset[str]:
+    """Field names, worked out once: a results file holds several speed-ups per row."""
+    if cls not in _KNOWN:
+        _KNOWN[cls] = frozenset(f.name for f in fields(cls))
+    return _KNOWN[cls]
 
 
 def plain(value: Any) -> Any:

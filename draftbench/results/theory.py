@@ -19,7 +19,7 @@ recovered from τ to find the best k.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import Any
 
 FORMULA = "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))"
@@ -45,18 +45,18 @@ class Theory:
     measured_speedup: float | None = None        # the row's measured ratio
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _field_names():
+            value = getattr(self, name)
             if value is None:
                 continue
-            if f.name in ("formula", "tokens_per_step_source", "cost_source"):
+            if name in ("formula", "tokens_per_step_source", "cost_source"):
                 ok = isinstance(value, str)
-            elif f.name == "best_k":
+            elif name == "best_k":
                 ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
             else:
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             if not ok:
-                raise ValueError(f"theory {f.name} {value!r} is not {_EXPECTED.get(f.name, 'a finite number')}")
+                raise ValueError(f"theory {name} {value!r} is not {_EXPECTED.get(name, 'a finite number')}")
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -66,8 +66,18 @@ class Theory:
         """Read what :meth:`to_dict` wrote (unknown keys are ignored, as in request records)."""
         if not isinstance(data, dict):
             raise ValueError(f"a theory must be an object, not {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
+        known = _field_names()
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_NAMES: list[tuple[str, ...]] = []
+
+
+def _field_names() -> tuple[str, ...]:
+    """Theory's field names, in order, worked out once (one Theory per speculative row of a file)."""
+    if not _NAMES:
+        _NAMES.append(tuple(f.name for f in fields(Theory)))
+    return _NAMES[0]
 
 
 _EXPECTED = {"formula": "text", "tokens_per_step_source": "text", "cost_source": "text",
@@ -89,8 +99,8 @@ def alpha_from_tau(tau: float, k: float) -> float:
     tau = min(max(tau, 1.0), k + 1)
     lo, hi = 0.0, 1.0
     for _ in range(60):
-        mid = (lo + hi) / 2
-        if tokens_per_step(mid, k) < tau:
+        mid = (lo + hi) / 2       # always below 1: tokens_per_step's formula, inlined (one call per row, not 60)
+        if (1 - mid ** (k + 1)) / (1 - mid) < tau:
             lo = mid
         else:
             hi = mid
@@ -116,7 +126,12 @@ def alpha_from_acceptance(rate: float, k: float) -> float:
 
 
 def best_k(alpha: float, c: float, k_max: int = 32) -> int:
-    return max(range(1, k_max + 1), key=lambda k: expected_speedup(alpha, k, c))
+    """The k of the highest expected_speedup (the first, on a tie); the formula inlined, as above."""
+    if alpha >= 1.0:
+        speeds = [(k + 1) / (1 + c * k) for k in range(1, k_max + 1)]
+    else:
+        speeds = [(1 - alpha ** (k + 1)) / (1 - alpha) / (1 + c * k) for k in range(1, k_max + 1)]
+    return speeds.index(max(speeds)) + 1
 
 
 def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, k_mean: float | None,
@@ -132,10 +147,10 @@ def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, 
         alpha = alpha_from_acceptance(acceptance_rate, k_mean)
         tau = tokens_per_step(alpha, k_mean)
         tau_source = "derived from the acceptance rate"
-    out = Theory(formula=FORMULA, alpha=round(alpha, 4), k_mean=round(k_mean, 3), tokens_per_step=round(tau, 3),
-                 tokens_per_step_source=tau_source, cost_source=cost_source, measured_speedup=measured_ratio)
-    if cost_ratio is None:
-        return out
-    k_best = best_k(alpha, cost_ratio)
-    return replace(out, cost_ratio=round(cost_ratio, 4), predicted_speedup=round(tau / (1 + cost_ratio * k_mean), 4),
-                   best_k=k_best, predicted_at_best_k=round(expected_speedup(alpha, k_best, cost_ratio), 4))
+    known: dict[str, Any] = {}
+    if cost_ratio is not None:
+        k_best = best_k(alpha, cost_ratio)
+        known = {"cost_ratio": round(cost_ratio, 4), "predicted_speedup": round(tau / (1 + cost_ratio * k_mean), 4),
+                 "best_k": k_best, "predicted_at_best_k": round(expected_speedup(alpha, k_best, cost_ratio), 4)}
+    return Theory(formula=FORMULA, alpha=round(alpha, 4), k_mean=round(k_mean, 3), tokens_per_step=round(tau, 3),
+                  tokens_per_step_source=tau_source, cost_source=cost_source, measured_speedup=measured_ratio, **known)
