@@ -11,6 +11,7 @@ import statistics
 from dataclasses import fields, replace
 from typing import Any
 
+from ..common.bulk import collector_paused
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
@@ -214,6 +215,11 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
 
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
+    with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py)
+        return _analyze(results)
+
+
+def _analyze(results: ResultsFile) -> ResultsFile:
     settings = results.settings or {}
     configured_floor = settings.get("noise_floor")
     noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02

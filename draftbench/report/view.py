@@ -231,14 +231,14 @@ def bar_classes(data: ReportData) -> list[str]:
 def recommended_row(results: ResultsFile, target: str, draft: str, draft_max: int | None,
                     level: int = 1) -> Row | None:
     """The measured row behind a recommendation: at the recommended k, else at any k."""
-    rows = [r for r in results.results
-            if r.target == target and r.role == "speculative" and r.draft == draft and r.ok and r.concurrency == level]
+    rows = [r for r in results.rows_of(target)
+            if r.role == "speculative" and r.draft == draft and r.ok and r.concurrency == level]
     return next((r for r in rows if r.draft_max == draft_max), rows[0] if rows else None)
 
 
 def control_row(results: ResultsFile, target: str, level: int = 1) -> Row | None:
     """The baseline measured again at the end of the sweep (its 'speed-up' is the drift)."""
-    return next((r for r in results.results if r.target == target and r.role == "control" and r.ok and r.speedup
+    return next((r for r in results.rows_of(target) if r.role == "control" and r.ok and r.speedup
                  and r.concurrency == level), None)
 
 

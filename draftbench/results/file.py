@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..common.bulk import collector_paused
 from ..common.errors import ResultsFileError
 from ..common.files import describe_write_error, write_output_text
 from .findings import Finding
@@ -378,8 +379,9 @@ def now_iso() -> str:
 def load_results(path: str | os.PathLike, *, allow_gzip: bool = True) -> ResultsFile:
     """Read (bounded: see :mod:`draftbench.results.source`), parse and check a results file."""
     source = str(path)
-    return ResultsFile.from_dict(parse_results_json(read_results_text(path, allow_gzip=allow_gzip), source),
-                                 source=source)
+    text = read_results_text(path, allow_gzip=allow_gzip)
+    with collector_paused():
+        return ResultsFile.from_dict(parse_results_json(text, source), source=source)
 
 
 def finite_json(value: Any) -> Any:

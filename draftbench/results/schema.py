@@ -107,7 +107,8 @@ class Int(Bounded):
     def quick(self, value: Any) -> bool:
         if value is None:
             return self.nullable
-        return type(value) is int and self.within(value)
+        low, high = self.low, self.high
+        return type(value) is int and (low is None or value >= low) and (high is None or value <= high)
 
 
 @dataclass(frozen=True)
@@ -121,9 +122,10 @@ class Num(Bounded):
     def quick(self, value: Any) -> bool:
         if value is None:
             return self.nullable
-        kind = type(value)
+        kind, low, high = type(value), self.low, self.high
         # value - value == 0 is False for NaN and ±inf
-        return (kind is float or kind is int) and value - value == 0 and self.within(value)
+        return ((kind is float or kind is int) and value - value == 0 and (low is None or value >= low)
+                and (high is None or value <= high))
 
 
 @dataclass(frozen=True)
@@ -174,8 +176,10 @@ class Obj(Spec):
     rest: Spec | None = None
 
     def __post_init__(self) -> None:
-        # each key's one-call check, looked up once per value rather than through its spec
+        # each key's one-call check, looked up once per value rather than through its spec; and which keys
+        # may be null, so that a null (a third of a results file's values) costs no call at all
         object.__setattr__(self, "_quick", {key: spec.quick for key, spec in self.fields.items()})
+        object.__setattr__(self, "_nullable", {key: spec.nullable for key, spec in self.fields.items()})
 
     def describe(self) -> str:
         return "an object"
@@ -188,10 +192,14 @@ class Obj(Spec):
             if key not in value:
                 return f"{path}.{key}", "is missing"
         quick_of: dict = self._quick      # type: ignore[attr-defined]
+        nullable: dict = self._nullable   # type: ignore[attr-defined]
         other = self.rest or FREE
-        other_quick = other.quick
+        other_quick, other_nullable = other.quick, other.nullable
         for key, item in value.items():
-            if quick_of.get(key, other_quick)(item):
+            if item is None:
+                if nullable.get(key, other_nullable):
+                    continue
+            elif quick_of.get(key, other_quick)(item):
                 continue
             problem = self.fields.get(key, other).check(item, f"{path}.{key}")
             if problem:
