@@ -52,7 +52,7 @@ WINDOWS_LACKS = {
     os: ["killpg", "setsid", "getsid", "getpgid", "setpgid", "getpgrp", "setpgrp", "fork", "forkpty", "getuid",
          "geteuid", "getgid", "getegid", "setuid", "uname", "nice", "sysconf", "getloadavg", "wait3", "wait4",
          "WNOHANG", "sched_getaffinity", "pidfd_open", "fchown", "chown", "lchown", "mkfifo", "sync", "pipe2",
-         "posix_spawn", "register_at_fork"],
+         "posix_spawn", "register_at_fork", "O_NONBLOCK", "O_NOCTTY", "O_NOFOLLOW", "O_CLOEXEC", "set_blocking"],
 }
 MAC_LACKS = {
     signal: ["SIGPOLL", "SIGPWR", "SIGRTMIN", "SIGRTMAX", "SIGSTKFLT", "SIGCLD", "sigtimedwait", "sigwaitinfo"],
@@ -85,7 +85,7 @@ sys.platform = pretend
 for name in names:
     importlib.import_module(name)
 from draftbench.cli import bench_cli, run_main, server_cli, sweep_cli
-from draftbench import process, process_groups, supervise
+from draftbench.lifetime import groups as process_groups, process, supervisor as supervise
 sys.modules.update(real)   # modules imported from here on (the stdlib's lazy imports) get the real ones
 for name in names:
     module = sys.modules[name]

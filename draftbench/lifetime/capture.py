@@ -39,8 +39,11 @@ class Captured:
 
 def run_capped(cmd: Sequence[str], *, timeout_s: float, max_bytes: int, env: dict | None = None) -> Captured:
     """Run ``cmd`` (stdin closed, in a process group of its own); raise ``OSError`` if it cannot start."""
+    # POSIX: a session of its own, so that killing it reaches its children; Windows needs none for that
+    # (kill_group ends the process tree with taskkill /T)
+    group = {} if groups.is_windows() else groups.new_group_kwargs()
     proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env=env, **groups.new_group_kwargs())
+                            env=env, **group)
     stream = proc.stdout
     assert stream is not None
     chunks: list[bytes] = []
