@@ -10,8 +10,8 @@ import os
 import pytest
 from draftbench.cli import sweep_cli
 from draftbench.common.errors import ResultsFileError, UsageError
+from draftbench.results.bounds import MAX_TOKENS_PER_SECOND
 from draftbench.results.file import load_results
-from draftbench.results.schema import MAX_TOKENS_PER_SECOND
 
 from helpers import run_cli
 from test_hostile_files import assert_clean_error, good_results, set_path
@@ -20,14 +20,14 @@ IMPOSSIBLE = [
     # (JSON path, value, what the message says)
     ("$.results[1].requests[0].decode_tps", 1e308, "is 1e+308 tok/s, more than 10,000,000 tok/s"),
     ("$.results[1].mean_tps", MAX_TOKENS_PER_SECOND + 1, "more than 10,000,000 tok/s"),
-    ("$.results[1].mean_tps", -40.0, "is -40 tok/s; it is never below 0"),
+    ("$.results[1].mean_tps", -40.0, "must be a finite number of at least 0 or null, not number -40.0"),
     ("$.results[0].requests[0].completion_tokens", 10**400, "is a 401-digit number, more than 100,000,000 tokens"),
-    ("$.results[0].requests[0].ttft_s", -0.5, "is -0.5 s; it is never below 0"),
+    ("$.results[0].requests[0].ttft_s", -0.5, "must be a finite number of at least 0 or null, not number -0.5"),
     ("$.results[0].requests[0].total_s", 1e9, "more than 10,000,000 s"),
-    ("$.results[1].acceptance_rate", 1.5, "is 1.5, more than 1"),
+    ("$.results[1].acceptance_rate", 1.5, "is 1.5, more than 1, which no measurement reaches"),
     ("$.results[1].tps.mean", 1e308, "more than 10,000,000 tok/s"),
-    ("$.results[1].draft_n", -3, "is -3 tokens; it is never below 0"),
-    ("$.results[1].concurrency", 0, "is 0; it is never below 1"),
+    ("$.results[1].draft_n", -3, "must be an integer of at least 0 or null, not integer -3"),
+    ("$.results[1].concurrency", 0, "must be an integer of at least 1, not integer 0"),
     ("$.results[1].speedup", {"ratio": 1e308}, ".ratio is 1e+308, more than 1,000,000"),
 ]
 

@@ -23,6 +23,7 @@ from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError, 
 from ..common.files import PathProblem, expand_path
 from ..common.gguf import read_info
 from ..config.candidates import CandidateSpec
+from ..config.model_ref import ModelRef
 from ..config.settings import Field
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
@@ -48,6 +49,8 @@ class LaunchSpec:
     startup_timeout_s: float = 600.0
     log_path: str | None = None
     concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
+    rpc: tuple[str, ...] = ()        # llama.cpp RPC endpoints the target is split over ("host:port")
+    draft_placement: str | None = None   # "local" | "rpc": where the draft runs beside an RPC target (None: default)
 
 
 class CountsSource(str, Enum):
@@ -91,7 +94,7 @@ class Server:
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None):
+                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -103,7 +106,9 @@ class Server:
         self.session = new_session()      # refuses redirects: we measure this server or nothing
         if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
             self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self.topology: dict | None = None  # where the models run, when spread over several devices or hosts
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
 
@@ -114,6 +119,7 @@ class Server:
         if not hasattr(self._local, "session"):
             self._local.session = new_session()     # refuses redirects, as the main one does
             self._local.session.headers.update(self.session.headers)
+            self._local.session.auth = self.session.auth
             self._thread_sessions.append(self._local.session)
         return self._local.session
 
@@ -194,6 +200,10 @@ class Server:
     def log_tail(self, lines: int = 25) -> str:
         return self.process.log_tail(lines) if self.process else ""
 
+    def death_cause(self) -> ServerError | None:
+        """Why the server died, when its log names a cause the backend knows (message, fix, kind), else None."""
+        return None
+
     def stop(self) -> None:
         try:
             for session in (self.session, *self._thread_sessions):
@@ -230,6 +240,7 @@ class Backend:
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
     synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
+    rpc_endpoints: ClassVar[bool] = False           # can split a target over llama.cpp RPC endpoints (targets[].rpc)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
@@ -249,8 +260,9 @@ class Backend:
         return [Problem(f"{s.where}.method", f"{self.config_name} runs draft models only, not {', '.join(s.method)}",
                         "remove the candidate, or use backend llamacpp or vllm") for s in specs if s.method]
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
-        """Why this draft cannot speculate for this target, known before any server starts (or None)."""
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
+        """Why this draft cannot speculate for this target with ``method`` (the candidate's, ``()``: the
+        default for a draft file), known before any server starts (or None)."""
         return None
 
     def size_label(self, ref: str) -> str | None:
@@ -266,6 +278,11 @@ class Backend:
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
 
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+        """Problems with the targets that only the machine can reveal (an RPC endpoint that does not answer),
+        found before anything starts. May connect to endpoints; starts nothing."""
+        return []
+
     def sweep_notes(self, settings: dict) -> list[str]:
         """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
         return []
@@ -273,9 +290,10 @@ class Backend:
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> Server:
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> Server:
         """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return Server(base_url, model=model or "default", api_key=api_key)
+        return Server(base_url, model=model or "default", api_key=api_key, auth=auth)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""
@@ -335,7 +353,8 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
             if on_exit:
                 raise on_exit(process.returncode, tail)
             raise ServerError(f"{what} exited with code {process.returncode} while loading",
-                              "see the log lines below", log_tail=tail, log_path=str(process.log_path))
+                              log_fix("see the log lines below", tail, str(process.log_path)), log_tail=tail,
+                              log_path=str(process.log_path))
         try:
             response = session.get(url, timeout=2)
         except requests.RequestException:
@@ -372,7 +391,24 @@ def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, ret
             return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
                                log_path=log_path, kind=kind)
     if returncode is not None and returncode < 0:
-        return ServerError(f"{server_name} crashed (signal {-returncode})", crash_fix, log_tail=log_tail,
-                           log_path=log_path, kind=ServerErrorKind.CRASH)
-    return ServerError(f"{server_name} exited with code {returncode} while loading", "see the log lines below",
-                       log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.SERVER)
+        return ServerError(f"{server_name} crashed (signal {-returncode})", log_fix(crash_fix, log_tail, log_path),
+                           log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.CRASH)
+    if returncode == 0:
+        return ServerError(f"{server_name} exited with code 0 before it was ready (a server runs until it is stopped)",
+                           log_fix("check that the binary is the server itself: a wrapper that puts it in the "
+                                   "background, or a program that prints something and exits, cannot be measured",
+                                   log_tail, log_path), log_tail=log_tail, log_path=log_path,
+                           kind=ServerErrorKind.SERVER)
+    return ServerError(f"{server_name} exited with code {returncode} while loading",
+                       log_fix("see the log lines below", log_tail, log_path), log_tail=log_tail, log_path=log_path,
+                       kind=ServerErrorKind.SERVER)
+
+
+def log_fix(fix: str, log_tail: str, log_path: str | None) -> str:
+    """``fix`` where the log has lines to show; where it is empty, say so rather than point below. Our own
+    ``$ command`` header is not the server's output."""
+    if any(line.strip() and not line.startswith("$ ") for line in log_tail.splitlines()):
+        return fix if "log lines below" in fix else f"{fix}; see the log lines below"
+    where = f" (its log {log_path} is empty)" if log_path else ""
+    first = "" if fix == "see the log lines below" else f"{fix}; "
+    return f"{first}it printed nothing{where}: run its command by hand to see why"

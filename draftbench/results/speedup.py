@@ -9,79 +9,39 @@ object; :meth:`Speedup.from_value` reads it back.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-_PLAIN = (float, int)
-
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+from .bounds import MAX_RATIO
+from .json_types import BOOL, NUM, STR, Int, Num, check_fields, declare, read_fields, write_fields
 
 
 @dataclass(frozen=True)
 class Speedup:
     """``ratio`` = candidate tok/s ÷ baseline tok/s; a 95% interval and significance where measured."""
 
-    ratio: float
-    ci95_low: float | None = None
-    ci95_high: float | None = None
-    significant: bool | None = None      # None: too few requests to judge (or an upstream file)
-    method: str | None = None            # paired-t-log, welch-t-log, single-sample, ratio-of-means
-    n_pairs: int | None = None
-    percent: float | None = None         # (ratio - 1) * 100, rounded to 2 decimals
-    noise_floor: float | None = None     # not written when None (single-sample and ratio-of-means never had it)
-    note: str | None = None              # why significance was overridden; not written when None
+    ratio: float = declare(Num(nullable=False, minimum=0, maximum=MAX_RATIO), "×", required=True)
+    ci95_low: float | None = declare(NUM, "×")
+    ci95_high: float | None = declare(NUM, "×")
+    significant: bool | None = declare(BOOL)      # None: too few requests to judge (or an upstream file)
+    method: str | None = declare(STR)             # paired-t-log, welch-t-log, single-sample, ratio-of-means
+    n_pairs: int | None = declare(Int(minimum=0), "requests")
+    percent: float | None = declare(NUM, "%")   # (ratio - 1) * 100, rounded to 2 decimals
+    # not written when None (single-sample and ratio-of-means never had them):
+    noise_floor: float | None = declare(NUM, "×", omit_when_none=True)
+    note: str | None = declare(STR, omit_when_none=True)   # why significance was overridden
 
     def __post_init__(self) -> None:
-        if self._plainly_valid():     # the usual case, in one expression: a results file holds 4 per row
-            return
-        if not _number(self.ratio) or self.ratio < 0:
-            raise ValueError(f"speed-up ratio {self.ratio!r} is not a finite number of at least 0")
-        for name in ("ci95_low", "ci95_high", "percent", "noise_floor"):
-            value = getattr(self, name)
-            if value is not None and not _number(value):
-                raise ValueError(f"speed-up {name} {value!r} is not a finite number")
+        check_fields(self, "speed-up")
         if (self.ci95_low is None) != (self.ci95_high is None):
             raise ValueError("a speed-up's interval needs both ci95_low and ci95_high, or neither")
-        if self.significant is not None and not isinstance(self.significant, bool):
-            raise ValueError(f"speed-up significant {self.significant!r} is not true, false or null")
-        if self.n_pairs is not None and (isinstance(self.n_pairs, bool) or not isinstance(self.n_pairs, int)
-                                         or self.n_pairs < 0):
-            raise ValueError(f"speed-up n_pairs {self.n_pairs!r} is not a whole number of at least 0")
-        for name in ("method", "note"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"speed-up {name} {value!r} is not text")
-
-    def _plainly_valid(self) -> bool:
-        values: tuple[Any, ...] = (self.ratio, self.ci95_low, self.ci95_high, self.percent, self.noise_floor,
-                                   self.n_pairs)
-        r, lo, hi, pc, nf, n = values
-        # x - x == 0: finite (NaN and ±inf give NaN)
-        return (type(r) in _PLAIN and r - r == 0 and r >= 0
-                and ((lo is None and hi is None)
-                     or (type(lo) in _PLAIN and lo - lo == 0 and type(hi) in _PLAIN and hi - hi == 0))
-                and (pc is None or (type(pc) in _PLAIN and pc - pc == 0))
-                and (nf is None or (type(nf) in _PLAIN and nf - nf == 0))
-                and (self.significant is None or type(self.significant) is bool)
-                and (n is None or (type(n) is int and n >= 0))
-                and (self.method is None or type(self.method) is str) and (self.note is None or type(self.note) is str))
 
     @property
     def has_interval(self) -> bool:
         return self.ci95_low is not None and self.ci95_high is not None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ratio": self.ratio, "ci95_low": self.ci95_low, "ci95_high": self.ci95_high,
-                               "significant": self.significant, "method": self.method, "n_pairs": self.n_pairs,
-                               "percent": self.percent}
-        if self.noise_floor is not None:
-            out["noise_floor"] = self.noise_floor
-        if self.note is not None:
-            out["note"] = self.note
-        return out
+        return write_fields(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> Speedup:
@@ -90,8 +50,7 @@ class Speedup:
             raise ValueError(f"a speed-up must be an object, not {type(data).__name__}")
         if "ratio" not in data:
             raise ValueError("a speed-up needs a 'ratio'")
-        known = _known(cls)
-        return cls(**data) if known.issuperset(data) else cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**read_fields(cls, data))
 
     @classmethod
     def from_value(cls, value: Speedup | dict | None) -> Speedup | None:
@@ -99,16 +58,6 @@ class Speedup:
         if value is None or isinstance(value, Speedup):
             return value
         return cls.from_dict(value)
-
-
-_KNOWN: dict[type, frozenset[str]] = {}
-
-
-def _known(cls: type) -> frozenset[str]:
-    """Field names, worked out once: a results file holds several speed-ups per row."""
-    if cls not in _KNOWN:
-        _KNOWN[cls] = frozenset(f.name for f in fields(cls))
-    return _KNOWN[cls]
 
 
 def plain(value: Any) -> Any:

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from ..analysis.racing import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
 from ..analysis.stats import speedup
+from ..analysis.verdict import analyze
 from ..config.prompts import Prompt
 from ..measure.sequential import MeasureOptions, Schedule
 from ..results.file import RequestRecord, ResultsFile, Row
@@ -41,6 +42,21 @@ class RowStore(Protocol):
     def record(self, row: Row) -> Row: ...
 
 
+class MemoryStore:
+    """A :class:`RowStore` without the file: it re-analyses after every row as the session does (the
+    race reads the analysis), for tests and the simulator (``benchmarks/verdicts.py``)."""
+
+    def __init__(self, results: ResultsFile):
+        self.results = results
+
+    def current(self) -> ResultsFile:
+        return self.results
+
+    def record(self, row: Row) -> Row:
+        self.results = analyze(self.results.with_row(row))
+        return self.results.row(row.key) or row
+
+
 def name_of(combo: Combination) -> str:
     """A candidate's name in the race (unique per target: the row key's label and k)."""
     label = combo.candidate.label if combo.candidate else combo.target.label
@@ -58,6 +74,16 @@ def decision_of(name: str, look: Look) -> str:
 
 def _significantly_faster(speed: Speedup | None) -> bool:
     return speed is not None and speed.significant is True and speed.ratio > 1
+
+
+def may_continue(row: Row) -> bool:
+    """Can a resumed race measure this row further? It was raced, has fewer requests than planned, and the
+    race left it open (still running, not separated, or a winner not yet significantly faster)."""
+    race = row.race or {}
+    if not row.ok or not race or len(row.requests) >= (race.get("planned") or 0):
+        return False
+    decision = race.get("decision")
+    return decision in ("running", "not separated") or (decision == "winner" and not _significantly_faster(row.speedup))
 
 
 class AdaptiveSearch:

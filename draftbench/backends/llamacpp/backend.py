@@ -26,8 +26,9 @@ from ...common.errors import ModelFileError, ModelProblem, Problem, ServerError,
 from ...common.files import cache_dir
 from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
-from ...config.extra_args import api_key_from_args
-from ...config.settings import Field, default_settings
+from ...config.extra_args import api_key_from_args, bind_host
+from ...config.model_ref import ModelRef
+from ...config.settings import COMMON_SETTINGS, Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
 from .. import prometheus
@@ -53,15 +54,23 @@ from .command import (
     candidate_problems,
     capabilities,
     find_llama_server,
+    local_devices,
     spec_types,
     stats_lines_expected,
 )
+from .rpc import device_names, probe_endpoint, reachable_endpoints
 from .stats import StatsLog
+from .topology import proven_topology, read_log
 
 # --------------------------------------------------------------------------- failures
 
+RPC_LOST = r"Remote RPC server crashed or returned malformed response|Failed to connect to \S+|RPC handshake failed[^\n]*"
+RPC_LOST_FIX = ("restart the ggml-rpc-server at that endpoint (python server.py rpc-server --port N on its host) and run "
+                "the same command again: rows that failed are measured then")
+
 _FAILURES = (
     # (regex on the log, kind, message, fix)
+    (RPC_LOST, ServerErrorKind.UNREACHABLE, "an RPC endpoint stopped answering while llama-server loaded", RPC_LOST_FIX),
     (r"couldn't bind HTTP server socket", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
      "stop the program using it, or set settings.port to another port (0 = any free port)"),
     (r"the argument has been removed", ServerErrorKind.FLAGS, "this llama-server rejected a removed flag",
@@ -151,6 +160,14 @@ class LlamaCppServer(Server):
             out["busy_slot_decodes"] = busy * calls   # the gauge is a running mean; its sum is what differences
         return out
 
+    def death_cause(self) -> ServerError | None:
+        """An RPC endpoint that went away makes llama-server abort (ggml-rpc.cpp), a backtrace after the line."""
+        m = re.search(RPC_LOST, self.log_tail(400))
+        if m is None:
+            return None
+        return ServerError(f"an RPC endpoint went away (llama-server: \"{m.group(0).strip()}\")", RPC_LOST_FIX,
+                           kind=ServerErrorKind.UNREACHABLE)
+
     def slot_states(self) -> tuple[SlotState, ...] | None:
         try:
             status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
@@ -183,10 +200,16 @@ class LlamaCppServer(Server):
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         tail = self.log_tail(400)
-        if requested and re.search(r"vocabs are not compatible|draft model vocab type|failed to initialize "
-                                   r"speculative|not compatible with", tail, re.IGNORECASE):
+        if requested and re.search(r"vocabs are not compatible|draft model vocab type", tail, re.IGNORECASE):
             return SpeculationStatus(False, "llama-server says the draft's vocabulary is not compatible with the "
                                      "target's; it runs without speculation. Use a draft from the same model family")
+        failed = re.search(r"failed to initiali[sz]e speculative decoding context:?\s*(.*)", tail, re.IGNORECASE)
+        if requested and failed:
+            # Say what llama-server said: an EAGLE3 run on a plain draft fails here for another reason entirely.
+            why = failed.group(1).strip() or "no reason given (see the log)"
+            return SpeculationStatus(False, f"llama-server could not start speculative decoding ({why}); it runs "
+                                     "without speculation. Check that the draft suits the method (an EAGLE3, MTP or "
+                                     "DFlash method needs a draft head made for it and for this target)")
         try:
             _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
         except requests.RequestException:
@@ -209,6 +232,7 @@ class LlamaCppBackend(Backend):
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
     synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
+    rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
     settings_schema: ClassVar[dict[str, Field]] = {
         "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
                               "statistics (every server of the sweep, the baseline too)", measured=True),
@@ -226,7 +250,23 @@ class LlamaCppBackend(Backend):
                                     "settings.ceiling / --ceiling"))
         return problems
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+    def validate_settings(self, settings: dict) -> list[Problem]:
+        """llama-server gets ``-c ctx_size × N`` for N slots (each keeps ctx_size): bounded like ctx_size."""
+        ctx, most = settings.get("ctx_size"), COMMON_SETTINGS["ctx_size"].max or 0
+        value = settings.get("concurrency")
+        streams = max([v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int)] or [1])
+        if isinstance(ctx, int) and ctx * streams > most:
+            return [Problem("$.settings.concurrency", f"{streams} streams of settings.ctx_size {ctx} would start "
+                            f"llama-server with -c {ctx * streams} (every slot keeps ctx_size), more than the "
+                            f"{most:,} tokens ctx_size itself may be", f"use at most {most // ctx} streams, or a "
+                            "smaller ctx_size")]
+        return []
+
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
+        """llama.cpp compares the vocabularies for draft-simple only: an EAGLE3, MTP or DFlash head carries a
+        draft vocabulary of its own (mapped to the target's), so a difference there is no problem."""
+        if method and "draft-simple" not in method:
+            return None
         try:
             why = vocab_mismatch(target, draft)
         except ModelFileError:
@@ -240,13 +280,37 @@ class LlamaCppBackend(Backend):
         binary = find_llama_server(settings.get("llama_bin"))
         capabilities(binary)
 
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+        """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""
+        split = [(i, t) for i, t in enumerate(targets) if t.rpc]
+        if not split:
+            return []
+        binary = find_llama_server(settings.get("llama_bin"))
+        if "--rpc" not in capabilities(binary)["flags"]:
+            return [Problem(f"$.targets[{i}].rpc", f"{binary} was built without RPC support (its --help lists no "
+                            "--rpc)", "build one with RPC: `make llama-server` (GGML_RPC=ON), or point "
+                            "settings.llama_bin at such a build") for i, _ in split]
+        problems = []
+        for i, target in split:
+            for j, probe in enumerate(probe_endpoint(e) for e in target.rpc):
+                if not probe.reachable:
+                    port = probe.endpoint.rpartition(":")[2]
+                    problems.append(Problem(f"$.targets[{i}].rpc[{j}]", f"{probe.endpoint} {probe.error}",
+                                            f"start it (on that host: python server.py rpc-server --port {port}), "
+                                            "or remove it from the list"))
+        return problems
+
     def launch(self, spec: LaunchSpec) -> LlamaCppServer:
         binary = find_llama_server(spec.settings.get("llama_bin"))
         caps = capabilities(binary)
-        cmd = build_command(binary, caps, spec)
+        # RPC endpoints are probed first: llama-server aborts on one it cannot reach, and an endpoint answers
+        # one client at a time, so its round trip cannot be timed once llama-server holds it.
+        probes = reachable_endpoints(spec.rpc) if spec.rpc else []
+        local = local_devices(binary) if spec.rpc and spec.draft and spec.draft_placement == "local" else []
+        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
-        server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
+        server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
                                 process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
                                 version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
@@ -254,14 +318,27 @@ class LlamaCppBackend(Backend):
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
+        if spec.rpc:
+            try:
+                topology, notes = proven_topology(read_log(log_path, start_offset), target=spec.target,
+                                                  draft=spec.draft, endpoints=spec.rpc,
+                                                  placement=spec.draft_placement, log_path=log_path)
+            except BaseException:
+                server.stop()
+                raise
+            names = device_names(probes)
+            topology["endpoints"] = [dict(p.to_dict(), device_names=names[p.endpoint]) for p in probes]
+            server.topology = topology
+            server.notes += notes
         # The statistics lines of concurrent requests interleave and count per slot: one stream only.
         expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
         if expected:
             server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
-        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> LlamaCppServer:
+        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         try:
             _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(), timeout_s=10)
         except requests.RequestException:

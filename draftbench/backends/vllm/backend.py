@@ -32,6 +32,7 @@ import requests
 from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ...common.files import PathProblem, cache_dir, expand_path
 from ...config.candidates import CandidateSpec
+from ...config.extra_args import bind_host
 from ...config.settings import Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ..base import (
@@ -60,7 +61,9 @@ from .command import (
     parse_totals,
     per_position_delta,
     served_name,
+    speculative_config,
 )
+from .parallel import PARALLEL_SETTINGS, parallel_problems, topology_from_command
 
 
 class VLLMServer(Server):
@@ -207,6 +210,7 @@ class VLLMBackend(Backend):
                                           choices=("none", "summary", "detailed")),
         "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
                                      "would skip their prefill and flatter TTFT)", measured=True),
+        **PARALLEL_SETTINGS,
     }
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
@@ -238,7 +242,7 @@ class VLLMBackend(Backend):
                     json.dumps(extra)
                 except (TypeError, ValueError):
                     problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
-        return problems
+        return problems + parallel_problems(settings)
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
         """One method per candidate (vLLM has no hybrids); parameters are --speculative-config keys."""
@@ -263,7 +267,7 @@ class VLLMBackend(Backend):
         binary = find_vllm(spec.settings.get("vllm_bin"))
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
-        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=served_name(spec),
+        server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
                             process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
                             command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
@@ -271,10 +275,12 @@ class VLLMBackend(Backend):
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
         server.version = _version(server)
+        server.topology = topology_from_command(cmd, speculative_config(spec))
         return server
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> VLLMServer:
-        server = VLLMServer(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> VLLMServer:
+        server = VLLMServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         if model is None:
             served = _served_models(server)
             if served:
