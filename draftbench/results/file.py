@@ -26,7 +26,7 @@ from ..common.text_safety import replace_lone_surrogates, without_lone_surrogate
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .sanity import rows_problem
-from .source import parse_results_json, read_results_text
+from .source import may_hold_surrogates, parse_results_json, read_results_text
 from .speedup import Speedup
 from .theory import Theory
 from .value_shapes import CONFIG, HOST, PROMPT_SET, SETTINGS, SUMMARY
@@ -121,8 +121,11 @@ class ResultsFile:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<results>") -> ResultsFile:
-        data = without_lone_surrogates(data)    # JSON allows them; UTF-8 files, terminals and reports do not
+    def from_dict(cls, data: dict, source: str = "<results>", *, may_hold_surrogates: bool = True) -> ResultsFile:
+        """``may_hold_surrogates=False``: the file's text was seen to hold no ``\\uD800``-style escape, so the
+        walk that replaces lone surrogates is skipped (it was a third of loading a large file)."""
+        if may_hold_surrogates:
+            data = without_lone_surrogates(data)    # JSON allows them; UTF-8 files, terminals and reports do not
         if not isinstance(data, dict) or not isinstance(data.get("results"), list):
             raise ResultsFileError(f"{source} is not a draftbench results file (no \"results\" list)",
                                    "pass a file written by draftbench, or choose a new --results path")
@@ -180,7 +183,8 @@ def load_results(path: str | os.PathLike, *, allow_gzip: bool = True) -> Results
     source = str(path)
     text = read_results_text(path, allow_gzip=allow_gzip)
     with collector_paused():
-        return ResultsFile.from_dict(parse_results_json(text, source), source=source)
+        return ResultsFile.from_dict(parse_results_json(text, source), source=source,
+                                     may_hold_surrogates=may_hold_surrogates(text))
 
 
 def finite_json(value: Any) -> Any:

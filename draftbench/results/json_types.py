@@ -133,6 +133,8 @@ def write_fields(obj: Any) -> dict[str, Any]:
 def read_fields(cls: type, data: dict) -> dict[str, Any]:
     """The constructor arguments for ``cls`` found in ``data`` (keys it does not declare are left out)."""
     declared = declarations(cls)
+    if declared.keys() >= data.keys():     # the usual case: nothing to leave out (``data`` itself: not changed)
+        return data
     return {k: v for k, v in data.items() if k in declared}
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,13 @@ from ..common.reading import RESULTS_LIMIT, UnreadableFile, gunzip_limited, is_g
 from ..common.strict_json import DuplicateKeyError, loads_unique
 
 UNTOUCHED_FIX = "restore it from a backup, or pass a new --results path to start over"
+# A surrogate reaches parsed JSON only through an escape (UTF-8 text cannot hold one raw): \uD800-\uDFFF
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def may_hold_surrogates(text: str) -> bool:
+    """Whether parsing ``text`` can give a string with a surrogate in it (a pair, or a lone one)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
 
 
 def read_results_text(path: str | os.PathLike, *, allow_gzip: bool = True) -> str:

@@ -98,15 +98,6 @@ class _Number(Spec):
     def type_name(self) -> str:
         return self.NAME[1] + _bounds(self.minimum, self.maximum)
 
-    def plain(self, value: Any) -> bool:
-        raise NotImplementedError
-
-    def quick(self, value: Any) -> bool:
-        if value is None:
-            return self.nullable
-        low, high = self.minimum, self.maximum
-        return self.plain(value) and (low is None or value >= low) and (high is None or value <= high)
-
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
         if self.maximum is None or value <= self.maximum:
             return None
@@ -121,8 +112,11 @@ class Int(_Number):
         return (isinstance(value, int) and not isinstance(value, bool)
                 and (self.minimum is None or value >= self.minimum))
 
-    def plain(self, value: Any) -> bool:
-        return type(value) is int
+    def quick(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        low, high = self.minimum, self.maximum
+        return type(value) is int and (low is None or value >= low) and (high is None or value <= high)
 
 
 @dataclass(frozen=True)
@@ -133,9 +127,13 @@ class Num(_Number):
         return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
                 and (self.minimum is None or value >= self.minimum))
 
-    def plain(self, value: Any) -> bool:
-        kind = type(value)
-        return (kind is float or kind is int) and value - value == 0    # False for NaN and ±inf
+    def quick(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        kind, low, high = type(value), self.minimum, self.maximum
+        # value - value == 0 is False for NaN and ±inf
+        return ((kind is float or kind is int) and value - value == 0 and (low is None or value >= low)
+                and (high is None or value <= high))
 
 
 @dataclass(frozen=True)
