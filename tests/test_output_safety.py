@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from draftbench.results.file import ResultsFile, Row, load_results, save_results
-from draftbench.results.lock import results_lock
+from draftbench.results.lock import lock_paths_for, results_lock
 from draftbench.sweep import Console
 
 from helpers import REPO, llama_server_pids, run_cli, wait_for
@@ -194,7 +194,7 @@ def test_two_sweeps_on_one_results_file_never_mix(models, tmp_path):
                               str(results), "--no-chart"], cwd=str(tmp_path), stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
-        lock = tmp_path / "store" / "real.lock"
+        lock = lock_paths_for(results)[0]                # in draftbench's cache, never beside the results
         wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.pid), timeout=300)
         second = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=60,
                          cwd=tmp_path)
@@ -205,7 +205,7 @@ def test_two_sweeps_on_one_results_file_never_mix(models, tmp_path):
             first.kill()
             first.wait()
     assert first.returncode == 0, out
-    assert results.is_symlink()
+    assert results.is_symlink() and sorted(p.name for p in (tmp_path / "store").iterdir()) == ["real.json"]
     rows = json.loads(real.read_text(), parse_constant=pytest.fail)["results"]
     assert [(r["draft"], r["status"]) for r in rows] == [(None, "ok")]
     [log] = (tmp_path / "linked.logs").iterdir()        # the first sweep's only combination, nothing else
