@@ -245,14 +245,15 @@ def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
 
 
 def test_the_report_shows_eliminated_candidates_as_such(tmp_path):
-    from draftbench.report.view import CellState, build_data, find_problems
+    from draftbench.report.view import CellState, build_data, invalid_rows
+    from draftbench.results.kinds import Status
     _, results = sweep(tmp_path, FakeBackend(script()))
     data = build_data(results)
     states = {c.col.draft: c.state for c in data.cells.values()}
-    assert states == {"best": CellState.OK, "good": CellState.ELIMINATED, "bad": CellState.ELIMINATED,
-                      "slow": CellState.ELIMINATED}
-    assert {p.row.draft: p.kind.value for p in find_problems(results)} == {"good": "eliminated", "bad": "eliminated",
-                                                                           "slow": "eliminated"}
+    assert states == {"best": CellState.OK, "good": Status.ELIMINATED, "bad": Status.ELIMINATED,
+                      "slow": Status.ELIMINATED}
+    assert {p.row.draft: p.what for p in invalid_rows(results)} == {"good": "eliminated", "bad": "eliminated",
+                                                                    "slow": "eliminated"}
 
 
 def test_the_results_file_keeps_race_fields_and_strict_json(tmp_path):

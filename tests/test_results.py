@@ -23,6 +23,7 @@ from draftbench.results.file import (
 )
 from draftbench.results.findings import Code, Finding
 from draftbench.results.json_types import INT, declarations, declare
+from draftbench.results.kinds import Role, Status
 from draftbench.results.schema import format_snapshot
 from draftbench.results.speedup import Speedup
 from draftbench.results.theory import Theory
@@ -127,6 +128,18 @@ def test_rows_validate_role_and_status():
         Row(target="t", role="draft")
     with pytest.raises(ValueError, match="status 'done'"):
         Row(target="t", status="done")
+
+
+def test_role_and_status_are_members_that_read_and_print_as_the_files_text():
+    row = Row.from_dict({"target": "t", "draft": "d", "role": "speculative", "status": "eliminated"})
+    assert row.role is Role.SPECULATIVE and row.status is Status.ELIMINATED
+    assert Row(target="t").role is Role.BASELINE and Row(target="t", status="error").status is Status.ERROR
+    assert Row.from_dict({"target": "t", "error": "server_failed"}).status is Status.ERROR   # upstream's marker
+    # shown as the file's text everywhere (Python 3.11 would print a plain str-Enum as "Role.SPECULATIVE")
+    assert (f"{row.role}: {row.status}", str(row.role), "%s" % row.status) == ("speculative: eliminated",
+                                                                               "speculative", "eliminated")
+    data = json.loads(json.dumps(row.to_dict()))
+    assert (data["role"], data["status"]) == ("speculative", "eliminated") and Row.from_dict(data) == row
 
 
 def test_request_record_round_trip_ignores_unknown_keys():

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ..common.errors import Problem
 from ..results.file import ResultsFile, Row
+from ..results.kinds import Role
 
 PERCENTILES = (50, 90, 99)
 
@@ -82,7 +83,7 @@ def level_summary(row: Row) -> dict | None:
 def row_levels(results: ResultsFile, target: str | None = None) -> tuple[int, ...]:
     """The levels measured (for one target, or any), ascending; (1,) for files without any."""
     found = {r.concurrency for r in results.results
-             if r.role in ("baseline", "speculative") and (target is None or r.target == target)}
+             if r.role in (Role.BASELINE, Role.SPECULATIVE) and (target is None or r.target == target)}
     return tuple(sorted(found)) or (1,)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ..results.file import ResultsFile, Row
+from ..results.kinds import Role
 from ..results.speedup import Speedup
 from .concurrency import level_summary, row_levels
 from .stats import describe_speedup
@@ -48,7 +49,7 @@ def candidates_by_level(results: ResultsFile, target: str) -> dict[tuple[str, in
     """(candidate, k) → {level: its row} for one target's speculative rows."""
     out: dict[tuple[str, int | None], dict[int, Row]] = {}
     for r in results.results:
-        if r.target == target and r.role == "speculative" and r.draft is not None:
+        if r.target == target and r.role is Role.SPECULATIVE and r.draft is not None:
             out.setdefault((r.draft, r.draft_max), {}).setdefault(r.concurrency, r)
     return out
 

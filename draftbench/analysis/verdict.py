@@ -14,6 +14,7 @@ from typing import Any
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
+from ..results.kinds import Role, Status
 from ..results.speedup import Speedup, plain
 from ..results.theory import Theory
 from . import stats
@@ -188,7 +189,7 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
     drift: dict[str, float] = {}
     for row in results.results:
         baseline = results.baseline_for(row.target, concurrency)
-        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
+        if row.ok and row.role is Role.CONTROL and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.significant:
                 drift[row.target] = max(drift.get(row.target, 0.0), abs(speed.ratio - 1.0))
@@ -206,9 +207,9 @@ def analyze(results: ResultsFile) -> ResultsFile:
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.measured and row.role in ("speculative", "control", "ceiling") and baseline is not None:
+        if row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and baseline is not None:
             floor = noise_floor
-            if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
+            if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
                 # indistinguishable from the machine's own drift, however tight its CI.
                 floor = drift[(row.target, row.concurrency)]
@@ -216,19 +217,19 @@ def analyze(results: ResultsFile) -> ResultsFile:
             if speed and floor > noise_floor:
                 speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
                                             f"({floor:.1%})")
-            if row.role == "speculative" and row.speculation_active is False and speed:
+            if row.role is Role.SPECULATIVE and row.speculation_active is False and speed:
                 speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
-            row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
+            row = replace(row, speedup=speed, equivalence=None if row.role is Role.CEILING else
                           equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=None if row.role == "ceiling" else
+                          speedup_by_category=None if row.role is Role.CEILING else
                           category_speedups(row, baseline, noise_floor=floor))
-            if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
-                alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
+            if row.role is Role.SPECULATIVE and row.concurrency == 1:   # the theory models one stream
+                alone = next((r for r in results.results if r.role is Role.DRAFT_ALONE and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
-        if row.ok and baseline is not None and row.role != "ceiling":
+        if row.ok and baseline is not None and row.role is not Role.CEILING:
             row = _with_loop_check(row, baseline, noise_floor)
-        if row.role == "speculative" and row.concurrency == 1:     # per-position counts need one stream
+        if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
             row = _inside_the_draft(row, baseline, results)
         rows.append(row)
     results = replace(results, results=tuple(rows))
@@ -262,7 +263,7 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
 def recommend(results: ResultsFile) -> dict:
     """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
     concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
-    targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
+    targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
     per_target = []
     for target in targets:
         level = primary_level(results, target)
@@ -272,7 +273,7 @@ def recommend(results: ResultsFile) -> dict:
         winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
         winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
         inactive = [r.draft or "" for r in at_level
-                    if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
+                    if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
@@ -309,7 +310,7 @@ def recommend(results: ResultsFile) -> dict:
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
-        elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
+        elif eliminated := [r for r in results.results if r.target == target and r.status is Status.ELIMINATED and r.speedup]:
             best = max(eliminated, key=_ratio)
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
@@ -319,7 +320,7 @@ def recommend(results: ResultsFile) -> dict:
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
-        control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
+        control = next((r for r in at_level if r.target == target and r.role is Role.CONTROL and r.speedup), None)
         if control and _significant(control):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..results.file import Speedup
+from ..results.kinds import Role
 from ..share.compare import CellState, ComparedRow, Comparison, FileCell
 from . import theme
 from .figures import Figure, ci_whiskers, dark_layout
@@ -18,7 +19,7 @@ from .text import plotly_text, signed_pct
 
 def speculative_rows(comparison: Comparison) -> list[ComparedRow]:
     """Speculative combinations held by two files or more, with a valid speed-up in at least one."""
-    return [r for r in comparison.rows if r.match.role == "speculative" and any(c.speedup for c in r.cells)]
+    return [r for r in comparison.rows if r.match.role is Role.SPECULATIVE and any(c.speedup for c in r.cells)]
 
 
 def file_color(index: int) -> str:
@@ -100,7 +101,7 @@ def difference_heatmap_figure(comparison: Comparison, index: int, ref: int = 0) 
     """Speed-up in file ``index`` minus speed-up in file ``ref``, in percentage points: candidates down,
     targets across. Blue: the pair pays more in ``index``; grey cells have no valid speed-up in one file."""
     letters = comparison.letters
-    spec = [r for r in comparison.rows if r.match.role == "speculative"]
+    spec = [r for r in comparison.rows if r.match.role is Role.SPECULATIVE]
     targets = list(dict.fromkeys(r.match.target for r in spec))
     names = list(dict.fromkeys(candidate_name(r) for r in spec))
     by_cell = {(r.match.target, candidate_name(r)): r for r in spec}

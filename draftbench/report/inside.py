@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..results.file import ResultsFile, Row, Speedup, combination_title
+from ..results.kinds import Role
 from . import theme
 from .text import esc, num, plotly_text
 from .view import ReportData
@@ -26,7 +27,7 @@ def _title(row: Row, multi_k: bool) -> str:
 
 
 def _measured(results: ResultsFile) -> list[Row]:
-    return [r for r in results.results if r.role == "speculative" and r.ok and r.draft is not None]
+    return [r for r in results.results if r.role is Role.SPECULATIVE and r.ok and r.draft is not None]
 
 
 def _with_positions(results: ResultsFile) -> list[Row]:
@@ -149,7 +150,7 @@ def kpredict_figure(data: ReportData) -> Figure:
     for i, row in enumerate(_prediction_rows(data.results)):
         pred = row.k_prediction or {}
         color = theme.CLASS_COLORS[i % len(theme.CLASS_COLORS)]
-        name = plotly_text(combination_title("speculative", row.target, row.draft, None, show_k=False))
+        name = plotly_text(combination_title(Role.SPECULATIVE, row.target, row.draft, None, show_k=False))
         per_k = pred.get("per_k") or []
         traces.append(dict(type="scatter", mode="lines", name=f"{name}: predicted from k={pred['from_k']}",
                            x=[0] + [p["k"] for p in per_k], y=[pred.get("baseline_tps")] + [p["predicted_tps"]

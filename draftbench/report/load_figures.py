@@ -15,6 +15,7 @@ from typing import Any
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import level_summary
 from ..results.file import Row
+from ..results.kinds import Role
 from . import theme
 from .text import num, pct, plotly_text
 from .view import ReportData
@@ -44,7 +45,7 @@ def _valid(row: Row | None) -> bool:
 def series(data: ReportData) -> list[Series]:
     """Per target: its baseline, then every candidate with a valid speed-up at some level."""
     rows = [r for r in data.results.results if r.target in data.targets]
-    drafts_k = {(r.draft, r.draft_max) for r in rows if r.role == "speculative"}
+    drafts_k = {(r.draft, r.draft_max) for r in rows if r.role is Role.SPECULATIVE}
     multi_k = len({d for d, _ in drafts_k}) < len(drafts_k)
     several = len(data.targets) > 1
     out: list[Series] = []
@@ -55,7 +56,7 @@ def series(data: ReportData) -> list[Series]:
                           base, theme.BASELINE_COLOR, False))
         grouped: dict[tuple[str | None, int | None], dict[int, Row]] = {}
         for r in rows:
-            if r.target == target and r.role == "speculative" and r.draft is not None:
+            if r.target == target and r.role is Role.SPECULATIVE and r.draft is not None:
                 grouped.setdefault((r.draft, r.draft_max), {}).setdefault(r.concurrency, r)
         for (draft, k), by_level in grouped.items():
             if not any(_valid(r) for r in by_level.values()):

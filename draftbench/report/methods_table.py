@@ -12,6 +12,7 @@ import os
 import shlex
 
 from ..results.file import Row, combination_title
+from ..results.kinds import Role, Status
 from .text import esc, num, pct
 from .view import ReportData
 
@@ -75,7 +76,7 @@ def _row_html(row: Row, multi_k: bool) -> str:
 
 def methods_section(data: ReportData) -> str:
     """The section's HTML; '' for sweeps of plain draft files without per-method statistics."""
-    rows = [r for r in data.results.results if r.role in ("baseline", "speculative") and r.status == "ok"]
+    rows = [r for r in data.results.results if r.role in (Role.BASELINE, Role.SPECULATIVE) and r.status is Status.OK]
     if not any(r.candidate or r.method_stats for r in rows):
         return ""
     body = "".join(_row_html(r, data.multi_k) for r in rows)

@@ -20,12 +20,13 @@ from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
 from ..common.files import atomic_write_text
 from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
+from ..results.kinds import Role
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
 from .methods_table import methods_section
 from .text import esc, num, pct, signed_pct
 from .theme import CSS
-from .view import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
+from .view import ReportData, build_data, category_changes, control_row, invalid_rows, recommended_row
 
 # --------------------------------------------------------------------------- header
 
@@ -148,10 +149,10 @@ def _row_title(row: Row, multi_k: bool) -> str:
 
 
 def _problems_table(data: ReportData) -> str:
-    problems = find_problems(data.results)
+    problems = invalid_rows(data.results)
     if not problems:
         return "<p id=\"problems-none\">Every combination produced a valid measurement.</p>"
-    rows = "".join(f"<tr><td>{esc(_row_title(p.row, data.multi_k))}</td><td class=\"state\">{esc(p.kind.value)}</td>"
+    rows = "".join(f"<tr><td>{esc(_row_title(p.row, data.multi_k))}</td><td class=\"state\">{esc(p.what)}</td>"
                    f"<td>{esc(p.reason)}</td></tr>" for p in problems)
     return ("<div class=\"table-wrap\"><table id=\"problems-table\"><thead><tr><th>Combination</th><th>Status</th>"
             f"<th>Reason</th></tr></thead><tbody>{rows}</tbody></table></div>"
@@ -201,7 +202,7 @@ THEORY_INTRO = (
 
 def _theory(data: ReportData) -> str:
     body = "".join(_theory_row(r, r.theory, data.multi_k) for r in data.results.results
-                   if r.role == "speculative" and r.theory is not None)
+                   if r.role is Role.SPECULATIVE and r.theory is not None)
     if not body:
         return ""
     return ("<section id=\"theory\"><h2>Theory vs measurement</h2>" + THEORY_INTRO

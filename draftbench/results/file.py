@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from ..common.errors import ResultsFileError
 from ..common.files import atomic_write_text
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
+from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .speedup import Speedup
 from .theory import Theory
@@ -68,7 +69,7 @@ class ResultsFile:
 
     def baseline_for(self, target: str, concurrency: int = 1) -> Row | None:
         """The target's measured baseline at ``concurrency`` streams."""
-        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok
+        return next((r for r in self.results if r.role is Role.BASELINE and r.target == target and r.ok
                      and r.concurrency == concurrency), None)
 
     def with_row(self, row: Row) -> ResultsFile:

@@ -107,7 +107,7 @@ class CombinationRunner:
 
     # ------------------------------------------------------------------ rows
     def _base(self, combo: Combination) -> dict:
-        if combo.role == Role.DRAFT_ALONE:
+        if combo.role is Role.DRAFT_ALONE:
             return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path,
                         concurrency=combo.concurrency)
         cand = combo.candidate
@@ -122,7 +122,7 @@ class CombinationRunner:
         base = self._base(combo)
         if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
-            return Row(status=Status.SKIPPED.value, reason=reason.splitlines()[0], **base)
+            return Row(status=Status.SKIPPED, reason=reason.splitlines()[0], **base)
         for ref in (combo.target, combo.draft):
             problem = self.backend.model_problem(ref.path) if ref else None
             if problem:
@@ -132,7 +132,7 @@ class CombinationRunner:
         if combo.draft is not None and combo.role in (Role.SPECULATIVE, Role.CEILING):
             problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
             if problem:
-                return Row(status=Status.SKIPPED.value, reason=str(problem),
+                return Row(status=Status.SKIPPED, reason=str(problem),
                            **dict(base, speculation_active=False))
         return None
 
@@ -141,7 +141,7 @@ class CombinationRunner:
         tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server else "")
         fix = getattr(exc, "fix", None)
         self.reporter.failed(first_line(exc), fix)
-        return Row(status=Status.ERROR.value, reason=first_line(exc) + (f" — {fix}" if fix else ""),
+        return Row(status=Status.ERROR, reason=first_line(exc) + (f" — {fix}" if fix else ""),
                    requests=records, wall_time=rounded(self.clock() - started, 3),
                    server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
                                         log_tail=tail).to_dict(), **base)
@@ -155,10 +155,10 @@ class CombinationRunner:
         early = self._skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
-        if combo.role == Role.CEILING:
+        if combo.role is Role.CEILING:
             combo, why_not = resolve(combo, results)
             if why_not:
-                return Row(status=Status.SKIPPED.value, reason=why_not, **self._base(combo))
+                return Row(status=Status.SKIPPED, reason=why_not, **self._base(combo))
         base = self._base(combo)
         port = self._choose_port()
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
@@ -176,7 +176,7 @@ class CombinationRunner:
             info = ServerInfo.of(self.backend_name, server, log=str(log_path), port=spec.port).to_dict()
             if combo.is_speculative and status.active is False:
                 self.reporter.speculation_inactive(status.reason)
-                return Row(status=Status.ERROR.value, reason=f"speculation not active: {status.reason}", server=info,
+                return Row(status=Status.ERROR, reason=f"speculation not active: {status.reason}", server=info,
                            load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
@@ -189,7 +189,7 @@ class CombinationRunner:
             if not combo.is_speculative and methods:
                 # A build that speculates by default would make the baseline look fast: never compare to it.
                 self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
-                return Row(status=Status.ERROR.value, reason=f"the baseline is not plain decoding: the server ran "
+                return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
                            f"{', '.join(methods)} (/slots speculative.types)", server=info,
                            load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
@@ -203,7 +203,7 @@ class CombinationRunner:
                 self.reporter.note(note)
                 notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
-            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+            return Row(status=Status.OK, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
