@@ -10,7 +10,7 @@ from draftbench.analysis.stats import speedup
 from draftbench.analysis.verdict import analyze
 from draftbench.common.errors import ResultsFileError
 from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
-from draftbench.results.speedup import Speedup, plain
+from draftbench.results.speedup import Speedup, plain, rank
 from draftbench.results.theory import Theory, evaluate
 
 PAIRED_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent", "noise_floor"]
@@ -137,3 +137,17 @@ def test_plain_writes_speedups_inside_json_values():
     assert plain({"a": [speed, {"b": speed}], "c": None}) == {"a": [speed.to_dict(), {"b": speed.to_dict()}],
                                                               "c": None}
     assert Speedup.from_value(None) is None and Speedup.from_value(speed) is speed
+
+
+def test_every_verdict_ranks_speedups_by_how_surely_they_are_faster():
+    sure = Speedup(ratio=1.20, ci95_low=1.15, ci95_high=1.25, significant=True)
+    bigger_but_noisy = Speedup(ratio=1.40, ci95_low=1.05, ci95_high=1.80, significant=True)
+    same_low_higher_ratio = Speedup(ratio=1.30, ci95_low=1.15, ci95_high=1.45, significant=True)
+    no_interval = Speedup(ratio=1.10)                       # ranks by its ratio
+    slower = Speedup(ratio=0.5, ci95_low=0.45, ci95_high=0.55, significant=True)
+    ordered = sorted([no_interval, None, sure, slower, bigger_but_noisy, same_low_higher_ratio], key=rank,
+                     reverse=True)
+    assert ordered == [same_low_higher_ratio, sure, no_interval, bigger_but_noisy, slower, None]
+    # a row without a speed-up ranks below any measured one, even a slow-down (it was 0.0 in one verdict,
+    # 1.0 in another)
+    assert rank(None) < rank(Speedup(ratio=0.01))

@@ -1,4 +1,5 @@
-"""draftbench.analysis.stats: summaries, Student-t table, paired / Welch speed-up intervals, significance, warnings."""
+"""draftbench.analysis.stats: summaries, the Student-t quantiles its intervals use, paired / Welch speed-up intervals,
+significance, warnings."""
 
 from __future__ import annotations
 
@@ -15,36 +16,30 @@ from draftbench.analysis.stats import (
     speedup,
     stability_warnings,
     summarize,
-    t975,
 )
+from draftbench.analysis.student_t import t_quantile
 from draftbench.results.findings import Code
 from draftbench.results.speedup import Speedup
 
-# --------------------------------------------------------------------------- t table
+# --------------------------------------------------------------------------- Student-t quantiles
 
 # 0.975 quantiles of Student's t (any statistics table), to 3 decimals.
 KNOWN_T = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 9: 2.262, 10: 2.228, 19: 2.093, 29: 2.045,
-           30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+           30: 2.042, 35: 2.030, 40: 2.021, 50: 2.009, 60: 2.000, 80: 1.990, 100: 1.984, 120: 1.980, 1000: 1.962}
 
 
 @pytest.mark.parametrize("df,expected", sorted(KNOWN_T.items()))
-def test_t975_table_values(df, expected):
-    assert t975(df) == expected
-    assert t975(float(df)) == expected
+def test_the_95_quantile_is_the_published_one(df, expected):
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
+    assert t_quantile(0.975, float(df)) == t_quantile(0.975, df)
 
 
-@pytest.mark.parametrize("df,expected", [(35, 2.030), (50, 2.009), (80, 1.990), (100, 1.984), (1000, 1.962)])
-def test_t975_interpolates_between_rows(df, expected):
-    # exact quantiles: t(35)=2.0301, t(50)=2.0086, t(80)=1.9901, t(100)=1.9840, t(1000)=1.9623
-    assert t975(df) == pytest.approx(expected, abs=0.002)
-
-
-def test_t975_limits_and_monotonicity():
-    assert t975(1e9) == pytest.approx(1.960, abs=1e-6)
-    assert t975(0.5) == math.inf and t975(0) == math.inf
-    values = [t975(df / 4) for df in range(4, 2000)]
+def test_the_95_quantile_limits_and_monotonicity():
+    assert t_quantile(0.975, 1e9) == pytest.approx(1.960, abs=1e-3)
+    assert t_quantile(0.975, 0.5) == math.inf and t_quantile(0.975, 0) == math.inf
+    values = [t_quantile(0.975, df / 4) for df in range(4, 400)]
     assert all(a >= b for a, b in itertools.pairwise(values))
-    assert 2.776 > t975(4.5) > 2.571   # non-integer Welch degrees of freedom
+    assert 2.776 > t_quantile(0.975, 4.5) > 2.571   # non-integer Welch degrees of freedom
 
 
 # --------------------------------------------------------------------------- summarize
@@ -165,7 +160,7 @@ def test_welch_fallback_without_pairs():
     diff = statistics.fmean(lc) - statistics.fmean(lb)
     va, vb = statistics.variance(lc) / 3, statistics.variance(lb) / 4
     df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 3)
-    half = t975(df) * math.sqrt(va + vb)
+    half = t_quantile(0.975, df) * math.sqrt(va + vb)
     assert s.ratio == pytest.approx(math.exp(diff), abs=1e-4)
     assert s.ci95_low == pytest.approx(math.exp(diff - half), abs=1e-4)
     assert s.ci95_high == pytest.approx(math.exp(diff + half), abs=1e-4)

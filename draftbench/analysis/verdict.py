@@ -11,11 +11,12 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from ..common.percent import percent, percent_change
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
-from ..results.speedup import Speedup, plain
+from ..results.speedup import Speedup, plain, rank
 from ..results.theory import Theory
 from . import stats
 from .categories import best_per_category, category_sentence, category_speedups
@@ -113,7 +114,7 @@ def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speed
         return stats.speedup(_tps_by_key(baseline), _tps_by_key(row), noise_floor=noise_floor)
     if row.mean_tps and baseline.mean_tps:
         ratio = row.mean_tps / baseline.mean_tps
-        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=round((ratio - 1) * 100, 2))
+        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=percent_change(ratio))
     return None
 
 
@@ -236,18 +237,8 @@ def analyze(results: ResultsFile) -> ResultsFile:
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
 
 
-def _ratio(row: Row) -> float:
-    """The measured speed-up ratio (rows without one sort last)."""
-    return row.speedup.ratio if row.speedup else 0.0
-
-
 def _significant(row: Row) -> bool | None:
     return row.speedup.significant if row.speedup else None
-
-
-def _lower_bound(row: Row) -> float:
-    """The interval's low end, else the ratio: winners rank by how surely they are faster."""
-    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
 
 
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
@@ -270,8 +261,8 @@ def recommend(results: ResultsFile) -> dict:
         at_level = [r for r in results.results if r.concurrency == level]
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
-        winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
+        winners = sorted((r for r in candidates if r.speedup and r.speedup.significant and r.speedup.ratio > 1),
+                         key=lambda r: rank(r.speedup), reverse=True)     # the surest gain first
         inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
@@ -286,14 +277,14 @@ def recommend(results: ResultsFile) -> dict:
                          acceptance_rate=best.acceptance_rate)
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+                                f"{percent(best.acceptance_rate)} of drafted tokens accepted).")
             if best.degenerate_output:
                 entry["verdict"] += (f" Caution: the target's own output loops on "
                                      f"{best.degenerate_output['looping_requests']} of "
                                      f"{best.degenerate_output['requests']} requests, which flatters this "
                                      "speed-up (see the row's warning).")
         elif candidates:
-            best = max(candidates, key=_ratio)
+            best = max(candidates, key=lambda r: rank(r.speedup))
             if results.is_upstream or _significant(best) is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
                 why = ("this file has no per-request data" if results.is_upstream or not best.requests else
@@ -305,13 +296,13 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "
                                     f"{stats.describe_speedup(best.speedup)}).")
-                if (best.acceptance_rate or 0) >= 0.5 and _ratio(best) < 1:
-                    entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
+                if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
+                    entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time "
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
         elif eliminated := [r for r in results.results if r.target == target and r.status is Status.ELIMINATED and r.speedup]:
-            best = max(eliminated, key=_ratio)
+            best = max(eliminated, key=lambda r: rank(r.speedup))
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         else:
@@ -360,6 +351,3 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
         if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
             entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.0%}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.percent import percent_change
 from ..results.file import ResultsFile, Row, Speedup, combination_title
 from ..results.kinds import Role
 from . import theme
@@ -87,10 +88,6 @@ def _ceiling_rows(results: ResultsFile) -> list[Row]:
     return [r for r in _measured(results) if r.ceiling]
 
 
-def _pct_of(speed: Speedup | None) -> float | None:
-    return round((speed.ratio - 1) * 100, 2) if speed else None
-
-
 def _ceiling_speedup(row: Row, key: str) -> Speedup | None:
     return Speedup.from_value((row.ceiling or {}).get(key))     # Row.ceiling is JSON
 
@@ -102,7 +99,7 @@ def ceiling_figure(data: ReportData) -> Figure:
     series = [("real draft (measured)", [r.speedup for r in rows], theme.CLASS_COLORS[0]),
               (LEVEL_NAMES["measured"], [_ceiling_speedup(r, "at_measured_speedup") for r in rows], theme.MUTED),
               (LEVEL_NAMES["full"], [_ceiling_speedup(r, "full_speedup") for r in rows], theme.CLASS_COLORS[2])]
-    traces = [dict(type="bar", name=name, x=x, y=[_pct_of(s) for s in speeds], marker=dict(color=color),
+    traces = [dict(type="bar", name=name, x=x, y=[percent_change(s.ratio) if s else None for s in speeds], marker=dict(color=color),
                    customdata=[plotly_text((r.ceiling or {}).get("text", "")) for r in rows],
                    texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,
                    hovertemplate="<b>%{x}</b><br>" + name + ": %{y:+.1f}%<br>%{customdata}<extra></extra>")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import shlex
 
+from ..common.percent import percent
 from ..results.file import Row, combination_title
 from ..results.kinds import Role, Status
-from .text import esc, num, pct
+from .text import esc, num
 from .view import ReportData
 
 # Flags (and their value) that say how a llama-server speculates; the draft's path is shortened to its name.
@@ -56,7 +57,7 @@ def _method_cells(row: Row) -> str:
         drafted = "n/a" if row.draft_n is None else f"{row.draft_n} drafted, {row.draft_n_accepted} accepted"
         return f"<td class=\"muted\" colspan=\"5\">{esc('no per-method statistics (' + drafted + ')')}</td>"
     lines = [[esc(impl), esc(fig.get("gen_tokens", "n/a")), esc(fig.get("acc_tokens", "n/a")),
-              esc(pct(fig.get("acceptance_rate"))), esc(num(fig.get("mean_accepted_len"), ".2f"))]
+              esc(percent(fig.get("acceptance_rate"))), esc(num(fig.get("mean_accepted_len"), ".2f"))]
              for impl, fig in stats.items()]
     columns = zip(*lines)
     # one line per method in every column, so a method's figures stay level with its name

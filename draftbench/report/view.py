@@ -239,13 +239,13 @@ def control_row(results: ResultsFile, target: str, level: int = 1) -> Row | None
 
 
 def category_changes(row: Row, baseline: Row) -> list[tuple[str, float]]:
-    """(prompt category, % change in tok/s vs the baseline) where both were measured."""
+    """(prompt category, tok/s ratio to the baseline's) where both were measured."""
     base_cats, row_cats = baseline.by_category or {}, row.by_category or {}
     out = []
     for cat, stats in row_cats.items():
         base = base_cats.get(cat) or {}
         if stats.get("mean_tps") and base.get("mean_tps"):
-            out.append((cat, (stats["mean_tps"] / base["mean_tps"] - 1) * 100))
+            out.append((cat, stats["mean_tps"] / base["mean_tps"]))
     return out
 
 

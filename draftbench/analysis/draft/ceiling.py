@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ...results.file import Row
 from ...results.kinds import CeilingLevel, Role
-from ...results.speedup import Speedup, plain
+from ...results.speedup import Speedup, plain, rank
 from ..stats import describe_speedup
 from .best_k import tok_s
 
@@ -102,7 +102,7 @@ def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str) -> str | No
              and r.speedup and r.speculation_active is not False]
     if not fulls:
         return None
-    best = max(fulls, key=lambda r: r.speedup.ratio if r.speedup else 0.0)
+    best = max(fulls, key=lambda r: rank(r.speedup))     # the one surest to pay
     speed = best.speedup
     if speed is not None and speed.ratio > 1 and speed.significant is not False:
         return None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ...analysis.stats import speedup
+from ...common.percent import percent_change
 from ...results.file import Row
 from ...results.kinds import Status
 from ...results.speedup import Speedup
@@ -153,7 +154,7 @@ def change(files: tuple[ComparedFile, ...], ref: int, index: int, ra: Row, rb: R
         value = rb.mean_tps / ra.mean_tps
         missing = [files[i].letter for i, r in ((ref, ra), (index, rb)) if not r.requests]
         return Change(index, ref, Speedup(ratio=round(value, 4), method="ratio-of-means", n_pairs=0,
-                                          percent=round((value - 1) * 100, 2)),
+                                          percent=percent_change(value)),
                       paired=False, why_unpaired=f"{' and '.join(missing)} has no per-request data")
     return None
 
