@@ -17,6 +17,7 @@ from draftbench.backends.llamacpp.command import find_llama_server
 from draftbench.common.errors import BinaryNotFoundError
 from draftbench.lifetime.process import free_port
 
+from fakes.http_stub import StubServer
 from helpers import REQUIRE_LLAMA, default_settings, llama_server_pids
 
 
@@ -49,6 +50,21 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture
+def http_stub():
+    """Start stand-in HTTP servers (see tests/fakes/http_stub.py): ``http_stub(routes, port=0)``; all
+    are stopped after the test."""
+    started: list[StubServer] = []
+
+    def start(routes, *, port: int = 0) -> StubServer:
+        started.append(StubServer(routes, port=port).start())
+        return started[-1]
+
+    yield start
+    for stub in started:
+        stub.stop()
 
 
 @pytest.fixture

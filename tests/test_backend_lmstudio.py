@@ -355,30 +355,12 @@ def test_unreachable_attached_server_is_a_clear_request_error():
 
 @pytest.mark.parametrize("code, kind, words", [(404, "foreign", "not as LM Studio"),
                                                (401, "auth", "requires an API token")])
-def test_something_else_on_lmstudios_port_is_named(lms, tmp_path, code, kind, words):
-    import http.server
-    import threading
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(code)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", lms.port), Handler)
-    thread = threading.Thread(target=other.serve_forever, daemon=True)
-    thread.start()
-    try:
-        with pytest.raises(ServerError) as exc:
-            LMStudioBackend().launch(make_spec(tmp_path, lms))
-        assert exc.value.kind == kind and words in exc.value.message
-        assert lms.argv() == []                      # nothing was started or loaded
-    finally:
-        other.shutdown()
-        other.server_close()
+def test_something_else_on_lmstudios_port_is_named(lms, tmp_path, http_stub, code, kind, words):
+    http_stub({"GET *": (code, b"")}, port=lms.port)
+    with pytest.raises(ServerError) as exc:
+        LMStudioBackend().launch(make_spec(tmp_path, lms))
+    assert exc.value.kind == kind and words in exc.value.message
+    assert lms.argv() == []                      # nothing was started or loaded
 
 
 def test_native_blocking_errors_are_named():

@@ -215,7 +215,7 @@ def test_a_loaded_target_is_reused_and_a_leftover_of_ours_replaced(lm_studio, tm
     assert [s["endpoint"] for s in leftover.seen()] == ["unloadModel", "loadModel", "unloadModel"]
 
 
-def test_where_lm_studio_is_and_is_not(lm_studio, tmp_path, monkeypatch):
+def test_where_lm_studio_is_and_is_not(lm_studio, tmp_path, monkeypatch, http_stub):
     nobody = free_port()
     with pytest.raises(ServerError) as exc:
         LMStudioBackend().launch(make_spec(tmp_path, nobody))
@@ -229,26 +229,10 @@ def test_where_lm_studio_is_and_is_not(lm_studio, tmp_path, monkeypatch):
         assert any("LM Studio app's own API" in w for w in server.notes)
         assert server.base_url == f"http://127.0.0.1:{studio.port}"
 
-    import http.server
-
-    class Other(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Other)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
-    try:
-        with pytest.raises(ServerError) as exc:
-            LMStudioBackend().launch(make_spec(tmp_path, other.server_address[1]))
-        assert exc.value.kind == "foreign" and "not as LM Studio" in exc.value.message
-    finally:
-        other.shutdown()
-        other.server_close()
+    other = http_stub({"GET *": (404, b"")})
+    with pytest.raises(ServerError) as exc:
+        LMStudioBackend().launch(make_spec(tmp_path, other.port))
+    assert exc.value.kind == "foreign" and "not as LM Studio" in exc.value.message
 
 
 def test_a_stalled_or_vanished_lm_studio_is_a_bounded_request_error(lm_studio, tmp_path):

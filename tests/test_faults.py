@@ -7,16 +7,13 @@ cannot produce on demand: never becoming ready, and a stream that stalls.
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 import requests
@@ -28,7 +25,9 @@ pytestmark = pytest.mark.llama
 
 FAKE_SERVER = '''#!{python}
 # Stand-in for llama-server that misbehaves on purpose (mode: {mode}).
-import http.server, json, sys, time
+import sys, time
+sys.path.insert(0, {tests!r})
+from fakes.http_stub import StubServer
 args = sys.argv[1:]
 if "--help" in args:
     print("  -m, --model FNAME\\n  --port PORT\\n  --host HOST\\n  -c, --ctx-size N\\n  -ngl N\\n  -np, --parallel N")
@@ -37,39 +36,27 @@ if "--version" in args:
     print("version: fake")
     sys.exit(0)
 port, model = int(args[args.index("--port") + 1]), args[args.index("-m") + 1]
-MODE = "{mode}"
+ready = "{mode}" != "never-ready"
+if {grandchild}:
+    import subprocess
+    subprocess.Popen(["sleep", "600"])   # a helper process of its own
 
-class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def do_GET(self):
-        if self.path == "/health":
-            self.reply(503 if MODE == "never-ready" else 200, {{"status": "loading" if MODE == "never-ready" else "ok"}})
-        elif self.path == "/props":
-            self.reply(200, {{"model_path": model, "build_info": "fake"}})
-        else:
-            self.reply(200, [{{"speculative": False}}])
-    def do_POST(self):
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        self.wfile.write(b'data: {{"choices":[{{"delta":{{"content":"Hi"}}}}]}}\\n\\n')
-        self.wfile.flush()
-        time.sleep(3600)  # the stall
-    def log_message(self, *a):
-        pass
+def stall(call):
+    call.start_events()
+    call.event({{"choices": [{{"delta": {{"content": "Hi"}}}}]}})
+    time.sleep(3600)
 
-http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+StubServer({{"GET /health": (200 if ready else 503, {{"status": "ok" if ready else "loading"}}),
+            "GET /props": (200, {{"model_path": model, "build_info": "fake"}}),
+            "GET *": (200, [{{"speculative": False}}]), "POST *": stall}}, port=port).serve_forever()
 '''
 
 
-def fake_llama_server(folder: Path, mode: str) -> Path:
-    path = folder / f"fake-llama-server-{mode}"
-    path.write_text(FAKE_SERVER.format(python=sys.executable, mode=mode))
+def fake_llama_server(folder: Path, mode: str, *, name: str | None = None, grandchild: bool = False) -> Path:
+    """An executable stand-in for llama-server: ``never-ready`` or ``stall`` (one token, then silence)."""
+    path = folder / (name or f"fake-llama-server-{mode}")
+    path.write_text(FAKE_SERVER.format(python=sys.executable, mode=mode, tests=str(Path(__file__).parent),
+                                       grandchild=grandchild))
     path.chmod(0o755)
     return path
 
@@ -146,40 +133,17 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
     assert resumed.returncode == 0 and "1 done, 1 remaining" in resumed.stdout
 
 
-class _Foreign(http.server.BaseHTTPRequestHandler):
-    requests_seen: ClassVar[list] = []
-
-    def do_GET(self):
-        type(self).requests_seen.append(self.path)
-        body = b'{"status":"ok"}'
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_POST = do_GET
-
-    def log_message(self, *args):
-        pass
-
-
-def test_busy_port_moves_to_a_free_one_and_never_benchmarks_the_foreign_server(models, tmp_path):
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    _Foreign.requests_seen = []
-    try:
-        port = httpd.server_address[1]
-        config = write_config(tmp_path, models, drafts=(), runs=1, port=port, prompts=["code"])
-        results = tmp_path / "port.json"
-        proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def test_busy_port_moves_to_a_free_one_and_never_benchmarks_the_foreign_server(models, tmp_path, http_stub):
+    foreign = http_stub({"*": (200, {"status": "ok"})})
+    port = foreign.port
+    config = write_config(tmp_path, models, drafts=(), runs=1, port=port, prompts=["code"])
+    results = tmp_path / "port.json"
+    proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"port {port} is in use by another program; using port" in proc.stdout
     row = results_rows(results)[0]
     assert row["status"] == "ok" and row["server"]["port"] != port
-    assert _Foreign.requests_seen == []
+    assert foreign.seen == []
 
 
 @pytest.mark.parametrize("mode, expected", [("never-ready", "did not become ready within 2 s"),

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 
 import pytest
 import requests
@@ -139,49 +137,23 @@ def test_exit_explanations():
                         "out of memory", 80, None).kind == "oom"
 
 
-class _Foreign(http.server.BaseHTTPRequestHandler):
-    """Another program on the port: answers /health 200 like a ready llama-server would."""
-
-    chat_requests = 0
-
-    def do_GET(self):
-        body = b'{"status":"ok"}' if self.path == "/health" else b'{"model_path":"/somewhere/else.gguf"}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_POST(self):
-        type(self).chat_requests += 1
-        self.send_response(500)
-        self.end_headers()
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
-def foreign_server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    _Foreign.chat_requests = 0
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+def foreign_server(http_stub):
+    """Another program on the port: answers /health 200 like a ready llama-server would."""
+    return http_stub({"GET /health": (200, {"status": "ok"}), "GET *": (200, {"model_path": "/somewhere/else.gguf"}),
+                      "POST *": (500, b"")})
 
 
 @pytest.mark.llama
 def test_port_taken_by_a_foreign_server_is_never_benchmarked(foreign_server, models, tmp_path, llama_bin):
-    port = foreign_server.server_address[1]
+    port = foreign_server.port
     launch = LaunchSpec(target=models["target-2x"], port=port, ctx_size=1024, gpu_layers=0,
                         settings=default_settings(), startup_timeout_s=60, log_path=str(tmp_path / "l.log"))
     with pytest.raises(ServerError) as exc:
         LlamaCppBackend().launch(launch)
     # Either llama-server fails to bind, or (if the OS let it) the identity check refuses the foreign answer.
     assert exc.value.kind in ("port_in_use", "foreign")
-    assert _Foreign.chat_requests == 0
+    assert not [seen for seen in foreign_server.seen if seen[0] == "POST"]     # never asked to generate
 
 
 @pytest.mark.llama

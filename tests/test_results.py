@@ -136,8 +136,7 @@ def test_role_and_status_are_members_that_read_and_print_as_the_files_text():
     assert Row(target="t").role is Role.BASELINE and Row(target="t", status="error").status is Status.ERROR
     assert Row.from_dict({"target": "t", "error": "server_failed"}).status is Status.ERROR   # upstream's marker
     # shown as the file's text everywhere (Python 3.11 would print a plain str-Enum as "Role.SPECULATIVE")
-    assert (f"{row.role}: {row.status}", str(row.role), "%s" % row.status) == ("speculative: eliminated",
-                                                                               "speculative", "eliminated")
+    assert (f"{row.role}: {row.status:>12}", str(row.role)) == ("speculative:   eliminated", "speculative")
     data = json.loads(json.dumps(row.to_dict()))
     assert (data["role"], data["status"]) == ("speculative", "eliminated") and Row.from_dict(data) == row
 

@@ -7,10 +7,8 @@ that is a stranger on the port, which the real llama-server we start can never b
 
 from __future__ import annotations
 
-import http.server
 import json
 import sys
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -111,35 +109,15 @@ def test_server_cli_allow_remote_warns_and_masks_the_key(models):
     assert "--api-key ***" in out and SECRET not in out
 
 
-class _Stranger(http.server.BaseHTTPRequestHandler):
-    """A server on our port that wants a key we do not have."""
-
-    def do_GET(self):
-        code, body = (200, b'{"status": "ok"}') if self.path == "/health" else (401, b'{"error": {"code": 401}}')
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def test_a_401_from_props_is_not_our_server():
-    stranger = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stranger)
-    threading.Thread(target=stranger.serve_forever, daemon=True).start()
-    try:
-        port = stranger.server_address[1]
-        process = SimpleNamespace(alive=lambda: True, returncode=None, log_path="unused.log")
-        server = LlamaCppServer(f"http://127.0.0.1:{port}", process=process)   # type: ignore[arg-type]
-        spec = LaunchSpec(target="/models/ours.gguf", port=port)
-        with pytest.raises(ServerError) as info:
-            LlamaCppBackend()._verify_identity(server, spec)
-        assert info.value.kind == "foreign" and "not as the llama-server we started" in info.value.message
-    finally:
-        stranger.shutdown()
-        stranger.server_close()
+def test_a_401_from_props_is_not_our_server(http_stub):
+    # a server on our port that wants a key we do not have
+    stranger = http_stub({"GET /health": (200, {"status": "ok"}), "GET *": (401, {"error": {"code": 401}})})
+    process = SimpleNamespace(alive=lambda: True, returncode=None, log_path="unused.log")
+    server = LlamaCppServer(stranger.url, process=process)   # type: ignore[arg-type]
+    spec = LaunchSpec(target="/models/ours.gguf", port=stranger.port)
+    with pytest.raises(ServerError) as info:
+        LlamaCppBackend()._verify_identity(server, spec)
+    assert info.value.kind == "foreign" and "not as the llama-server we started" in info.value.message
 
 
 def test_a_server_that_echoes_its_key_has_it_masked_in_every_log_line_we_show(tmp_path):

@@ -91,7 +91,7 @@ class Server:
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None):
+                 port: int | None = None, api_key: str | None = None, probe_timeout_s: float | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -104,8 +104,14 @@ class Server:
         if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self.probe_timeout_s = probe_timeout_s   # one deadline for every probe; None: each probe's usual one
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
+
+    def probe_s(self, usual: float) -> float:
+        """A probe's deadline (/props, /slots, /metrics, /version, /v1/models): ``usual`` (a few seconds),
+        unless the server was given one deadline for all its probes."""
+        return usual if self.probe_timeout_s is None else self.probe_timeout_s
 
     def http(self) -> requests.Session:
         """:attr:`session` on the thread that made this object; one of its own on every other (streams never share)."""
@@ -273,9 +279,11 @@ class Backend:
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> Server:
-        """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return Server(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               probe_timeout_s: float | None = None) -> Server:
+        """A server somebody else started (``bench.py --url``). We measure it; we never stop it.
+        ``probe_timeout_s``: one deadline for each of its probes (default: each probe's usual few seconds)."""
+        return Server(base_url, model=model or "default", api_key=api_key, probe_timeout_s=probe_timeout_s)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""
