@@ -192,7 +192,7 @@ def test_lm_studio_probes_and_unstreamed_answers_end_on_their_own_deadline():
         assert lmstudio_sdk.probe(base.removeprefix("http://"), timeout_s=0.2) == "foreign"
         probes = time.perf_counter() - start
         start = time.perf_counter()
-        with pytest.raises(RequestError, match="did not answer within 0.3 s"):
+        with pytest.raises(RequestError, match=r"did not answer within 0\.3 s"):
             lmstudio_rest.blocking_chat(new_session(), base + "/api/v0/chat/completions", {"messages": []},
                                         headers={}, request_timeout_s=0.3)
         answer = time.perf_counter() - start

@@ -19,7 +19,6 @@ from draftbench.measure.sequential import MeasurementFailed, MeasureOptions
 from draftbench.report import CHARTS, build_figures, render_report, write_report
 from draftbench.results.file import ResultsFile, Row, load_results, save_results
 from draftbench.results.findings import Code
-from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_OK, Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
@@ -366,7 +365,6 @@ def test_an_upstream_file_still_renders(tmp_path):
                                                             mean_tps=12.0)))
     save_results(results, tmp_path / "u.json")
     assert "chart-concurrency" not in render_report(load_results(tmp_path / "u.json"))
-    assert Role.BASELINE.value == "baseline"
 
 
 @pytest.mark.browser

@@ -10,7 +10,6 @@ from draftbench.results.file import ResultsFile, Row
 
 
 def test_the_page_draws_every_registered_chart_in_order():
-    assert tuple(chart.chart_id for chart in CHARTS) == CHART_IDS
     assert len(set(CHART_IDS)) == len(CHART_IDS)
     results = ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="f", settings={},
                           results=(Row(target="T 7B", mean_tps=10.0),

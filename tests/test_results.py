@@ -99,10 +99,6 @@ def test_every_field_of_a_stored_class_is_declared():
         declarations(Forgotten)
 
 
-def test_rows_start_with_upstreams_keys_in_upstreams_order():
-    assert list(full_row().to_dict())[:len(UPSTREAM_ROW_KEYS)] == list(UPSTREAM_ROW_KEYS)
-
-
 # --------------------------------------------------------------------------- round trips
 
 def test_row_round_trip():

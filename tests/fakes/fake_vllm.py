@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 
-from http_stub import StubServer     # run as a script: tests/fakes is on the path
+from http_stub import StubServer  # run as a script: tests/fakes is on the path
 
 ACCEPT_PATTERN = (3, 1, 4, 0)
 VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
