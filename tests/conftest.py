@@ -27,6 +27,19 @@ def _missing(what: str, how: str):
     pytest.skip(f"{what} is missing: {how}")
 
 
+SERIAL_MARKS = ("llama", "browser", "slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) the tests that start real
+    servers or a browser, or repeat a trial many times, run one at a time on one worker, in their
+    order; every other test is independent and goes to whichever worker is free. Without xdist the
+    group mark does nothing."""
+    for item in items:
+        if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
 @pytest.fixture(scope="session")
 def llama_bin() -> str:
     try:
