@@ -22,9 +22,9 @@ from draftbench.lifetime import pid_files as pidfiles
 from draftbench.lifetime.process import GUARD_ENV, free_port
 
 from helpers import REPO, llama_server_pids, read_until, run_cli, wait_for
-from test_faults import fake_llama_server
+from test_cli_sweep_cli_llama import write_config
 from test_lifetime import FAKE_SERVER, assert_group_gone_within, group_members, is_alive, make_leftover
-from test_sweep import write_config
+from test_sweep_session_faults import fake_llama_server
 
 pytestmark = [pytest.mark.llama,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads process groups from /proc")]

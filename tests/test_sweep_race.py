@@ -1,6 +1,6 @@
 """Adaptive search (settings.search "adaptive"): the racing rules, and the race driven through the
 sweep with the in-process backend (no processes; deterministic; nothing here depends on speed).
-The race against real llama-servers is in test_race_llama.py."""
+The race against real llama-servers is in test_sweep_race_llama.py."""
 
 from __future__ import annotations
 

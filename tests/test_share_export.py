@@ -1,7 +1,7 @@
 """sweep.py --export md|csv|json (of a results file, and of a comparison), checked against golden files.
 
 Regenerate the golden files after an intended change with
-``DRAFTBENCH_UPDATE_GOLDEN=1 pytest tests/test_export.py`` and review the diff.
+``DRAFTBENCH_UPDATE_GOLDEN=1 pytest tests/test_share_export.py`` and review the diff.
 """
 
 from __future__ import annotations

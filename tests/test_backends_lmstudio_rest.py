@@ -1,7 +1,7 @@
 """The LM Studio backend's REST path end to end, against tests/fakes/fake_lms.py and fake_lmstudio_server.py.
 
 These tests force ``lmstudio_client: "rest"`` (the SDK is installed with the test extra); the SDK
-path is tested in test_backend_lmstudio_sdk.py.
+path is tested in test_backends_lmstudio_sdk.py.
 
 The fake `lms` records every command and starts/stops the fake LM Studio server, which answers
 in LM Studio's documented REST API v0 format (stats with accepted / rejected / ignored /

@@ -1,5 +1,5 @@
 """Concurrency levels without processes: planning, measuring N streams, counters, the crossover verdict and
-the report, with the in-process fake backend (real llama-server levels are in test_concurrency_llama.py)."""
+the report, with the in-process fake backend (real llama-server levels are in test_measure_concurrent_llama.py)."""
 
 from __future__ import annotations
 

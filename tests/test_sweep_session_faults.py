@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from helpers import REPO, llama_server_pids, run_cli, wait_for
-from test_sweep import write_config
+from test_cli_sweep_cli_llama import write_config
 
 pytestmark = pytest.mark.llama
 

@@ -18,8 +18,8 @@ from draftbench.backends.llamacpp.backend import LlamaCppBackend, LlamaCppServer
 from draftbench.common.errors import ServerError
 
 from helpers import interrupt_server_cli, llama_server_pids, run_cli
-from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
-from test_hostile_files import assert_clean_error
+from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
+from test_results_file_hostile import assert_clean_error
 
 SECRET = "sekrit-0123456789"
 
@@ -30,7 +30,7 @@ def everything_written(folder: Path) -> str:
 
 @pytest.mark.llama
 def test_an_api_key_in_extra_args_is_used_and_masked_everywhere(models, tmp_path):
-    from test_sweep import write_config
+    from test_cli_sweep_cli_llama import write_config
     config = write_config(tmp_path, models, drafts=(), runs=1, max_tokens=8, prompts=["code"], warmup=0,
                           extra_args=["--api-key", SECRET])
     results = tmp_path / "r.json"

@@ -1,6 +1,6 @@
 """Inside a draft, the logic: acceptance by position and its diagnosis, the best k from one run, and
 ceiling runs (planning, reading the measured length, verdicts) — with the in-process fake backend
-and hand-made rows. The real llama-server mechanics are in test_inside_llama.py."""
+and hand-made rows. The real llama-server mechanics are in test_analysis_draft_llama.py."""
 
 from __future__ import annotations
 

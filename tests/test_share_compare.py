@@ -1,6 +1,6 @@
 """Comparing results files (sweep.py --compare): matching, pairing, significance, differences, the
 table and the comparison report. No server: the files are built in share_data.py or are the
-upstream reference files; the real-sweep comparison is in test_share_real.py."""
+upstream reference files; the real-sweep comparison is in test_share_llama.py."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from draftbench.results.file import RequestRecord, ResultsFile, Row, load_result
 from draftbench.results.schema import MAX_FREE_DEPTH, first_problem
 
 from helpers import REFERENCE, run_cli
-from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
+from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
 
 
 def assert_clean_error(proc, code: int, *needles: str, limit_s: float | None = None) -> None:

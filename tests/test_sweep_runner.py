@@ -1,5 +1,5 @@
 """The sweep's logic (planning, running one combination, resume, interruption) with an in-process
-backend: no processes, ports or HTTP. The real-server sweeps are in test_sweep.py and test_faults.py."""
+backend: no processes, ports or HTTP. The real-server sweeps are in test_cli_sweep_cli_llama.py and test_sweep_session_faults.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import json
 from draftbench.backends.vllm.backend import VLLMBackend
 
 from helpers import run_cli
-from test_backend_vllm import DRAFT, TARGET, fake, make_spec  # noqa: F401  (fake is a fixture)
+from test_backends_vllm import DRAFT, TARGET, fake, make_spec  # noqa: F401  (fake is a fixture)
 
 
 def sweep(fake, tmp_path, **settings) -> dict:  # noqa: F811

@@ -20,8 +20,8 @@ from draftbench.results.lock import results_lock
 from draftbench.sweep import Console
 
 from helpers import REPO, llama_server_pids, run_cli, wait_for
-from test_cli_config_errors import tripwire  # noqa: F401  (fixture)
-from test_hostile_files import assert_clean_error, good_results
+from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
+from test_results_file_hostile import assert_clean_error, good_results
 
 RAW_CONTROLS = [chr(c) for c in range(0x20) if chr(c) not in "\n\t"] + [chr(c) for c in range(0x7f, 0xa0)] + \
     ["\u202e", "\u2066"]
@@ -183,7 +183,7 @@ def test_a_second_sweep_on_a_locked_file_writes_nothing(tmp_path, tripwire):  # 
 
 @pytest.mark.llama
 def test_two_sweeps_on_one_results_file_never_mix(models, tmp_path):
-    from test_sweep import write_config as sweep_config
+    from test_cli_sweep_cli_llama import write_config as sweep_config
     config = sweep_config(tmp_path, models, drafts=(), runs=1, max_tokens=8, prompts=["code"], warmup=0)
     (tmp_path / "store").mkdir()
     real = tmp_path / "store" / "real.json"

@@ -1,6 +1,6 @@
 """Comparing speculative methods without a server: per-method statistics from llama-server's log lines,
 trace verbosity in the command, the workloads, loop detection, per-category verdicts and the report's
-model-free classes and method charts. The real llama-server runs in test_methods_llamacpp.py."""
+model-free classes and method charts. The real llama-server runs in test_backends_llamacpp_methods_llama.py."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import REFERENCE, run_cli
-from test_sweep import write_config
+from test_cli_sweep_cli_llama import write_config
 
 pytestmark = pytest.mark.llama
 
