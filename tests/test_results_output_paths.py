@@ -1,7 +1,8 @@
-"""Never overwrite an input, one writer per results file, nothing raw on the terminal.
+"""draftbench.results.output_paths: never overwrite an input, one writer per results file, nothing raw on the
+terminal.
 
-Through the real sweep.py. Cases refused before anything starts use a tripwire llama-server
-(it records any start); the concurrent-sweeps case runs the real llama-server.
+The paths checked directly, then through the real sweep.py. Cases refused before anything starts use a
+tripwire llama-server (it records any start). The lock itself: test_results_lock.py.
 """
 
 from __future__ import annotations
@@ -9,17 +10,17 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from draftbench.common.errors import UsageError
 from draftbench.results.file import ResultsFile, Row, load_results, save_results
 from draftbench.results.lock import results_lock
+from draftbench.results.output_paths import check_output_paths, lock_paths_for, logs_dir_for
 from draftbench.sweep import Console
 
-from helpers import REPO, llama_server_pids, run_cli, wait_for
+from helpers import run_cli
 from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
 from test_results_file_hostile import assert_clean_error, good_results
 
@@ -37,20 +38,6 @@ def write_config(folder: Path, exe: Path, name: str = "c.json", **top) -> Path:
     path = folder / name
     path.write_text(json.dumps(config))
     return path
-
-
-def servers_on_port(port: int) -> list[int]:
-    """llama-server processes started with ``--port PORT``."""
-    found = []
-    for pid in llama_server_pids():
-        try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--port" in args and args.index(b"--port") + 1 < len(args) and args[args.index(b"--port") + 1] == \
-                str(port).encode():
-            found.append(pid)
-    return found
 
 
 def listing(folder: Path) -> dict:
@@ -181,39 +168,6 @@ def test_a_second_sweep_on_a_locked_file_writes_nothing(tmp_path, tripwire):  # 
     assert not marker.exists()
 
 
-@pytest.mark.llama
-def test_two_sweeps_on_one_results_file_never_mix(models, tmp_path):
-    from test_cli_sweep_cli_llama import write_config as sweep_config
-    config = sweep_config(tmp_path, models, drafts=(), runs=1, max_tokens=8, prompts=["code"], warmup=0)
-    (tmp_path / "store").mkdir()
-    real = tmp_path / "store" / "real.json"
-    results = tmp_path / "linked.json"                  # the results path is a symlink: written through it
-    results.symlink_to(real)
-    servers_before = llama_server_pids()
-    port = json.loads(config.read_text())["settings"]["port"]
-    first = subprocess.Popen([sys.executable, str(REPO / "sweep.py"), "--config", str(config), "--results",
-                              str(results), "--no-chart"], cwd=str(tmp_path), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    try:
-        lock = tmp_path / "store" / "real.lock"
-        wait_for(lambda: lock.exists() and lock.read_text().strip() == str(first.pid), timeout=300)
-        second = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=60,
-                         cwd=tmp_path)
-        assert_clean_error(second, 1, f"is in use by process {first.pid}")
-        out, _ = first.communicate(timeout=900)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
-    assert first.returncode == 0, out
-    assert results.is_symlink()
-    rows = json.loads(real.read_text(), parse_constant=pytest.fail)["results"]
-    assert [(r["draft"], r["status"]) for r in rows] == [(None, "ok")]
-    [log] = (tmp_path / "linked.logs").iterdir()        # the first sweep's only combination, nothing else
-    assert sum(line.startswith("$ ") for line in log.read_text(errors="replace").splitlines()) == 1
-    wait_for(lambda: not (llama_server_pids() - servers_before) and not servers_on_port(port), timeout=10)
-
-
 # ---------------------------------------------------------------------------- nothing raw on the terminal
 
 HOSTILE_LABEL = "T\x1b]0;pwned\x07\x1b[31m\x9b2J\u202eevil"
@@ -255,3 +209,28 @@ def test_a_sweep_prints_hostile_reasons_safely(tmp_path, llama_bin):
     assert proc.returncode == 3, proc.stdout + proc.stderr      # the model is missing: skipped
     assert "Skipped:" in proc.stdout and "\\x1b]0;pwned\\x07" in proc.stdout
     assert no_raw_controls(proc.stdout + proc.stderr)
+
+
+def test_output_paths_resolve_symlinks_and_hard_links(tmp_path):
+    results = tmp_path / "r.json"
+    results.write_text("{}")
+    (tmp_path / "link.html").symlink_to(results)
+    with pytest.raises(UsageError, match=r"same file \(.*r\.json\)"):
+        check_output_paths(results, tmp_path / "link.html")
+    os.link(results, tmp_path / "hard.htm")
+    with pytest.raises(UsageError, match="same file"):
+        check_output_paths(results, tmp_path / "hard.htm")
+    config = tmp_path / "c.cfg"
+    config.write_text("{}")
+    with pytest.raises(UsageError, match="would destroy the config"):
+        check_output_paths(results, config, [config])
+    check_output_paths(results, tmp_path / "r.html", [config])         # distinct: fine
+    assert logs_dir_for(results).name == "r.logs" and [p.name for p in lock_paths_for(results)] == ["r.lock"]
+
+
+def test_output_paths_that_cannot_work(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        check_output_paths(tmp_path / "file" / "r.json", None)
+    with pytest.raises(UsageError, match="bytes long"):
+        check_output_paths(tmp_path / ("r" * 251 + ".json"), None)
