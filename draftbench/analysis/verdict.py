@@ -27,6 +27,7 @@ from .draft import best_k as kpredict
 from .draft import ceiling
 from .draft import positions as perpos
 from .racing import server_loads
+from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary, tps_by_key
 
 
 def _sum(values) -> int | None:
@@ -104,14 +105,12 @@ def _round(x, digits):
     return None if x is None else round(x, digits)
 
 
-def _tps_by_key(row: Row) -> dict[tuple, float]:
-    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests if r.error is None and r.decode_tps}
-
-
 def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
-    """Speed-up with a CI; falls back to the summary means for upstream rows (no CI there)."""
+    """Speed-up with a CI, on fresh prompts (a session's requests are apart: see session.py); falls back
+    to the summary means for upstream rows (no CI there)."""
     if row.requests and baseline.requests:
-        return stats.speedup(_tps_by_key(baseline), _tps_by_key(row), noise_floor=noise_floor)
+        return stats.speedup(tps_by_key(baseline.requests, session=False), tps_by_key(row.requests, session=False),
+                             noise_floor=noise_floor)
     if row.mean_tps and baseline.mean_tps:
         ratio = row.mean_tps / baseline.mean_tps
         return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=percent_change(ratio))
@@ -224,7 +223,9 @@ def analyze(results: ResultsFile) -> ResultsFile:
             row = replace(row, speedup=speed, equivalence=None if row.role is Role.CEILING else
                           equivalence(row, baseline, temperature=temperature),
                           speedup_by_category=None if row.role is Role.CEILING else
-                          category_speedups(row, baseline, noise_floor=floor))
+                          category_speedups(row, baseline, noise_floor=floor),
+                          speedup_in_session=None if row.role is Role.CEILING else
+                          session_speedup(row, baseline, noise_floor=floor))
             if row.role is Role.SPECULATIVE and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role is Role.DRAFT_ALONE and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
@@ -305,6 +306,8 @@ def recommend(results: ResultsFile) -> dict:
             best = max(eliminated, key=lambda r: rank(r.speedup))
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
+        elif (in_session := session_summary(results, target, level)) is not None:
+            entry["verdict"] = no_fresh_sentence(target)
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
         useless = [r.draft or "" for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
@@ -325,6 +328,9 @@ def recommend(results: ResultsFile) -> dict:
             if sentence:
                 entry["verdict"] += " " + sentence
         _add_inside_the_draft(entry, results, target)
+        if (in_session := session_summary(results, target, level)) is not None:
+            entry["within_session"] = in_session
+            entry["verdict"] += " " + session_sentence(in_session)
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.

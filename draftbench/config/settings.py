@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,7 @@ def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> 
                 continue
             clean.append(bounded(item, "number", sub))
         if isinstance(value, list):
-            dupes = sorted({v for v in clean if clean.count(v) > 1})
+            dupes = sorted(v for v, n in Counter(clean).items() if n > 1)
             if dupes:
                 problems.append(Problem(path, f"lists {', '.join(map(str, dupes))} more than once",
                                         "list every value once"))
@@ -133,8 +134,12 @@ COMMON_SETTINGS: dict[str, Field] = {
     "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min; LM Studio through its SDK)",
                          min=0, max=1, measured=True),
     "extra_args": Field("str_list", [], "extra arguments appended to every server command", measured=True),
-    "prompts": Field("any", "builtin", "prompt set: \"builtin\", a list of built-in categories, or a path "
-                     "to a .txt/.jsonl prompt file", measured=True),
+    "prompts": Field("any", "builtin", "prompt set: \"builtin\", a list of built-in categories and standard sets "
+                     "(\"mt-bench\", \"mt-bench:coding\", \"humaneval\"), or a path to a .txt/.jsonl prompt file",
+                     measured=True),
+    "prompts_per_category": Field("int", None, "take this many prompts (conversations: an MT-Bench question with "
+                                  "both its turns) of each category, a sample drawn with settings.seed; null = all",
+                                  min=1, max=100_000, measured=True),
     "warmup": Field("int", 1, "warm-up requests per server, excluded from statistics", min=0, max=100, measured=True),
     "seed": Field("int", 42, "sampling seed sent with every request", min=0, max=2**31 - 1, measured=True),
     "startup_timeout_s": Field("float", 600.0, "seconds to wait for a server to load", min=1, max=86400),
@@ -155,6 +160,9 @@ COMMON_SETTINGS: dict[str, Field] = {
     "ceiling": Field("bool", False, "also run each draft at synthetic acceptance (llama.cpp --spec-synth-len): "
                      "at its measured mean accepted length and at full acceptance, to show what its cost allows "
                      "on this hardware"),
+    "max_combinations": Field("int", 2000, "the most combinations a config may make (parameter lists multiply: "
+                              "six lists of ten values are a million); beyond it the config is refused", min=1,
+                              max=1_000_000),
     "concurrency": Field("int_or_list", [1], "concurrent streams: each value N starts the server with N slots "
                          "and measures N requests at once; a list ([1, 2, 4, 8]) measures every level",
                          min=1, max=1024, measured=True),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..analysis.stats import rounded
@@ -10,8 +10,10 @@ from ..backends.base import DraftCounts, Server
 from ..backends.http.client import StreamedResponse
 from ..backends.http.server_values import FIX_SERVER_DATA, server_count
 from ..common.errors import RequestError, ServerError, ServerErrorKind
+from ..config.prompt_sets import warmup_prompts
 from ..config.prompts import Prompt
 from ..results.file import RequestRecord
+from .context import with_context
 
 
 @dataclass(frozen=True)
@@ -57,20 +59,25 @@ class Schedule:
 def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
                 on_request: Callable[[int, int, RequestRecord], None] | None = None, *,
                 order: Sequence[tuple[int, int]] | None = None,
-                keep_going: Callable[[list[RequestRecord]], bool] | None = None) -> list[RequestRecord]:
-    """Warm up, then measure every prompt ``runs`` times (or the (run, prompt index) pairs of
-    ``order``, stopping early when ``keep_going`` says so). Raises :class:`MeasurementFailed`."""
+                keep_going: Callable[[list[RequestRecord]], bool] | None = None,
+                answers: Mapping[str, str] | None = None) -> list[RequestRecord]:
+    """Warm up (on prompts outside the measured set), then measure every prompt ``runs`` times (or
+    the (run, prompt index) pairs of ``order``, stopping early when ``keep_going`` says so). A second
+    turn is sent after ``answers``' answer to its first turn, or, without ``answers`` (the baseline),
+    after this server's first answer to it (see :mod:`.context`). Raises :class:`MeasurementFailed`."""
     records: list[RequestRecord] = []
     if order is None:
         order = [(run, index) for run in range(options.runs) for index in range(len(prompts))]
+    known = dict(answers or {})
     try:
-        for i in range(options.warmup):
-            prompt = prompts[i % len(prompts)]
+        for i, prompt in enumerate(warmup_prompts(prompts, options.warmup)):
             _one(server, prompt, options, seed=request_seed(options.seed, -1, i),
                  max_tokens=min(options.max_tokens, 64))
         for run, index in order:
-            record = _one(server, prompts[index], options, seed=request_seed(options.seed, run, index),
-                          max_tokens=options.max_tokens, run=run)
+            record = _one(server, with_context(prompts[index], known), options,
+                          seed=request_seed(options.seed, run, index), max_tokens=options.max_tokens, run=run)
+            if answers is None and record.text is not None:
+                known.setdefault(record.prompt_id, record.text)
             records.append(record)
             if on_request:
                 on_request(len(records), len(order), record)

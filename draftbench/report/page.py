@@ -16,6 +16,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from .. import __version__
+from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
 from ..common.files import atomic_write_text
@@ -25,7 +26,7 @@ from ..results.kinds import Role
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
 from .methods_table import methods_section
-from .text import esc, num
+from .text import displayable, esc, num
 from .theme import CSS
 from .view import ReportData, build_data, category_changes, control_row, invalid_rows, recommended_row
 
@@ -55,6 +56,18 @@ def _settings_text(settings: dict) -> str:
     return "; ".join(bits) or "—"
 
 
+def _prompts_text(prompt_set: dict | None) -> str:
+    """How many prompts, how they were sampled, and where a standard set's data came from."""
+    if not prompt_set or not isinstance(prompt_set.get("ids"), list):
+        return "not recorded"
+    text = f"{len(prompt_set['ids'])} prompts in {len(prompt_set.get('categories') or [])} categories"
+    if prompt_set.get("per_category"):
+        text += f" ({prompt_set['per_category']} per category, sampled with seed {prompt_set.get('seed')})"
+    for name, source in (prompt_set.get("sources") or {}).items():
+        text += f"; {name}: {source.get('package')} ({source.get('licence')})"
+    return text
+
+
 def _hardware_text(results: ResultsFile) -> str:
     host = results.host or {}
     bits = [b for b in (host.get("cpu"), f"{host['memory_gb']} GB RAM" if host.get("memory_gb") else None,
@@ -72,7 +85,7 @@ def _header(results: ResultsFile) -> str:
         ("Server version", ", ".join(versions) if versions else "not recorded"),
         ("Date", _fmt_date(results.timestamp)),
         ("Settings", _settings_text(results.settings or {})),
-    ]
+    ] + ([("Prompts", _prompts_text(results.prompt_set))] if results.prompt_set else [])
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
     origin = ("an upstream draftbench file (no per-request data: speed-ups are ratios of means, without "
               "confidence intervals)" if results.is_upstream else f"results schema {results.schema_version}")
@@ -103,7 +116,8 @@ def _verdict_notes(results: ResultsFile, target: str, entry: dict, level: int) -
     if best is not None and baseline is not None:
         changes = category_changes(best, baseline)
         if changes:
-            notes.append("by prompt type: " + ", ".join(f"{cat} {signed_change(ratio)}" for cat, ratio in changes))
+            notes.append("by prompt type: " + ", ".join(f"{category_label(cat)} {signed_change(ratio)}"
+                                                        for cat, ratio in changes))
         eq = best.equivalence or {}
         if eq.get("checked"):
             notes.append(f"output identical to the target alone on {eq['matched']}/{eq['compared']} requests")
@@ -280,7 +294,7 @@ def plotly_script(cdn: bool) -> str:
 
 def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
     """The whole page as a string; depends only on ``results`` (and this package's plotly)."""
-    results = analyze(results)
+    results = analyze(displayable(results))
     data = build_data(results)
     title = f"draftbench — {results.name} ({results.hardware}, {results.backend})"
     return "\n".join([

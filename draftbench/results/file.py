@@ -19,12 +19,13 @@ from typing import Any, ClassVar
 
 from ..common.errors import ResultsFileError
 from ..common.files import atomic_write_text
+from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
 from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .speedup import Speedup
 from .theory import Theory
-from .value_shapes import CONFIG, HOST, SETTINGS, SUMMARY
+from .value_shapes import CONFIG, HOST, PROMPT_SET, SETTINGS, SUMMARY
 
 # Rows, their requests and values are read from here too (results.row, speedup, theory).
 __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "ResultsFile", "Row", "Speedup",
@@ -56,6 +57,7 @@ class ResultsFile:
     config: dict | None = declare(CONFIG)               # what defines the sweep (for resume checks)
     host: dict | None = declare(HOST)
     summary: dict | None = declare(SUMMARY)             # recommendations etc., recomputed on save
+    prompt_set: dict | None = declare(PROMPT_SET)       # the prompts measured: sample size, seed, ids (config.prompts)
     results: tuple[Row, ...] = declare(ListOf(spec_of(Row), nullable=False), required=True, factory=tuple,
                                        upstream=True)
     extra: dict = field(default_factory=dict)
@@ -96,6 +98,7 @@ class ResultsFile:
 
     @classmethod
     def from_dict(cls, data: dict, source: str = "<results>") -> ResultsFile:
+        data = without_lone_surrogates(data)    # JSON allows them; UTF-8 files, terminals and reports do not
         if not isinstance(data, dict) or not isinstance(data.get("results"), list):
             raise ResultsFileError(f"{source} is not a draftbench results file (no \"results\" list)",
                                    "pass a file written by draftbench, or choose a new --results path")
@@ -136,6 +139,7 @@ class ResultsFile:
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
+                   prompt_set=data.get("prompt_set"),
                    extra={k: v for k, v in data.items() if k not in known})
 
 
@@ -166,12 +170,14 @@ def load_results(path: str | os.PathLike) -> ResultsFile:
 
 
 def finite_json(value: Any) -> Any:
-    """``value`` with every NaN/±Infinity replaced by None: results files are strict JSON, and a
-    non-finite number is never a measurement."""
+    """``value`` with every NaN/±Infinity replaced by None (results files are strict JSON, and a
+    non-finite number is never a measurement) and every lone surrogate by U+FFFD (they are UTF-8)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)     # e.g. a server streamed "\ud800": the file stays UTF-8
     if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
+        return {replace_lone_surrogates(k) if isinstance(k, str) else k: finite_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [finite_json(v) for v in value]
     return value

@@ -78,5 +78,9 @@ SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,
                                                            "compared": INT})}, nullable=False))})
 MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
                   nullable=False)
+# the prompts a sweep measured (config.prompts.PromptSelection.record)
+PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=False)),
+                  "categories": ListOf(Str(nullable=False)), "sources": MapOf(MapOf(STR)),
+                  "second_turn_context": STR})
 CONFIG = Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY), "measurement": Obj({})})
 HOST = Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM})

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
@@ -24,6 +25,7 @@ from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.settings import COMMON_SETTINGS, Field, check_value
+from .cap import cap_problem, count
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
 # name and hardware make the default file names (<hardware>_<backend>_<name>.json, .logs, .lock):
@@ -209,6 +211,18 @@ def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceil
     return []
 
 
+def second_turn_problems(settings: dict) -> list[Problem]:
+    """MT-Bench's second turns are sent after the target's own first answers, which its one-stream
+    baseline writes: a sweep of them needs concurrency level 1."""
+    chosen = settings.get("prompts")
+    if isinstance(chosen, list) and any(isinstance(v, str) and v.split(":")[0] == "mt-bench" for v in chosen) \
+            and 1 not in levels(settings):
+        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but mt-bench's second turns are "
+                        "sent after the target's own first answers, which its one-stream baseline writes",
+                        f"add 1: [1, {', '.join(str(n) for n in levels(settings))}]")]
+    return []
+
+
 def _as_problem(note: str, default_path: str) -> Problem:
     """A server-argument note (``"$.x.extra_args[0]: the server will listen on …"``) as a typed warning."""
     path, sep, message = note.partition(": ")
@@ -234,6 +248,11 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
         problems.extend(host_problems("$.settings.host", settings["host"], allow_remote=allow_remote,
                                       allow_flag="settings.allow_remote", warnings=notes))
         warnings.extend(_as_problem(note, "$.settings.host") for note in notes)
+
+
+def _requests_per_level(settings: dict) -> int:
+    from ..config.prompts import prompt_count
+    return prompt_count(settings.get("prompts"), settings.get("prompts_per_category")) * (settings.get("runs") or 1)
 
 
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
@@ -308,13 +327,21 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         problems.extend(backend.validate_settings(settings))
         problems.extend(ceiling_problems(backend, settings))
     _check_server_args(data, settings, problems, warnings)
-    problems.extend(concurrency_problems(settings))
+    prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
+    problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None))
+    problems.extend(second_turn_problems(settings))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))
 
-    problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]") for i, d in enumerate(drafts))
-                                            + candidates))
+    # Counted before anything is expanded: a million combinations are refused at once, not listed.
+    specs = tuple(from_draft(d, settings.get("draft_max"), f"$.drafts[{i}]") for i, d in enumerate(drafts)) + candidates
+    too_many = cap_problem(count(len(targets), specs, settings, len(drafts)), settings)
+    if too_many:
+        problems.append(too_many)
+    else:
+        problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]")
+                                                      for i, d in enumerate(drafts)) + candidates))
     if problems:
         raise ConfigError(source, problems)
     return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,

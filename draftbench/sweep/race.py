@@ -60,6 +60,16 @@ def _significantly_faster(speed: Speedup | None) -> bool:
     return speed is not None and speed.significant is True and speed.ratio > 1
 
 
+def may_continue(row: Row) -> bool:
+    """Can a resumed race measure this row further? It was raced, has fewer requests than planned, and the
+    race left it open (still running, not separated, or a winner not yet significantly faster)."""
+    race = row.race or {}
+    if not row.ok or not race or len(row.requests) >= (race.get("planned") or 0):
+        return False
+    decision = race.get("decision")
+    return decision in ("running", "not separated") or (decision == "winner" and not _significantly_faster(row.speedup))
+
+
 class AdaptiveSearch:
     def __init__(self, config: SweepConfig, runner: CombinationRunner, store: RowStore, reporter: Reporter,
                  prompts: list[Prompt], options: MeasureOptions, clock: Callable[[], float] = time.perf_counter,

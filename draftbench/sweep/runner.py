@@ -18,9 +18,12 @@ from ..analysis.verdict import summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
 from ..common.redact_secrets import redact_args
+from ..config.extra_args import bind_host
 from ..config.prompts import Prompt
+from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
+from ..measure.context import answers_of, needs_context
 from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
 from ..results.file import ResultsFile, Row, now_iso
 from ..results.findings import Code, Finding
@@ -130,7 +133,8 @@ class CombinationRunner:
                 return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
                            **base)
         if combo.draft is not None and combo.role in (Role.SPECULATIVE, Role.CEILING):
-            problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
+            problem = self.backend.pair_problem(combo.target.path, combo.draft.path,
+                                                combo.candidate.method if combo.candidate else ())
             if problem:
                 return Row(status=Status.SKIPPED, reason=str(problem),
                            **dict(base, speculation_active=False))
@@ -160,9 +164,12 @@ class CombinationRunner:
             if why_not:
                 return Row(status=Status.SKIPPED, reason=why_not, **self._base(combo))
         base = self._base(combo)
-        port = self._choose_port()
+        answers, no_context = self._context(combo, results)
+        if no_context:
+            return Row(status=Status.ERROR, reason=no_context, **base)
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
-        spec = self._spec(combo, port, log_path)
+        spec = self._spec(combo, 0, log_path)
+        spec = replace(spec, port=self._choose_port(spec.host))
         started = self.clock()
         server: Server | None = None
         self.reporter.server_starting()
@@ -180,7 +187,7 @@ class CombinationRunner:
                            load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
-            records, load = self._measure(server, combo.concurrency, schedule)
+            records, load = self._measure(server, combo.concurrency, schedule, answers)
             fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
                                        flags=self.flags)
             if load is not None:
@@ -217,29 +224,47 @@ class CombinationRunner:
                 server.stop()
                 self.reporter.server_stopped()
 
-    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None) -> tuple[list, dict | None]:
+    def _context(self, combo: Combination, results: ResultsFile | None) -> tuple[dict | None, str | None]:
+        """Second turns' context (see measure.context): None for the servers that write it themselves
+        (the one-stream baseline, a draft alone), else the target's baseline answers; and why a
+        combination cannot run without them (checked before a server starts)."""
+        if not needs_context(self.prompts) or combo.role is Role.DRAFT_ALONE or \
+                (combo.role is Role.BASELINE and combo.concurrency == 1):
+            return None, None
+        baseline = results.baseline_for(combo.target.label) if results is not None else None
+        answers = answers_of(baseline.requests) if baseline is not None else {}
+        missing = [p.context_from for p in self.prompts if p.context_from and p.context_from not in answers]
+        if missing:
+            return None, (f"second turns are sent after the target's own first answers, and its one-stream baseline "
+                          f"has no answer to {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1
+                                                               else ""))
+        return answers, None
+
+    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None,
+                 answers: dict | None = None) -> tuple[list, dict | None]:
         """The requests of one combination, and what its streams did together when there were several;
         with a ``schedule`` (adaptive search, one stream), its requests after its earlier records."""
         def on_request(done: int, total: int, _record) -> None:
             self.reporter.request_done(done, total)
 
         if streams > 1:
-            level = run_streams(server, self.prompts, self.options, streams, on_request)
+            level = run_streams(server, self.prompts, self.options, streams, on_request, answers=answers)
             return level.records, level.load
         if schedule is None:
-            return run_prompts(server, self.prompts, self.options, on_request=on_request), None
+            return run_prompts(server, self.prompts, self.options, on_request=on_request, answers=answers), None
         earlier, keep_going = schedule.earlier, schedule.keep_going
         return [*earlier, *run_prompts(server, self.prompts, self.options, on_request=on_request, order=schedule.order,
-                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)
-                ], None
+                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None,
+                                       answers=answers)], None
 
     def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
         extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
                  + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
+        host = bind_host(self.settings["host"], extra)     # a --host in extra_args is where the server listens
         return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
                           draft_max=combo.draft_max, method=cand.method if cand else (),
-                          params=cand.settings_params if cand else {}, host=self.settings["host"], port=port,
+                          params=cand.settings_params if cand else {}, host=host, port=port,
                           ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
                           extra_args=extra, settings=self.settings,
                           startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
@@ -256,8 +281,8 @@ class CombinationRunner:
         self.reporter.port_retry(spec.port, retry.port)
         return self.backend.launch(retry)
 
-    def _choose_port(self) -> int:
-        host, port = self.settings["host"], self.settings["port"]
+    def _choose_port(self, host: str) -> int:
+        port = self.settings["port"]
         if not self.backend.owns_port:
             return port          # the backend reuses its own server and port (LM Studio)
         if port == 0:
@@ -265,6 +290,7 @@ class CombinationRunner:
         # Our previous server has exited; its socket may linger for a moment.
         if port_is_free(host, port) or wait_port_free(host, port, timeout_s=3.0):
             return port
+        check_no_leftovers()     # a server of ours that escaped is named as ours, never "another program"
         new = free_port(host)
         self.reporter.port_moved(port, new)
         return new

@@ -134,10 +134,11 @@ class LMStudioBackend(Backend):
         return launch_rest(spec)
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-               probe_timeout_s: float | None = None) -> LMStudioServer:
+               auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> LMStudioServer:
         """``bench.py --url``: always the REST API (the SDK path sweeps; bench.py measures a running server)."""
-        api_key = api_key or os.environ.get("LM_API_TOKEN") or None
-        server = LMStudioServer(base_url, model=model or "default", api_key=api_key, probe_timeout_s=probe_timeout_s)
+        api_key = api_key or (os.environ.get("LM_API_TOKEN") if auth is None else None) or None
+        server = LMStudioServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+                                probe_timeout_s=probe_timeout_s)
         if model is None:
             models = list_models(server.session, server.base_url, server.headers(),
                                  timeout_s=server.probe_s(PROBE_TIMEOUT_S)) or {}
