@@ -104,6 +104,20 @@ def llama_server_pids() -> set[int]:
     return {int(p) for p in out.stdout.split() if started_by_this_session(int(p))}
 
 
+def servers_on_port(port: int) -> list[int]:
+    """llama-server processes of this test session started with ``--port PORT``."""
+    found = []
+    for pid in llama_server_pids():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--port" in args and args.index(b"--port") + 1 < len(args) and args[args.index(b"--port") + 1] == \
+                str(port).encode():
+            found.append(pid)
+    return found
+
+
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -23,8 +23,7 @@ from draftbench.lifetime import pid_files as pidfiles
 from draftbench.lifetime.process import ManagedProcess, free_port, port_is_free
 from draftbench.lifetime.supervisor import SUBREAPER_ENV
 
-from helpers import REPO, default_settings, run_cli, wait_for
-from test_results_output_paths import servers_on_port
+from helpers import REPO, default_settings, run_cli, servers_on_port, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads process states from /proc")
 
