@@ -168,6 +168,8 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)
             print(safe_text(f"  {ref.label}: {ref.path}" + (f"  <- {problem.message}" if problem else "")))
+        for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
+            print(safe_text(f"Warning: {unreachable}"))
         return EXIT_OK
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):

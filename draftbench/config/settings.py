@@ -131,6 +131,10 @@ COMMON_SETTINGS: dict[str, Field] = {
                           "in extra_args): the server is then reachable from other machines"),
     "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max; LM Studio through its SDK); "
                        "a list sweeps several values; null = the server's default", min=1, max=256),
+    "draft_placement": Field("any", None, "llama.cpp RPC: where each draft runs beside a target split over RPC "
+                             "endpoints: \"local\" (this machine), \"rpc\" (split over the target's RPC devices), or "
+                             "[\"local\", \"rpc\"] to measure both as candidates; null = llama-server's default "
+                             "(the draft follows the target's devices)"),
     "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min; LM Studio through its SDK)",
                          min=0, max=1, measured=True),
     "extra_args": Field("str_list", [], "extra arguments appended to every server command", measured=True),

@@ -91,6 +91,10 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
 def explain_failure(server: Server, exc: RequestError | ServerError) -> RequestError | ServerError:
     """A failed request, or the server's death when that is what it was."""
     if server.died():
+        cause = server.death_cause()
+        if cause is not None:
+            return ServerError(f"the server died during the benchmark (exit code {server.returncode}): {cause.message}",
+                               cause.fix, log_tail=server.log_tail(20), log_path=server.log_path, kind=cause.kind)
         return ServerError(f"the server died during the benchmark (exit code {server.returncode}): {exc.message}",
                            "see the log lines below (out of memory? killed?)", log_tail=server.log_tail(20),
                            log_path=server.log_path, kind=ServerErrorKind.DIED)

@@ -48,6 +48,7 @@ from .value_shapes import (
     SPEEDUP,
     STAT_SUMMARY,
     SYNTHETIC,
+    TOPOLOGY,
 )
 
 
@@ -156,6 +157,7 @@ class Row:
     equivalence: dict | None = declare(EQUIVALENCE)   # output vs the baseline's at temperature 0
     theory: Theory | None = declare(spec_of(Theory, nullable=True))   # the textbook model beside the measurement
     server: dict | None = declare(SERVER)             # backend, command, version, log, port
+    topology: dict | None = declare(TOPOLOGY)         # where the models ran: RPC endpoints and buffers, vLLM parallelism
     started_at: str | None = declare(STR, "ISO 8601")
     race: dict | None = declare(RACE)                 # adaptive search: loads, requests planned, interval, decision
     concurrency: int = declare(Int(nullable=False, minimum=1), "streams", default=1)  # requests in flight at once; 1 in older files

@@ -24,6 +24,7 @@ from ..config.candidates import CandidateSpec, expanded_label_problems, from_dra
 from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
+from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
 from ..config.settings import COMMON_SETTINGS, Field, check_value
 from .cap import cap_problem, count
 
@@ -32,7 +33,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
 # 100 characters each keeps those within the file systems' 255-byte limit.
 MAX_NAME_CHARS = 100
 TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "candidates", "settings"}
-MODEL_KEYS = {"label", "path", "extra_args"}
+MODEL_KEYS = {"label", "path", "extra_args", "rpc"}
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ class SweepConfig:
     def specs(self) -> tuple[CandidateSpec, ...]:
         """Every candidate to try against each target: the drafts (each swept over settings.draft_max),
         then the configured candidates."""
-        k = self.settings.get("draft_max")
-        return tuple(from_draft(d, k, f"$.drafts[{i}]") for i, d in enumerate(self.drafts)) + self.candidates
+        k, placement = self.settings.get("draft_max"), self.settings.get(DRAFT_PLACEMENT)
+        return tuple(from_draft(d, k, f"$.drafts[{i}]", placement) for i, d in enumerate(self.drafts)) + self.candidates
 
     def default_stem(self) -> str:
         return "_".join(part.replace(" ", "-") for part in (self.hardware, self.backend, self.name))
@@ -161,7 +162,8 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
 
 
 def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], *, required: bool,
-                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[Problem]) -> tuple[ModelRef, ...]:
+                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[Problem],
+                  allow_remote: bool = False) -> tuple[ModelRef, ...]:
     path = f"$.{key}"
     if value is None:
         if required:
@@ -198,8 +200,16 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
                 ok = False
         extra_args = entry.get("extra_args", [])
         extra_args = check_value(f"{ep}.extra_args", extra_args, Field("str_list", []), problems)
+        rpc: tuple[str, ...] = ()
+        if RPC_KEY in entry and key != "targets":
+            problems.append(Problem(f"{ep}.{RPC_KEY}", "only a target is split over RPC endpoints; a draft's place is "
+                                    "settings.draft_placement", "move \"rpc\" to the target, and set "
+                                    "settings.draft_placement to \"local\" or \"rpc\""))
+        elif RPC_KEY in entry:
+            rpc = check_rpc_entry(f"{ep}.{RPC_KEY}", entry[RPC_KEY], allow_remote=allow_remote, problems=problems,
+                                  warnings=warnings)
         if ok and isinstance(label, str) and isinstance(raw_path, str):
-            refs.append(ModelRef(label=label, path=resolved, extra_args=tuple(extra_args), raw_path=raw_path))
+            refs.append(ModelRef(label=label, path=resolved, extra_args=tuple(extra_args), raw_path=raw_path, rpc=rpc))
     return tuple(refs)
 
 
@@ -242,6 +252,7 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
             found, notes = check_server_args(path, args, allow_remote=allow_remote)
             problems.extend(found)
+            problems.extend(rpc_flag_problems(path, args))
             warnings.extend(_as_problem(note, path) for note in notes)
     if isinstance(settings.get("host"), str):
         notes = []
@@ -291,8 +302,10 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     backend_name = backend.config_name if backend else "llamacpp"
 
     resolve = backend.resolve_model if backend else expand_path
+    raw_settings = data.get("settings")
+    allow_remote = isinstance(raw_settings, dict) and raw_settings.get("allow_remote") is True
     targets = _check_models("targets", data.get("targets"), base_dir, problems, required=True, resolve=resolve,
-                            warnings=warnings)
+                            warnings=warnings, allow_remote=allow_remote)
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
 
@@ -330,6 +343,13 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None))
     problems.extend(second_turn_problems(settings))
+    raw_targets = data.get("targets")
+    rpc_of = {t.label: t.rpc for t in targets}
+    problems.extend(sweep_problems(
+        {f"$.targets[{i}]": rpc_of.get(str(e.get("label")), ()) for i, e in enumerate(raw_targets or [])
+         if isinstance(raw_targets, list) and isinstance(e, dict) and RPC_KEY in e},
+        settings, backend=backend_name, backend_has_rpc=bool(backend and backend.rpc_endpoints),
+        candidate_placements={c.where: c.params[DRAFT_PLACEMENT] for c in candidates if DRAFT_PLACEMENT in c.params}))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))

@@ -22,6 +22,7 @@ from typing import Protocol
 
 from ..analysis.racing import Look, RaceRules, Standing, judge, race_bound, request_order, tps_by_pair
 from ..analysis.stats import speedup
+from ..analysis.verdict import analyze
 from ..config.prompts import Prompt
 from ..measure.sequential import MeasureOptions, Schedule
 from ..results.file import RequestRecord, ResultsFile, Row
@@ -39,6 +40,21 @@ class RowStore(Protocol):
 
     def current(self) -> ResultsFile: ...
     def record(self, row: Row) -> Row: ...
+
+
+class MemoryStore:
+    """A :class:`RowStore` without the file: it re-analyses after every row as the session does (the
+    race reads the analysis), for tests and the simulator (``benchmarks/verdicts.py``)."""
+
+    def __init__(self, results: ResultsFile):
+        self.results = results
+
+    def current(self) -> ResultsFile:
+        return self.results
+
+    def record(self, row: Row) -> Row:
+        self.results = analyze(self.results.with_row(row))
+        return self.results.row(row.key) or row
 
 
 def name_of(combo: Combination) -> str:

@@ -28,6 +28,7 @@ from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, ru
 from ..results.file import ResultsFile, Row, now_iso
 from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
+from ..results.topology import describe as describe_topology
 from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
@@ -147,7 +148,7 @@ class CombinationRunner:
         self.reporter.failed(first_line(exc), fix)
         return Row(status=Status.ERROR, reason=first_line(exc) + (f" — {fix}" if fix else ""),
                    requests=records, wall_time=rounded(self.clock() - started, 3),
-                   server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
+                   topology=server.topology if server else None, server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
                                         log_tail=tail).to_dict(), **base)
 
     # ------------------------------------------------------------------ one combination
@@ -176,6 +177,8 @@ class CombinationRunner:
         try:
             server = self._launch(spec)
             self.reporter.server_ready(server.load_time_s)
+            if server.topology:
+                self.reporter.note(f"topology: {describe_topology(server.topology)}")
             for note in server.notes:   # e.g. "attached to a running LM Studio server"
                 self.reporter.note(note)
             notes = [Finding(Code.SERVER_NOTE, n) for n in server.notes]
@@ -184,7 +187,8 @@ class CombinationRunner:
             if combo.is_speculative and status.active is False:
                 self.reporter.speculation_inactive(status.reason)
                 return Row(status=Status.ERROR, reason=f"speculation not active: {status.reason}", server=info,
-                           load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
+                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology,
+                           wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
             records, load = self._measure(server, combo.concurrency, schedule, answers)
@@ -198,7 +202,7 @@ class CombinationRunner:
                 self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
                 return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
                            f"{', '.join(methods)} (/slots speculative.types)", server=info,
-                           load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
+                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
                                                         model_free=bool(combo.candidate and combo.candidate.model_free))
@@ -211,6 +215,7 @@ class CombinationRunner:
                 notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+                       topology=server.topology,
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
@@ -268,7 +273,8 @@ class CombinationRunner:
                           ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
                           extra_args=extra, settings=self.settings,
                           startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
-                          concurrency=combo.concurrency)
+                          concurrency=combo.concurrency, rpc=combo.target.rpc,
+                          draft_placement=cand.draft_placement if cand else None)
 
     def _launch(self, spec: LaunchSpec) -> Server:
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
+from ..common.errors import ConfigError
 from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
 from ..measure.sequential import MeasureOptions
@@ -52,8 +53,12 @@ class Sweep:
         settings = self.config.settings
         for warning in self.config.warnings:
             self.reporter.warning(str(warning))
-        # One clear error before anything starts if the backend cannot run at all.
+        # One clear error before anything starts if the backend cannot run at all, or a target's RPC
+        # endpoint does not answer (config problems: exit 2, nothing started).
         self.backend.check_ready_to_run(settings)
+        problems = self.backend.target_problems(self.config.targets, settings)
+        if problems:
+            raise ConfigError(self.config.source, problems)
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
