@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ..common.errors import Problem
 from ..results.file import ResultsFile, Row
+from ..results.kinds import Role
 
 PERCENTILES = (50, 90, 99)
 
@@ -90,7 +91,7 @@ def level_summary(row: Row) -> dict | None:
 def row_levels(results: ResultsFile, target: str | None = None) -> tuple[int, ...]:
     """The levels measured (for one target, or any), ascending; (1,) for files without any."""
     rows = results.results if target is None else results.rows_of(target)
-    found = {r.concurrency for r in rows if r.role in ("baseline", "speculative")}
+    found = {r.concurrency for r in rows if r.role in (Role.BASELINE, Role.SPECULATIVE)}
     return tuple(sorted(found)) or (1,)
 
 

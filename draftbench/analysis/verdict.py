@@ -12,10 +12,12 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..common.bulk import collector_paused
+from ..common.percent import percent, percent_change
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
-from ..results.speedup import Speedup, plain
+from ..results.kinds import Role, Status
+from ..results.speedup import Speedup, plain, rank
 from ..results.theory import Theory
 from . import stats
 from .categories import best_per_category, category_sentence, category_speedups
@@ -128,7 +130,7 @@ def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speed
                              noise_floor=noise_floor)
     if row.mean_tps and baseline.mean_tps:
         ratio = row.mean_tps / baseline.mean_tps
-        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=round((ratio - 1) * 100, 2))
+        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=percent_change(ratio))
     return None
 
 
@@ -205,7 +207,7 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
     drift: dict[str, float] = {}
     for row in results.results:
         baseline = results.baseline_for(row.target, concurrency)
-        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
+        if row.ok and row.role is Role.CONTROL and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.significant:
                 drift[row.target] = max(drift.get(row.target, 0.0), abs(speed.ratio - 1.0))
@@ -228,15 +230,15 @@ def _analyze(results: ResultsFile) -> ResultsFile:
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
     for r in results.results:      # grouped once: a lookup per row, not a scan (O(rows), not O(rows²))
-        if r.role == "draft_alone":
+        if r.role is Role.DRAFT_ALONE:
             alone_by_draft.setdefault(r.target, r)
         by_candidate.setdefault((r.target, r.draft), []).append(r)
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.measured and row.role in ("speculative", "control", "ceiling") and baseline is not None:
+        if row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and baseline is not None:
             floor = noise_floor
-            if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
+            if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
                 # indistinguishable from the machine's own drift, however tight its CI.
                 floor = drift[(row.target, row.concurrency)]
@@ -244,39 +246,29 @@ def _analyze(results: ResultsFile) -> ResultsFile:
             if speed and floor > noise_floor:
                 speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
                                             f"({floor:.1%})")
-            if row.role == "speculative" and row.speculation_active is False and speed:
+            if row.role is Role.SPECULATIVE and row.speculation_active is False and speed:
                 speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
-            row = _evolve(row, speedup=speed, equivalence=None if row.role == "ceiling" else
+            row = _evolve(row, speedup=speed, equivalence=None if row.role is Role.CEILING else
                           equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=None if row.role == "ceiling" else
+                          speedup_by_category=None if row.role is Role.CEILING else
                           category_speedups(row, baseline, noise_floor=floor),
-                          speedup_in_session=None if row.role == "ceiling" else
+                          speedup_in_session=None if row.role is Role.CEILING else
                           session_speedup(row, baseline, noise_floor=floor))
-            if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
+            if row.role is Role.SPECULATIVE and row.concurrency == 1:   # the theory models one stream
                 alone = alone_by_draft.get(row.draft) if row.draft is not None else None
                 row = _evolve(row, theory=theory_for(row, baseline, alone))
-        if row.ok and baseline is not None and row.role != "ceiling":
+        if row.ok and baseline is not None and row.role is not Role.CEILING:
             row = _with_loop_check(row, baseline, noise_floor)
-        if row.role == "speculative" and row.concurrency == 1:     # per-position counts need one stream
+        if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
             row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)])
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
 
 
-def _ratio(row: Row) -> float:
-    """The measured speed-up ratio (rows without one sort last)."""
-    return row.speedup.ratio if row.speedup else 0.0
-
-
 def _significant(row: Row) -> bool | None:
     return row.speedup.significant if row.speedup else None
-
-
-def _lower_bound(row: Row) -> float:
-    """The interval's low end, else the ratio: winners rank by how surely they are faster."""
-    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
 
 
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
@@ -292,17 +284,17 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
 def recommend(results: ResultsFile) -> dict:
     """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
     concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
-    targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
+    targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
     per_target = []
     for target in targets:
         level = primary_level(results, target)
         at_level = [r for r in results.rows_of(target) if r.concurrency == level]
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
-        winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
+        winners = sorted((r for r in candidates if r.speedup and r.speedup.significant and r.speedup.ratio > 1),
+                         key=lambda r: rank(r.speedup), reverse=True)     # the surest gain first
         inactive = [r.draft or "" for r in at_level
-                    if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
+                    if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
@@ -315,14 +307,14 @@ def recommend(results: ResultsFile) -> dict:
                          acceptance_rate=best.acceptance_rate)
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+                                f"{percent(best.acceptance_rate)} of drafted tokens accepted).")
             if best.degenerate_output:
                 entry["verdict"] += (f" Caution: the target's own output loops on "
                                      f"{best.degenerate_output['looping_requests']} of "
                                      f"{best.degenerate_output['requests']} requests, which flatters this "
                                      "speed-up (see the row's warning).")
         elif candidates:
-            best = max(candidates, key=_ratio)
+            best = max(candidates, key=lambda r: rank(r.speedup))
             if results.is_upstream or _significant(best) is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
                 why = ("this file has no per-request data" if results.is_upstream or not best.requests else
@@ -334,13 +326,13 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "
                                     f"{stats.describe_speedup(best.speedup)}).")
-                if (best.acceptance_rate or 0) >= 0.5 and _ratio(best) < 1:
-                    entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
+                if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
+                    entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time "
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
-        elif eliminated := [r for r in results.rows_of(target) if r.status == "eliminated" and r.speedup]:
-            best = max(eliminated, key=_ratio)
+        elif eliminated := [r for r in results.rows_of(target) if r.status is Status.ELIMINATED and r.speedup]:
+            best = max(eliminated, key=lambda r: rank(r.speedup))
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         elif (in_session := session_summary(results, target, level)) is not None:
@@ -351,7 +343,7 @@ def recommend(results: ResultsFile) -> dict:
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
-        control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
+        control = next((r for r in at_level if r.target == target and r.role is Role.CONTROL and r.speedup), None)
         if control and _significant(control):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
@@ -394,6 +386,3 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
         if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
             entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.0%}"

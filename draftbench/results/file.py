@@ -24,6 +24,7 @@ from ..common.errors import ResultsFileError
 from ..common.files import describe_write_error, write_output_text
 from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
+from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .sanity import rows_problem
 from .source import may_hold_surrogates, parse_results_json, read_results_text
@@ -79,7 +80,7 @@ class ResultsFile:
     def _baselines(self) -> dict[tuple[str, int], Row]:
         found: dict[tuple[str, int], Row] = {}
         for r in self.results:
-            if r.role == "baseline" and r.ok:
+            if r.role is Role.BASELINE and r.ok:
                 found.setdefault((r.target, r.concurrency), r)
         return found
 

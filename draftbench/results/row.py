@@ -40,7 +40,7 @@ from .json_types import (
     spec_of,
     write_fields,
 )
-from .kinds import ROLES, STATUSES
+from .kinds import ROLES, STATUSES, Role, Status
 from .speedup import Speedup
 from .theory import Theory
 from .value_shapes import (
@@ -63,19 +63,19 @@ from .value_shapes import (
 )
 
 
-def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
+def combination_title(role: Role, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
                       concurrency: int = 1, synthetic: str | None = None) -> str:
     """How a combination is named to people (console, report, log file names); ``synthetic`` is a
     ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
     streams = f" [{concurrency} streams]" if concurrency != 1 else ""
-    if role == "baseline":
+    if role is Role.BASELINE:
         return f"{target} (baseline){streams}"
-    if role == "control":
+    if role is Role.CONTROL:
         return f"{target} (baseline again, drift check){streams}"
-    if role == "draft_alone":
+    if role is Role.DRAFT_ALONE:
         return f"{target} (draft alone, for its cost ratio){streams}"
     k = f" (k={draft_max})" if show_k and draft_max is not None else ""
-    if role == "ceiling":
+    if role is Role.CEILING:
         what = "full acceptance" if synthetic == "full" else "its measured acceptance"
         return f"{target} + {draft}{k}{streams} [synthetic: {what}]"
     return f"{target} + {draft}{k}{streams}"
@@ -135,9 +135,9 @@ class Row:
     wall_time: float | None = declare(SECONDS, "s", upstream=True)
     acceptance_rate: float | None = declare(FRACTION, "accepted/drafted", upstream=True)
     # draftbench additions
-    status: str = declare(Str(nullable=False, choices=STATUSES), default="ok")
+    status: Status = declare(Str(nullable=False, choices=STATUSES), default=Status.OK)
     reason: str | None = declare(STR)                 # why it errored or was skipped
-    role: str = declare(Str(nullable=False, choices=ROLES), default="baseline")
+    role: Role = declare(Str(nullable=False, choices=ROLES), default=Role.BASELINE)
     draft_max: int | None = declare(Int(minimum=0, maximum=MAX_TOKENS, unit="tokens"), "tokens")
     target_path: str | None = declare(STR)
     draft_path: str | None = declare(STR)
@@ -183,6 +183,9 @@ class Row:
     def __post_init__(self) -> None:
         # only what identifies the row: a measured value is never refused (a NaN is saved as null)
         check_fields(self, "row", names=("role", "status", "concurrency"))
+        # a file's (or a caller's) text becomes the member, so that code compares members, never strings
+        object.__setattr__(self, "role", Role(self.role))
+        object.__setattr__(self, "status", Status(self.status))
         if not all(isinstance(w, Finding) for w in self.warnings):
             object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
                                                        for w in self.warnings))
@@ -207,22 +210,22 @@ class Row:
         """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
         always had, so older files resume; a ceiling row is one of several levels for the same draft."""
         key: tuple = (self.role, self.target, self.draft, self.draft_max)
-        if self.role == "ceiling":
+        if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is Status.OK
 
     @property
     def measured(self) -> bool:
         """It holds measurements: a finished row, or one an adaptive race eliminated after its probe."""
-        return self.status in ("ok", "eliminated")
+        return self.status in (Status.OK, Status.ELIMINATED)
 
     @property
     def is_speculative(self) -> bool:
-        return self.role == "speculative" and self.draft is not None
+        return self.role is Role.SPECULATIVE and self.draft is not None
 
     def counts_as_speedup(self) -> bool:
         """Only a measured, speculating row may ever be shown as a speed-up."""
@@ -242,12 +245,12 @@ class Row:
         extra = {k: v for k, v in data.items() if k not in declarations(cls)}
         if "error" in data and "status" not in data:
             # upstream marks failed runs with {"error": "server_failed"}
-            kwargs["status"] = "error"
+            kwargs["status"] = Status.ERROR
             kwargs["reason"] = str(data["error"])
             extra.pop("error", None)
         if "role" not in data:
-            kwargs["role"] = "baseline" if data.get("draft") is None else "speculative"
-        if kwargs.get("role") == "speculative" and "speculation_active" not in data:
+            kwargs["role"] = Role.BASELINE if data.get("draft") is None else Role.SPECULATIVE
+        if kwargs.get("role") == Role.SPECULATIVE and "speculation_active" not in data:
             kwargs["speculation_active"] = None  # upstream never checked
         kwargs["warnings"] = tuple(Finding.from_value(w) for w in data.get("warnings") or ())
         kwargs["requests"] = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or () if isinstance(r, dict))

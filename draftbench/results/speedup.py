@@ -9,6 +9,7 @@ object; :meth:`Speedup.from_value` reads it back.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,14 @@ class Speedup:
         if value is None or isinstance(value, Speedup):
             return value
         return cls.from_dict(value)
+
+
+def rank(speed: Speedup | None) -> tuple[float, float]:
+    """How every verdict orders speed-ups (the best has the highest key): by how surely faster — the
+    95% interval's low end, else the ratio — then by the ratio. No speed-up ranks below every one."""
+    if speed is None:
+        return -math.inf, -math.inf
+    return (speed.ci95_low if speed.ci95_low is not None else speed.ratio), speed.ratio
 
 
 def plain(value: Any) -> Any:

@@ -96,8 +96,8 @@ class Estimator:
         max_tokens = s.get("max_tokens") or 512
         row = self.rows.get((role, target, draft, draft_max, concurrency))
         source = "measured"
-        if row is None and role in (Role.SPECULATIVE.value, Role.CONTROL.value):
-            row, source = self.rows.get((Role.BASELINE.value, target, None, None, concurrency)), "baseline"
+        if row is None and role in (Role.SPECULATIVE, Role.CONTROL):
+            row, source = self.rows.get((Role.BASELINE, target, None, None, concurrency)), "baseline"
         if row is None and concurrency == 1 and target in self.probed:
             row, source = self.probed[target], "probe"
         if row is not None and row.mean_total_time:
