@@ -23,16 +23,16 @@ from draftbench.share.compare import compare
 from draftbench.share.compare.match import ComparedFile
 
 from fakes.inprocess import FakeBackend
-from test_concurrency import config as concurrency_config
-from test_concurrency import crossover_script, sweep
-from test_inside import config as inside_config
-from test_inside import run_sweep
-from test_inside import script as inside_script
-from test_methods import DRAFTED, NGRAM, _results, _row
-from test_race import config as race_config
-from test_race import script as race_script
-from test_race import sweep as race_sweep
+from test_analysis_draft import config as inside_config
+from test_analysis_draft import run_sweep
+from test_analysis_draft import script as inside_script
+from test_measure_concurrent import config as concurrency_config
+from test_measure_concurrent import crossover_script, sweep
 from test_report import ARTIFACTS, browser, fresh_sweep_results, reference  # noqa: F401 (browser: a fixture)
+from test_results_method_stats import DRAFTED, NGRAM, _results, _row
+from test_sweep_race import config as race_config
+from test_sweep_race import script as race_script
+from test_sweep_race import sweep as race_sweep
 
 LAPTOP = (1024, 768)     # a small laptop, or a browser window beside another
 SCREENS = ARTIFACTS / "screens"

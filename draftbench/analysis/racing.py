@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from ..common.percent import signed_change
 from ..config.prompts import Prompt
 from ..results.file import RequestRecord, ResultsFile
 from .student_t import t_quantile
@@ -192,16 +193,13 @@ class Elimination:
 
     @property
     def reason(self) -> str:
-        head = (f"eliminated by the race after {self.bound.n_pairs} requests (speed-up {_pct(self.bound.ratio)}, "
-                f"at most {_pct(self.bound.high)})")
+        head = (f"eliminated by the race after {self.bound.n_pairs} requests (speed-up "
+                f"{signed_change(self.bound.ratio, digits=1)}, at most {signed_change(self.bound.high, digits=1)})")
         if self.why is Why.BELOW_LEADER and self.against_leader is not None:
             return (f"{head}: {_slower(self.against_leader.ratio)} slower than {self.leader} on the same prompts, "
                     f"at least {_slower(self.against_leader.high)} slower")
-        return f"{head}: it cannot beat the target alone by the noise floor of {_pct(1 + self.noise_floor)}"
-
-
-def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
+        floor = signed_change(1 + self.noise_floor, digits=1)
+        return f"{head}: it cannot beat the target alone by the noise floor of {floor}"
 
 
 def _slower(ratio: float) -> str:

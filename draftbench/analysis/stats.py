@@ -1,7 +1,7 @@
 """Summaries, confidence intervals, significance and stability warnings.
 
-No SciPy: Student-t quantiles come from a table (exact to 3 decimals), which is all a 95%
-interval needs.
+No SciPy: Student-t quantiles are exact (:mod:`student_t`), at any degrees of freedom, Welch's
+fractional ones included.
 
 Speed-up (see README "Statistics"): requests are paired by (prompt, repetition) — the same
 prompt and seed on the baseline server and on the speculative server. The speed-up is the
@@ -19,34 +19,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import TypeGuard
 
+from ..common.percent import percent_change
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup
-
-# Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
-         19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052,
-         28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
-
-
-def t975(df: float) -> float:
-    """0.975 quantile of Student's t (interpolated in 1/df between table rows)."""
-    if df < 1:
-        return float("inf")
-    if df == int(df) and int(df) in _T975:
-        return _T975[int(df)]
-    keys = sorted(_T975)
-    if df > keys[-1]:
-        lo_df, lo_t, hi_inv, hi_t = keys[-1], _T975[keys[-1]], 0.0, 1.960
-        lo_inv = 1 / lo_df
-    else:
-        lo_df = max(k for k in keys if k <= df)
-        hi_df = min(k for k in keys if k >= df)
-        if lo_df == hi_df:
-            return _T975[lo_df]
-        lo_inv, lo_t, hi_inv, hi_t = 1 / lo_df, _T975[lo_df], 1 / hi_df, _T975[hi_df]
-    x = 1 / df
-    return lo_t + (hi_t - lo_t) * (lo_inv - x) / (lo_inv - hi_inv)
+from .student_t import t_quantile
 
 
 def rounded(x: float | None, digits: int = 4) -> float | None:
@@ -62,7 +38,7 @@ def summarize(values: Iterable[float | None]) -> dict | None:
     n = len(vals)
     mean = statistics.fmean(vals)
     stdev = statistics.stdev(vals) if n > 1 else None
-    half = t975(n - 1) * stdev / math.sqrt(n) if stdev is not None else None
+    half = t_quantile(0.975, n - 1) * stdev / math.sqrt(n) if stdev is not None else None
     p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
     return {
         "n": n, "mean": rounded(mean), "median": rounded(statistics.median(vals)), "stdev": rounded(stdev),
@@ -78,10 +54,18 @@ def _positive(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
+def _sample_variance(values: list[float]) -> float:
+    """statistics.variance in floats (two passes, compensated sums): the same figures to ~1e-15, without the
+    exact fractions that made it a fifth of analysing a large results file."""
+    mean = math.fsum(values) / len(values)
+    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
 def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> Speedup | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
-    base = {k: v for k, v in baseline.items() if _positive(v)}
-    cand = {k: v for k, v in candidate.items() if _positive(v)}
+    # (the plain float first, in the comprehension itself: this runs for every row and category of a file)
+    base = {k: v for k, v in baseline.items() if (type(v) is float and v > 0 and v - v == 0) or _positive(v)}
+    cand = {k: v for k, v in candidate.items() if (type(v) is float and v > 0 and v - v == 0) or _positive(v)}
     if not base or not cand:
         return None
     keys = sorted(set(base) & set(cand))
@@ -89,8 +73,8 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
         logs = [math.log(cand[k] / base[k]) for k in keys]
         n = len(logs)
         mean = statistics.fmean(logs)
-        sd = statistics.stdev(logs)
-        half = t975(n - 1) * sd / math.sqrt(n)
+        sd = math.sqrt(_sample_variance(logs))
+        half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
         method, n_pairs, df = "paired-t-log", n, float(n - 1)
     else:
         lb = [math.log(v) for v in base.values()]
@@ -98,18 +82,18 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
         if len(lb) < 2 or len(lc) < 2:
             ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
             return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
-                           percent=round((ratio - 1) * 100, 2))
+                           percent=percent_change(ratio))
         mean = statistics.fmean(lc) - statistics.fmean(lb)
-        va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
+        va, vb = _sample_variance(lc) / len(lc), _sample_variance(lb) / len(lb)
         se = math.sqrt(va + vb)
         df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
-        half = t975(df) * se
+        half = t_quantile(0.975, df) * se
         method, n_pairs = "welch-t-log", 0
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
     excludes_one = low > 1.0 or high < 1.0
     significant = excludes_one and abs(ratio - 1.0) >= noise_floor
     return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4), significant=significant,
-                   method=method, n_pairs=n_pairs, percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor)
+                   method=method, n_pairs=n_pairs, percent=percent_change(ratio), noise_floor=noise_floor)
 
 
 # A subset's interval (one prompt category, the requests without loops) is worth printing only from

@@ -10,7 +10,7 @@ command per configuration with the types it is best for. Stored in the verdict's
 from __future__ import annotations
 
 from ..backends import get_backend
-from ..backends.how_to_run import RunAdvice
+from ..backends.how_to_run import RunAdvice, advise
 from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup
 
@@ -25,7 +25,7 @@ def _advice(results: ResultsFile, row: Row | None) -> RunAdvice | None:
         backend = get_backend(results.backend)
     except KeyError:            # a file from a backend this version does not know: no command to give
         return None
-    return backend.how_to_run(row, results.settings or {})
+    return advise(backend, row, results.settings or {})
 
 
 def _row(results: ResultsFile, target: str, draft: str | None, draft_max: int | None, level: int) -> Row | None:

@@ -27,8 +27,6 @@ from ..config.model_ref import ModelRef
 from ..config.settings import Field
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
-from ..results.file import Row
-from .how_to_run import Plumbing, RunAdvice, command_advice
 from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
 
@@ -96,7 +94,8 @@ class Server:
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None):
+                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None,
+                 probe_timeout_s: float | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -110,9 +109,14 @@ class Server:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self.probe_timeout_s = probe_timeout_s   # one deadline for every probe; None: each probe's usual one
         self.topology: dict | None = None  # where the models run, when spread over several devices or hosts
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
+
+    def probe_s(self, usual: float) -> float:
+        """A probe's deadline (/props, /slots, /metrics, /version, /v1/models): ``usual``, unless set for all."""
+        return usual if self.probe_timeout_s is None else self.probe_timeout_s
 
     def http(self) -> requests.Session:
         """:attr:`session` on the thread that made this object; one of its own on every other (streams never share)."""
@@ -242,7 +246,6 @@ class Backend:
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
     synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
-    plumbing: ClassVar[Plumbing] = Plumbing()       # flags only draftbench needs: left out of the advised command
     rpc_endpoints: ClassVar[bool] = False           # can split a target over llama.cpp RPC endpoints (targets[].rpc)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
@@ -278,9 +281,6 @@ class Backend:
     def validate_settings(self, settings: dict) -> list[Problem]:
         return []
 
-    def how_to_run(self, row: Row, settings: dict) -> RunAdvice | None:   # the command to run (how_to_run.py)
-        return command_advice(row, self.plumbing)
-
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
 
@@ -297,9 +297,9 @@ class Backend:
         raise NotImplementedError
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-               auth: tuple[str, str] | None = None) -> Server:
-        """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return Server(base_url, model=model or "default", api_key=api_key, auth=auth)
+               auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> Server:
+        """A server somebody else started (``bench.py --url``): measured, never stopped; probes see probe_s."""
+        return Server(base_url, model=model or "default", api_key=api_key, auth=auth, probe_timeout_s=probe_timeout_s)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""

@@ -2,9 +2,10 @@
 
 Every row records the exact command its server ran (``server.command``, secrets masked). What a
 person needs is that command without draftbench's own plumbing (the port and address it chose, the
-counters and log level it reads, the one slot it forces for single-stream numbers); each backend
-says which of its flags are plumbing (:meth:`Backend.how_to_run`). Where the server is an app
-(LM Studio), the advice is the settings to choose there instead.
+counters and log level it reads, the one slot it forces for single-stream numbers). A backend class
+declares which of its flags are plumbing (a ``plumbing`` attribute, a :class:`Plumbing`; none: the
+whole command), or, where its server is an app (LM Studio), how a person sets it up instead (a
+``settings_advice(row, settings)`` method). :func:`advise` is the one entry point.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..results.file import Row
+    from .base import Backend
 
 
 @dataclass(frozen=True)
@@ -99,3 +101,11 @@ def command_advice(row: Row, plumbing: Plumbing) -> RunAdvice | None:
     if isinstance(command, list) and command:
         return RunAdvice("command", shell_line(plumbing.strip(command)))
     return None
+
+
+def advise(backend: Backend, row: Row, settings: dict) -> RunAdvice | None:
+    """How a person runs ``row``'s configuration on ``backend`` (``settings``: the results file's)."""
+    custom = getattr(backend, "settings_advice", None)
+    if custom is not None:
+        return custom(row, settings)
+    return command_advice(row, getattr(backend, "plumbing", Plumbing()))

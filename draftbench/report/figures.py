@@ -15,11 +15,12 @@ from typing import Any, NamedTuple
 
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
+from ..common.percent import percent, percent_change, signed_change
 from ..results.file import ResultsFile, Speedup
 from . import inside, load_figures, theme
 from .layout import base_layout as _layout
 from .method_figures import category_heatmap_figure, param_lines_figure
-from .text import num, pct, plotly_text, signed_pct
+from .text import num, plotly_text
 from .view import (
     NO_DRAFT_MODEL,
     UNKNOWN_SIZE,
@@ -70,10 +71,6 @@ def is_hybrid(data: ReportData, col: DraftCol) -> bool:
     return bool(row is not None and row.draft_path and any(not m.startswith("draft") for m in methods))
 
 
-def _speedup_pct(speed: Speedup) -> float:
-    return round((speed.ratio - 1) * 100, 2)
-
-
 def _whiskers(speed: Speedup | None) -> tuple[float | None, float | None]:
     """(above, below) the speed-up in percentage points: its 95% CI, when known."""
     if speed is None or speed.ci95_low is None or speed.ci95_high is None:
@@ -91,7 +88,7 @@ def _bar_hover(cell: Cell | None) -> list[str]:
         return ["", "", "", "", ""]
     row = cell.measured
     return [plotly_text(cell.col.label), num(row.mean_tps, ".1f", " tok/s"), _speedup_text(row.speedup),
-            pct(row.acceptance_rate), plotly_text(cell.col.size)]
+            percent(row.acceptance_rate), plotly_text(cell.col.size)]
 
 
 def _targets_axis(data: ReportData) -> list[str]:
@@ -141,7 +138,7 @@ def speedup_figure(data: ReportData) -> Figure:
         whiskers = [_whiskers(s) for s in speeds]
         # The label sits inside the bar at its base: above it, it would sit on the whisker.
         trace = dict(type="bar", name=_series_name(data, cls), x=x,
-                     y=[_speedup_pct(s) if s else None for s in speeds],
+                     y=[percent_change(s.ratio) if s else None for s in speeds],
                      customdata=[_bar_hover(c) for c in cells],
                      marker=dict(color=_class_color(data, cls),
                                  opacity=[0.45 if s and s.significant is False else 1.0 for s in speeds]),
@@ -177,10 +174,10 @@ def _cell_text(cell: Cell) -> str:
     if not cell.shows_speedup:
         return cell.state.value
     speed = cell.speedup
-    text = signed_pct((speed.ratio - 1) * 100)
+    text = signed_change(speed.ratio)
     if speed.significant is False:
         text += " (n.s.)"
-    text += f"<br>acc {pct(cell.measured.acceptance_rate)}"
+    text += f"<br>acc {percent(cell.measured.acceptance_rate)}"
     return text + ("<br>loops" if cell.measured.degenerate_output else "")
 
 
@@ -190,7 +187,7 @@ def _cell_hover(cell: Cell) -> list[str]:
         return head + [plotly_text(cell.state.value), plotly_text(cell.note), "", "", ""]
     r = cell.measured
     ttft = r.mean_ttft if r.mean_ttft is not None else (r.ttft_s or {}).get("mean")
-    return head + [_speedup_text(r.speedup), num(r.mean_tps, ".1f", " tok/s"), pct(r.acceptance_rate, 1),
+    return head + [_speedup_text(r.speedup), num(r.mean_tps, ".1f", " tok/s"), percent(r.acceptance_rate, 1),
                    num(ttft * 1000 if ttft is not None else None, ".0f", " ms"), ""]
 
 
@@ -259,7 +256,7 @@ def _scatter_trace(data: ReportData, cls: str) -> dict[str, Any] | None:
     name = "model-free methods" if cls == NO_DRAFT_MODEL else f"{plotly_text(cls)} drafts"
     trace = dict(type="scatter", mode="markers+text", name=name,
                  x=[round(rate * 100, 2) for _, rate in points],
-                 y=[_speedup_pct(c.speedup) for c in cells],
+                 y=[percent_change(c.speedup.ratio) for c in cells],
                  # every point says which configuration it is (and, with several targets, of which target)
                  text=[plotly_text((f"{c.target}: " if several else "") + c.col.label) for c in cells],
                  # labels point inwards, so none runs off the right edge

@@ -11,10 +11,11 @@ from typing import Any
 
 from ..analysis.session import category_label
 from ..analysis.stats import describe_subset, too_few_to_tell
+from ..common.percent import percent, signed_change
 from ..results.file import Row
 from . import theme
 from .layout import base_layout
-from .text import num, pct, plotly_text, signed_pct
+from .text import num, plotly_text
 from .view import Cell, ReportData
 
 Figure = dict[str, Any]
@@ -41,6 +42,8 @@ def _looping_categories(row: Row) -> set[str]:
 
 CATEGORY_HOVER = ("<b>%{customdata[0]}</b> on <b>%{x}</b><br>speed-up %{customdata[1]}<br>%{customdata[2]}<br>"
                   "acceptance %{customdata[3]}%{customdata[4]}<extra></extra>")
+
+
 def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | None, str, list[str], str]:
     """(colour value or None, cell text, hover fields, state: "significant", "not significant", "too few", "")."""
     speed = (row.speedup_by_category or {}).get(category)
@@ -49,18 +52,18 @@ def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | No
     stats = (row.by_category or {}).get(category) or {}
     looping = category in loops
     note = "<br>the target's own output loops here: flattered" if looping else ""
-    hover = ["", "", num(stats.get("mean_tps"), ".1f", " tok/s"), pct(stats.get("acceptance_rate")), note]
+    hover = ["", "", num(stats.get("mean_tps"), ".1f", " tok/s"), percent(stats.get("acceptance_rate")), note]
     if too_few_to_tell(speed):
         hover[1] = plotly_text(describe_subset(speed))
         return None, "too few" + ("<br>loops" if looping else ""), hover, "too few"
-    text = signed_pct((speed.ratio - 1) * 100)
+    text = signed_change(speed.ratio)
     state = "not significant" if speed.significant is False else "significant"
     if speed.significant is False:
         text += " n.s."
     if looping:
         text += "<br>loops"
-    hover[1] = signed_pct((speed.ratio - 1) * 100) + (
-        f" [{signed_pct((speed.ci95_low - 1) * 100)}, {signed_pct((speed.ci95_high - 1) * 100)}]"
+    hover[1] = signed_change(speed.ratio) + (
+        f" [{signed_change(speed.ci95_low)}, {signed_change(speed.ci95_high)}]"
         if speed.ci95_low is not None and speed.ci95_high is not None else "") + (
         " (not significant: shown grey)" if speed.significant is False else "")
     return theme.speedup_colour(speed.ratio), text, hover, state
@@ -182,7 +185,7 @@ def param_lines_figure(data: ReportData) -> Figure:
         name = (f"{ln['target']} · " if several else "") + f"{ln['label']} (by {ln['param']})"
         traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(name), x=xs,
                            y=[r.mean_tps for _, r in ln["points"]],
-                           customdata=[[plotly_text(r.draft), pct(r.acceptance_rate)] for _, r in ln["points"]],
+                           customdata=[[plotly_text(r.draft), percent(r.acceptance_rate)] for _, r in ln["points"]],
                            line=dict(color=theme.CLASS_COLORS[i % len(theme.CLASS_COLORS)]),
                            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{plotly_text(ln['param'])} = %{{x}}<br>"
                                          "%{y:.1f} tok/s<br>acceptance %{customdata[1]}<extra></extra>"))

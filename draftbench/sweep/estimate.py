@@ -7,8 +7,8 @@ first token and its decode rate — at *this* config's ``max_tokens`` (a request
 itself stops there again; one cut at the old limit runs to the new one), so a changed
 ``max_tokens`` changes the estimate. Each is taken, in order of preference, from
 
-1. the same combination measured before — in this results file or in another results file of
-   the same ``hardware`` next to it;
+1. the same combination measured before — in this results file or in another draftbench results
+   file of the same ``hardware`` next to it;
 2. the same combination at one stream, for a concurrency level never measured: each request slowed
    as much as the target's baseline was at that level (or, not known, as if the streams ran one
    after the other);
@@ -36,6 +36,7 @@ from pathlib import Path
 from ..common.errors import DraftbenchError
 from ..results.file import ResultsFile, Row, load_results
 from ..results.kinds import Role
+from ..results.peek import peek_header
 from .config_file import SweepConfig
 
 ASSUMED_BANDWIDTH_GBPS = 50.0    # between a CPU's (~20) and a laptop GPU's (~200): a guess
@@ -43,6 +44,8 @@ ASSUMED_LOAD_GBPS = 2.0          # reading a model file from an SSD into memory
 SERVER_OVERHEAD_S = 1.0          # start-up probes, readiness polling, stopping, port release
 WARMUP_TOKENS = 64               # measure.py caps warm-up requests at 64 tokens
 FULL = "full"                    # the ceiling level at full acceptance (analysis.draft.ceiling.Level.FULL)
+HISTORY_MAX_FILES = 200          # earlier results files looked at, in name order
+HISTORY_MAX_BYTES = 64 * 10**6   # a bigger file of ours is not read for an estimate (a dry run stays quick)
 
 
 @dataclass(frozen=True)
@@ -93,17 +96,25 @@ class Estimator:
 
     @classmethod
     def for_results_path(cls, config: SweepConfig, n_prompts: int, results_path: Path) -> Estimator:
-        """With every readable results file of the same hardware in the results file's folder."""
+        """With the draftbench results files of the same hardware in the results file's folder.
+
+        Cheap whatever the folder holds: each ``*.json`` is judged by its first bytes (see
+        :func:`draftbench.results.peek.peek_header`: a FIFO, a device, another tool's JSON or an
+        upstream file is passed over unread), and only files of ours under :data:`HISTORY_MAX_BYTES`
+        are read whole."""
         files = []
         folder = results_path.parent
         candidates = sorted(folder.glob("*.json")) if folder.is_dir() else []
-        for path in candidates[:200]:        # bounded: a folder of thousands is not read at every dry run
-            try:
-                results = load_results(path)
-            except DraftbenchError:
+        for path in candidates[:HISTORY_MAX_FILES]:     # bounded: a folder of thousands is not read every dry run
+            header = peek_header(path)
+            if header is None or not header.ours or header.keys.get("hardware") != config.hardware:
                 continue
-            if results.hardware == config.hardware:
-                files.append(results)
+            try:
+                if path.stat().st_size > HISTORY_MAX_BYTES:
+                    continue
+                files.append(load_results(path))
+            except (OSError, DraftbenchError):
+                continue
         return cls(config, n_prompts, tuple(files))
 
     def add(self, results: ResultsFile) -> None:

@@ -117,15 +117,15 @@ class AdaptiveSearch:
         self.total = len(combos) + sum(1 for c in combos if c.role == Role.SPECULATIVE)
         complete = True
         for target in self.config.targets:
-            group = [c for c in combos if c.target.label == target.label and c.role != Role.DRAFT_ALONE]
-            for combo in (c for c in group if c.role == Role.BASELINE):
+            group = [c for c in combos if c.target.label == target.label and c.role is not Role.DRAFT_ALONE]
+            for combo in (c for c in group if c.role is Role.BASELINE):
                 self._plain(combo)
-            complete &= self._race(target.label, [c for c in group if c.role == Role.SPECULATIVE])
-            for combo in (c for c in group if c.role == Role.CEILING):   # after the drafts they read
+            complete &= self._race(target.label, [c for c in group if c.role is Role.SPECULATIVE])
+            for combo in (c for c in group if c.role is Role.CEILING):   # after the drafts they read
                 self._plain(combo)
-            for combo in (c for c in group if c.role == Role.CONTROL):
+            for combo in (c for c in group if c.role is Role.CONTROL):
                 self._plain(combo)
-        for combo in (c for c in combos if c.role == Role.DRAFT_ALONE):
+        for combo in (c for c in combos if c.role is Role.DRAFT_ALONE):
             self._plain(combo)
         return complete
 
@@ -153,7 +153,7 @@ class AdaptiveSearch:
             return
         self._started(combo.title(self.show_k))
         row = self.runner.run(combo, self.index[combo.key], self.failed_baselines, results=self.store.current())
-        if combo.role == Role.BASELINE and not row.ok:
+        if combo.role is Role.BASELINE and not row.ok:
             self.failed_baselines[combo.target.label] = row.reason or row.status
         self._save(row)
 
@@ -182,7 +182,7 @@ class AdaptiveSearch:
             known |= estimate.source != "unknown"
             if row is None:
                 seconds += estimate.seconds
-            elif combo.role == Role.SPECULATIVE and row.ok and (row.race or {}).get("decision") == "running":
+            elif combo.role is Role.SPECULATIVE and row.ok and (row.race or {}).get("decision") == "running":
                 left = max(0, self.options.runs * len(self.prompts) - len(row.requests))
                 seconds += estimate.seconds * left / max(1, self.options.runs * len(self.prompts))
         return seconds if known else None
@@ -244,7 +244,7 @@ class AdaptiveSearch:
         if not self.budget_s:
             return False
         spent = sum(r.wall_time or 0.0 for r in self.store.current().results
-                    if r.target == target and r.role in (Role.BASELINE.value, Role.SPECULATIVE.value))
+                    if r.target == target and r.role in (Role.BASELINE, Role.SPECULATIVE))
         if self.call_started is not None:
             spent += self.clock() - self.call_started
         return spent >= self.budget_s
@@ -328,8 +328,7 @@ class AdaptiveSearch:
         for name, why in look.eliminated.items():
             row = contenders[name][1]
             race = dict(row.race or {}, decision="eliminated", bound=why.bound.to_dict())
-            self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason,
-                               race=self._with_looks(name, race)))
+            self._save(replace(row, status=Status.ELIMINATED, reason=why.reason, race=self._with_looks(name, race)))
 
     def _finish(self, target: str, combos: list[Combination], rules: RaceRules, base_tps: dict,
                 unprobed: int) -> None:

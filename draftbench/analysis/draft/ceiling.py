@@ -18,8 +18,8 @@ as synthetic everywhere. This module is pure: rows in, numbers and sentences out
 from __future__ import annotations
 
 from ...results.file import Row
-from ...results.kinds import CeilingLevel
-from ...results.speedup import Speedup, plain
+from ...results.kinds import CeilingLevel, Role
+from ...results.speedup import Speedup, plain, rank
 from ..stats import describe_speedup
 from .best_k import tok_s
 
@@ -59,7 +59,7 @@ def _level(row: Row) -> str | None:
 
 def ceiling_rows(rows: tuple[Row, ...] | list[Row], row: Row) -> dict[str, Row]:
     """The measured ceiling rows of a speculative row, by level."""
-    return {str(_level(r)): r for r in rows if r.role == "ceiling" and r.ok and r.target == row.target
+    return {str(_level(r)): r for r in rows if r.role is Role.CEILING and r.ok and r.target == row.target
             and r.draft == row.draft and r.draft_max == row.draft_max and r.mean_tps and _level(r)}
 
 
@@ -98,11 +98,11 @@ def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str) -> str | No
     """The verdict's sentence when even the draft with the highest ceiling (at equal k, the cheapest),
     with every drafted token accepted, is not faster than the target alone (None otherwise, or
     without full-acceptance rows)."""
-    fulls = [r for r in rows if r.role == "ceiling" and r.ok and r.target == target and _level(r) == Level.FULL.value
+    fulls = [r for r in rows if r.role is Role.CEILING and r.ok and r.target == target and _level(r) == Level.FULL.value
              and r.speedup and r.speculation_active is not False]
     if not fulls:
         return None
-    best = max(fulls, key=lambda r: r.speedup.ratio if r.speedup else 0.0)
+    best = max(fulls, key=lambda r: rank(r.speedup))     # the one surest to pay
     speed = best.speedup
     if speed is not None and speed.ratio > 1 and speed.significant is not False:
         return None

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...analysis.winning_command import run_commands
 from ...results.file import ResultsFile, Row, combination_title
+from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
 from ..compare.text import describe_change, speedup_text, tps_text
 
@@ -99,7 +100,7 @@ def _mean(rec: Record) -> str:
 
 def _relative(rec: Record) -> str:
     """hyperfine's "Relative" column: the speed-up over the target's baseline (1.00 for the baseline)."""
-    if rec["role"] == "baseline" and rec["status"] == "ok":
+    if rec["role"] is Role.BASELINE and rec["status"] is Status.OK:
         return "1.00"
     if rec["speedup"] is None:
         return "—"
@@ -114,7 +115,7 @@ def _relative(rec: Record) -> str:
 
 
 def _note(rec: Record) -> str:
-    if rec["status"] != "ok":
+    if rec["status"] is not Status.OK:
         return f"{rec['status']}: {rec['reason'] or 'no reason recorded'}"
     if rec["speculation_active"] is False:
         return "speculation not active: not a speed-up"
