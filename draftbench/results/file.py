@@ -151,7 +151,7 @@ class ResultsFile:
         rows = []
         for i, raw in enumerate(data["results"]):
             try:
-                rows.append(Row.from_dict(raw))
+                rows.append(Row.from_checked(raw))      # checked by the walk above: not value by value again
             except (TypeError, ValueError) as exc:
                 raise ResultsFileError(f"{source}: results[{i}] is not a valid row ({exc})",
                                        "restore the file from a backup, or use a new --results path") from None
