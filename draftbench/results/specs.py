@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..common.numbers import above_what_is_measured, number_text
 
 MAX_FREE_DEPTH = 32
+_FLOAT_MAX = sys.float_info.max
 
 
 class Spec:
@@ -124,16 +126,21 @@ class Num(_Number):
     NAME: ClassVar[tuple[str, str]] = ("a finite number", "number")
 
     def accepts(self, value: Any) -> bool:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        # an integer too large for a float (10**400: JSON allows it) is no finite number either
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and (-_FLOAT_MAX <= value <= _FLOAT_MAX if isinstance(value, int) else math.isfinite(value))
                 and (self.minimum is None or value >= self.minimum))
 
     def quick(self, value: Any) -> bool:
         if value is None:
             return self.nullable
         kind, low, high = type(value), self.minimum, self.maximum
-        # value - value == 0 is False for NaN and ±inf
-        return ((kind is float or kind is int) and value - value == 0 and (low is None or value >= low)
-                and (high is None or value <= high))
+        if kind is float:
+            if value - value != 0:      # NaN and ±inf
+                return False
+        elif kind is not int or not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return False
+        return (low is None or value >= low) and (high is None or value <= high)
 
 
 @dataclass(frozen=True)
