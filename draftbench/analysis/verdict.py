@@ -222,13 +222,54 @@ def analyze(results: ResultsFile) -> ResultsFile:
         return _analyze(results)
 
 
-def _analyze(results: ResultsFile) -> ResultsFile:
-    settings = results.settings or {}
-    configured_floor = settings.get("noise_floor")
+def analyze_speedups(results: ResultsFile) -> ResultsFile:
+    """Only every row's speed-up, recomputed from its measurements exactly as :func:`analyze` does (the
+    same drift and noise-floor rules): what an export shows, at a quarter of the cost. The summary (the
+    verdict) is dropped; the rows' other derived fields (theory, per-category speed-ups, predictions)
+    stay as the file holds them, so nothing but a per-row speed-up may be read from the result."""
+    with collector_paused():
+        noise_floor, drift = _floor_and_drift(results)
+        rows = []
+        for row in results.results:
+            baseline = results.baseline_for(row.target, row.concurrency)
+            if baseline is not None and _compared(row):
+                row = _evolve(row, speedup=_speedup_against(row, baseline, noise_floor, drift)[0])
+            rows.append(row)
+        return replace(results, results=tuple(rows), summary=None)
+
+
+def _floor_and_drift(results: ResultsFile) -> tuple[float, dict[tuple[str, int], float]]:
+    """The file's noise floor, and per (target, streams) the drift its control baseline measured."""
+    configured_floor = (results.settings or {}).get("noise_floor")
     noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
-    temperature = settings.get("temperature") or 0.0
-    drift = {(target, n): value for n in row_levels(results)
-             for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
+    return noise_floor, {(target, n): value for n in row_levels(results)
+                         for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
+
+
+def _compared(row: Row) -> bool:
+    """Whether the analysis measures ``row`` against its target's baseline (where there is one)."""
+    return row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING)
+
+
+def _speedup_against(row: Row, baseline: Row, noise_floor: float,
+                     drift: dict[tuple[str, int], float]) -> tuple[Speedup | None, float]:
+    """The row's speed-up over ``baseline``, and the noise floor it was judged with."""
+    floor = noise_floor
+    if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
+        # The same baseline measured twice differed by this much: a smaller "speed-up" is
+        # indistinguishable from the machine's own drift, however tight its CI.
+        floor = drift[(row.target, row.concurrency)]
+    speed = compare_to_baseline(row, baseline, noise_floor=floor)
+    if speed and floor > noise_floor:
+        speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured ({floor:.1%})")
+    if row.role is Role.SPECULATIVE and row.speculation_active is False and speed:
+        speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
+    return speed, floor
+
+
+def _analyze(results: ResultsFile) -> ResultsFile:
+    noise_floor, drift = _floor_and_drift(results)
+    temperature = (results.settings or {}).get("temperature") or 0.0
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
     by_target: dict[str, list[Row]] = {}
@@ -240,18 +281,8 @@ def _analyze(results: ResultsFile) -> ResultsFile:
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and baseline is not None:
-            floor = noise_floor
-            if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
-                # The same baseline measured twice differed by this much: a smaller "speed-up" is
-                # indistinguishable from the machine's own drift, however tight its CI.
-                floor = drift[(row.target, row.concurrency)]
-            speed = compare_to_baseline(row, baseline, noise_floor=floor)
-            if speed and floor > noise_floor:
-                speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
-                                            f"({floor:.1%})")
-            if row.role is Role.SPECULATIVE and row.speculation_active is False and speed:
-                speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
+        if baseline is not None and _compared(row):
+            speed, floor = _speedup_against(row, baseline, noise_floor, drift)
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
             row = _evolve(row, speedup=speed, equivalence=None if row.role is Role.CEILING else
                           equivalence(row, baseline, temperature=temperature),

@@ -14,7 +14,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from ..analysis.verdict import analyze
+from ..analysis.verdict import analyze, analyze_speedups
 from ..common.errors import DraftbenchError, ResultsFileError, UsageError
 from ..common.files import describe_write_error, same_as_stdout, write_output_text
 from ..common.text_safety import safe_text
@@ -90,7 +90,8 @@ def _load(path: str, redact: bool) -> ResultsFile:
 
 
 def export_results(args: argparse.Namespace) -> int:
-    results = analyze(_load(args.results, args.redact_paths))
+    # an export shows each row's figures and speed-up: those are recomputed, the verdict is not shown
+    results = analyze_speedups(_load(args.results, args.redact_paths))
     source = redact_path_text(str(args.results)) if args.redact_paths else str(args.results)
     text = export(results_table(results, source), args.export)
     if args.output:
