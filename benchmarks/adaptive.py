@@ -221,10 +221,11 @@ def live(args) -> int:
     import tempfile
     import time
 
-    from draftbench.sweep.config_file import load_config
-    from forge import ensure_family
     from draftbench.sweep import Sweep
+    from draftbench.sweep.config_file import load_config
     from draftbench.sweep.console import Reporter
+
+    from forge import ensure_family
 
     class Dots(Reporter):
         def combination_started(self, index, total, title):

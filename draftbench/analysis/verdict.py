@@ -420,7 +420,7 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
     if prediction and entry.get("speedup"):
         entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
                                                              "mean_abs_error_pct", "compared")}
-    row = next((r for r in results.results if r.target == target and r.draft == rec and r.concurrency == 1
+    row = next((r for r in results.rows_of(target) if r.draft == rec and r.concurrency == 1
                 and r.draft_max == entry.get("draft_max") and r.role == "speculative"), None) if rec else None
     advice = k_advice.advise(row, results.results) if row is not None and entry.get("speedup") else None
     if advice is not None and advice.k is not None and advice.k != (row.draft_max if row else None):
