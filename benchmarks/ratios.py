@@ -5,7 +5,7 @@ predicted speed-up, and client vs server decode tok/s (how much the measurement 
     python benchmarks/ratios.py results/<file>.json
 
 Ratios, not absolute timings: they carry over between machines of the same kind and are what
-the README's benchmark section quotes.
+docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
