@@ -47,7 +47,7 @@ def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_pat
     assert all(s.stopped for s in backend.servers)
     baseline, spec = results.results
     assert (baseline.role, spec.role) == ("baseline", "speculative")
-    assert spec.speedup.method == "paired-t-log" and spec.speedup.significant is True
+    assert spec.speedup.method == "paired-log-by-prompt" and spec.speedup.significant is True
     assert spec.equivalence["compared"] == 6
     text = screen(results, plan())
     for item in ("baseline ", "speculative ", "multiplier ", "acceptance ", "mean accepted len", "output ",

@@ -17,7 +17,7 @@ from draftbench.backends.llamacpp.command import candidate_problems
 from draftbench.common.errors import ConfigError, ResultsFileError
 from draftbench.config.candidates import CandidateSpec
 from draftbench.report import build_figures, render_report
-from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results
+from draftbench.results.file import SCHEMA_VERSION, RequestRecord, ResultsFile, Row, load_results
 from draftbench.results.findings import Code
 from draftbench.results.kinds import Role
 from draftbench.results.schema import first_problem
@@ -251,7 +251,7 @@ def test_a_schema_2_file_resumes_into_schema_3_with_ceiling_runs(tmp_path):
     assert code == 0 and [s.spec.params for s in again.servers] == [{"synth_len": 4.2}, {"synth_len": 5.0},
                                                                      {"synth_len": 1.1}, {"synth_len": 5.0}]
     saved = load_results(path)
-    assert saved.schema_version == 3
+    assert saved.schema_version == SCHEMA_VERSION
     full = saved.row(("ceiling", "7B", "good", 4, "full"))
     assert full.synthetic["k"] == 4 and full.accepted_per_pos == [40, 40, 40, 40]   # 4 requests, all accepted
     old = saved.row(("speculative", "7B", "good", 4))
@@ -308,7 +308,7 @@ def test_report_says_not_reported_by_this_server(tmp_path):
 def test_schema_3_fields_are_declared_and_checked_on_load(tmp_path):
     _code, path = run_sweep(tmp_path, FakeBackend(script()), config(tmp_path, ceiling=True, draft_max=[2, 4]))
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 3 and first_problem(data) is None
+    assert data["schema_version"] == SCHEMA_VERSION and first_problem(data) is None
     spec = next(r for r in data["results"] if r["role"] == "speculative" and r["draft_max"] == 4)
     assert spec["k_prediction"]["per_k"] and spec["ceiling"]["full_tps"] and spec["diagnosis"]["code"]
     assert data["summary"]["targets"][0]["no_draft_can_pay"] is False

@@ -1,15 +1,15 @@
 """Summaries, confidence intervals, significance and stability warnings.
 
-No SciPy: Student-t quantiles come from a table (exact to 3 decimals), which is all a 95%
-interval needs.
+Student-t quantiles come from :mod:`student_t` (exact, any level; no SciPy).
 
-Speed-up (see README "Statistics"): requests are paired by (prompt, repetition) — the same
+Speed-up (see docs/statistics.md): requests are paired by (prompt, repetition) — the same
 prompt and seed on the baseline server and on the speculative server. The speed-up is the
-geometric mean of the paired ratios ``tps_spec / tps_base`` with a 95% Student-t interval
-computed on their logarithms. Without pairs (old results, failed requests) it falls back to
-Welch's t-interval on the log tok/s of the two groups. A speed-up is *significant* only when
-the interval excludes 1.0 *and* the estimate differs from 1.0 by at least the noise floor
-(``settings.noise_floor``, default 2%).
+geometric mean of the paired ratios ``tps_spec / tps_base``, averaged per prompt first, with a
+Student-t interval whose replication unit is the prompt (:mod:`replication`: the claim is about
+"prompts like these"; with one prompt, about that prompt). Without pairs (old results, failed
+requests) it falls back to Welch's t-interval on the log tok/s of the two groups. A speed-up is
+*significant* only when the whole interval clears the noise floor (``settings.noise_floor``,
+default 2%): above 1 + floor for a gain, below 1 / (1 + floor) for a loss.
 """
 
 from __future__ import annotations
@@ -21,32 +21,13 @@ from typing import TypeGuard
 
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup
-
-# Two-sided 95% (0.975 quantile) of Student's t by degrees of freedom.
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-         10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101,
-         19: 2.093, 20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052,
-         28: 2.048, 29: 2.045, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+from .replication import Estimate, SessionVariance, Unit, estimate
+from .student_t import t_quantile
 
 
 def t975(df: float) -> float:
-    """0.975 quantile of Student's t (interpolated in 1/df between table rows)."""
-    if df < 1:
-        return float("inf")
-    if df == int(df) and int(df) in _T975:
-        return _T975[int(df)]
-    keys = sorted(_T975)
-    if df > keys[-1]:
-        lo_df, lo_t, hi_inv, hi_t = keys[-1], _T975[keys[-1]], 0.0, 1.960
-        lo_inv = 1 / lo_df
-    else:
-        lo_df = max(k for k in keys if k <= df)
-        hi_df = min(k for k in keys if k >= df)
-        if lo_df == hi_df:
-            return _T975[lo_df]
-        lo_inv, lo_t, hi_inv, hi_t = 1 / lo_df, _T975[lo_df], 1 / hi_df, _T975[hi_df]
-    x = 1 / df
-    return lo_t + (hi_t - lo_t) * (lo_inv - x) / (lo_inv - hi_inv)
+    """0.975 quantile of Student's t (two-sided 95%)."""
+    return t_quantile(0.975, df) if df >= 1 else float("inf")
 
 
 def rounded(x: float | None, digits: int = 4) -> float | None:
@@ -78,7 +59,45 @@ def _positive(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> Speedup | None:
+def clears_floor(low: float | None, high: float | None, noise_floor: float) -> bool | None:
+    """Significance as a test: the whole interval is above 1 + floor (a gain) or below 1 / (1 + floor)
+    (a loss). None without an interval."""
+    if low is None or high is None:
+        return None
+    return low > 1.0 + noise_floor or high < 1.0 / (1.0 + noise_floor)
+
+
+def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence: float = 0.95) -> Speedup:
+    """The :class:`Speedup` of an :class:`replication.Estimate` (log scale) at ``confidence``."""
+    low, high = est.bounds(confidence)
+    ratio = math.exp(est.mean)
+    lo = round(math.exp(low), 4) if math.isfinite(low) else 0.0
+    hi = round(math.exp(high), 4) if math.isfinite(high) else None
+    method = "paired-log-by-prompt" if est.prompts >= 2 else "paired-t-log"
+    if hi is None:      # no finite interval (a variance with no degrees of freedom): not judged
+        return Speedup(ratio=round(ratio, 4), method=method, n_pairs=n_pairs, percent=round((ratio - 1) * 100, 2),
+                       noise_floor=noise_floor, question=est.question, prompts=est.prompts, sessions=est.sessions)
+    return Speedup(ratio=round(ratio, 4), ci95_low=lo, ci95_high=hi,
+                   significant=clears_floor(lo, hi, noise_floor), method=method, n_pairs=n_pairs,
+                   percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor, question=est.question,
+                   se_log=round(est.se, 6), df=round(est.df, 3), prompts=est.prompts, sessions=est.sessions)
+
+
+def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,
+                     sessions: SessionVariance | None = None) -> Speedup | None:
+    """Speed-up from paired log ratios (see :mod:`replication`); a bare ratio from a single one."""
+    if not units:
+        return None
+    est = estimate(units, sessions)
+    if est is None:
+        ratio = math.exp(units[0].value)
+        return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=len(units),
+                       percent=round((ratio - 1) * 100, 2))
+    return from_estimate(est, noise_floor=noise_floor, n_pairs=len(units))
+
+
+def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *,
+            noise_floor: float = 0.02) -> Speedup | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
     base = {k: v for k, v in baseline.items() if _positive(v)}
     cand = {k: v for k, v in candidate.items() if _positive(v)}
@@ -86,30 +105,22 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
         return None
     keys = sorted(set(base) & set(cand))
     if len(keys) >= 2:
-        logs = [math.log(cand[k] / base[k]) for k in keys]
-        n = len(logs)
-        mean = statistics.fmean(logs)
-        sd = statistics.stdev(logs)
-        half = t975(n - 1) * sd / math.sqrt(n)
-        method, n_pairs, df = "paired-t-log", n, float(n - 1)
-    else:
-        lb = [math.log(v) for v in base.values()]
-        lc = [math.log(v) for v in cand.values()]
-        if len(lb) < 2 or len(lc) < 2:
-            ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
-            return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
-                           percent=round((ratio - 1) * 100, 2))
-        mean = statistics.fmean(lc) - statistics.fmean(lb)
-        va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
-        se = math.sqrt(va + vb)
-        df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
-        half = t975(df) * se
-        method, n_pairs = "welch-t-log", 0
+        return speedup_of_units([Unit(str(k[0]), math.log(cand[k] / base[k])) for k in keys], noise_floor=noise_floor)
+    lb = [math.log(v) for v in base.values()]
+    lc = [math.log(v) for v in cand.values()]
+    if len(lb) < 2 or len(lc) < 2:
+        ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
+        return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
+                       percent=round((ratio - 1) * 100, 2))
+    mean = statistics.fmean(lc) - statistics.fmean(lb)
+    va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
+    half = t975(df) * se
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
-    excludes_one = low > 1.0 or high < 1.0
-    significant = excludes_one and abs(ratio - 1.0) >= noise_floor
-    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4), significant=significant,
-                   method=method, n_pairs=n_pairs, percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor)
+    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4),
+                   significant=clears_floor(low, high, noise_floor), method="welch-t-log", n_pairs=0,
+                   percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor)
 
 
 def describe_speedup(s: Speedup | None) -> str:

@@ -17,7 +17,8 @@ from ..results.findings import Code, Finding
 from ..results.speedup import Speedup, plain
 from ..results.theory import Theory
 from . import stats
-from .categories import best_per_category, category_sentence, category_speedups
+from .categories import best_per_category, category_sentence
+from .comparison import compare, session_spread
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
 from .degenerate import assess as assess_loops
@@ -25,6 +26,7 @@ from .draft import best_k as kpredict
 from .draft import ceiling
 from .draft import positions as perpos
 from .racing import server_loads
+from .replication import SessionVariance
 
 
 def _sum(values) -> int | None:
@@ -102,18 +104,9 @@ def _round(x, digits):
     return None if x is None else round(x, digits)
 
 
-def _tps_by_key(row: Row) -> dict[tuple, float]:
-    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests if r.error is None and r.decode_tps}
-
-
 def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
-    """Speed-up with a CI; falls back to the summary means for upstream rows (no CI there)."""
-    if row.requests and baseline.requests:
-        return stats.speedup(_tps_by_key(baseline), _tps_by_key(row), noise_floor=noise_floor)
-    if row.mean_tps and baseline.mean_tps:
-        ratio = row.mean_tps / baseline.mean_tps
-        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=round((ratio - 1) * 100, 2))
-    return None
+    """Speed-up with a CI (its own session spread); the summary means' ratio for upstream rows (no CI there)."""
+    return compare(row, baseline, noise_floor=noise_floor).speedup
 
 
 def equivalence(row: Row, baseline: Row, *, temperature: float) -> dict | None:
@@ -203,6 +196,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
     temperature = settings.get("temperature") or 0.0
     drift = {(target, n): value for n in row_levels(results)
              for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
+    spreads = _session_spreads(results)
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
@@ -212,17 +206,21 @@ def analyze(results: ResultsFile) -> ResultsFile:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
                 # indistinguishable from the machine's own drift, however tight its CI.
                 floor = drift[(row.target, row.concurrency)]
-            speed = compare_to_baseline(row, baseline, noise_floor=floor)
+            found = compare(row, baseline, noise_floor=floor, sessions=spreads.get((row.target, row.concurrency)))
+            speed, by_category = found.speedup, found.by_category
             if speed and floor > noise_floor:
                 speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
                                             f"({floor:.1%})")
-            if row.role == "speculative" and row.speculation_active is False and speed:
-                speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
+            why_not = _not_a_speedup(row, found.counter_bound, results.is_upstream)
+            if why_not:
+                speed = replace(speed, significant=False, note=why_not) if speed else None
+                by_category = {c: replace(s, significant=False, note=why_not)
+                               for c, s in (by_category or {}).items()} or None
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
-            row = replace(row, speedup=speed, equivalence=None if row.role == "ceiling" else
+            row = replace(row, speedup=speed, counter_bound=found.counter_bound,
+                          equivalence=None if row.role == "ceiling" else
                           equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=None if row.role == "ceiling" else
-                          category_speedups(row, baseline, noise_floor=floor))
+                          speedup_by_category=None if row.role == "ceiling" else by_category)
             if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
@@ -233,6 +231,31 @@ def analyze(results: ResultsFile) -> ResultsFile:
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
+
+
+def _session_spreads(results: ResultsFile) -> dict[tuple[str, int], SessionVariance]:
+    """Per (target, streams): σ²_session pooled over its comparisons (a property of the machine)."""
+    out = {}
+    for target, n in dict.fromkeys((r.target, r.concurrency) for r in results.results):
+        baseline = results.baseline_for(target, n)
+        if baseline is not None:
+            rows = [r for r in results.results if r.target == target and r.concurrency == n and r.measured
+                    and r.role in ("speculative", "control")]
+            out[(target, n)] = session_spread(rows, baseline)
+    return out
+
+
+def _not_a_speedup(row: Row, bound: dict | None, upstream: bool) -> str | None:
+    """Why a speculative row's speed-up must not count, whatever its interval (None: it may)."""
+    if row.role != "speculative":
+        return None
+    if row.speculation_active is False:
+        return "speculation was not active: not a speed-up"
+    if row.speculation_active is None and not upstream:
+        return "the server reported no draft counters, so speculation is not shown to have run: not a speed-up"
+    if bound and bound.get("speed_changed"):
+        return "faster than its counters allow: the machine's speed changed, not a speed-up"
+    return None
 
 
 def _ratio(row: Row) -> float:

@@ -27,7 +27,9 @@ from .theory import Theory
 
 # 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
 # 3: ceiling rows (role "ceiling": synthetic acceptance); acceptance by draft position, diagnosis, k prediction.
-SCHEMA_VERSION = 3
+# 4: the measurement design (rows' ``design``; requests' ``session``, ``block``, ``seen_before``, ``compared_with``)
+#    and what the server's counters allow (rows' ``counter_bound``).
+SCHEMA_VERSION = 4
 TOOL = "draftbench"
 
 UPSTREAM_ROW_KEYS = ("target", "draft", "mean_tps", "median_tps", "mean_ttft", "mean_total_time", "wall_time",
@@ -77,9 +79,18 @@ class RequestRecord:
     finish_reason: str | None = None
     text: str | None = None
     error: str | None = None
+    # where it was measured (schema 4; see sweep/schedule.py): None in older files
+    session: str | None = None               # the server session (one process) that answered it
+    block: int | None = None                 # the schedule's block (a repetition, or half the prompts)
+    seen_before: bool | None = None          # the method's state could have seen this prompt on this server
+    compared_with: list | None = None        # candidate requests: the baseline sessions they are compared with
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        for name in ("session", "block", "seen_before", "compared_with"):
+            if out[name] is None:
+                del out[name]      # files from before schema 4 write back as they were
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> RequestRecord:
@@ -137,6 +148,8 @@ class Row:
     server: dict | None = None                # backend, command, version, log, port
     started_at: str | None = None
     race: dict | None = None                  # adaptive search: loads, requests planned, interval, decision
+    design: dict | None = None                # how it was measured against its baseline (sweep/schedule.py)
+    counter_bound: dict | None = None         # the most its counters allow, and whether the measurement exceeds it
     requests: tuple[RequestRecord, ...] = ()
     concurrency: int = 1                      # requests in flight at once (server slots); 1 in older files
     load: dict | None = None                  # N > 1: what the N streams did together (see measure_concurrent)

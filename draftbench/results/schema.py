@@ -226,7 +226,8 @@ STAT_SUMMARY = MapOf(NUM)            # n, mean, median, stdev, cv, min, max, p95
 BY_CATEGORY = MapOf(Obj({"n": INT, "mean_tps": NUM, "acceptance_rate": NUM}))
 # a speed-up.Speedup: every one ever written has a ratio
 SPEEDUP = Obj({"ratio": Num(nullable=False), "percent": NUM, "ci95_low": NUM, "ci95_high": NUM, "significant": BOOL,
-               "method": STR, "n_pairs": INT, "noise_floor": NUM, "note": STR}, required=("ratio",))
+               "method": STR, "n_pairs": INT, "noise_floor": NUM, "note": STR, "question": STR, "se_log": NUM,
+               "df": NUM, "prompts": INT, "sessions": INT}, required=("ratio",))
 EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": INT, "match_rate": NUM,
                    "mismatches": ListOf(Obj({"prompt_id": STR, "run": INT, "char_pos": INT, "baseline_len": INT,
                                              "candidate_len": INT, "baseline_excerpt": STR,
@@ -249,7 +250,8 @@ REQUEST = Obj({"prompt_id": Str(nullable=False), "category": Str(nullable=False)
                "completion_tokens": INT, "draft_n": INT, "draft_n_accepted": INT, "verify_steps": INT,
                "accepted_per_pos": ListOf(Int(nullable=False)),
                "draft_source": STR, "draft_details": Obj({"methods": METHOD_STATS}), "draft_fragments": STR,
-               "finish_reason": STR, "text": STR, "error": STR},
+               "finish_reason": STR, "text": STR, "error": STR, "session": STR, "block": INT, "seen_before": BOOL,
+               "compared_with": ListOf(Str(nullable=False))},
               required=("prompt_id", "category", "run"), nullable=False)
 # schema 1 files hold warnings as text; schema 2 as findings (see findings.py)
 FINDING = Obj({"code": STR, "message": Str(nullable=False), "setting": STR}, required=("message",), nullable=False)
@@ -268,6 +270,10 @@ SYNTHETIC = Obj({"level": Str(nullable=False, choices=CEILING_LEVELS), "synth_le
                  "from_mean_accepted_len": NUM}, required=("level",))
 CEILING = Obj({"full_tps": NUM, "full_speedup": SPEEDUP, "at_measured_tps": NUM, "at_measured_speedup": SPEEDUP,
                "reach": NUM, "full_synth_len": NUM, "measured_synth_len": NUM, "text": STR})
+DESIGN = Obj({"name": STR, "drift_prone": BOOL, "blocks": INT, "sessions": INT, "stateful": BOOL})
+INTERVAL = Obj({"ratio": NUM, "low": NUM, "high": NUM, "requests": INT})
+COUNTER_BOUND = Obj({"ratio": NUM, "requests": INT, "excess": INTERVAL, "no_drafts": INTERVAL,
+                     "speed_changed": BOOL, "text": STR})
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
             "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
 # a concurrency level's Row.load (see measure_concurrent.describe_level)
@@ -301,7 +307,7 @@ ROW = Obj({
     "started_at": STR, "candidate": CANDIDATE, "active_methods": ListOf(Str(nullable=False)),
     "race": RACE, "requests": ListOf(REQUEST), "concurrency": Int(nullable=False), "load": LOAD,
     "accepted_per_pos": ACCEPTED_PER_POS, "diagnosis": DIAGNOSIS, "k_prediction": K_PREDICTION,
-    "synthetic": SYNTHETIC, "ceiling": CEILING,
+    "synthetic": SYNTHETIC, "ceiling": CEILING, "design": DESIGN, "counter_bound": COUNTER_BOUND,
 }, required=("target",), nullable=False)
 # per target: the verdict's schema-3 additions (the rest of the summary is recomputed on load)
 SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,

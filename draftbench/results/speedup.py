@@ -31,11 +31,18 @@ class Speedup:
     percent: float | None = None         # (ratio - 1) * 100, rounded to 2 decimals
     noise_floor: float | None = None     # not written when None (single-sample and ratio-of-means never had it)
     note: str | None = None              # why significance was overridden; not written when None
+    # What the interval answers and how it was built (see analysis/replication.py); not written when None,
+    # so files from before they existed read and write back unchanged.
+    question: str | None = None          # "prompts like these" (prompts are the unit) or "these prompts"
+    se_log: float | None = None          # standard error of the mean log ratio
+    df: float | None = None              # its degrees of freedom (Welch–Satterthwaite)
+    prompts: int | None = None           # prompts the estimate averages over
+    sessions: int | None = None          # server sessions of the candidate it spans
 
     def __post_init__(self) -> None:
         if not _number(self.ratio) or self.ratio < 0:
             raise ValueError(f"speed-up ratio {self.ratio!r} is not a finite number of at least 0")
-        for name in ("ci95_low", "ci95_high", "percent", "noise_floor"):
+        for name in ("ci95_low", "ci95_high", "percent", "noise_floor", "se_log", "df"):
             value = getattr(self, name)
             if value is not None and not _number(value):
                 raise ValueError(f"speed-up {name} {value!r} is not a finite number")
@@ -63,6 +70,9 @@ class Speedup:
             out["noise_floor"] = self.noise_floor
         if self.note is not None:
             out["note"] = self.note
+        for name in ("question", "se_log", "df", "prompts", "sessions"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
 
     @classmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from ..analysis.comparison import describe_with_bound
 from ..analysis.draft import best_k as kpredict
 from ..analysis.stats import describe_speedup
 from ..common.text_safety import safe_text
@@ -146,7 +147,10 @@ class Console(Reporter):
         elif row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and row.speedup:
             label = {Role.CONTROL: "Drift vs first baseline", Role.CEILING: "Synthetic speed-up vs baseline (not a "
                      "candidate)"}.get(Role(row.role), "Speed-up vs baseline")
-            self.line(f"  {label}: {describe_speedup(row.speedup)}")
+            self.line(f"  {label}: {describe_with_bound(row) if row.role == Role.SPECULATIVE else describe_speedup(row.speedup)}")
+            bound = row.counter_bound or {}
+            if bound.get("speed_changed"):
+                self.line(f"  ! Not a speed-up: {bound.get('text')}")
         self._inside_the_draft(row)
         eq = row.equivalence
         if eq and eq.get("checked"):

@@ -1,0 +1,115 @@
+"""One row against its baseline: the speed-up, per category, and what the server's counters allow.
+
+The speed-up's interval is built on prompts and server sessions (:mod:`replication`), with the
+session-to-session spread pooled over the target's comparisons (:func:`session_spread`).
+
+**Counters bound the gain.** A verify step costs at least one target step, so a row cannot be
+faster than its requests' (n − 1) / (n − 1 − accepted) times the target alone
+(:func:`pairing.request_bound`). Two checks use that, on the same units as the speed-up:
+
+* *excess*: the interval of log(measured ratio) − log(bound); wholly above 0 means the row ran
+  faster than speculation can explain;
+* *no drafts* (a free A/A check): the requests on which the method drafted nothing cannot be
+  faster than the target alone; their interval wholly above 1 says the same.
+
+Either one means the machine's speed changed between the two sides of the comparison: the row
+is not a speed-up (``counter_bound.speed_changed``), whatever its interval says.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from ..results.file import Row
+from ..results.speedup import Speedup
+from .pairing import Pair, pairs, units
+from .replication import SessionVariance, estimate, pool_sessions, session_component
+from .stats import describe_speedup, speedup_of_units
+
+
+@dataclass(frozen=True)
+class Comparison:
+    speedup: Speedup | None
+    by_category: dict[str, Speedup] | None
+    counter_bound: dict | None
+
+
+def session_spread(rows: list[Row], baseline: Row) -> SessionVariance:
+    """σ²_session of the log ratios, pooled over ``rows`` (a target's comparisons with ``baseline``)."""
+    return pool_sessions(session_component(units(pairs(r, baseline))) for r in rows if r.requests)
+
+
+def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVariance | None = None) -> Comparison:
+    """``row`` against ``baseline``; ``sessions``: the pooled session spread (default: the row's own)."""
+    if not (row.requests and baseline.requests):
+        if row.mean_tps and baseline.mean_tps:      # upstream rows: means only, no interval
+            ratio = row.mean_tps / baseline.mean_tps
+            return Comparison(Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0,
+                                      percent=round((ratio - 1) * 100, 2)), None, None)
+        return Comparison(None, None, None)
+    matched = pairs(row, baseline)
+    spread = sessions if sessions is not None and sessions.df > 0 else None
+    speed = speedup_of_units(units(matched), noise_floor=noise_floor, sessions=spread)
+    by_category = {}
+    for category in dict.fromkeys(p.category for p in matched):
+        part = speedup_of_units(units(p for p in matched if p.category == category), noise_floor=noise_floor,
+                                sessions=spread)
+        if part:
+            by_category[category] = part
+    bound = check_counters(matched, spread) if row.role == "speculative" else None
+    return Comparison(speed, by_category or None, bound)
+
+
+def _interval(items: list[Pair], value, sessions: SessionVariance | None) -> dict | None:
+    est = estimate(units(items, value), sessions)
+    if est is None:
+        return None
+    low, high = est.bounds(0.95)
+    return {"ratio": round(math.exp(est.mean), 4), "low": round(math.exp(low), 4) if math.isfinite(low) else 0.0,
+            "high": round(math.exp(high), 4) if math.isfinite(high) else None, "requests": len(items)}
+
+
+def check_counters(matched: list[Pair], sessions: SessionVariance | None) -> dict | None:
+    """The counters' bound on this row's speed-up and whether the measurement exceeds it (see above)."""
+    bounded = [p for p in matched if p.log_bound is not None]
+    if not bounded:
+        return None
+    by_prompt: dict[str, list[float]] = {}
+    for p in bounded:
+        by_prompt.setdefault(p.prompt_id, []).append(p.log_bound or 0.0)
+    ratio = math.exp(statistics.fmean(statistics.fmean(v) for v in by_prompt.values()))
+    excess = _interval(bounded, lambda p: p.log_ratio - (p.log_bound or 0.0), sessions)
+    no_drafts = _interval([p for p in bounded if p.drafted == 0], lambda p: p.log_ratio, sessions)
+    over = excess is not None and excess["low"] > 1.0
+    idle_faster = no_drafts is not None and no_drafts["low"] > 1.0
+    text = f"its counters allow at most {_pct(ratio)}"
+    if over and excess is not None:
+        text = (f"measured {_pct(excess['ratio'] * ratio)}, above the {_pct(ratio)} its counters allow (a verify "
+                "step costs at least one target step): the machine's speed changed between the baseline's "
+                "requests and this row's")
+    if idle_faster and no_drafts is not None:
+        text += ("; " if over else ": ") + (
+            f"on the {no_drafts['requests']} requests where it drafted nothing it still ran "
+            f"{_pct(no_drafts['ratio'])} [{_pct(no_drafts['low'])}, {_pct(no_drafts['high'])}] against the "
+            "target alone (an A/A check: it should be about 0%)" + ("" if over else
+                                                                   " — the machine's speed changed"))
+    return {"ratio": round(ratio, 4), "requests": len(bounded), "excess": excess, "no_drafts": no_drafts,
+            "speed_changed": over or idle_faster, "text": text}
+
+
+def _pct(ratio: float | None) -> str:
+    return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+
+
+def describe_with_bound(row: Row) -> str:
+    """The row's speed-up for people, with the most its counters allow beside it
+    ('+12.3% [+8.1%, +16.6%]; counters allow at most +40.0%')."""
+    text = describe_speedup(row.speedup) if row.speedup else "n/a"
+    bound = row.counter_bound or {}
+    if bound.get("ratio") is not None:
+        text += f"; counters allow at most {_pct(bound['ratio'])}"
+        if bound.get("speed_changed"):
+            text += " — above it: the machine's speed changed, not a speed-up"
+    return text
