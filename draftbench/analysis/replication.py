@@ -76,7 +76,8 @@ class Estimate:
         """(lower, upper) bounds, each wrong with probability 1 − ``level``."""
         if self.se == 0.0:
             return self.mean, self.mean
-        half = t_quantile(level, self.df) * self.se if self.df >= 1 else math.inf
+        df = min(self.df, 1e6)      # a spread treated as known (df = inf): the normal quantile
+        half = t_quantile(level, df) * self.se if df >= 1 else math.inf
         return self.mean - half, self.mean + half
 
 
@@ -180,7 +181,7 @@ def _satterthwaite(terms: list[tuple[float, float]]) -> float:
     total = sum(v for v, _ in terms)
     if total <= 0:
         return max((d for _, d in terms), default=0.0)
-    denominator = sum(v * v / d for v, d in terms if v > 0 and d > 0)
     if any(v > 0 and d <= 0 for v, d in terms):
         return 0.0              # a variance term with no degrees of freedom: no finite interval
-    return total * total / denominator if denominator else 0.0
+    denominator = sum(v * v / d for v, d in terms if v > 0 and d > 0)
+    return total * total / denominator if denominator else math.inf     # every term known exactly

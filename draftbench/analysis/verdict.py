@@ -16,7 +16,7 @@ from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup, plain
 from ..results.theory import Theory
-from . import stats
+from . import decision, stats
 from .categories import best_per_category, category_sentence
 from .comparison import compare, session_spread
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
@@ -267,11 +267,6 @@ def _significant(row: Row) -> bool | None:
     return row.speedup.significant if row.speedup else None
 
 
-def _lower_bound(row: Row) -> float:
-    """The interval's low end, else the ratio: winners rank by how surely they are faster."""
-    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
-
-
 def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
     """Mark a row measured on the target's looping output (recomputed on every analysis, so the
     finding is replaced, never repeated)."""
@@ -286,19 +281,27 @@ def recommend(results: ResultsFile) -> dict:
     """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
     concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
     targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
+    configured_floor = (results.settings or {}).get("noise_floor")
+    noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
     per_target = []
     for target in targets:
         level = primary_level(results, target)
         at_level = [r for r in results.results if r.concurrency == level]
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        winners = [r for r in candidates if _significant(r) and _ratio(r) > 1]
-        winners.sort(key=lambda r: (_lower_bound(r), _ratio(r)), reverse=True)
+        raced = [r for r in results.results if r.target == target and r.role == "speculative" and r.race]
+        if decision.raced(raced):        # the race's one decision
+            winner = decision.race_winner(candidates)
+            winners = [winner] if winner is not None and _significant(winner) and _ratio(winner) > 1 else []
+        else:
+            winners = [r for r in decision.recommendable(candidates, noise_floor) if _ratio(r) > 1]
         inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
+        if raced:
+            entry["race"] = decision.race_outcome(raced)
         if baseline is None:
             entry["verdict"] = f"{target}: no baseline was measured, so no draft can be judged."
         elif winners:
@@ -308,7 +311,8 @@ def recommend(results: ResultsFile) -> dict:
                          acceptance_rate=best.acceptance_rate)
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted).")
+                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted)"
+                                + _at_least(best, len(candidates)) + ".")
             if best.degenerate_output:
                 entry["verdict"] += (f" Caution: the target's own output loops on "
                                      f"{best.degenerate_output['looping_requests']} of "
@@ -360,6 +364,16 @@ def recommend(results: ResultsFile) -> dict:
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.
     return {"targets": plain(per_target)}
+
+
+def _at_least(best: Row, n_candidates: int) -> str:
+    """'; at least +12.0% on prompts like these, with 7 candidates compared' (the simultaneous lower bound)."""
+    bounds = decision.simultaneous_bounds(best.speedup, n_candidates) if best.speedup else None
+    if bounds is None:
+        return ""
+    question = best.speedup.question if best.speedup and best.speedup.question else "these requests"
+    compared = f", {n_candidates} candidates compared" if n_candidates > 1 else ""
+    return f"; at least {(bounds[0] - 1) * 100:+.1f}% on {question}{compared}"
 
 
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:

@@ -266,6 +266,11 @@ class Backend:
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
 
+    def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
+        """Why a baseline server and a candidate server cannot be up together (the interleaved design,
+        ``sweep/schedule.py``); None when they can."""
+        return f"the {self.config_name} backend runs one model server at a time"
+
     def sweep_notes(self, settings: dict) -> list[str]:
         """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
         return []

@@ -24,6 +24,7 @@ from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, d
 from ..sweep.config_file import ceiling_problems, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
+from ..sweep.passes import describe_cost, in_passes, step_seconds, target_passes
 from ..sweep.probe import probe_targets
 from . import run_main
 from .share_cli import add_share_arguments, run_share, wants_share
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "view) instead of embedding it")
     p.add_argument("--search", choices=("exhaustive", "adaptive"), help="override settings.search: exhaustive "
                    "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
+    p.add_argument("--design", choices=("auto", "interleaved", "bracketed", "sequential"), help="override "
+                   "settings.design: how candidates are measured against the baseline (see README \"How the numbers "
+                   "are made\")")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
@@ -87,10 +91,12 @@ SOURCES = {"measured": "measured before", "baseline": "from its target's baselin
 
 
 def with_overrides(config, args):
-    """The config with --search / --budget applied (they win over the file's settings)."""
+    """The config with --search / --design / --budget applied (they win over the file's settings)."""
     settings = dict(config.settings)
     if getattr(args, "search", None):
         settings["search"] = args.search
+    if getattr(args, "design", None):
+        settings["design"] = args.design
     budget = getattr(args, "budget", None)
     if budget is not None:
         if not math.isfinite(budget) or budget < 1:
@@ -148,7 +154,17 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
             when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
                 "duration unknown"
             print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
-        total = total_s(estimator, runs)
+        prompts = resolve_prompts(config.settings.get("prompts"))
+        total = total_s(estimator, [c for c in runs if not in_passes(c)])
+        for target in config.targets:
+            passes = target_passes(config, backend, runs, target.label, prompts, config.settings.get("runs") or 1)
+            if passes is None:
+                continue
+            print(safe_text(f"Design for {target.label}: {passes.design.label} — {passes.why}."))
+            print(safe_text(f"  {len(passes.block_pairs)} block(s) per candidate, each on a server session of its "
+                            f"own; {describe_cost(passes, config.settings.get('warmup') or 0)}"))
+            seconds = sum(step_seconds(estimator, g.combos, s, passes.baseline) for g in passes.groups for s in g.steps)
+            total = (total or 0.0) + seconds if seconds else total
         if total is not None:
             adaptive = " at most (the adaptive search stops measuring candidates that cannot win)" \
                 if config.settings.get("search") == "adaptive" else ""

@@ -30,7 +30,14 @@ from ..common.errors import RequestError, ServerError
 from ..config.prompts import Prompt
 from ..results.file import RequestRecord
 from ..results.findings import Code, Finding
-from .sequential import MeasurementFailed, MeasureOptions, explain_failure, request_record, request_seed
+from .sequential import (
+    MeasurementFailed,
+    MeasureOptions,
+    explain_failure,
+    request_record,
+    request_seed,
+    warmup_prompt,
+)
 
 WATCH_INTERVAL_S = 0.25       # /slots polls: often enough for multi-second requests, cheap for the server
 REQUEST_SUMS = {"prompt_tokens": "prompt_tokens", "output_tokens": "completion_tokens", "draft_tokens": "draft_n",
@@ -149,7 +156,8 @@ def run_streams(server: Server, prompts: list[Prompt], options: MeasureOptions, 
                 on_request: Callable[[int, int, RequestRecord], None] | None = None) -> StreamsResult:
     """Warm up every slot (``warmup`` waves of ``streams`` short requests at once), then run the schedule
     on ``streams`` streams. Raises :class:`MeasurementFailed` with what finished before a failure."""
-    warm = [_job(server, i, prompts[i % len(prompts)], options, seed=request_seed(options.seed, -1, i),
+    outside = warmup_prompt(prompts)      # never a measured prompt (a stateful method would remember it)
+    warm = [_job(server, i, outside, options, seed=request_seed(options.seed, -1, i),
                  max_tokens=min(options.max_tokens, 64), run=-1) for i in range(options.warmup * streams)]
     schedule = [(run, index, prompt) for run in range(options.runs) for index, prompt in enumerate(prompts)]
     jobs = [_job(server, i, prompt, options, seed=request_seed(options.seed, run, index),

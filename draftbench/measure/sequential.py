@@ -1,4 +1,9 @@
-"""Run the prompt set against a ready server: warm-up first, then ``runs`` repetitions."""
+"""Run the prompt set against a ready server: warm-up first, then ``runs`` repetitions.
+
+The warm-up never uses a measured prompt (:func:`warmup_prompt`): a method that remembers
+answers across requests (``ngram-mod``) would otherwise answer the first measured request from
+memory.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +32,36 @@ class MeasureOptions:
     @classmethod
     def from_settings(cls, settings: dict) -> MeasureOptions:
         return cls(**{k: settings[k] for k in cls.__dataclass_fields__ if settings.get(k) is not None})
+
+
+# Warm-up prompts: outside any measured set (the first whose text is not measured is used).
+WARMUP_TEXTS = (
+    "Name the four seasons of the year, one per line, with one short sentence about each.",
+    "Write three short sentences about the colour of the sky at dawn.",
+    "Count from one to twelve in words, separated by commas.",
+)
+
+
+def warmup_prompt(prompts: Sequence[Prompt]) -> Prompt:
+    """A prompt that is not in ``prompts`` (by id and by text), for warming a server up."""
+    texts = {p.text for p in prompts}
+    ids = {p.id for p in prompts}
+    for i, text in enumerate(WARMUP_TEXTS):
+        candidate = Prompt(f"warmup-{i}", "warmup", ({"role": "user", "content": text},))
+        if text not in texts and candidate.id not in ids:
+            return candidate
+    text = "Warm-up: " + " ".join(sorted(texts))[:200]          # every fixed text is measured: make one up
+    return Prompt("warmup-x", "warmup", ({"role": "user", "content": text + " (reply with one word)"},))
+
+
+def warm_up(server: Server, prompts: Sequence[Prompt], options: MeasureOptions) -> Prompt | None:
+    """Send the warm-up requests (never a measured prompt); the prompt used, None without warm-up."""
+    if options.warmup <= 0:
+        return None
+    prompt = warmup_prompt(prompts)
+    for i in range(options.warmup):
+        measure_one(server, prompt, options, seed=request_seed(options.seed, -1, i), max_tokens=min(options.max_tokens, 64))
+    return prompt
 
 
 def request_seed(base_seed: int, run: int, prompt_index: int) -> int:
@@ -64,13 +99,10 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
     if order is None:
         order = [(run, index) for run in range(options.runs) for index in range(len(prompts))]
     try:
-        for i in range(options.warmup):
-            prompt = prompts[i % len(prompts)]
-            _one(server, prompt, options, seed=request_seed(options.seed, -1, i),
-                 max_tokens=min(options.max_tokens, 64))
+        warm_up(server, prompts, options)
         for run, index in order:
-            record = _one(server, prompts[index], options, seed=request_seed(options.seed, run, index),
-                          max_tokens=options.max_tokens, run=run)
+            record = measure_one(server, prompts[index], options, seed=request_seed(options.seed, run, index),
+                                 max_tokens=options.max_tokens, run=run)
             records.append(record)
             if on_request:
                 on_request(len(records), len(order), record)
@@ -90,8 +122,9 @@ def explain_failure(server: Server, exc: RequestError | ServerError) -> RequestE
     return exc
 
 
-def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, max_tokens: int,
-         run: int = -1) -> RequestRecord:
+def measure_one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, max_tokens: int,
+                run: int = -1) -> RequestRecord:
+    """One streamed request, as the results file records it."""
     body = server.request_body([dict(m) for m in prompt.messages], max_tokens=max_tokens,
                                temperature=options.temperature, seed=seed)
     before = server.before_request()

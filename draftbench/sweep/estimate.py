@@ -35,6 +35,8 @@ WARMUP_TOKENS = 64               # measure.py caps warm-up requests at 64 tokens
 class Estimate:
     seconds: float
     source: str                      # "measured", "baseline", "probe", "model size" or "unknown"
+    load_s: float = 0.0              # one server: loading, start-up overhead and warm-up
+    per_request_s: float = 0.0       # one measured request
 
 
 class Estimator:
@@ -93,14 +95,18 @@ class Estimator:
             per_request = row.mean_total_time
             warm = per_request * min(1.0, WARMUP_TOKENS / max_tokens)
             load = row.load_time_s if row.load_time_s is not None else 0.0
-            return Estimate(load + SERVER_OVERHEAD_S + warmup * warm + requests * per_request, source)
+            start = load + SERVER_OVERHEAD_S + warmup * warm
+            return Estimate(start + requests * per_request, source, start, per_request)
         size = _size(target_path)
         if not size:
             return Estimate(0.0, "unknown")
         tps = ASSUMED_BANDWIDTH_GBPS * 1e9 / size
-        load = size / (ASSUMED_LOAD_GBPS * 1e9)
-        return Estimate(load + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
-                        + requests * max_tokens / tps, "model size")
+        start = size / (ASSUMED_LOAD_GBPS * 1e9) + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
+        return Estimate(start + requests * max_tokens / tps, "model size", start, max_tokens / tps)
+
+    def parts(self, estimate: Estimate, combo) -> tuple[float, float]:
+        """(one server's start, one request) of ``estimate``: what a schedule's step costs."""
+        return estimate.load_s, estimate.per_request_s
 
 
 def _size(path: str | None) -> int | None:

@@ -106,7 +106,7 @@ class CombinationRunner:
         self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
 
     # ------------------------------------------------------------------ rows
-    def _base(self, combo: Combination) -> dict:
+    def base_fields(self, combo: Combination) -> dict:
         if combo.role == Role.DRAFT_ALONE:
             return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path,
                         concurrency=combo.concurrency)
@@ -117,9 +117,9 @@ class CombinationRunner:
                     started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
                     synthetic=combo.synthetic)
 
-    def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
+    def skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
-        base = self._base(combo)
+        base = self.base_fields(combo)
         if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
             return Row(status=Status.SKIPPED.value, reason=reason.splitlines()[0], **base)
@@ -136,7 +136,7 @@ class CombinationRunner:
                            **dict(base, speculation_active=False))
         return None
 
-    def _error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
+    def error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
                    started: float, records: tuple = ()) -> Row:
         tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server else "")
         fix = getattr(exc, "fix", None)
@@ -152,22 +152,22 @@ class CombinationRunner:
         """Measure ``combo`` on a new server: every request, or those of ``schedule`` (whose earlier
         records are kept in the row, before the new ones). ``results``: the rows so far (a ceiling
         run reads its draft's measured acceptance there)."""
-        early = self._skipped_or_broken(combo, failed_baselines)
+        early = self.skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
         if combo.role == Role.CEILING:
             combo, why_not = resolve(combo, results)
             if why_not:
-                return Row(status=Status.SKIPPED.value, reason=why_not, **self._base(combo))
-        base = self._base(combo)
-        port = self._choose_port()
+                return Row(status=Status.SKIPPED.value, reason=why_not, **self.base_fields(combo))
+        base = self.base_fields(combo)
+        port = self.choose_port()
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
-        spec = self._spec(combo, port, log_path)
+        spec = self.launch_spec(combo, port, log_path)
         started = self.clock()
         server: Server | None = None
         self.reporter.server_starting()
         try:
-            server = self._launch(spec)
+            server = self.launch(spec)
             self.reporter.server_ready(server.load_time_s)
             for note in server.notes:   # e.g. "attached to a running LM Studio server"
                 self.reporter.note(note)
@@ -208,10 +208,10 @@ class CombinationRunner:
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
-            return self._error_row(base, failure.error, server, log_path, spec.port, started,
+            return self.error_row(base, failure.error, server, log_path, spec.port, started,
                                    (*(schedule.earlier if schedule else ()), *failure.records))
         except DraftbenchError as exc:
-            return self._error_row(base, exc, server, log_path, spec.port, started)
+            return self.error_row(base, exc, server, log_path, spec.port, started)
         finally:
             if server is not None:
                 server.stop()
@@ -233,7 +233,7 @@ class CombinationRunner:
                                        keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)
                 ], None
 
-    def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
+    def launch_spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
         extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
                  + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
@@ -245,7 +245,7 @@ class CombinationRunner:
                           startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
                           concurrency=combo.concurrency)
 
-    def _launch(self, spec: LaunchSpec) -> Server:
+    def launch(self, spec: LaunchSpec) -> Server:
         try:
             return self.backend.launch(spec)
         except ServerError as exc:
@@ -256,7 +256,7 @@ class CombinationRunner:
         self.reporter.port_retry(spec.port, retry.port)
         return self.backend.launch(retry)
 
-    def _choose_port(self) -> int:
+    def choose_port(self) -> int:
         host, port = self.settings["host"], self.settings["port"]
         if not self.backend.owns_port:
             return port          # the backend reuses its own server and port (LM Studio)

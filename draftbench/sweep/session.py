@@ -22,10 +22,12 @@ from ..results.output_paths import logs_dir_for
 from .config_file import SweepConfig
 from .console import Console, Reporter
 from .estimate import Estimator, total_s
+from .passes import in_passes, step_seconds, target_passes
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch
 from .resume import open_results
 from .runner import CombinationRunner
+from .steps import StepRunner
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -78,7 +80,7 @@ class Sweep:
                 complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
                                           estimator=estimator).run(combos)
             else:
-                self._run_pending(combos, done, runner)
+                self._run_exhaustive(combos, done, runner, prompts, options)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -101,6 +103,41 @@ class Sweep:
         self.results = analyze(self.current().with_row(row))
         save_results(self.results, self.results_path)
         return self.results.row(row.key) or row
+
+    def _run_exhaustive(self, combos: list[Combination], done: set, runner: CombinationRunner,
+                        prompts: list, options: MeasureOptions) -> None:
+        """Each target's one-stream candidates in the design's passes (``schedule.py``), then what runs
+        on its own (other concurrency levels, drafts alone) in plan order."""
+        failed: dict[str, str] = {}
+        estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
+        started = time.perf_counter()
+        passes = [p for target in self.config.targets
+                  if (p := target_passes(self.config, self.backend, combos, target.label, prompts, options.runs,
+                                         self.current())) is not None]
+        remaining = [step for p in passes for group in p.groups for step in group.steps]
+        total = len(remaining)
+
+        def progress(_step, ran: bool) -> None:
+            remaining.pop(0)
+            if not ran:
+                return
+            estimator.add(self.current())
+            left = sum(step_seconds(estimator, group.combos, step, p.baseline)
+                       for p in passes for group in p.groups for step in group.steps if step in remaining)
+            self.reporter.progress(time.perf_counter() - started, left or None)
+
+        done_steps = 0
+        for target_pass in passes:
+            self.reporter.note(f"{target_pass.baseline.target.label}: {target_pass.design.label} — "
+                               f"{target_pass.why}")
+            for group in target_pass.groups:
+                steps = StepRunner(runner, self, self.reporter, target_pass.design, prompts, options,
+                                   target_pass.block_pairs, target_pass.baseline, group.combos, failed,
+                                   show_k=shows_k(self.config))
+                steps.step_number = done_steps
+                steps.run(group.steps, total, after_step=progress)
+                done_steps += len(group.steps)
+        self._run_pending([c for c in combos if not in_passes(c)], done, runner)
 
     def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
         """Run what is not measured yet into ``self.results``; the file is rewritten after every row,

@@ -1,0 +1,108 @@
+"""A target's schedule as the sweep runs it: the design chosen, its blocks, and its groups of steps.
+
+The candidates (and the A/A control, when asked for) run in the design's passes; ceiling runs,
+which read their draft's measured acceptance, run in passes of their own after them. What a
+design costs (server loads, requests) against upstream's sequential order is what ``--dry-run``
+prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..backends.base import Backend
+from ..config.prompts import Prompt
+from ..results.file import ResultsFile
+from ..results.kinds import Role
+from .config_file import SweepConfig
+from .estimate import Estimator, estimate_of
+from .plan import Combination
+from .schedule import Design, Kind, Side, Step, blocks, cost, is_stateful, sweep_steps
+from .steps import choose_design
+
+PASS_ROLES = (Role.BASELINE, Role.SPECULATIVE, Role.CONTROL, Role.CEILING)
+
+
+def in_passes(combo: Combination) -> bool:
+    """Measured in a design's passes (one stream); the rest runs on its own server in plan order."""
+    return combo.concurrency == 1 and combo.role in PASS_ROLES
+
+
+@dataclass(frozen=True)
+class Group:
+    combos: dict[str, Combination]         # candidates by name
+    steps: list[Step]
+
+
+@dataclass(frozen=True)
+class TargetPasses:
+    baseline: Combination
+    design: Design
+    why: str
+    block_pairs: list[list[tuple[int, int]]]
+    groups: list[Group]
+
+
+def _baseline_only(design: Design, block_pairs: list[list[tuple[int, int]]]) -> list[Step]:
+    """Without candidates, the baseline alone (a block per session, or one session sequentially)."""
+    return sweep_steps(Design.SEQUENTIAL if design is Design.SEQUENTIAL else Design.BRACKETED, block_pairs, [])
+
+
+def target_passes(config: SweepConfig, backend: Backend, combos: list[Combination], target: str,
+                  prompts: list[Prompt], runs: int, results: ResultsFile | None = None) -> TargetPasses | None:
+    """The passes of ``target`` (None: it has no one-stream baseline in the plan)."""
+    mine = [c for c in combos if c.target.label == target and in_passes(c)]
+    baseline = next((c for c in mine if c.role == Role.BASELINE), None)
+    if baseline is None:
+        return None
+    candidates = {c.name: c for c in mine if c.role in (Role.SPECULATIVE, Role.CONTROL)}
+    ceilings = {c.name: c for c in mine if c.role == Role.CEILING}
+    recorded = next((r.design["name"] for r in (results.results if results else ())
+                     if r.target == target and r.concurrency == 1 and r.design and r.design.get("name")), None)
+    if recorded in {d.value for d in Design}:
+        design, why = Design(recorded), "as recorded in the results file being resumed"
+    else:
+        design, why = choose_design(config.settings, backend, baseline, list(candidates.values()))
+    block_pairs = blocks([p.category for p in prompts], runs)
+
+    def stateful(group: dict[str, Combination]) -> frozenset[str]:
+        return frozenset(n for n, c in group.items() if c.candidate is not None and is_stateful(c.candidate.method))
+
+    groups = [Group(candidates, sweep_steps(design, block_pairs, list(candidates), stateful(candidates))
+                    if candidates else _baseline_only(design, block_pairs))]
+    if ceilings:
+        steps = sweep_steps(design, block_pairs, list(ceilings), stateful(ceilings))
+        if design is Design.SEQUENTIAL:      # compared with the baseline measured above
+            steps = [s for s in steps if s.kind is not Kind.BASELINE]
+        groups.append(Group(ceilings, steps))
+    return TargetPasses(baseline, design, why, block_pairs, groups)
+
+
+def step_seconds(estimator: Estimator, combos: dict[str, Combination], step: Step, baseline: Combination) -> float:
+    """A step's estimated duration: each side's load and warm-up, and its share of the side's requests."""
+    total = 0.0
+    for side in (Side.BASELINE, Side.CANDIDATE):
+        n = sum(1 for r in step.requests if r.side is side)
+        if not n and not (side is Side.BASELINE and step.kind is Kind.PAIRED):
+            continue
+        combo = baseline if side is Side.BASELINE else combos.get(step.candidate or "")
+        if combo is None:
+            continue
+        load, per_request = estimator.parts(estimate_of(estimator, combo), combo)
+        total += load + n * per_request
+    return total
+
+
+def describe_cost(passes: TargetPasses, warmup: int) -> str:
+    """'interleaved: 12 server loads, 96 requests (+6 loads, +48 requests against sequential)'."""
+    steps = [s for g in passes.groups for s in g.steps]
+    names = [n for g in passes.groups for n in g.combos]
+    this = cost(steps, warmup)
+    stateful = frozenset(n for g in passes.groups for n, c in g.combos.items()
+                         if c.candidate is not None and is_stateful(c.candidate.method))
+    upstream = cost(sweep_steps(Design.SEQUENTIAL, passes.block_pairs, names, stateful), warmup) if names else this
+    text = f"{passes.design.value}: {this.loads} server loads, {this.requests} requests"
+    if passes.design is not Design.SEQUENTIAL:
+        text += (f" ({this.loads - upstream.loads:+d} loads, {this.requests - upstream.requests:+d} requests against "
+                 "the sequential order, which is drift-prone)")
+    return text
