@@ -311,8 +311,8 @@ def test_row_concurrency_is_validated_when_read():
 
 @pytest.mark.parametrize("row, where", [
     ({"concurrency": "2"}, "$.results[0].concurrency must be an integer"),
-    ({"concurrency": None}, "$.results[0].concurrency must be an integer, not null"),
-    ({"concurrency": 0}, "results[0] is not a valid row (concurrency 0"),
+    ({"concurrency": None}, "$.results[0].concurrency must be an integer of at least 1, not null"),
+    ({"concurrency": 0}, "$.results[0].concurrency must be an integer of at least 1, not integer 0"),
     ({"concurrency": 2, "load": {"aggregate_tps": "fast"}}, "$.results[0].load.aggregate_tps must be a finite"),
     ({"concurrency": 2, "load": {"ttft_s": {"p50": [1]}}}, "$.results[0].load.ttft_s.p50 must be a finite"),
     ({"concurrency": 2, "load": {"server": {"checks": {"output_tokens": {"match": "yes"}}}}},
@@ -320,7 +320,7 @@ def test_row_concurrency_is_validated_when_read():
     ({"concurrency": 2, "load": {"timeline": [{"start_s": "soon"}]}}, "$.results[0].load.timeline[0].start_s"),
 ])
 def test_a_hand_edited_level_is_refused_naming_the_value(tmp_path, row, where):
-    """Row.load is declared in results_schema: a bad value is one error naming where, never a traceback in
+    """Row.load is declared with the row (results.row): a bad value is one error naming where, never a traceback in
     the report or the crossover, and the file is left untouched."""
     path = tmp_path / "edited.json"
     text = json.dumps({"schema_version": 2, "tool": "draftbench", "results": [

@@ -85,7 +85,7 @@ sys.platform = pretend
 for name in names:
     importlib.import_module(name)
 from draftbench.cli import bench_cli, run_main, server_cli, sweep_cli
-from draftbench import process, process_groups, supervise
+from draftbench.lifetime import groups as process_groups, process, supervisor as supervise
 sys.modules.update(real)   # modules imported from here on (the stdlib's lazy imports) get the real ones
 for name in names:
     module = sys.modules[name]

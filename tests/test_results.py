@@ -21,7 +21,11 @@ from draftbench.results.file import (
     load_results,
     save_results,
 )
-from draftbench.results.findings import Code
+from draftbench.results.findings import Code, Finding
+from draftbench.results.json_types import INT, declarations, declare
+from draftbench.results.schema import format_snapshot
+from draftbench.results.speedup import Speedup
+from draftbench.results.theory import Theory
 
 GOLDEN = Path(__file__).parent / "golden" / "results_keys.json"
 from helpers import REFERENCE  # noqa: E402
@@ -54,19 +58,44 @@ def full_file() -> ResultsFile:
 
 # --------------------------------------------------------------------------- schema lock
 
-def test_schema_is_locked_by_the_golden_list():
-    """Any change to the results keys must be deliberate: update tests/golden/results_keys.json with it
-    (and bump results.SCHEMA_VERSION when old files would be read wrongly)."""
-    golden = json.loads(GOLDEN.read_text())
-    assert golden["schema_version"] == SCHEMA_VERSION
-    assert list(UPSTREAM_ROW_KEYS) == golden["upstream_row_keys"]
-    assert list(Row(target="t").to_dict()) == golden["row_keys"]
-    assert list(RequestRecord("p", "c", 0).to_dict()) == golden["request_keys"]
-    assert list(ResultsFile("n", "h", "b", "f", {}).to_dict()) == golden["file_keys"]
-    upstream = ResultsFile("n", "h", "b", "f", {}, schema_version=None, tool=None)
-    assert list(upstream.to_dict()) == golden["upstream_file_keys"]
-    # every dataclass field reaches the file (extra is merged in, not nested)
-    assert {f.name for f in fields(Row)} - {"extra"} == set(golden["row_keys"])
+def parent(path: str) -> str:
+    return path[:max(path.rfind("."), path.rfind("[]"))]
+
+
+def test_the_format_of_this_schema_version_is_locked_by_the_golden_snapshot():
+    """The snapshot is derived from the declarations. Within a schema version a key may be added,
+    optional, but none removed, renamed, moved, retyped or given another unit: a file written before
+    must read the same. A deliberate change bumps SCHEMA_VERSION (where old files would be read
+    wrongly, handled in from_dict) and writes a new snapshot with DRAFTBENCH_UPDATE_GOLDEN=1."""
+    now = format_snapshot()
+    if os.environ.get("DRAFTBENCH_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(now, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    golden = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert golden["schema_version"] == SCHEMA_VERSION, \
+        "a new schema version: rerun with DRAFTBENCH_UPDATE_GOLDEN=1 and review the diff of " + str(GOLDEN)
+    assert now["upstream_row_keys"] == golden["upstream_row_keys"] == now["row_keys"][:len(UPSTREAM_ROW_KEYS)]
+    for keys in ("row_keys", "request_keys", "file_keys", "upstream_file_keys"):
+        assert [k for k in now[keys] if k in golden[keys]] == golden[keys], f"{keys}: a key was removed or moved"
+    changed = {path: (was, now["types"].get(path, "removed")) for path, was in golden["types"].items()
+               if now["types"].get(path) != was}
+    assert not changed, f"keys whose type or unit changed (was, now): {changed}"
+    added = set(now["types"]) - set(golden["types"])
+    required = [path for path in added if ", required" in now["types"][path] and parent(path) in golden["types"]]
+    assert not required, f"new keys in objects that files already hold must be optional: {required}"
+
+
+def test_every_field_of_a_stored_class_is_declared():
+    """An undeclared field would never reach the file; declarations() refuses such a class."""
+    for cls in (Row, RequestRecord, ResultsFile, Speedup, Theory, Finding):
+        assert set(declarations(cls)) == {f.name for f in fields(cls)} - {"extra"}
+
+    @dataclasses.dataclass(frozen=True)
+    class Forgotten:
+        kept: int | None = declare(INT)
+        lost: int | None = None
+
+    with pytest.raises(TypeError, match="declare lost"):
+        declarations(Forgotten)
 
 
 def test_rows_start_with_upstreams_keys_in_upstreams_order():

@@ -91,8 +91,8 @@ def _file(tmp_path) -> ResultsFile:
                draft_path=str(tmp_path / "d.gguf"), target_path=str(tmp_path / "t.gguf"))
     (tmp_path / "d.gguf").write_bytes(b"x" * 10)
     (tmp_path / "t.gguf").write_bytes(b"x" * 100)
-    return analyze(ResultsFile("n", "h", "llamacpp", "f", {"runs": 2}, results=(base, spec),
-                               timestamp="2025-01-01T00:00:00+00:00"))
+    return analyze(ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="f", settings={"runs": 2},
+                               results=(base, spec), timestamp="2025-01-01T00:00:00+00:00"))
 
 
 def test_an_analysed_file_saves_loads_and_saves_the_same_bytes(tmp_path):
@@ -117,10 +117,11 @@ def test_an_analysed_file_saves_loads_and_saves_the_same_bytes(tmp_path):
 
 @pytest.mark.parametrize("field, value, where", [
     ("speedup", {"percent": 5.0}, "results[1].speedup.ratio is missing"),
-    ("speedup", {"ratio": None}, "results[1].speedup.ratio must be a finite number, not null"),
+    ("speedup", {"ratio": None}, "results[1].speedup.ratio must be a finite number of at least 0, not null"),
+    ("speedup", {"ratio": -1.0}, "results[1].speedup.ratio must be a finite number of at least 0, not number -1.0"),
     ("speedup_by_category", {"code": {"ratio": None}}, "results[1].speedup_by_category.code.ratio"),
     ("speedup", {"ratio": 1.2, "ci95_low": 1.1}, "results[1] is not a valid row (a speed-up's interval needs both"),
-    ("theory", {"best_k": 0}, "results[1] is not a valid row (theory best_k 0"),
+    ("theory", {"best_k": 0}, "results[1].theory.best_k must be an integer of at least 1 or null, not integer 0"),
 ])
 def test_a_bad_speedup_or_theory_in_a_file_is_one_clear_error(tmp_path, field, value, where):
     path = tmp_path / "r.json"

@@ -24,14 +24,22 @@ def levels(settings: dict) -> tuple[int, ...]:
     return tuple(sorted(clean)) or (1,)
 
 
-def settings_problems(settings: dict) -> list[Problem]:
+def settings_problems(settings: dict, requests: int | None = None) -> list[Problem]:
     """Settings that cannot go with several levels: the adaptive race measures one stream (its probes
-    and eliminations pair each candidate with a single baseline per target)."""
+    and eliminations pair each candidate with a single baseline per target); and a level of more
+    streams than the ``requests`` it sends (prompts × runs) could never have them all in flight."""
+    problems = []
     if settings.get("search") == "adaptive" and levels(settings) != (1,):
-        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but search \"adaptive\" "
-                        "races candidates on one stream only", "use search \"exhaustive\" for concurrency levels, "
-                        "or concurrency [1] for an adaptive race")]
-    return []
+        problems.append(Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but search "
+                                "\"adaptive\" races candidates on one stream only", "use search \"exhaustive\" for "
+                                "concurrency levels, or concurrency [1] for an adaptive race"))
+    too_many = [n for n in levels(settings) if requests is not None and n > requests]
+    if too_many:
+        problems.append(Problem("$.settings.concurrency", f"asks for {too_many[-1]} requests at once, but each level "
+                                f"sends only {requests} (prompts × settings.runs), so at most {requests} could ever "
+                                "be in flight (and the server would be started with that many slots for nothing)",
+                                f"use levels of at most {requests}, or more prompts or runs"))
+    return problems
 
 
 def percentiles(values: Iterable[float | None]) -> dict | None:

@@ -91,7 +91,7 @@ class Server:
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None):
+                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -103,6 +103,7 @@ class Server:
         self.session = new_session()      # refuses redirects: we measure this server or nothing
         if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
             self.session.headers["Authorization"] = f"Bearer {api_key}"
+        self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
@@ -114,6 +115,7 @@ class Server:
         if not hasattr(self._local, "session"):
             self._local.session = new_session()     # refuses redirects, as the main one does
             self._local.session.headers.update(self.session.headers)
+            self._local.session.auth = self.session.auth
             self._thread_sessions.append(self._local.session)
         return self._local.session
 
@@ -249,8 +251,9 @@ class Backend:
         return [Problem(f"{s.where}.method", f"{self.config_name} runs draft models only, not {', '.join(s.method)}",
                         "remove the candidate, or use backend llamacpp or vllm") for s in specs if s.method]
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
-        """Why this draft cannot speculate for this target, known before any server starts (or None)."""
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
+        """Why this draft cannot speculate for this target with ``method`` (the candidate's, ``()``: the
+        default for a draft file), known before any server starts (or None)."""
         return None
 
     def size_label(self, ref: str) -> str | None:
@@ -278,9 +281,10 @@ class Backend:
     def launch(self, spec: LaunchSpec) -> Server:
         raise NotImplementedError
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> Server:
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> Server:
         """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return Server(base_url, model=model or "default", api_key=api_key)
+        return Server(base_url, model=model or "default", api_key=api_key, auth=auth)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""
@@ -340,7 +344,8 @@ def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, wha
             if on_exit:
                 raise on_exit(process.returncode, tail)
             raise ServerError(f"{what} exited with code {process.returncode} while loading",
-                              "see the log lines below", log_tail=tail, log_path=str(process.log_path))
+                              log_fix("see the log lines below", tail, str(process.log_path)), log_tail=tail,
+                              log_path=str(process.log_path))
         try:
             response = session.get(url, timeout=2)
         except requests.RequestException:
@@ -377,7 +382,24 @@ def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, ret
             return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
                                log_path=log_path, kind=kind)
     if returncode is not None and returncode < 0:
-        return ServerError(f"{server_name} crashed (signal {-returncode})", crash_fix, log_tail=log_tail,
-                           log_path=log_path, kind=ServerErrorKind.CRASH)
-    return ServerError(f"{server_name} exited with code {returncode} while loading", "see the log lines below",
-                       log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.SERVER)
+        return ServerError(f"{server_name} crashed (signal {-returncode})", log_fix(crash_fix, log_tail, log_path),
+                           log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.CRASH)
+    if returncode == 0:
+        return ServerError(f"{server_name} exited with code 0 before it was ready (a server runs until it is stopped)",
+                           log_fix("check that the binary is the server itself: a wrapper that puts it in the "
+                                   "background, or a program that prints something and exits, cannot be measured",
+                                   log_tail, log_path), log_tail=log_tail, log_path=log_path,
+                           kind=ServerErrorKind.SERVER)
+    return ServerError(f"{server_name} exited with code {returncode} while loading",
+                       log_fix("see the log lines below", log_tail, log_path), log_tail=log_tail, log_path=log_path,
+                       kind=ServerErrorKind.SERVER)
+
+
+def log_fix(fix: str, log_tail: str, log_path: str | None) -> str:
+    """``fix`` where the log has lines to show; where it is empty, say so rather than point below. Our own
+    ``$ command`` header is not the server's output."""
+    if any(line.strip() and not line.startswith("$ ") for line in log_tail.splitlines()):
+        return fix if "log lines below" in fix else f"{fix}; see the log lines below"
+    where = f" (its log {log_path} is empty)" if log_path else ""
+    first = "" if fix == "see the log lines below" else f"{fix}; "
+    return f"{first}it printed nothing{where}: run its command by hand to see why"

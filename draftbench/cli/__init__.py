@@ -29,6 +29,11 @@ def save_traceback() -> str | None:
 def run_main(main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
     """Run ``main``; turn expected errors into one ``Error: …`` message and an exit code."""
     install_signal_handlers()
+    for stream in (sys.stdout, sys.stderr):
+        try:   # the last line of defence: text the terminal's encoding cannot show is escaped, never a crash
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         return main(sys.argv[1:] if argv is None else argv)
     except DraftbenchError as exc:

@@ -16,9 +16,11 @@ from ..analysis.stats import BENCH_FLAGS, describe_speedup, speedup
 from ..analysis.verdict import equivalence, summarize_records
 from ..backends import backend_names, get_backend
 from ..backends.base import Server
-from ..backends.http.client import RedirectRefused, new_session, normalise_base_url, probe_json
+from ..backends.http.client import RedirectRefused, new_session, probe_json
+from ..backends.http.server_url import ServerURL, parse_server_url
 from ..common.errors import DraftbenchError, UsageError
 from ..common.files import atomic_write_text
+from ..common.text_safety import without_lone_surrogates
 from ..config.prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
@@ -91,10 +93,11 @@ def choose_prompts(args) -> list[Prompt]:
     return prompts
 
 
-def detect_kind(base: str, api_key: str | None) -> str:
+def detect_kind(base: str, api_key: str | None, auth: tuple[str, str] | None = None) -> str:
     """``llamacpp`` if ``/props`` answers like llama-server, else ``openai``; a redirect is an error."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     session = new_session()
+    session.auth = auth
     try:
         for path in ("/props", "/v1/models"):
             try:
@@ -114,18 +117,18 @@ def detect_kind(base: str, api_key: str | None) -> str:
         session.close()
 
 
-def attach(url: str, kind: str, model: str | None, api_key: str | None) -> Server:
-    base = normalise_base_url(url)
+def attach(url: ServerURL, kind: str, model: str | None, api_key: str | None) -> Server:
+    base, auth = url.base, url.auth
     if kind == "auto":
-        kind = detect_kind(base, api_key)
+        kind = detect_kind(base, api_key, auth)
     if kind == "openai":
-        return Server(base, model=model or "default", api_key=api_key)
+        return Server(base, model=model or "default", api_key=api_key, auth=auth)
     try:
         backend = get_backend(kind)
     except KeyError:
         raise UsageError(f"unknown --backend {kind!r}", f"use auto, openai, or one of {', '.join(backend_names())}") \
             from None
-    return backend.attach(base, model=model, api_key=api_key)
+    return backend.attach(base, model=model, api_key=api_key, auth=auth)
 
 
 def check_slots(server: Server, label: str, streams: int) -> None:
@@ -297,6 +300,10 @@ def main(argv: list[str]) -> int:
     check_seconds("--stall-timeout", args.stall_timeout)
     json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
+    if args.concurrency > len(prompts) * args.runs:
+        raise UsageError(f"--concurrency {args.concurrency} asks for more requests at once than the "
+                         f"{len(prompts) * args.runs} it sends (prompts × --runs): they could never all be in flight",
+                         f"use --concurrency {len(prompts) * args.runs} at most, or more prompts (--requests N) or --runs")
     if args.target:
         if args.concurrency > 1:
             raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",
@@ -305,6 +312,12 @@ def main(argv: list[str]) -> int:
     if not args.url:
         raise UsageError("give --url URL (a running server) or --target T.gguf (an A/B that starts its own servers)",
                          "see python bench.py --help")
+    url = parse_server_url(args.url, "--url")
+    compare_url = parse_server_url(args.compare_url, "--compare-url") if args.compare_url else None
+    for flag, where, key in (("--url", url, args.api_key), ("--compare-url", compare_url, args.compare_api_key)):
+        if where is not None and where.auth is not None and key:
+            raise UsageError(f"{flag} holds a user name and password and an API key is given too: both would be "
+                             "the request's Authorization header", "keep one of them")
     options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                              temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
                              stall_timeout_s=args.stall_timeout)
@@ -312,10 +325,10 @@ def main(argv: list[str]) -> int:
     streams = f", {args.concurrency} concurrent streams" if args.concurrency > 1 else ""
     print(f"{'=' * 78}\n  draftbench bench — {len(prompts)} prompts x {args.runs} run(s), max_tokens {args.max_tokens}, "
           f"temperature {args.temperature:g}{streams}\n{'=' * 78}")
-    servers = [(label_a, attach(args.url, args.backend, args.model, args.api_key))]
-    if args.compare_url:
+    servers = [(label_a, attach(url, args.backend, args.model, args.api_key))]
+    if compare_url is not None:
         servers.append((args.compare_label or "speculative",
-                        attach(args.compare_url, args.backend, args.compare_model or args.model,
+                        attach(compare_url, args.backend, args.compare_model or args.model,
                                args.compare_api_key)))
     rows = []
     try:
@@ -357,7 +370,7 @@ def main(argv: list[str]) -> int:
                    "results": [r.to_dict() for r in rows], "comparison": comparison}
         try:
             # strict JSON: a NaN that slipped through is refused here, not written
-            text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+            text = json.dumps(without_lone_surrogates(payload), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         except ValueError as exc:
             raise DraftbenchError(f"cannot write --json {args.json_path}: {exc}") from None
         try:

@@ -12,7 +12,7 @@ from ..common.errors import ServerError, ServerErrorKind, UsageError
 from ..common.files import cache_dir
 from ..common.redact_secrets import command_line
 from ..common.text_safety import safe_text
-from ..config.extra_args import check_server_args, host_problems
+from ..config.extra_args import bind_host, check_server_args, host_problems
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
 from . import run_main
 
@@ -62,6 +62,8 @@ def main(argv: list[str]) -> int:
         print(safe_text(f"Warning: {warning}"), flush=True)
     backend = get_backend(args.backend)
     spec = backend.spec_from_args(args, extra)
+    if backend.owns_port:     # a --host after -- is where the server listens, so where we connect
+        spec = replace(spec, host=bind_host(spec.host, spec.extra_args))
     prepare_to_start_servers()   # a server left over from a crashed run is named before "port in use"
     if spec.port == 0 and backend.owns_port:
         spec = replace(spec, port=free_port(spec.host))

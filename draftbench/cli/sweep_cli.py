@@ -21,6 +21,7 @@ from ..results.lock import results_lock
 from ..results.output_paths import check_output_paths, default_chart_for
 from ..share.redact_paths import redacted_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
+from ..sweep.cap import cap_problem, count
 from ..sweep.config_file import ceiling_problems, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
@@ -29,6 +30,7 @@ from ..sweep.probe import probe_targets
 from . import run_main
 from .share_cli import add_share_arguments, run_share, wants_share
 
+PLAN_SHOWN = 30      # combinations --dry-run lists without --full-plan: the plan fits on a screen
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments, or output paths that would overwrite an
 input (nothing started); 1 other error (e.g. the results file is in use by another sweep);
@@ -56,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
+    p.add_argument("--full-plan", action="store_true", help=f"with --dry-run: list every combination (by default "
+                   f"the plan shows the first {PLAN_SHOWN})")
     p.add_argument("--probe", action="store_true", help="with --dry-run: start each target not measured before "
                    "for one request, so the estimate rests on this machine's speed (nothing is saved)")
     p.add_argument("--ceiling", action="store_true", help="also run each draft at synthetic acceptance (its measured "
@@ -122,6 +126,10 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
     if args.ceiling:
         config = replace(config, settings={**config.settings, "ceiling": True})
     problems = ceiling_problems(backend, config.settings, "--ceiling") if args.ceiling else []
+    too_many = cap_problem(count(len(config.targets), config.specs(), config.settings, len(config.drafts)),
+                           config.settings) if args.ceiling else None   # --ceiling adds two runs per draft
+    if too_many:
+        raise ConfigError(config.source, [too_many])
     problems += backend.validate_candidates(config.specs(), config.settings)
     if problems:
         raise ConfigError(config.source, problems)
@@ -149,11 +157,14 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
             print("Probing the targets (one request each):")
             for line in probe_targets(config, backend, estimator, Reporter()):
                 print(safe_text(f"  {line}"))
-        for i, run in enumerate(runs, 1):
+        shown = runs if args.full_plan else runs[:PLAN_SHOWN]
+        for i, run in enumerate(shown, 1):
             est = estimate_of(estimator, run)
             when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
                 "duration unknown"
             print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
+        if len(shown) < len(runs):
+            print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
         prompts = resolve_prompts(config.settings.get("prompts"))
         total = total_s(estimator, [c for c in runs if not in_passes(c)])
         for target in config.targets:
@@ -215,6 +226,8 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if wants_share(args):
         return run_share(args)
+    if args.full_plan and not args.dry_run:
+        raise UsageError("--full-plan lists the plan of --dry-run", "add --dry-run, or drop --full-plan")
     if args.probe and not args.dry_run:
         raise UsageError("--probe only goes with --dry-run (a sweep measures every target anyway)",
                          "add --dry-run, or drop --probe")

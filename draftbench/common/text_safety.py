@@ -9,6 +9,10 @@ visible escapes instead. :func:`text_problem` says why a string cannot be a labe
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 # Explicit direction embeddings, overrides and isolates: they reorder the text printed after them.
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -100,3 +104,65 @@ def _has_surrogate(s: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+REPLACEMENT = "\ufffd"     # what a lone surrogate becomes: visibly replaced, and valid UTF-8
+
+
+def without_lone_surrogates(value: T) -> T:
+    """A JSON value with every lone surrogate (in keys and strings) replaced by U+FFFD.
+
+    JSON allows ``"\\ud800"``, but such a string cannot be encoded as UTF-8: written to a file, a
+    terminal or a report it raised UnicodeEncodeError. Values without one come back as they are
+    (the same objects), so this is cheap on ordinary data."""
+    if not any_string(value, _has_surrogate):
+        return value
+    try:
+        return cast(T, map_strings(value, replace_lone_surrogates))
+    except RecursionError:      # nested as deeply as the JSON parser allows: left to the loader's checks
+        return value
+
+
+def replace_lone_surrogates(s: str) -> str:
+    if not _has_surrogate(s):
+        return s
+    return "".join(REPLACEMENT if 0xd800 <= ord(ch) <= 0xdfff else ch for ch in s)
+
+
+def map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """``value`` (JSON: dicts, lists, strings, numbers) with ``fn`` applied to every string, keys included.
+    Containers in which nothing changed are returned as they were."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        out = {fn(k) if isinstance(k, str) else k: map_strings(v, fn) for k, v in value.items()}
+        same = len(out) == len(value) and all(a is b and ka == kb for (ka, a), (kb, b)
+                                             in zip(out.items(), value.items()))
+        return value if same else out
+    if isinstance(value, (list, tuple)):
+        items = [map_strings(v, fn) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def any_string(value: object, test: Callable[[str], bool]) -> bool:
+    """True if ``test`` holds for a string (or key) anywhere in a JSON value."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if test(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(k for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
+
+
+def needs_escaping(text: str) -> bool:
+    """Would :func:`safe_text` (newlines kept) change ``text``?"""
+    return not (text.isascii() and text.isprintable()) and safe_text(text) != text

@@ -87,6 +87,17 @@ def host_problems(path: str, host: str | None, *, allow_remote: bool, allow_flag
     return []
 
 
+def bind_host(default: str, args: Sequence[str]) -> str:
+    """The address a server started with ``args`` listens on: the last ``--host`` in them (its first address,
+    for llama-server's comma list) wins over ``default``, as it does in the server's own parsing. We must
+    connect there: polling ``default`` instead waited out the whole startup timeout."""
+    found = [value for _i, value in _flag_values(args, HOST_FLAGS) if value and value.strip()]
+    if not found:
+        return default
+    first = next((a.strip() for a in found[-1].split(",") if a.strip()), default)
+    return first.strip("[]")
+
+
 def api_key_from_args(args: Sequence[str]) -> str | None:
     """The API key a server started with these arguments will demand (``--api-key K`` or the first line
     of ``--api-key-file F``), so that our own requests can authenticate. None when there is none."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +104,7 @@ def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> 
                 continue
             clean.append(bounded(item, "number", sub))
         if isinstance(value, list):
-            dupes = sorted({v for v in clean if clean.count(v) > 1})
+            dupes = sorted(v for v, n in Counter(clean).items() if n > 1)
             if dupes:
                 problems.append(Problem(path, f"lists {', '.join(map(str, dupes))} more than once",
                                         "list every value once"))
@@ -160,6 +161,9 @@ COMMON_SETTINGS: dict[str, Field] = {
     "ceiling": Field("bool", False, "also run each draft at synthetic acceptance (llama.cpp --spec-synth-len): "
                      "at its measured mean accepted length and at full acceptance, to show what its cost allows "
                      "on this hardware"),
+    "max_combinations": Field("int", 2000, "the most combinations a config may make (parameter lists multiply: "
+                              "six lists of ten values are a million); beyond it the config is refused", min=1,
+                              max=1_000_000),
     "concurrency": Field("int_or_list", [1], "concurrent streams: each value N starts the server with N slots "
                          "and measures N requests at once; a list ([1, 2, 4, 8]) measures every level",
                          min=1, max=1024, measured=True),

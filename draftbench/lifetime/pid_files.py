@@ -7,6 +7,8 @@ its supervisor's pid and command-line digest, and the results file of the sweep 
 * the server is gone, or its pid now runs another command (pid reuse): the file is stale and is
   removed silently;
 * the server runs and its supervisor runs too: a live draftbench run guards it — not a leftover;
+* the server is gone, but a process running its arguments still listens on its port: it escaped
+  the server's process group (a wrapper that double-forks); it stands in for the server below;
 * the server runs but its supervisor is gone: nothing will ever stop it. That is a leftover, and
   starting another server beside it (tens of GB of a 70B model, a busy GPU) would measure a machine
   that is not idle, so it is a clear error naming the pid and the command that stops it.
@@ -22,12 +24,13 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..common.errors import ServerError, ServerErrorKind
 from ..common.files import atomic_write_text, cache_dir
 from ..common.redact_secrets import redact_command
+from . import escaped
 
 SCHEMA_VERSION = 2
 PS_TIMEOUT_S = 5.0
@@ -147,13 +150,25 @@ def find_leftovers() -> list[ServerRecord]:
     leftovers = []
     for path in files:
         rec = load(path)
-        if rec is None or not _runs(rec.pid, rec.command_digest, rec.command):
+        if rec is not None and not _runs(rec.pid, rec.command_digest, rec.command):
+            holder = escaped_holder(rec)
+            rec = replace(rec, pid=holder) if holder is not None else None
+        if rec is None:
             _unlink(path)    # malformed, the server is gone, or its pid was reused by another command
             continue
         if _runs(rec.supervisor_pid, rec.supervisor_digest, (rec.supervisor_executable,)):
             continue         # a live draftbench run guards it
         leftovers.append(rec)
     return leftovers
+
+
+def escaped_holder(rec: ServerRecord) -> int | None:
+    """A process that listens on the record's port running the server's (masked) arguments: the server
+    escaped its process group, and outlived the server process itself."""
+    for pid in sorted(escaped.port_holders(rec.port)):
+        if escaped.is_our_server(pid, list(rec.command), masked=True):
+            return pid
+    return None
 
 
 def check_no_leftovers() -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..common.errors import ServerError, UsageError
 from ..common.redact_secrets import command_line, redact_text
-from . import groups
+from . import escaped, groups
 from . import pid_files as pidfiles
 from .supervisor import DEFAULT_GRACE_S
 
@@ -92,6 +92,7 @@ class ManagedProcess:
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.guard = lifetime_guard()
+        self.port = port
         self._pid_file = pidfiles.pid_file_for_port(port) if port else None
         self.supervisor_cmd = supervisor_command(self.cmd, guard=self.guard, grace_s=grace_s, pid_file=self._pid_file)
         with open(self.log_path, "ab", buffering=0) as log:
@@ -188,10 +189,30 @@ class ManagedProcess:
         self._close_lifeline()
         # Children that ignored SIGTERM die with the group (the supervisor did this; it may have been killed).
         groups.kill_group_remains(self.pid)
+        self._stop_port_holders()
         with _lock:
             _live.pop(self.pid, None)
         pidfiles.forget(self._pid_file, self.pid)
         return self.popen.returncode
+
+    def _stop_port_holders(self) -> None:
+        """The fallback where the supervisor cannot be a subreaper (or was killed): whatever still listens
+        on the port we gave the server, running the server's own arguments, escaped its group — stop it."""
+        if not self.port:
+            return
+        ours = [pid for pid in escaped.port_holders(self.port) if escaped.is_our_server(pid, self.cmd)]
+        if not ours:
+            return
+        self._log_line(f"[draftbench] {escaped.describe(ours)} still listened on port {self.port} after the server "
+                       "stopped (it had left its process group): stopping it")
+        escaped.stop_processes(ours)
+
+    def _log_line(self, text: str) -> None:
+        try:
+            with open(self.log_path, "a", encoding="utf-8", errors="replace") as log:
+                log.write(text + "\n")
+        except OSError:
+            pass
 
     def _send(self, text: str) -> None:
         stdin = self.popen.stdin

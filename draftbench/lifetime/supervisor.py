@@ -10,7 +10,9 @@ process group of its own and makes sure that group does not outlive draftbench:
 * on POSIX it also notices its parent PID changing (belt and braces), and on Linux with
   ``--kill-with-parent`` the kernel signals it (``PR_SET_PDEATHSIG``) and kills the server if the
   supervisor itself is killed;
-* when the server exits, whatever it left in its group is killed, and the supervisor exits the way
+* on Linux it is a child subreaper, so a process that left the server's group (``setsid``, a
+  double fork) is still below it; when the server exits, whatever it left behind — in its group or
+  escaped from it — is stopped (see :mod:`draftbench.lifetime.escaped`), and the supervisor exits the way
   the server did (same exit code, or the same fatal signal), so draftbench reports the *server's*
   exit status;
 * the server's stdout and stderr go to the supervisor's stderr (draftbench's log file).
@@ -31,12 +33,13 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
-from . import groups
+from . import escaped, groups
 
 DEFAULT_GRACE_S = 3.0
 PARENT_POLL_S = 0.5
 TERMINATE_WAIT_S = 5.0     # after the group kill, before the last resort (the server process alone)
 EXIT_CANNOT_START = 127
+SUBREAPER_ENV = "DRAFTBENCH_SUBREAPER"   # "0": not a subreaper (tests the port fallback that other OSes use)
 
 
 class Supervisor:
@@ -51,6 +54,7 @@ class Supervisor:
         self.server_exited = threading.Event()
         self.stop_reason = ""
         self.server: subprocess.Popen | None = None
+        self.outside: list[int] = []     # processes of the server's tree outside its group, seen at the stop
 
     # ------------------------------------------------------------------ requests to stop
     def request_stop(self, reason: str, grace_s: float | None = None) -> None:
@@ -107,6 +111,8 @@ class Supervisor:
             return
         if self.stop_reason:
             _note(f"{self.stop_reason}: stopping the server (pid {server.pid}) and its process group")
+        # Seen now, while the server still holds them (without a subreaper they would be lost to init).
+        self.outside = [p for p in escaped.descendants(server.pid) if escaped.process_group(p) != server.pid]
         groups.ask_group_to_stop(server.pid)
         if self.server_exited.wait(self.grace_s):
             return
@@ -121,6 +127,8 @@ class Supervisor:
     # ------------------------------------------------------------------ the run
     def run(self) -> int:
         self._install_signal_handlers()
+        if os.environ.get(SUBREAPER_ENV) != "0":
+            escaped.become_subreaper()
         parent_signal = getattr(signal, "SIGTERM", None)
         if self.kill_with_parent and parent_signal is not None and \
                 not groups.set_parent_death_signal(parent_signal):
@@ -146,8 +154,26 @@ class Supervisor:
         returncode = server.wait()
         self.server_exited.set()
         groups.kill_group_remains(server.pid)   # helpers it left behind die with it
+        self._stop_escaped(server.pid, returncode)
         self._remove_pid_file(server.pid)
         return returncode
+
+    def _stop_escaped(self, server_pid: int, returncode: int) -> None:
+        """Stop what left the server's group and still runs: below us (re-parented to us as a subreaper,
+        or still under a helper), or seen below the server when it was asked to stop."""
+        pids = list(dict.fromkeys(self.outside + escaped.descendants(os.getpid())))
+        if not pids:
+            return
+        who = escaped.describe(pids)
+        if self.stop_requested.is_set():
+            _note(f"{len(pids)} process(es) of the server had left its process group (setsid or a double fork): "
+                  f"{who}; stopping them too")
+        else:
+            _note(f"the server (pid {server_pid}) exited with code {returncode} but left {len(pids)} process(es) "
+                  f"running outside its process group: {who}; stopping them. draftbench measures a server that runs "
+                  "in the foreground until it is stopped: one that puts itself in the background cannot be "
+                  "measured (or stopped) reliably")
+        escaped.stop_processes(pids, min(self.grace_s, escaped.STOP_WAIT_S))
 
     def _remove_pid_file(self, server_pid: int) -> None:
         """Remove our PID file if it still names our server (a later run may own that port now)."""

@@ -14,8 +14,10 @@ from itertools import groupby
 from pathlib import Path
 
 from .. import __version__
+from ..analysis.verdict import analyze
 from ..common.files import atomic_write_text
-from ..share.compare import Comparison, DiffKind
+from ..common.text_safety import safe_text
+from ..share.compare import ComparedFile, Comparison, DiffKind, compare
 from ..share.compare.text import (
     BEST_TITLE,
     NOT_SIGNIFICANT_MEANS,
@@ -28,7 +30,7 @@ from ..share.compare.text import (
 from .compare_figures import difference_heatmap_figure, speculative_rows, speedup_by_file_figure
 from .figures import heatmap_figure
 from .page import figure_div, plotly_script
-from .text import esc
+from .text import displayable, esc
 from .theme import CSS, MUTED
 from .view import build_data
 
@@ -182,6 +184,8 @@ draft pays on that machine or build.</li>
 
 def render_comparison(comparison: Comparison, *, cdn: bool = False) -> str:
     """The whole comparison page; depends only on the compared files."""
+    comparison = compare([ComparedFile(f.letter, safe_text(f.path), analyze(displayable(f.results)))
+                          for f in comparison.files])     # text made visible first, as in the report
     title = "draftbench — " + " vs ".join(f"{f.letter} {f.results.hardware}" for f in comparison.files)
     return "\n".join([
         "<!DOCTYPE html>",

@@ -23,7 +23,7 @@ from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
 from .methods_table import methods_section
-from .text import esc, num, pct, signed_pct
+from .text import displayable, esc, num, pct, signed_pct
 from .theme import CSS
 from .view import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
 
@@ -278,7 +278,7 @@ def plotly_script(cdn: bool) -> str:
 
 def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
     """The whole page as a string; depends only on ``results`` (and this package's plotly)."""
-    results = analyze(results)
+    results = analyze(displayable(results))
     data = build_data(results)
     title = f"draftbench — {results.name} ({results.hardware}, {results.backend})"
     return "\n".join([

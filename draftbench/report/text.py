@@ -7,6 +7,20 @@ from __future__ import annotations
 
 import html
 
+from ..common.text_safety import any_string, map_strings, needs_escaping, safe_text
+from ..results.file import ResultsFile
+
+
+def displayable(results: ResultsFile) -> ResultsFile:
+    """``results`` with every control character, bidi override or isolate and lone surrogate in its text
+    shown as a visible escape (``\\x1b``, ``\\u202e``), as the console shows them: a label must not
+    reorder or hide the page around it. Plotly decodes the figures' JSON in the browser, so escaping the
+    finished page would be too late; the data is made safe before anything is rendered."""
+    data = results.to_dict()
+    if not any_string(data, needs_escaping):
+        return results                  # the usual case: nothing to copy
+    return ResultsFile.from_dict(map_strings(data, safe_text), source="<the report's copy>")
+
 
 def esc(text: object) -> str:
     """Escape for HTML text and attribute values; ``None`` is the empty string."""

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from .json_types import NO_DEFAULT, STR, Str, declare, write_fields
+
 
 class Code(str, Enum):
     ONE_RUN = "one_run"                          # timing noise cannot be measured
@@ -37,15 +39,16 @@ class Code(str, Enum):
 
 @dataclass(frozen=True)
 class Finding:
-    code: Code
-    message: str
-    setting: str | None = None       # what to change, as the user spells it (settings.runs, --runs)
+    # a code this version does not know is read as LEGACY, so the file's may be any string
+    code: Code = declare(STR, default=NO_DEFAULT)
+    message: str = declare(Str(nullable=False), required=True)
+    setting: str | None = declare(STR)   # what to change, as the user spells it (settings.runs, --runs)
 
     def __str__(self) -> str:
         return self.message
 
     def to_dict(self) -> dict:
-        return {"code": self.code.value, "message": self.message, "setting": self.setting}
+        return write_fields(self)
 
     @classmethod
     def from_value(cls, value: Any) -> Finding:

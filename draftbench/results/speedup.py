@@ -9,71 +9,45 @@ object; :meth:`Speedup.from_value` reads it back.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+from .json_types import BOOL, NUM, STR, Int, Num, check_fields, declare, read_fields, write_fields
 
 
 @dataclass(frozen=True)
 class Speedup:
     """``ratio`` = candidate tok/s ÷ baseline tok/s; a 95% interval and significance where measured."""
 
-    ratio: float
-    ci95_low: float | None = None
-    ci95_high: float | None = None
-    significant: bool | None = None      # None: too few requests to judge (or an upstream file)
-    method: str | None = None            # paired-t-log, welch-t-log, single-sample, ratio-of-means
-    n_pairs: int | None = None
-    percent: float | None = None         # (ratio - 1) * 100, rounded to 2 decimals
-    noise_floor: float | None = None     # not written when None (single-sample and ratio-of-means never had it)
-    note: str | None = None              # why significance was overridden; not written when None
-    # What the interval answers and how it was built (see analysis/replication.py); not written when None,
-    # so files from before they existed read and write back unchanged.
-    question: str | None = None          # "prompts like these" (prompts are the unit) or "these prompts"
-    se_log: float | None = None          # standard error of the mean log ratio
-    df: float | None = None              # its degrees of freedom (Welch–Satterthwaite)
-    prompts: int | None = None           # prompts the estimate averages over
-    sessions: int | None = None          # server sessions of the candidate it spans
+    ratio: float = declare(Num(nullable=False, minimum=0), "×", required=True)
+    ci95_low: float | None = declare(NUM, "×")
+    ci95_high: float | None = declare(NUM, "×")
+    significant: bool | None = declare(BOOL)      # None: too few requests to judge (or an upstream file)
+    method: str | None = declare(STR)             # paired-log-by-prompt, paired-t-log, welch-t-log, single-sample, …
+    n_pairs: int | None = declare(Int(minimum=0), "requests")
+    percent: float | None = declare(NUM, "%")   # (ratio - 1) * 100, rounded to 2 decimals
+    # not written when None (single-sample and ratio-of-means never had them):
+    noise_floor: float | None = declare(NUM, "×", omit_when_none=True)
+    note: str | None = declare(STR, omit_when_none=True)   # why significance was overridden
+    # What the interval answers and how it was built (analysis/replication.py); schema 4, not written
+    # when None, so files from before they existed read and write back unchanged.
+    question: str | None = declare(STR, omit_when_none=True)     # "prompts like these" or "these prompts"
+    se_log: float | None = declare(Num(minimum=0), "log", omit_when_none=True)   # standard error of the mean
+    df: float | None = declare(Num(minimum=0), omit_when_none=True)   # its degrees of freedom (Satterthwaite)
+    prompts: int | None = declare(Int(minimum=0), "prompts", omit_when_none=True)   # prompts it averages over
+    sessions: int | None = declare(Int(minimum=0), "sessions", omit_when_none=True)  # the candidate's sessions
 
     def __post_init__(self) -> None:
-        if not _number(self.ratio) or self.ratio < 0:
-            raise ValueError(f"speed-up ratio {self.ratio!r} is not a finite number of at least 0")
-        for name in ("ci95_low", "ci95_high", "percent", "noise_floor", "se_log", "df"):
-            value = getattr(self, name)
-            if value is not None and not _number(value):
-                raise ValueError(f"speed-up {name} {value!r} is not a finite number")
+        check_fields(self, "speed-up")
         if (self.ci95_low is None) != (self.ci95_high is None):
             raise ValueError("a speed-up's interval needs both ci95_low and ci95_high, or neither")
-        if self.significant is not None and not isinstance(self.significant, bool):
-            raise ValueError(f"speed-up significant {self.significant!r} is not true, false or null")
-        if self.n_pairs is not None and (isinstance(self.n_pairs, bool) or not isinstance(self.n_pairs, int)
-                                         or self.n_pairs < 0):
-            raise ValueError(f"speed-up n_pairs {self.n_pairs!r} is not a whole number of at least 0")
-        for name in ("method", "note"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"speed-up {name} {value!r} is not text")
 
     @property
     def has_interval(self) -> bool:
         return self.ci95_low is not None and self.ci95_high is not None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ratio": self.ratio, "ci95_low": self.ci95_low, "ci95_high": self.ci95_high,
-                               "significant": self.significant, "method": self.method, "n_pairs": self.n_pairs,
-                               "percent": self.percent}
-        if self.noise_floor is not None:
-            out["noise_floor"] = self.noise_floor
-        if self.note is not None:
-            out["note"] = self.note
-        for name in ("question", "se_log", "df", "prompts", "sessions"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        return out
+        return write_fields(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> Speedup:
@@ -82,8 +56,7 @@ class Speedup:
             raise ValueError(f"a speed-up must be an object, not {type(data).__name__}")
         if "ratio" not in data:
             raise ValueError("a speed-up needs a 'ratio'")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**read_fields(cls, data))
 
     @classmethod
     def from_value(cls, value: Speedup | dict | None) -> Speedup | None:

@@ -18,9 +18,10 @@ recovered from τ to find the best k.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
+
+from .json_types import NUM, STR, Int, check_fields, declare, read_fields, write_fields
 
 FORMULA = "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))"
 
@@ -30,48 +31,32 @@ class Theory:
     """The model's prediction for one speculative row (``Row.theory``), beside the measured speed-up.
 
     Every field may be None so that any file that passed the results schema still loads; the file's
-    keys and their order are :meth:`to_dict`'s (unchanged since schema 1)."""
+    keys and their order are the declarations' (unchanged since schema 1)."""
 
-    formula: str | None = None
-    alpha: float | None = None                   # per-token acceptance probability
-    k_mean: float | None = None                  # drafted tokens per verify step
-    tokens_per_step: float | None = None         # τ
-    tokens_per_step_source: str | None = None
-    cost_ratio: float | None = None              # c: a draft token's time / a target token's time
-    cost_source: str | None = None
-    predicted_speedup: float | None = None       # S at k_mean
-    best_k: int | None = None
-    predicted_at_best_k: float | None = None
-    measured_speedup: float | None = None        # the row's measured ratio
+    formula: str | None = declare(STR)
+    alpha: float | None = declare(NUM, "probability")         # per-token acceptance probability
+    k_mean: float | None = declare(NUM, "tokens/step")        # drafted tokens per verify step
+    tokens_per_step: float | None = declare(NUM, "tokens/step")   # τ
+    tokens_per_step_source: str | None = declare(STR)
+    cost_ratio: float | None = declare(NUM, "×")              # c: a draft token's time / a target token's time
+    cost_source: str | None = declare(STR)
+    predicted_speedup: float | None = declare(NUM, "×")       # S at k_mean
+    best_k: int | None = declare(Int(minimum=1), "tokens")
+    predicted_at_best_k: float | None = declare(NUM, "×")
+    measured_speedup: float | None = declare(NUM, "×")        # the row's measured ratio
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            if f.name in ("formula", "tokens_per_step_source", "cost_source"):
-                ok = isinstance(value, str)
-            elif f.name == "best_k":
-                ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-            else:
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            if not ok:
-                raise ValueError(f"theory {f.name} {value!r} is not {_EXPECTED.get(f.name, 'a finite number')}")
+        check_fields(self, "theory")
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return write_fields(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> Theory:
         """Read what :meth:`to_dict` wrote (unknown keys are ignored, as in request records)."""
         if not isinstance(data, dict):
             raise ValueError(f"a theory must be an object, not {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
-
-
-_EXPECTED = {"formula": "text", "tokens_per_step_source": "text", "cost_source": "text",
-             "best_k": "a whole number of at least 1"}
+        return cls(**read_fields(cls, data))
 
 
 def tokens_per_step(alpha: float, k: float) -> float:

@@ -24,6 +24,7 @@ from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.settings import COMMON_SETTINGS, Field, check_value
+from .cap import cap_problem, count
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
 # name and hardware make the default file names (<hardware>_<backend>_<name>.json, .logs, .lock):
@@ -236,6 +237,11 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
         warnings.extend(_as_problem(note, "$.settings.host") for note in notes)
 
 
+def _requests_per_level(settings: dict) -> int:
+    from ..config.prompts import resolve_prompts
+    return len(resolve_prompts(settings.get("prompts"))) * (settings.get("runs") or 1)
+
+
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
                     extra_problems: list[Problem] | None = None) -> SweepConfig:
     from ..backends import backend_names, get_backend
@@ -308,13 +314,20 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         problems.extend(backend.validate_settings(settings))
         problems.extend(ceiling_problems(backend, settings))
     _check_server_args(data, settings, problems, warnings)
-    problems.extend(concurrency_problems(settings))
+    prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
+    problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))
 
-    problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]") for i, d in enumerate(drafts))
-                                            + candidates))
+    # Counted before anything is expanded: a million combinations are refused at once, not listed.
+    specs = tuple(from_draft(d, settings.get("draft_max"), f"$.drafts[{i}]") for i, d in enumerate(drafts)) + candidates
+    too_many = cap_problem(count(len(targets), specs, settings, len(drafts)), settings)
+    if too_many:
+        problems.append(too_many)
+    else:
+        problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]")
+                                                      for i, d in enumerate(drafts)) + candidates))
     if problems:
         raise ConfigError(source, problems)
     return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,

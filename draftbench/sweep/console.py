@@ -28,13 +28,20 @@ def format_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
+def reason_text(row: Row) -> str:
+    """A row's reason to show after its status: without a repeated ``skipped:`` (some reasons start so)."""
+    reason = row.reason or ""
+    prefix = f"{row.status}:"
+    return reason[len(prefix):].lstrip() if reason.lower().startswith(prefix) else reason
+
+
 class Reporter:
     """Every event of a sweep, in the order they happen. The base class shows nothing."""
 
     def warning(self, text: str) -> None: ...
     def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
                      max_tokens: int, backend: str, resumed_from: str | None, n_done: int,
-                     n_candidates: int = 0) -> None: ...
+                     n_candidates: int = 0, n_open: int = 0) -> None: ...
     def combination_started(self, index: int, total: int, title: str) -> None: ...
     def server_starting(self) -> None: ...
     def port_retry(self, old: int, new: int) -> None: ...
@@ -70,14 +77,16 @@ class Console(Reporter):
         self.line(f"Warning: {text}")
 
     def sweep_header(self, *, n_targets, n_drafts, n_runs, n_prompts, runs, max_tokens, backend, resumed_from,
-                     n_done, n_candidates=0) -> None:
+                     n_done, n_candidates=0, n_open=0) -> None:
         self.line("=" * 60)
         more = f" + {n_candidates} candidate{'s' if n_candidates != 1 else ''}" if n_candidates else ""
         self.line(f"  Sweep: {n_targets} target{'s' if n_targets != 1 else ''} x {n_drafts} draft"
                   f"{'s' if n_drafts != 1 else ''}{more} = {n_runs} runs")
         self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
         if resumed_from:
-            self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining")
+            racing = f", {n_open} of them left open by the adaptive race (it may measure them further)" \
+                if n_open else ""
+            self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining{racing}")
         self.line("=" * 60)
         self.line()
 
@@ -133,13 +142,13 @@ class Console(Reporter):
 
     def row_recorded(self, row: Row) -> None:
         if row.status == Status.ELIMINATED:
-            self.line(f"  Eliminated: {row.reason}")
+            self.line(f"  Eliminated: {reason_text(row)}")
             return
         if row.status == Status.SKIPPED:
-            self.line(f"  Skipped: {row.reason}")
+            self.line(f"  Skipped: {reason_text(row)}")
             return
         if row.status == Status.ERROR:
-            self.line(f"  Error recorded: {row.reason}")
+            self.line(f"  Error recorded: {reason_text(row)}")
             return
         inactive = row.role == Role.SPECULATIVE and row.speculation_active is False
         if inactive:
@@ -214,7 +223,7 @@ class Console(Reporter):
             self.line(f"{len(bad)} combination(s) did not produce a measurement:")
             for r in bad:
                 streams = f" [{r.concurrency} streams]" if r.concurrency != 1 else ""
-                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {r.reason}")
+                self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {reason_text(r)}")
         eliminated = [r for r in results.results if r.status == Status.ELIMINATED]
         if eliminated:
             self.line(f"{len(eliminated)} candidate(s) eliminated by the adaptive search (probe numbers kept): "

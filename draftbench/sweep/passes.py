@@ -8,6 +8,8 @@ prints.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..backends.base import Backend
@@ -18,7 +20,29 @@ from .config_file import SweepConfig
 from .estimate import Estimator, estimate_of
 from .plan import Combination
 from .schedule import Design, Kind, Side, Step, blocks, cost, is_stateful, sweep_steps
-from .steps import choose_design
+
+
+def choose_design(settings: dict, backend: Backend, target: Combination, candidates: Sequence[Combination]
+                  ) -> tuple[Design, str]:
+    """The design to run and why: ``settings.design`` when given, else interleaved where the baseline and
+    the largest candidate fit side by side, bracketed where they do not."""
+    asked = settings.get("design") or "auto"
+    if asked != "auto":
+        return Design(asked), f"settings.design is {asked!r}"
+    drafts = [c.draft.path for c in candidates if c.draft is not None]
+    biggest = max(drafts, key=_size, default=None)
+    why_not = backend.side_by_side(settings, target.target.path, biggest)
+    if why_not is None:
+        return Design.INTERLEAVED, "the baseline and candidate servers fit side by side"
+    return Design.BRACKETED, why_not
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
 
 PASS_ROLES = (Role.BASELINE, Role.SPECULATIVE, Role.CONTROL, Role.CEILING)
 

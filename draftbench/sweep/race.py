@@ -60,6 +60,21 @@ def decision_of(name: str, look: Look) -> str:
     return DECISIONS[standing]
 
 
+OPEN_DECISIONS = ("running", "not separated", DECISIONS[Standing.OPEN],
+                  "leader, not shown faster than the baseline by the noise floor")
+
+
+def may_continue(row: Row) -> bool:
+    """Can a resumed sweep measure this row further? It has blocks of its design not measured yet
+    (``design.planned`` requests), and no race decided about it."""
+    planned = (row.design or {}).get("planned")
+    if not row.ok or not isinstance(planned, int):
+        return False
+    measured = sum(1 for r in row.requests if r.error is None and r.decode_tps)
+    decision = (row.race or {}).get("decision")
+    return measured < planned and (decision is None or decision in OPEN_DECISIONS)
+
+
 class AdaptiveSearch:
     def __init__(self, config: SweepConfig, runner: CombinationRunner, store: RowStore, reporter: Reporter,
                  prompts: list[Prompt], options: MeasureOptions, clock: Callable[[], float] = time.perf_counter,

@@ -18,7 +18,9 @@ from ..analysis.verdict import summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
 from ..common.redact_secrets import redact_args
+from ..config.extra_args import bind_host
 from ..config.prompts import Prompt
+from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
@@ -130,7 +132,8 @@ class CombinationRunner:
                 return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
                            **base)
         if combo.draft is not None and combo.role in (Role.SPECULATIVE, Role.CEILING):
-            problem = self.backend.pair_problem(combo.target.path, combo.draft.path)
+            problem = self.backend.pair_problem(combo.target.path, combo.draft.path,
+                                                combo.candidate.method if combo.candidate else ())
             if problem:
                 return Row(status=Status.SKIPPED.value, reason=str(problem),
                            **dict(base, speculation_active=False))
@@ -160,9 +163,9 @@ class CombinationRunner:
             if why_not:
                 return Row(status=Status.SKIPPED.value, reason=why_not, **self.base_fields(combo))
         base = self.base_fields(combo)
-        port = self.choose_port()
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
-        spec = self.launch_spec(combo, port, log_path)
+        spec = self.launch_spec(combo, 0, log_path)
+        spec = replace(spec, port=self.choose_port(spec.host))
         started = self.clock()
         server: Server | None = None
         self.reporter.server_starting()
@@ -237,9 +240,10 @@ class CombinationRunner:
         cand = combo.candidate
         extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
                  + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
+        host = bind_host(self.settings["host"], extra)     # a --host in extra_args is where the server listens
         return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
                           draft_max=combo.draft_max, method=cand.method if cand else (),
-                          params=cand.settings_params if cand else {}, host=self.settings["host"], port=port,
+                          params=cand.settings_params if cand else {}, host=host, port=port,
                           ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
                           extra_args=extra, settings=self.settings,
                           startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
@@ -256,8 +260,8 @@ class CombinationRunner:
         self.reporter.port_retry(spec.port, retry.port)
         return self.backend.launch(retry)
 
-    def choose_port(self) -> int:
-        host, port = self.settings["host"], self.settings["port"]
+    def choose_port(self, host: str) -> int:
+        port = self.settings["port"]
         if not self.backend.owns_port:
             return port          # the backend reuses its own server and port (LM Studio)
         if port == 0:
@@ -265,6 +269,7 @@ class CombinationRunner:
         # Our previous server has exited; its socket may linger for a moment.
         if port_is_free(host, port) or wait_port_free(host, port, timeout_s=3.0):
             return port
+        check_no_leftovers()     # a server of ours that escaped is named as ours, never "another program"
         new = free_port(host)
         self.reporter.port_moved(port, new)
         return new

@@ -24,7 +24,7 @@ from .console import Console, Reporter
 from .estimate import Estimator, total_s
 from .passes import in_passes, step_seconds, target_passes
 from .plan import Combination, plan, shows_k
-from .race import AdaptiveSearch
+from .race import AdaptiveSearch, may_continue
 from .resume import open_results
 from .runner import CombinationRunner
 from .steps import StepRunner
@@ -63,12 +63,18 @@ class Sweep:
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
-        n_done = sum(1 for c in combos if c.key in done)
+        # An adaptive race resumes the rows it left open: they are not "done" (it measured them further
+        # after saying "0 remaining").
+        adaptive = settings.get("search") == "adaptive"
+        open_rows = {r.key for r in results.results if adaptive and may_continue(r)}
+        n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
+        n_open = sum(1 for c in combos if c.key in open_rows)
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates),
                                    n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
                                    max_tokens=options.max_tokens, backend=self.config.backend,
-                                   resumed_from=str(self.results_path) if n_done else None, n_done=n_done)
+                                   resumed_from=str(self.results_path) if n_done or n_open else None, n_done=n_done,
+                                   n_open=n_open)
         for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
             self.reporter.note(note)
         self.results = analyze(results)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from ..analysis.comparison import describe_with_bound
 from ..analysis.stats import rounded
 from ..analysis.verdict import summarize_records
-from ..backends.base import Backend, Server, SpeculationStatus
+from ..backends.base import Server, SpeculationStatus
 from ..common.errors import DraftbenchError, RequestError, ServerError
 from ..config.prompts import Prompt
 from ..lifetime.process import free_port
@@ -41,29 +41,6 @@ class RowStore(Protocol):
 
     def current(self) -> ResultsFile: ...
     def record(self, row: Row) -> Row: ...
-
-
-def choose_design(settings: dict, backend: Backend, target: Combination, candidates: Sequence[Combination]
-                  ) -> tuple[Design, str]:
-    """The design to run and why: ``settings.design`` when given, else interleaved where the baseline and
-    the largest candidate fit side by side, bracketed where they do not."""
-    asked = settings.get("design") or "auto"
-    if asked != "auto":
-        return Design(asked), f"settings.design is {asked!r}"
-    drafts = [c.draft.path for c in candidates if c.draft is not None]
-    biggest = max(drafts, key=_size, default=None)
-    why_not = backend.side_by_side(settings, target.target.path, biggest)
-    if why_not is None:
-        return Design.INTERLEAVED, "the baseline and candidate servers fit side by side"
-    return Design.BRACKETED, why_not
-
-
-def _size(path: str) -> int:
-    import os
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def next_session_number(results: ResultsFile) -> int:
@@ -151,6 +128,7 @@ class StepRunner:
         waiting: tuple[str, int | None] | None = None   # a candidate block waiting for its after-baseline
         for position, step in enumerate(steps):
             if self.failed_baselines.get(self.baseline.target.label):
+                self._skip_the_rest(steps)
                 return
             if stop is not None and step.kind is not Kind.BASELINE and stop():
                 return
@@ -175,6 +153,14 @@ class StepRunner:
                 self.step_number += 1
             if after_step:
                 after_step(step, ran)
+
+    def _skip_the_rest(self, steps: Sequence[Step]) -> None:
+        """The baseline failed: every candidate still to measure gets its 'skipped' row (as upstream)."""
+        for name in dict.fromkeys(s.candidate for s in steps if s.candidate is not None):
+            combo = self.candidates[name]
+            row = self.row(combo)
+            if name not in self.dead and (row is None or not row.requests):
+                self._may_start(combo)
 
     def _title(self, step: Step) -> str:
         combo = self.baseline if step.candidate is None else self.candidates[step.candidate]
@@ -271,10 +257,12 @@ class StepRunner:
     def _open(self, combo: Combination, step: Step, side: Side, records: dict[Side, list[RequestRecord]]) -> _Open:
         session = f"s{next(self.sessions)}"
         log_path = self.runner.logs_dir / f"{session}-{log_slug(combo.title(True))}.log"
-        port = self.runner.choose_port()
+        spec = self.runner.launch_spec(combo, 0, log_path)
         if side is Side.CANDIDATE and step.kind is Kind.PAIRED and self.runner.backend.owns_port:
-            port = free_port(self.runner.settings["host"])        # the baseline server holds the other port
-        spec = self.runner.launch_spec(combo, port, log_path)
+            port = free_port(spec.host)        # the baseline server holds the configured port
+        else:
+            port = self.runner.choose_port(spec.host)
+        spec = replace(spec, port=port)
         self.reporter.server_starting()
         started = self.clock()
         try:
@@ -321,6 +309,7 @@ class StepRunner:
     def _design(self, combo: Combination, records: Sequence[RequestRecord]) -> dict:
         stateful = is_stateful(combo.candidate.method) if combo.candidate else False
         return {"name": self.design.value, "drift_prone": self.design.drift_prone, "blocks": len(self.block_pairs),
+                "planned": sum(len(b) for b in self.block_pairs),
                 "sessions": len({r.session for r in records if r.session}), "stateful": stateful}
 
     def _record(self, combo: Combination, new: list[RequestRecord], o: _Open, wall: float) -> Row:

@@ -123,7 +123,7 @@ class FakeBackend(Backend):
             return ModelProblem(f"model file {ref} does not exist", "check the path", missing=True)
         return None
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
         if draft in self.script.incompatible:
             return ModelProblem("the draft cannot speculate for this target: token 100 differs",
                                 "use a draft from the same model family")

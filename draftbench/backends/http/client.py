@@ -100,16 +100,6 @@ class StreamedResponse:
         return (n - 1) / (self.t_last - self.t_first)
 
 
-def normalise_base_url(url: str) -> str:
-    """Accept ``http://host:port``, ``…/v1`` or ``…/v1/``; return the server root."""
-    url = url.strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
-    if not url.startswith(("http://", "https://")):
-        url = "http://" + url
-    return url
-
-
 # --------------------------------------------------------------------------- redirects
 
 class RedirectRefused(requests.RequestException):

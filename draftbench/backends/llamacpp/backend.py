@@ -26,8 +26,8 @@ from ...common.errors import ModelFileError, ModelProblem, Problem, ServerError,
 from ...common.files import cache_dir
 from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
-from ...config.extra_args import api_key_from_args
-from ...config.settings import Field, default_settings
+from ...config.extra_args import api_key_from_args, bind_host
+from ...config.settings import COMMON_SETTINGS, Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
 from .. import prometheus
@@ -184,10 +184,16 @@ class LlamaCppServer(Server):
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         tail = self.log_tail(400)
-        if requested and re.search(r"vocabs are not compatible|draft model vocab type|failed to initialize "
-                                   r"speculative|not compatible with", tail, re.IGNORECASE):
+        if requested and re.search(r"vocabs are not compatible|draft model vocab type", tail, re.IGNORECASE):
             return SpeculationStatus(False, "llama-server says the draft's vocabulary is not compatible with the "
                                      "target's; it runs without speculation. Use a draft from the same model family")
+        failed = re.search(r"failed to initiali[sz]e speculative decoding context:?\s*(.*)", tail, re.IGNORECASE)
+        if requested and failed:
+            # Say what llama-server said: an EAGLE3 run on a plain draft fails here for another reason entirely.
+            why = failed.group(1).strip() or "no reason given (see the log)"
+            return SpeculationStatus(False, f"llama-server could not start speculative decoding ({why}); it runs "
+                                     "without speculation. Check that the draft suits the method (an EAGLE3, MTP or "
+                                     "DFlash method needs a draft head made for it and for this target)")
         try:
             _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
         except requests.RequestException:
@@ -227,7 +233,23 @@ class LlamaCppBackend(Backend):
                                     "settings.ceiling / --ceiling"))
         return problems
 
-    def pair_problem(self, target: str, draft: str) -> ModelProblem | None:
+    def validate_settings(self, settings: dict) -> list[Problem]:
+        """llama-server gets ``-c ctx_size × N`` for N slots (each keeps ctx_size): bounded like ctx_size."""
+        ctx, most = settings.get("ctx_size"), COMMON_SETTINGS["ctx_size"].max or 0
+        value = settings.get("concurrency")
+        streams = max([v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int)] or [1])
+        if isinstance(ctx, int) and ctx * streams > most:
+            return [Problem("$.settings.concurrency", f"{streams} streams of settings.ctx_size {ctx} would start "
+                            f"llama-server with -c {ctx * streams} (every slot keeps ctx_size), more than the "
+                            f"{most:,} tokens ctx_size itself may be", f"use at most {most // ctx} streams, or a "
+                            "smaller ctx_size")]
+        return []
+
+    def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
+        """llama.cpp compares the vocabularies for draft-simple only: an EAGLE3, MTP or DFlash head carries a
+        draft vocabulary of its own (mapped to the target's), so a difference there is no problem."""
+        if method and "draft-simple" not in method:
+            return None
         try:
             why = vocab_mismatch(target, draft)
         except ModelFileError:
@@ -250,7 +272,7 @@ class LlamaCppBackend(Backend):
         cmd = build_command(binary, caps, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
-        server = LlamaCppServer(f"http://{url_host(spec.host)}:{spec.port}", model=Path(spec.target).name,
+        server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
                                 process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
                                 version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
@@ -264,8 +286,9 @@ class LlamaCppBackend(Backend):
             server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LlamaCppServer:
-        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> LlamaCppServer:
+        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         try:
             _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(), timeout_s=10)
         except requests.RequestException:

@@ -125,10 +125,11 @@ class LMStudioBackend(Backend):
             return launch_sdk(spec)
         return launch_rest(spec)
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> LMStudioServer:
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> LMStudioServer:
         """``bench.py --url``: always the REST API (the SDK path sweeps; bench.py measures a running server)."""
-        api_key = api_key or os.environ.get("LM_API_TOKEN") or None
-        server = LMStudioServer(base_url, model=model or "default", api_key=api_key)
+        api_key = api_key or (os.environ.get("LM_API_TOKEN") if auth is None else None) or None
+        server = LMStudioServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         if model is None:
             models = list_models(server.session, server.base_url, server.headers()) or {}
             loaded = [k for k, m in models.items() if m.get("state") == "loaded" and m.get("type") in ("llm", "vlm",

@@ -32,6 +32,7 @@ import requests
 from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ...common.files import PathProblem, cache_dir, expand_path
 from ...config.candidates import CandidateSpec
+from ...config.extra_args import bind_host
 from ...config.settings import Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ..base import (
@@ -263,7 +264,7 @@ class VLLMBackend(Backend):
         binary = find_vllm(spec.settings.get("vllm_bin"))
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
-        server = VLLMServer(f"http://{url_host(spec.host)}:{spec.port}", model=served_name(spec),
+        server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
                             process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
                             command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
@@ -273,8 +274,9 @@ class VLLMBackend(Backend):
         server.version = _version(server)
         return server
 
-    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None) -> VLLMServer:
-        server = VLLMServer(base_url, model=model or "default", api_key=api_key)
+    def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
+               auth: tuple[str, str] | None = None) -> VLLMServer:
+        server = VLLMServer(base_url, model=model or "default", api_key=api_key, auth=auth)
         if model is None:
             served = _served_models(server)
             if served:

@@ -1,0 +1,249 @@
+"""A results row (one combination) and its requests, each field declared once with its JSON.
+
+Rows are frozen dataclasses; a row read from a file keeps the keys it does not know in ``extra`` and
+writes them back unchanged. Files and their loading are :mod:`draftbench.results.file`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from .findings import Finding
+from .json_types import (
+    BOOL,
+    INT,
+    NUM,
+    STR,
+    Int,
+    ListOf,
+    MapOf,
+    OneOf,
+    Spec,
+    Str,
+    check_fields,
+    declarations,
+    declare,
+    read_fields,
+    spec_of,
+    write_fields,
+)
+from .kinds import ROLES, STATUSES
+from .speedup import Speedup
+from .theory import Theory
+from .value_shapes import (
+    ACCEPTED_PER_POS,
+    BY_CATEGORY,
+    CANDIDATE,
+    CEILING,
+    COUNTER_BOUND,
+    DEGENERATE,
+    DESIGN,
+    DRAFT_DETAILS,
+    DRAFT_FRAGMENTS,
+    EQUIVALENCE,
+    K_PREDICTION,
+    LOAD,
+    METHOD_STATS,
+    RACE,
+    SERVER,
+    SPEEDUP,
+    STAT_SUMMARY,
+    SYNTHETIC,
+)
+
+
+def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
+                      concurrency: int = 1, synthetic: str | None = None) -> str:
+    """How a combination is named to people (console, report, log file names); ``synthetic`` is a
+    ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
+    streams = f" [{concurrency} streams]" if concurrency != 1 else ""
+    if role == "baseline":
+        return f"{target} (baseline){streams}"
+    if role == "control":
+        return f"{target} (baseline again, drift check){streams}"
+    if role == "draft_alone":
+        return f"{target} (draft alone, for its cost ratio){streams}"
+    k = f" (k={draft_max})" if show_k and draft_max is not None else ""
+    if role == "ceiling":
+        what = "full acceptance" if synthetic == "full" else "its measured acceptance"
+        return f"{target} + {draft}{k}{streams} [synthetic: {what}]"
+    return f"{target} + {draft}{k}{streams}"
+
+
+# Each stored field is declared once, here: its JSON type, unit, and whether a file must hold it
+# (see json_types.declare). The file's keys are written in this order; adding a field is one line
+# (docs/architecture.md, "Adding a field").
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One measured request. Times in seconds on the client clock unless the name says otherwise."""
+
+    prompt_id: str = declare(Str(nullable=False), required=True)
+    category: str = declare(Str(nullable=False), required=True)
+    run: int = declare(Int(nullable=False), required=True)
+    ttft_s: float | None = declare(NUM, "s")
+    total_s: float | None = declare(NUM, "s")
+    decode_tps: float | None = declare(NUM, "tok/s")          # client: (completion_tokens - 1) / (t_last - t_first)
+    server_decode_tps: float | None = declare(NUM, "tok/s")   # server's own figure (llama.cpp timings.predicted_per_second)
+    server_ttft_s: float | None = declare(NUM, "s")           # server's own TTFT (LM Studio's SDK: timeToFirstTokenSec)
+    prompt_tokens: int | None = declare(INT, "tokens")
+    completion_tokens: int | None = declare(INT, "tokens")
+    draft_n: int | None = declare(INT, "tokens")
+    draft_n_accepted: int | None = declare(INT, "tokens")
+    verify_steps: int | None = declare(INT, "steps")
+    accepted_per_pos: list | None = declare(ACCEPTED_PER_POS, "tokens")  # accepted draft tokens by draft position (0 = first drafted token)
+    draft_source: str | None = declare(STR)           # where the draft counts came from (backends.CountsSource)
+    draft_details: dict | None = declare(DRAFT_DETAILS)   # backend-specific draft statistics, as reported
+    draft_fragments: str | None = declare(STR)        # LM Studio SDK: fragment trace, see draftbench.results.fragments
+    finish_reason: str | None = declare(STR)
+    text: str | None = declare(STR)
+    error: str | None = declare(STR)
+    # where it was measured (schema 4; sweep/schedule.py), left out when None so older files write back as they were
+    session: str | None = declare(STR, omit_when_none=True)       # the server session (one process) that answered
+    block: int | None = declare(Int(minimum=0), omit_when_none=True)   # the schedule's block (a repetition or half)
+    seen_before: bool | None = declare(BOOL, omit_when_none=True)  # the method's state could have seen this prompt
+    compared_with: list | None = declare(ListOf(Str(nullable=False)), omit_when_none=True)  # its baseline sessions
+
+    def to_dict(self) -> dict:
+        return write_fields(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RequestRecord:
+        return cls(**read_fields(cls, data))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One combination: a target alone (baseline), with a draft, or a draft alone."""
+
+    OTHER_KEYS: ClassVar[dict[str, Spec]] = {"error": STR}   # upstream's failure marker, read into status/reason
+
+    # upstream's keys, first and in upstream's order
+    target: str = declare(Str(nullable=False), required=True, upstream=True)
+    draft: str | None = declare(STR, upstream=True)
+    mean_tps: float | None = declare(NUM, "tok/s", upstream=True)
+    median_tps: float | None = declare(NUM, "tok/s", upstream=True)
+    mean_ttft: float | None = declare(NUM, "s", upstream=True)
+    mean_total_time: float | None = declare(NUM, "s", upstream=True)
+    wall_time: float | None = declare(NUM, "s", upstream=True)
+    acceptance_rate: float | None = declare(NUM, "accepted/drafted", upstream=True)
+    # draftbench additions
+    status: str = declare(Str(nullable=False, choices=STATUSES), default="ok")
+    reason: str | None = declare(STR)                 # why it errored or was skipped
+    role: str = declare(Str(nullable=False, choices=ROLES), default="baseline")
+    draft_max: int | None = declare(INT, "tokens")
+    target_path: str | None = declare(STR)
+    draft_path: str | None = declare(STR)
+    speculation_active: bool | None = declare(BOOL)
+    candidate: dict | None = declare(CANDIDATE)       # what was tried: {label, method, draft, params} (config.candidates)
+    active_methods: list | None = declare(ListOf(Str(nullable=False)))  # speculative methods the server said it ran ([] = plain decoding)
+    draft_n: int | None = declare(INT, "tokens")
+    draft_n_accepted: int | None = declare(INT, "tokens")
+    verify_steps: int | None = declare(INT, "steps")
+    mean_accepted_len: float | None = declare(NUM, "tokens/step")  # 1 + accepted/steps (llama-server's "mean len")
+    accepted_per_pos: list | None = declare(ACCEPTED_PER_POS, "tokens")   # Σ accepted draft tokens by draft position over the requests
+    diagnosis: Finding | None = declare(spec_of(Finding, nullable=True))  # where the draft's tokens are rejected (analysis.draft.positions)
+    k_prediction: dict | None = declare(K_PREDICTION)   # tok/s predicted for every k from this row (analysis.draft.best_k)
+    synthetic: dict | None = declare(SYNTHETIC)       # ceiling rows: {level, synth_len, k, from_mean_accepted_len}
+    ceiling: dict | None = declare(CEILING)           # speculative rows: this draft against its ceiling (analysis.draft.ceiling)
+    draft_fragments: dict | None = declare(DRAFT_FRAGMENTS)   # LM Studio SDK: runs and placement of drafted fragments
+    tps: dict | None = declare(STAT_SUMMARY, "tok/s")          # summary of per-request decode tok/s
+    server_tps: dict | None = declare(STAT_SUMMARY, "tok/s")   # summary of the server's own decode tok/s
+    ttft_s: dict | None = declare(STAT_SUMMARY, "s")
+    total_s: dict | None = declare(STAT_SUMMARY, "s")
+    load_time_s: float | None = declare(NUM, "s")
+    run_to_run_cv: float | None = declare(NUM, "stdev/mean")
+    by_category: dict | None = declare(BY_CATEGORY)   # category -> {mean_tps, acceptance_rate, n}
+    speedup: Speedup | None = declare(SPEEDUP)        # vs the target's baseline (analysis.stats.speedup)
+    speedup_by_category: dict[str, Speedup] | None = declare(MapOf(SPEEDUP))  # category -> speed-up on its requests
+    method_stats: dict | None = declare(METHOD_STATS)   # speculative implementation -> its counters (results.method_stats)
+    degenerate_output: dict | None = declare(DEGENERATE)   # requests resting on the target's looping output
+    equivalence: dict | None = declare(EQUIVALENCE)   # output vs the baseline's at temperature 0
+    theory: Theory | None = declare(spec_of(Theory, nullable=True))   # the textbook model beside the measurement
+    server: dict | None = declare(SERVER)             # backend, command, version, log, port
+    started_at: str | None = declare(STR, "ISO 8601")
+    race: dict | None = declare(RACE)                 # adaptive search: loads, requests planned, interval, decision
+    design: dict | None = declare(DESIGN)             # how it was measured against its baseline (sweep/schedule.py)
+    counter_bound: dict | None = declare(COUNTER_BOUND, "×")   # the most its counters allow (analysis.comparison)
+    concurrency: int = declare(Int(nullable=False, minimum=1), "streams", default=1)  # requests in flight at once; 1 in older files
+    load: dict | None = declare(LOAD)                 # N > 1: what the N streams did together (measure.concurrent)
+    # new fields go above this line: findings and requests end the row
+    warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
+                                            factory=tuple)   # schema 1 files hold them as text
+    requests: tuple[RequestRecord, ...] = declare(ListOf(spec_of(RequestRecord)), factory=tuple)
+    extra: dict = field(default_factory=dict)  # unknown keys from the file, written back as they were
+
+    def __post_init__(self) -> None:
+        # only what identifies the row: a measured value is never refused (a NaN is saved as null)
+        check_fields(self, "row", names=("role", "status", "concurrency"))
+        if not all(isinstance(w, Finding) for w in self.warnings):
+            object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
+                                                       for w in self.warnings))
+        if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
+            object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
+        # Read from a file (or written as a dict by hand): validated into their classes here.
+        if self.speedup is not None and not isinstance(self.speedup, Speedup):
+            object.__setattr__(self, "speedup", Speedup.from_dict(self.speedup))
+        if self.speedup_by_category is not None:
+            if not isinstance(self.speedup_by_category, dict):
+                raise ValueError("speedup_by_category is not an object")
+            object.__setattr__(self, "speedup_by_category", {category: speed if isinstance(speed, Speedup) else
+                                                             Speedup.from_dict(speed)
+                                                             for category, speed in self.speedup_by_category.items()})
+        if self.theory is not None and not isinstance(self.theory, Theory):
+            object.__setattr__(self, "theory", Theory.from_dict(self.theory))
+
+    @property
+    def key(self) -> tuple:
+        """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
+        always had, so older files resume; a ceiling row is one of several levels for the same draft."""
+        key: tuple = (self.role, self.target, self.draft, self.draft_max)
+        if self.role == "ceiling":
+            key += ((self.synthetic or {}).get("level"),)
+        return key if self.concurrency == 1 else (*key, self.concurrency)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def measured(self) -> bool:
+        """It holds measurements: a finished row, or one an adaptive race eliminated after its probe."""
+        return self.status in ("ok", "eliminated")
+
+    @property
+    def is_speculative(self) -> bool:
+        return self.role == "speculative" and self.draft is not None
+
+    def counts_as_speedup(self) -> bool:
+        """Only a measured, speculating row may ever be shown as a speed-up."""
+        return self.ok and self.is_speculative and self.speculation_active is not False
+
+    def to_dict(self) -> dict:
+        out = write_fields(self)
+        for k, v in self.extra.items():
+            out.setdefault(k, v)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Row:
+        if not isinstance(data, dict) or not isinstance(data.get("target"), str):
+            raise ValueError("a result row needs a string 'target'")
+        kwargs = {k: v for k, v in read_fields(cls, data).items() if k not in ("requests", "warnings")}
+        extra = {k: v for k, v in data.items() if k not in declarations(cls)}
+        if "error" in data and "status" not in data:
+            # upstream marks failed runs with {"error": "server_failed"}
+            kwargs["status"] = "error"
+            kwargs["reason"] = str(data["error"])
+            extra.pop("error", None)
+        if "role" not in data:
+            kwargs["role"] = "baseline" if data.get("draft") is None else "speculative"
+        if kwargs.get("role") == "speculative" and "speculation_active" not in data:
+            kwargs["speculation_active"] = None  # upstream never checked
+        kwargs["warnings"] = tuple(Finding.from_value(w) for w in data.get("warnings") or ())
+        kwargs["requests"] = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or () if isinstance(r, dict))
+        return cls(extra=extra, **kwargs)
+
+
+UPSTREAM_ROW_KEYS = tuple(name for name, declared in declarations(Row).items() if declared.upstream)
