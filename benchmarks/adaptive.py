@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from draftbench.analysis.decision import recommendable
 from draftbench.analysis.pairing import Pair
@@ -41,10 +42,11 @@ from draftbench.analysis.racing import RaceRules, Standing, judge
 from draftbench.analysis.replication import Unit
 from draftbench.analysis.stats import speedup_of_units
 from draftbench.results.file import Row, load_results
+from simulation.grids import REFERENCE as REFERENCE_FILES
+from simulation.grids import reference_targets
+from simulation.score import within_2pct
 
-REPO = Path(__file__).resolve().parents[1]
-REFERENCE = [REPO / "tests/data/upstream/m4max-128gb_llamacpp_qwen25-7b.json",
-             REPO / "tests/data/upstream/m4max-128gb_llamacpp_qwen25-72b.json"]
+REFERENCE = list(REFERENCE_FILES.values())
 CATEGORIES = ("code", "json", "list", "prose", "chat", "summarisation")   # the built-in prompt set
 
 
@@ -60,14 +62,9 @@ class Grid:
 
 
 def reference_grids(path: Path, args) -> list[Grid]:
-    data = json.loads(path.read_text())
     grids = []
-    for target in dict.fromkeys(r["target"] for r in data["results"]):
-        rows = [r for r in data["results"] if r["target"] == target and r.get("mean_tps") and not r.get("error")]
-        base = next((r["mean_tps"] for r in rows if r.get("draft") is None), None)
-        cands = {r["draft"]: r["mean_tps"] for r in rows if r.get("draft")}
-        if not base or len(cands) < 2:
-            continue
+    for target in reference_targets(path):
+        base, cands = target.base_tps, {draft: tps for draft, (tps, _) in target.drafts.items()}
 
         def draw(rng, runs, base=base, cands=cands):
             difficulty = {p: rng.gauss(0, args.prompt_noise) for p in CATEGORIES}
@@ -82,7 +79,7 @@ def reference_grids(path: Path, args) -> list[Grid]:
                      for c, tps in cands.items()}
             return out, truth
 
-        grids.append(Grid(f"{path.name}: {target}", list(cands), list(CATEGORIES), draw))
+        grids.append(Grid(f"{path.name}: {target.name}", list(cands), list(CATEGORIES), draw))
     return grids
 
 
@@ -194,8 +191,8 @@ def simulate(grids: list[Grid], args) -> dict:
             best = max(truth.values())
             races += 1
             same += pick == full
-            within += (pick is not None and truth[pick] >= best / 1.02) or (pick is None and best < 1.02)
-            exhaustive_within += (full is not None and truth[full] >= best / 1.02) or (full is None and best < 1.02)
+            within += within_2pct(truth[pick] if pick else None, best)
+            exhaustive_within += within_2pct(truth[full] if full else None, best)
             fractions.append(spent / exhaustive_time)
             load_ratios.append(outcome.loads / (2 * args.runs * len(grid.candidates)))
     return {"races": races, "same_winner": same / races, "within_2pct": within / races,

@@ -6,10 +6,13 @@
 #                                          sweep  → forge the 8x-deep target and run benchmarks/gpu_sweep.json
 #                                          inside → then benchmarks/gpu_inside.json: per-position acceptance,
 #                                                   the one-run k prediction vs k = 2, 4, 8, and the ceiling
+#                                          rpc    → then benchmarks/gpu_rpc.json: the 8x target split between
+#                                                   this GPU and a CPU ggml-rpc-server on loopback, the draft
+#                                                   on the GPU ("local") vs on the RPC device ("rpc")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DRAFTBENCH_CACHE="${DRAFTBENCH_CACHE:-/tmp/dbcache}"
-BIN="$DRAFTBENCH_CACHE/llama-server-11434.0.0/bin/llama-server"
+BIN="$DRAFTBENCH_CACHE/llama-server-11434.0.0-rpc/bin/llama-server"   # tools/get-llama-server.sh's prefix
 case "${1:-}" in
 build)
     mkdir -p "$DRAFTBENCH_CACHE"
@@ -30,5 +33,16 @@ sweep)
 inside)
     # after `sweep` (the models are forged); the report goes beside the results, for the README figure
     python3 sweep.py --config benchmarks/gpu_inside.json --results "${OUT:-results}/gpu_inside.json" --ceiling;;
-*) echo "usage: $0 build|wait|sweep|inside" >&2; exit 2;;
+rpc)
+    # after `sweep` (the models are forged). A CUDA build's ggml-rpc-server exposes the GPU by default:
+    # --device CPU makes it serve this machine's CPU, so the target is split GPU (local) + CPU (over RPC).
+    # server.py keeps it on loopback and stops it (supervised) when this script ends.
+    python3 server.py rpc-server --device CPU --threads "${RPC_THREADS:-8}" --port 50052 \
+        >"$DRAFTBENCH_CACHE/rpc-server.out" 2>&1 &
+    RPC_PID=$!
+    trap 'kill -INT $RPC_PID 2>/dev/null; wait $RPC_PID 2>/dev/null' EXIT
+    for _ in $(seq 1 120); do grep -q '^Ready' "$DRAFTBENCH_CACHE/rpc-server.out" && break; sleep 0.5; done
+    cat "$DRAFTBENCH_CACHE/rpc-server.out"
+    python3 sweep.py --config benchmarks/gpu_rpc.json --results "${OUT:-results}/gpu_rpc.json";;
+*) echo "usage: $0 build|wait|sweep|inside|rpc" >&2; exit 2;;
 esac

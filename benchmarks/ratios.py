@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.analysis.verdict import analyze  # noqa: E402
-from draftbench.results.file import load_results  # noqa: E402
-from draftbench.analysis.stats import describe_speedup  # noqa: E402
+from draftbench.analysis.stats import describe_speedup
+from draftbench.analysis.verdict import analyze
+from draftbench.results.file import load_results
 
 
 def main(argv: list[str]) -> int:

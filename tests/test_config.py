@@ -179,11 +179,11 @@ def test_config_must_be_an_object():
     ({"extra_args": "--threads 8"}, "$.settings.extra_args", "must be a list of strings",
      "quote every argument separately"),
     ({"extra_args": ["-t", 8]}, "$.settings.extra_args", "must be a list of strings", "quote every argument"),
-    ({"prompts": 5}, "$.settings.prompts", 'must be "builtin", a list of categories or a file path, not 5',
+    ({"prompts": 5}, "$.settings.prompts", 'must be "builtin", a list of categories and sets or a file path, not 5',
      '"builtin"'),
-    ({"prompts": ["code", "poetry"]}, "$.settings.prompts", "unknown prompt category 'poetry'",
-     "choose from code, json"),
-    ({"prompts": []}, "$.settings.prompts", "(empty list)", "choose from"),
+    ({"prompts": ["code", "poetry"]}, "$.settings.prompts[1]", "unknown prompt category or set 'poetry'",
+     "choose from builtin, code, json"),
+    ({"prompts": []}, "$.settings.prompts", "is an empty list", "name at least one"),
 ])
 def test_bad_setting_values(settings, path, cause, fix):
     p = only_problem(base_config(settings=settings))

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from draftbench.config.prompt_sets import warmup_prompts
 from draftbench.config.prompts import BUILTIN_PROMPTS
-from draftbench.measure.sequential import request_seed, warmup_prompt
+from draftbench.measure.sequential import request_seed
 from draftbench.results.file import load_results
 from draftbench.sweep import Sweep
 from draftbench.sweep.config_file import validate_config
@@ -127,7 +128,7 @@ def test_the_warm_up_never_shares_a_prompt_with_the_measured_set(tmp_path):
     measured = {p.text for p in BUILTIN_PROMPTS if p.category in ("code", "json", "prose")}
     warmups = [text for _n, _who, text, seed in backend.sent if seed == request_seed(42, -1, 0)]
     assert warmups and len(warmups) == len(backend.servers) and not set(warmups) & measured
-    assert warmup_prompt(BUILTIN_PROMPTS).text not in {p.text for p in BUILTIN_PROMPTS}
+    assert not {w.text for w in warmup_prompts(BUILTIN_PROMPTS, 3)} & {p.text for p in BUILTIN_PROMPTS}
     # one prompt per block per server: no measured prompt reaches a server twice
     per_server: dict[int, list[str]] = {}
     for n, _who, text, seed in backend.sent:

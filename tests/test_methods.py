@@ -117,8 +117,8 @@ def test_trace_verbosity_is_added_to_every_server_when_method_stats_is_on():
 
 def test_method_workloads_run_only_when_named():
     assert resolve_prompts("builtin") == list(BUILTIN_PROMPTS) and "code-edit" not in CATEGORIES
-    chosen = resolve_prompts(["code-edit", "multi-turn", "code"])
-    assert [p.id for p in chosen] == ["code-bst", "code-edit-rename", "multi-turn-1", "multi-turn-2", "multi-turn-3"]
+    chosen = resolve_prompts(["code-edit", "session", "code"])
+    assert [p.id for p in chosen] == ["code-bst", "code-edit-rename", "session-1", "session-2", "session-3"]
     config = validate_config({"name": "w", "targets": [{"label": "t", "path": "/m/t.gguf"}],
                               "settings": {"prompts": ["rewrite", "summarise-long", "reasoning"]}})
     assert config.settings["prompts"] == ["rewrite", "summarise-long", "reasoning"]
@@ -127,7 +127,7 @@ def test_method_workloads_run_only_when_named():
 def test_the_code_edit_prompt_holds_the_file_and_later_turns_repeat_earlier_ones():
     edit = next(p for p in METHOD_PROMPTS if p.category == "code-edit")
     assert "def parse_rows(lines):" in edit.text and "Return the complete modified module" in edit.text
-    turns = [p for p in METHOD_PROMPTS if p.category == "multi-turn"]
+    turns = [p for p in METHOD_PROMPTS if p.category == "session"]
     assert [len(t.messages) for t in turns] == [1, 3, 5]
     assert turns[2].messages[:3] == turns[1].messages and turns[1].messages[:1] == turns[0].messages
 

@@ -182,10 +182,10 @@ def test_check_prompt_setting_values(tmp_path):
 
 
 @pytest.mark.parametrize("value,cause", [
-    (["code", "nope"], "unknown prompt category 'nope'"),
+    (["code", "nope"], "unknown prompt category or set 'nope'"),
     (["code", "code"], "lists a category more than once"),
-    ([], "(empty list)"),
-    ({"file": "x"}, 'must be "builtin", a list of categories or a file path'),
+    ([], "is an empty list"),
+    ({"file": "x"}, 'must be "builtin", a list of categories and sets or a file path'),
     ("", 'must be "builtin"'),
     ("missing.txt", "does not exist"),
     (".", "is a folder, not a prompt file"),
@@ -198,7 +198,7 @@ def test_check_prompt_setting_problems(tmp_path, monkeypatch, value, cause):
     _, problems = check(value, tmp_path)
     assert len(problems) == 1, problems
     (p,) = problems
-    assert p.path == "$.settings.prompts" and cause in p.message and p.fix
+    assert p.path.startswith("$.settings.prompts") and cause in p.message and p.fix
 
 
 def test_check_prompt_setting_expands_variables(tmp_path, monkeypatch):

@@ -15,15 +15,14 @@ from draftbench.analysis.pairing import Pair
 from draftbench.analysis.racing import RaceRules, Standing, Why, judge, race_bound
 from draftbench.analysis.replication import SessionVariance, Unit
 from draftbench.analysis.student_t import t_quantile
-from draftbench.analysis.verdict import analyze
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.measure.sequential import MeasureOptions
-from draftbench.results.file import ResultsFile, Row, load_results
+from draftbench.results.file import ResultsFile, load_results
 from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
-from draftbench.sweep.race import AdaptiveSearch
+from draftbench.sweep.race import AdaptiveSearch, MemoryStore
 from draftbench.sweep.schedule import blocks
 
 from fakes.inprocess import FakeBackend, Script
@@ -231,20 +230,6 @@ def test_every_candidate_eliminated_says_so_in_the_verdict(tmp_path):
     assert "eliminated every candidate" in verdict and "best probe: slow" in verdict
 
 
-class Store:
-    """A results file in memory (what Sweep does, without the file)."""
-
-    def __init__(self, results: ResultsFile):
-        self.results = results
-
-    def current(self) -> ResultsFile:
-        return self.results
-
-    def record(self, row: Row) -> Row:
-        self.results = analyze(self.results.with_row(row))
-        return self.results.row(row.key) or row
-
-
 def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
     ticks = iter(range(0, 10_000, 10))          # every clock reading is 10 s later
     cfg = config(tmp_path, budget_s=15)   # the baseline and one probe take 10 s each
@@ -261,7 +246,7 @@ def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
     options = MeasureOptions(runs=3, warmup=1, max_tokens=64)
     runner = CombinationRunner(FakeBackend(script()), "llamacpp", cfg.settings, prompts, options, tmp_path / "logs",
                                clock=clock)
-    store = Store(ResultsFile(name="race", hardware="box", backend="llamacpp", model_family="", settings=cfg.settings))
+    store = MemoryStore(ResultsFile(name="race", hardware="box", backend="llamacpp", model_family="", settings=cfg.settings))
     complete = AdaptiveSearch(cfg, runner, store, Recorder(), prompts, options, clock=clock).run(plan(cfg))
     assert complete is False
     assert [r.draft for r in store.results.results if r.role == Role.SPECULATIVE.value] == ["best"]

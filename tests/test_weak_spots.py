@@ -111,4 +111,4 @@ def test_a_resumed_race_does_not_say_nothing_remains_while_it_measures(tmp_path)
     header = next(line for line in out.getvalue().splitlines() if "Resuming" in line)
     measured_again = {entry[2] for entry in backend.log if entry[0] == "launch"}
     assert measured_again, "the race measured nothing more: this test no longer shows the case"
-    assert "0 remaining" not in header and "left open by the adaptive race" in header, header
+    assert "0 remaining" not in header and "left open by an adaptive race" in header, header

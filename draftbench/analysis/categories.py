@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup
 from .degenerate import looping_requests
+from .session import category_label
 from .stats import describe_speedup
 
 
@@ -73,7 +74,7 @@ def category_sentence(best: dict[str, dict]) -> str:
             text = f"{entry['candidate']} ({describe_speedup(entry['speedup'])})"
         if entry.get("looping"):
             text += " [the target's output loops here]"
-        parts.append(f"for {category}: {text}")
+        parts.append(f"for {category_label(category)}: {text}")
     if not any(entry.get("significant_gain") for entry in best.values()):
         # Noise can differ by category too: say that no per-category gain was shown to be real.
         return "Best measured per prompt type (no gain significant): " + "; ".join(parts) + "."

@@ -22,6 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from ..config.workloads import SESSION_CATEGORY
 from ..results.file import Row
 from ..results.speedup import Speedup
 from .pairing import Pair, pairs, units
@@ -38,7 +39,8 @@ class Comparison:
 
 def session_spread(rows: list[Row], baseline: Row) -> SessionVariance:
     """σ²_session of the log ratios, pooled over ``rows`` (a target's comparisons with ``baseline``)."""
-    return pool_sessions(session_component(units(pairs(r, baseline))) for r in rows if r.requests)
+    return pool_sessions(session_component(units(p for p in pairs(r, baseline) if p.category != SESSION_CATEGORY))
+                         for r in rows if r.requests)
 
 
 def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVariance | None = None) -> Comparison:
@@ -50,15 +52,16 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
                                       percent=round((ratio - 1) * 100, 2)), None, None)
         return Comparison(None, None, None)
     matched = pairs(row, baseline)
+    fresh = [p for p in matched if p.category != SESSION_CATEGORY]     # a session's turns are apart (session.py)
     spread = sessions if sessions is not None and sessions.df > 0 else None
-    speed = speedup_of_units(units(matched), noise_floor=noise_floor, sessions=spread)
+    speed = speedup_of_units(units(fresh), noise_floor=noise_floor, sessions=spread)
     by_category = {}
     for category in dict.fromkeys(p.category for p in matched):
         part = speedup_of_units(units(p for p in matched if p.category == category), noise_floor=noise_floor,
                                 sessions=spread)
         if part:
             by_category[category] = part
-    bound = check_counters(matched, spread) if row.role == "speculative" else None
+    bound = check_counters(fresh, spread) if row.role == "speculative" else None
     return Comparison(speed, by_category or None, bound)
 
 

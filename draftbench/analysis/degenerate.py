@@ -6,8 +6,11 @@ acceptance at mean length 15.7 was seen on a model that only repeated ``<|im_sta
 a speed-up says nothing about real text.
 
 A *loop* here is a stretch of output where one pattern of 1–200 tokens repeats back to back at
-least three times (the text from its first occurrence to the end of the last repetition is
-covered). The share of a request's output covered by its longest loop is its ``loop_share``; a
+least three times, or — when the stretch runs into the end of the answer, cut off by ``max_tokens``
+while still repeating — a pattern of a sentence's length (6 tokens or more) twice and more (the text
+from its first occurrence to the end of the last, partial, repetition is covered). A loop covers at
+least 8 tokens ("..." is not one), and a pattern of punctuation alone within a line (a table's
+"| --- | --- |" rule) is formatting unless it runs into the end of the answer. The share of a request's output covered by its longest loop is its ``loop_share``; a
 request of the target alone with a share of at least :data:`LOOP_SHARE_LIMIT` is *looping*, and a
 speculative row whose requests pair with looping baseline requests rests (partly) on them.
 """
@@ -24,39 +27,55 @@ from .stats import describe_speedup, speedup
 
 LOOP_SHARE_LIMIT = 0.3       # 30% of an answer spent in one loop inflates acceptance well beyond the real text
 MAX_PERIOD_TOKENS = 200
-MIN_REPEATS = 3
-MIN_TOKENS = 24              # shorter answers are not judged
-_TOKEN = re.compile(r"\w+|[^\w\s]|\n")
+MIN_REPEATS = 3              # back to back, anywhere in the answer
+MIN_LOOP_TOKENS = 8          # "...", "---" or a few closing braces are punctuation, not a loop
+# An answer that max_tokens cut off while it repeated shows two occurrences and part of a third
+# (a 16-token sentence said 2.5 times in 48 tokens): a sentence-long pattern that repeats into the
+# very end is still going.
+MIN_CUT_OFF_PERIOD = 6
+MIN_TOKENS = 12              # shorter answers are not judged
+TOKEN = re.compile(r"\w+|[^\w\s]|\n")
 
 
 def tokens(text: str) -> list[str]:
     """Words, single punctuation marks and line breaks (spaces dropped): loops of chat-template tokens
     (``<|im_start|>user``), of blank lines and of sentences all become repeated token patterns."""
-    return _TOKEN.findall(text)
+    return TOKEN.findall(text)
 
 
 @lru_cache(maxsize=8192)
 def loop_share(text: str | None) -> float | None:
-    """Share of ``text``'s tokens covered by its longest back-to-back repetition (0.0: none); None for
-    a text too short to judge."""
+    """Share of ``text``'s tokens covered by its longest loop (0.0: none); None for a text too short
+    to judge."""
     if text is None:
         return None
     toks = tokens(text)
     n = len(toks)
     if n < MIN_TOKENS:
         return None
+    # words and line breaks seen before each position: a pattern without any is punctuation within a line
+    content = [0]
+    for tok in toks:
+        content.append(content[-1] + (tok == "\n" or tok[0].isalnum() or tok[0] == "_"))
     best = 0
-    for period in range(1, min(MAX_PERIOD_TOKENS, n // MIN_REPEATS) + 1):
+    last = n - 1
+    for period in range(1, min(MAX_PERIOD_TOKENS, n // 2) + 1):
         run = 0
+        full = (MIN_REPEATS - 1) * period
+        cut_off = period >= MIN_CUT_OFF_PERIOD
         for i in range(period, n):
             if toks[i] == toks[i - period]:
                 run += 1
                 # run tokens equal the ones a period earlier: the pattern covers run + period tokens
-                if run >= (MIN_REPEATS - 1) * period and run + period > best:
-                    best = run + period
+                if run + period > best and (run >= full or (cut_off and i == last and run >= period)):
+                    start = i - run - period + 1
+                    # a table rule ("| --- | --- |") or a row of dashes ends with its line; a run of
+                    # punctuation that only max_tokens stopped ("!!!!…") is a loop
+                    if i == last or content[start + period] > content[start]:
+                        best = run + period
             else:
                 run = 0
-    return round(best / n, 4)
+    return round(best / n, 4) if best >= MIN_LOOP_TOKENS else 0.0
 
 
 def looping_requests(row: Row) -> dict[tuple[str, int], float]:

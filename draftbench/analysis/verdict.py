@@ -27,6 +27,7 @@ from .draft import ceiling
 from .draft import positions as perpos
 from .racing import server_loads
 from .replication import SessionVariance
+from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
 
 
 def _sum(values) -> int | None:
@@ -220,7 +221,9 @@ def analyze(results: ResultsFile) -> ResultsFile:
             row = replace(row, speedup=speed, counter_bound=found.counter_bound,
                           equivalence=None if row.role == "ceiling" else
                           equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=None if row.role == "ceiling" else by_category)
+                          speedup_by_category=None if row.role == "ceiling" else by_category,
+                          speedup_in_session=None if row.role == "ceiling" else
+                          session_speedup(row, baseline, noise_floor=floor))
             if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
                 alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
                 row = replace(row, theory=theory_for(row, baseline, alone))
@@ -340,6 +343,8 @@ def recommend(results: ResultsFile) -> dict:
             best = max(eliminated, key=_ratio)
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
+        elif (in_session := session_summary(results, target, level)) is not None:
+            entry["verdict"] = no_fresh_sentence(target)
         else:
             entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
         useless = [r.draft or "" for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
@@ -360,6 +365,9 @@ def recommend(results: ResultsFile) -> dict:
             if sentence:
                 entry["verdict"] += " " + sentence
         _add_inside_the_draft(entry, results, target)
+        if (in_session := session_summary(results, target, level)) is not None:
+            entry["within_session"] = in_session
+            entry["verdict"] += " " + session_sentence(in_session)
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.

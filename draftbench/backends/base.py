@@ -23,6 +23,7 @@ from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError, 
 from ..common.files import PathProblem, expand_path
 from ..common.gguf import read_info
 from ..config.candidates import CandidateSpec
+from ..config.model_ref import ModelRef
 from ..config.settings import Field
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
@@ -48,6 +49,8 @@ class LaunchSpec:
     startup_timeout_s: float = 600.0
     log_path: str | None = None
     concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
+    rpc: tuple[str, ...] = ()        # llama.cpp RPC endpoints the target is split over ("host:port")
+    draft_placement: str | None = None   # "local" | "rpc": where the draft runs beside an RPC target (None: default)
 
 
 class CountsSource(str, Enum):
@@ -105,6 +108,7 @@ class Server:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self.topology: dict | None = None  # where the models run, when spread over several devices or hosts
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
 
@@ -196,6 +200,10 @@ class Server:
     def log_tail(self, lines: int = 25) -> str:
         return self.process.log_tail(lines) if self.process else ""
 
+    def death_cause(self) -> ServerError | None:
+        """Why the server died, when its log names a cause the backend knows (message, fix, kind), else None."""
+        return None
+
     def stop(self) -> None:
         try:
             for session in (self.session, *self._thread_sessions):
@@ -232,6 +240,7 @@ class Backend:
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
     synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
+    rpc_endpoints: ClassVar[bool] = False           # can split a target over llama.cpp RPC endpoints (targets[].rpc)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
@@ -268,6 +277,11 @@ class Backend:
 
     def check_ready_to_run(self, settings: dict) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
+
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+        """Problems with the targets that only the machine can reveal (an RPC endpoint that does not answer),
+        found before anything starts. May connect to endpoints; starts nothing."""
+        return []
 
     def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
         """Why a baseline server and a candidate server cannot be up together (the interleaved design,

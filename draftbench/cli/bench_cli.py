@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "or .jsonl file ({\"prompt\": …, \"category\": …} per line)")
     p.add_argument("--category", action="append", default=None, choices=ALL_CATEGORIES,
                    help="use only these built-in categories (repeatable; code-edit, rewrite, summarise-long, "
-                   "reasoning and multi-turn run only when named)")
+                   "reasoning and session run only when named)")
     p.add_argument("--request-timeout", type=float, default=900.0, help="seconds per request (default 900)")
     p.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without data before a request "
                    "counts as stalled (default 120)")

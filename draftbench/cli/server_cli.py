@@ -8,11 +8,13 @@ import time
 from dataclasses import replace
 
 from ..backends import REGISTRY, get_backend
+from ..backends.llamacpp.rpc_server import DEFAULT_PORT, find_rpc_server, start_rpc_server
 from ..common.errors import ServerError, ServerErrorKind, UsageError
 from ..common.files import cache_dir
 from ..common.redact_secrets import command_line
 from ..common.text_safety import safe_text
-from ..config.extra_args import bind_host, check_server_args, host_problems
+from ..config.extra_args import bind_host, check_server_args, host_problems, is_loopback
+from ..config.rpc_endpoints import README_WARNING
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
 from . import run_main
 
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(stops it on Ctrl-C). Arguments after -- are passed to the server as they are.")
     p.add_argument("--allow-remote", action="store_true", help="allow a --host (here or after --) other than "
                    "loopback: the server is then reachable from other machines")
-    names = [backend.name for backend in REGISTRY.values()]
+    names = [backend.name for backend in REGISTRY.values()] + ["rpc-server"]
     sub = p.add_subparsers(dest="backend", required=True, metavar="{" + ",".join(names) + "}")
     for backend in REGISTRY.values():
         parser = sub.add_parser(backend.name, help=f"start {backend.name}")
@@ -38,7 +40,51 @@ def build_parser() -> argparse.ArgumentParser:
         # also accepted after the backend name; SUPPRESS keeps the top-level value when absent here
         parser.add_argument("--allow-remote", action="store_true", default=argparse.SUPPRESS,
                             help="allow a --host (here or after --) other than loopback")
+    rpc = sub.add_parser("rpc-server", help="start llama.cpp's ggml-rpc-server (an RPC endpoint for a target split "
+                         "over several machines: targets[].rpc)")
+    rpc.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another address needs "
+                     "--allow-remote: the RPC protocol has no authentication)")
+    rpc.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
+    rpc.add_argument("--threads", type=int, default=None, help="threads for its CPU device (default: the server's)")
+    rpc.add_argument("--device", default=None, help="devices to expose, e.g. CUDA0 (default: all; CPU without any)")
+    rpc.add_argument("--cache", action="store_true", help="let it cache large tensors on disk (faster reloads)")
+    rpc.add_argument("--rpc-bin", default=None, help="the ggml-rpc-server binary (default: searched beside "
+                     "llama-server)")
+    rpc.add_argument("--log", default=None, help="its log (default: under ~/.cache/draftbench/logs)")
+    rpc.add_argument("--allow-remote", action="store_true", default=argparse.SUPPRESS,
+                     help="allow a --host other than loopback")
     return p
+
+
+def run_rpc_server(args) -> int:
+    """``server.py rpc-server``: one ggml-rpc-server, up until Ctrl-C."""
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port} is not a port", "give 1-65535, or 0 for any free port")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError(f"--threads must be at least 1 (got {args.threads})")
+    if not is_loopback(args.host):
+        print(safe_text(f"Warning: {README_WARNING}"), flush=True)
+    binary = find_rpc_server(args.rpc_bin)
+    prepare_to_start_servers()
+    where = f"{args.host}:{args.port}" if args.port else f"{args.host} (any free port)"
+    print(safe_text(f"Starting ggml-rpc-server on {where} ..."), flush=True)
+    server = start_rpc_server(binary, host=args.host, port=args.port, log_path=args.log, threads=args.threads,
+                              devices=args.device, cache=args.cache)
+    try:
+        print(safe_text(f"Ready: {server.probe.describe()} (protocol {server.probe.protocol}); log "
+                        f"{server.process.log_path}"), flush=True)
+        print(safe_text(f"Use it in a sweep config: \"rpc\": [\"{server.endpoint}\"] in a target entry"), flush=True)
+        print("Press Ctrl-C to stop.", flush=True)
+        server.process.wait()
+        print(f"ggml-rpc-server exited by itself (code {server.process.returncode}); last log lines:\n"
+              f"{safe_text(server.process.log_tail(15))}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nStopping ...", flush=True)
+        return 0
+    finally:
+        server.stop()
+        print("ggml-rpc-server stopped", flush=True)
 
 
 def check_exposure(args, extra: list[str]) -> list[str]:
@@ -58,8 +104,13 @@ def check_exposure(args, extra: list[str]) -> list[str]:
 def main(argv: list[str]) -> int:
     ours, extra = _split_extra(argv)
     args = build_parser().parse_args(ours)
+    if args.backend == "rpc-server" and extra:
+        raise UsageError("rpc-server takes no arguments after --", "use its own options (see server.py rpc-server "
+                         "--help)")
     for warning in check_exposure(args, extra):
         print(safe_text(f"Warning: {warning}"), flush=True)
+    if args.backend == "rpc-server":
+        return run_rpc_server(args)
     backend = get_backend(args.backend)
     spec = backend.spec_from_args(args, extra)
     if backend.owns_port:     # a --host after -- is where the server listens, so where we connect

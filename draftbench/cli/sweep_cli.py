@@ -14,7 +14,7 @@ from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
-from ..config.prompts import resolve_prompts
+from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
 from ..results.file import load_results
 from ..results.lock import results_lock
@@ -149,7 +149,7 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
                         f"results would go to {results_path}"))
         show_k = shows_k(config)
-        estimator = Estimator.for_results_path(config, len(resolve_prompts(config.settings.get("prompts"))),
+        estimator = Estimator.for_results_path(config, len(prompts_for(config.settings).prompts),
                                                results_path)
         if args.probe:
             backend.check_ready_to_run(config.settings)
@@ -165,7 +165,7 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
             print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
         if len(shown) < len(runs):
             print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
-        prompts = resolve_prompts(config.settings.get("prompts"))
+        prompts = list(prompts_for(config.settings).prompts)
         total = total_s(estimator, [c for c in runs if not in_passes(c)])
         for target in config.targets:
             passes = target_passes(config, backend, runs, target.label, prompts, config.settings.get("runs") or 1)
@@ -184,6 +184,8 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         for ref in config.targets + config.drafts:
             problem = backend.model_problem(ref.path)
             print(safe_text(f"  {ref.label}: {ref.path}" + (f"  <- {problem.message}" if problem else "")))
+        for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
+            print(safe_text(f"Warning: {unreachable}"))
         return EXIT_OK
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):

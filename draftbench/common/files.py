@@ -102,7 +102,12 @@ def _default_mode() -> int:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
+    """Write ``text`` (UTF-8) to ``path`` atomically: see :func:`atomic_write_bytes`."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
 
     A crash at any moment leaves the old file or the new one, never half of one. A symlink is
     written through (its target is replaced, the link stays). The new file
@@ -124,9 +129,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
         mode = _default_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "wb") as fh:
             os.chmod(tmp, mode)
-            fh.write(text)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

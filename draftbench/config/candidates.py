@@ -26,6 +26,7 @@ from ..common.errors import Problem
 from ..common.files import PathProblem
 from .labels import check_label
 from .model_ref import ModelRef
+from .rpc_endpoints import DRAFT_PLACEMENT, PLACEMENTS
 from .settings import Field, check_value
 
 DRAFT_MAX = "draft_max"
@@ -61,6 +62,10 @@ class Candidate:
         return self.param(DRAFT_MAX)
 
     @property
+    def draft_placement(self) -> str | None:
+        return self.param(DRAFT_PLACEMENT)
+
+    @property
     def model_free(self) -> bool:
         return self.draft is None
 
@@ -69,8 +74,9 @@ class Candidate:
 
     @property
     def settings_params(self) -> dict[str, Any]:
-        """Parameters other than the draft length (which has its own row field)."""
-        return {k: v for k, v in self.params if k != DRAFT_MAX}
+        """Parameters other than the draft length (its own row field) and the draft's placement (a device
+        choice, not a speculative parameter)."""
+        return {k: v for k, v in self.params if k not in (DRAFT_MAX, DRAFT_PLACEMENT)}
 
     def to_dict(self) -> dict:
         """How a row records the candidate (``draft`` is the draft model's label, or None)."""
@@ -82,6 +88,8 @@ def short_name(name: str, method: tuple[str, ...]) -> str:
     """``ngram_mod_n_match`` → ``n_match`` for an ngram-mod candidate; the draft length → ``k``."""
     if name in K_NAMES:
         return "k"
+    if name == DRAFT_PLACEMENT:
+        return "placement"
     for m in method:
         prefix = m.replace("-", "_") + "_"
         if name.startswith(prefix):
@@ -95,7 +103,9 @@ def expand(spec: CandidateSpec) -> list[Candidate]:
     (shown as ``(k=8)`` when several are swept), as upstream does for ``draft_max``."""
     names = sorted(spec.params)
     choices = [spec.params[n] if isinstance(spec.params[n], list) else [spec.params[n]] for n in names]
-    swept = [n for n in names if isinstance(spec.params[n], list) and len(spec.params[n]) > 1 and n != DRAFT_MAX]
+    # The placement is always named: a local and an RPC draft must never share a row, even when one is measured.
+    swept = [n for n in names if (isinstance(spec.params[n], list) and len(spec.params[n]) > 1 and n != DRAFT_MAX)
+             or n == DRAFT_PLACEMENT]
     out = []
     for values in itertools.product(*choices):
         params = tuple((n, v) for n, v in zip(names, values) if v is not None)
@@ -105,10 +115,14 @@ def expand(spec: CandidateSpec) -> list[Candidate]:
     return out
 
 
-def from_draft(draft: ModelRef, draft_max: int | list | None, where: str) -> CandidateSpec:
-    """An upstream ``drafts`` entry as a candidate: the draft file, swept over ``settings.draft_max``."""
-    return CandidateSpec(label=draft.label, draft=draft, params={DRAFT_MAX: draft_max} if draft_max is not None else {},
-                         where=where)
+def from_draft(draft: ModelRef, draft_max: int | list | None, where: str,
+               placement: str | list | None = None) -> CandidateSpec:
+    """An upstream ``drafts`` entry as a candidate: the draft file, swept over ``settings.draft_max`` (and
+    ``settings.draft_placement``, for targets split over RPC endpoints)."""
+    params: dict[str, Any] = {DRAFT_MAX: draft_max} if draft_max is not None else {}
+    if placement is not None:
+        params[DRAFT_PLACEMENT] = placement
+    return CandidateSpec(label=draft.label, draft=draft, params=params, where=where)
 
 
 # --------------------------------------------------------------------------- config
@@ -149,6 +163,11 @@ def _check_params(where: str, value: Any, problems: list[Problem]) -> dict[str, 
             continue
         if name == DRAFT_MAX and any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in values):
             problems.append(Problem(at, "must be a whole number ≥ 1 (or a list of them)", "e.g. 8, or [4, 8, 16]"))
+            continue
+        if name == DRAFT_PLACEMENT and any(x not in PLACEMENTS for x in values):
+            problems.append(Problem(at, "must be \"local\" or \"rpc\" (or a list of them)",
+                                    "\"local\": the draft on the machine running llama-server; \"rpc\": split over the "
+                                    "target's RPC devices"))
             continue
         out[name] = v
     return out

@@ -12,3 +12,4 @@ class ModelRef:
     path: str                   # resolved (absolute) path, or a backend-specific model id
     extra_args: tuple[str, ...] = ()
     raw_path: str = ""          # as written in the config
+    rpc: tuple[str, ...] = ()   # llama.cpp RPC endpoints ("host:port") the model's layers are split over

@@ -1,4 +1,5 @@
-"""Prompt sets: the built-in categorised set, and the user's own prompts from a file.
+"""Prompt sets: the built-in categorised set, the standard sets (MT-Bench, HumanEval; see
+:mod:`.prompt_sets`), and the user's own prompts from a file.
 
 Acceptance depends heavily on the kind of text (code and JSON are predictable, prose much
 less), so every prompt carries a category and results are reported per category too.
@@ -6,32 +7,21 @@ less), so every prompt carries a category and results are reported per category 
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..common.errors import Problem, UsageError
 from ..common.files import expand_path
-from .workloads import METHOD_WORKLOADS
+from . import prompt_sets
+from .prompt import Prompt, user_turn
+from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
+from .workloads import METHOD_WORKLOADS, RENAMED_CATEGORIES, SESSION_CATEGORY
 
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    category: str
-    messages: tuple  # tuple of {"role", "content"} dicts
-
-    @property
-    def text(self) -> str:
-        return self.messages[-1]["content"] if self.messages else ""
-
-    def to_dict(self) -> dict:
-        return {"id": self.id, "category": self.category, "messages": [dict(m) for m in self.messages]}
-
-
-def _user(text: str) -> tuple:
-    return ({"role": "user", "content": text},)
+_user = user_turn
 
 
 _ARTICLE = (
@@ -74,8 +64,9 @@ CATEGORIES = tuple(dict.fromkeys(p.category for p in BUILTIN_PROMPTS))
 
 # Workloads where speculative methods differ (see workloads.py): built in, but run only when a
 # sweep names their categories, so "builtin" keeps meaning upstream's set (and old results resume).
-METHOD_PROMPTS: tuple[Prompt, ...] = tuple(Prompt(pid, category, messages) for pid, category, messages
-                                           in METHOD_WORKLOADS)
+METHOD_PROMPTS: tuple[Prompt, ...] = tuple(
+    Prompt(pid, category, messages, conversation=category if category == SESSION_CATEGORY else None)
+    for pid, category, messages in METHOD_WORKLOADS)
 ALL_PROMPTS = BUILTIN_PROMPTS + METHOD_PROMPTS
 ALL_CATEGORIES = tuple(dict.fromkeys(p.category for p in ALL_PROMPTS))
 
@@ -89,13 +80,7 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
     if value in (None, "builtin"):
         return "builtin"
     if isinstance(value, list):
-        bad = [v for v in value if v not in ALL_CATEGORIES]
-        if not value or bad:
-            problems.append(Problem(path, f"unknown prompt categor{'y' if len(bad) == 1 else 'ies'} "
-                                    f"{', '.join(map(repr, bad)) or '(empty list)'}",
-                                    f"choose from {', '.join(ALL_CATEGORIES)}"))
-        elif len(set(value)) != len(value):
-            problems.append(Problem(path, "lists a category more than once", "list every category once"))
+        _check_selectors(path, value, problems)
         return list(value)
     if isinstance(value, str) and value.strip():
         resolved, err = expand_path(value, base_dir)
@@ -104,8 +89,8 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
             return resolved
         if not os.path.isfile(resolved):
             fix = "give a .txt or .jsonl file (relative to the config's folder), or \"builtin\""
-            if value in ALL_CATEGORIES:
-                fix = f"for the built-in {value!r} prompts write [{json.dumps(value)}] (a list)"
+            if value in ALL_CATEGORIES or value in SET_SELECTORS:
+                fix = f"for the {value!r} prompts write [{json.dumps(value)}] (a list)"
             what = "is a folder, not a prompt file" if os.path.isdir(resolved) else "does not exist"
             problems.append(Problem(path, f"prompt file {resolved} {what}", fix))
             return resolved
@@ -114,9 +99,41 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
         except UsageError as exc:
             problems.append(Problem(path, exc.message, exc.fix))
         return resolved
-    problems.append(Problem(path, f"must be \"builtin\", a list of categories or a file path, not {json.dumps(value)}",
-                            "write \"builtin\", a list such as [\"code\", \"prose\"], or \"prompts.jsonl\""))
+    problems.append(Problem(path, f"must be \"builtin\", a list of categories and sets or a file path, not "
+                            f"{json.dumps(value)}", "write \"builtin\", a list such as [\"code\", \"mt-bench\"], or "
+                            "\"prompts.jsonl\""))
     return "builtin"
+
+
+def _check_selectors(path: str, value: list, problems: list[Problem]) -> None:
+    """Each entry a built-in category, "builtin", or a standard set ("mt-bench", "mt-bench:coding",
+    "humaneval"); an unknown one is named with the closest known ones."""
+    if not value:
+        problems.append(Problem(path, "is an empty list", "name at least one category or set, or write \"builtin\""))
+        return
+    known = ("builtin", *ALL_CATEGORIES, *SET_SELECTORS)
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            problems.append(Problem(f"{path}[{i}]", f"must be a category or set name, not {json.dumps(item)}",
+                                    f"choose from {', '.join(known)}"))
+        elif item in RENAMED_CATEGORIES:
+            problems.append(Problem(f"{path}[{i}]", f"unknown prompt category {item!r}: it is now called "
+                                    f"{RENAMED_CATEGORIES[item]!r}", f"write {json.dumps(RENAMED_CATEGORIES[item])}"))
+        elif item not in known:
+            close = difflib.get_close_matches(item, known, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            problems.append(Problem(f"{path}[{i}]", f"unknown prompt category or set {item!r}{hint}",
+                                    f"choose from {', '.join(known)}"))
+    names = [v for v in value if isinstance(v, str)]
+    if len(set(names)) != len(names):
+        problems.append(Problem(path, "lists a category more than once", "list every category once"))
+        return
+    for whole in ("builtin", prompt_sets.MT_BENCH):
+        parts = [v for v in names if v != whole and (v in CATEGORIES if whole == "builtin"
+                                                     else v.startswith(whole + ":"))]
+        if whole in names and parts:
+            problems.append(Problem(path, f"lists {', '.join(map(repr, parts))} and {whole!r}, which already "
+                                    "holds them", f"keep {whole!r} or the categories, not both"))
 
 
 def _check_messages(messages, where: str) -> tuple:
@@ -195,13 +212,76 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
     return prompts
 
 
-def resolve_prompts(setting) -> list[Prompt]:
-    """Turn a validated ``settings.prompts`` value into prompts."""
-    if setting in (None, "builtin"):
-        return list(BUILTIN_PROMPTS)
+@dataclass(frozen=True)
+class PromptSelection:
+    """The prompts a sweep measures, and how they were chosen (recorded in the results file)."""
+
+    prompts: list[Prompt]
+    per_category: int | None = None
+    seed: int | None = None
+    sets: dict = field(default_factory=dict)     # standard set -> where its data came from
+
+    def record(self) -> dict:
+        """``prompt_set`` in the results file: the sample's seed and size and the chosen ids, in order."""
+        out: dict = {"per_category": self.per_category, "seed": self.seed if self.per_category else None,
+                     "ids": [p.id for p in self.prompts],
+                     "categories": list(dict.fromkeys(p.category for p in self.prompts))}
+        if self.sets:
+            out["sources"] = self.sets
+        if any(p.context_from for p in self.prompts):
+            out["second_turn_context"] = SECOND_TURN_CONTEXT
+        return out
+
+
+SECOND_TURN_CONTEXT = ("the target's own answer to the first turn, as its baseline (one stream, first repetition) "
+                       "wrote it; the same text for every configuration of that target")
+
+
+def _from_list(items: Sequence[str]) -> tuple[list[Prompt], list[str]]:
+    standard = [v for v in items if v in SET_SELECTORS]
+    names = list(dict.fromkeys(v.split(":", 1)[0] for v in standard))
+    chosen: list[Prompt] = []
+    if "builtin" in items:
+        chosen += BUILTIN_PROMPTS
+    chosen += [p for p in ALL_PROMPTS if p.category in items and p not in chosen]
+    for name in names:
+        chosen += selected(load_set(name), standard)
+    return chosen, names
+
+
+def prompt_count(setting, per_category: int | None = None) -> int:
+    """How many prompts :func:`select_prompts` gives, without fetching a standard set's data."""
     if isinstance(setting, list):
-        return [p for p in ALL_PROMPTS if p.category in setting]
-    return load_prompt_file(setting)
+        built_in, _ = _from_list([v for v in setting if v not in SET_SELECTORS])
+        return len(sample(built_in, per_category, 0)) + sum(set_size(v, per_category) for v in setting
+                                                            if v in SET_SELECTORS)
+    return len(select_prompts(setting, per_category).prompts)
+
+
+def resolve_prompts(setting, per_category: int | None = None, seed: int = 42) -> list[Prompt]:
+    """Turn a validated ``settings.prompts`` value into prompts (a standard set is read from the
+    cache, fetched on first use), sampled to ``per_category`` conversations per category."""
+    return select_prompts(setting, per_category, seed).prompts
+
+
+def select_prompts(setting, per_category: int | None = None, seed: int = 42) -> PromptSelection:
+    names: list[str] = []
+    if setting in (None, "builtin"):
+        prompts = list(BUILTIN_PROMPTS)
+    elif isinstance(setting, list):
+        prompts, names = _from_list(setting)
+    else:
+        prompts = load_prompt_file(setting)
+    sets = {name: {"package": prompt_sets.prompt_data.DATA_FILES[name].requirement,
+                   "file": prompt_sets.prompt_data.DATA_FILES[name].member,
+                   "sha256": prompt_sets.prompt_data.DATA_FILES[name].sha256,
+                   "licence": prompt_sets.prompt_data.DATA_FILES[name].licence} for name in names}
+    return PromptSelection(sample(prompts, per_category, seed), per_category, seed, sets)
+
+
+def prompts_for(settings: dict) -> PromptSelection:
+    """The prompts a sweep with these (validated) settings measures."""
+    return select_prompts(settings.get("prompts"), settings.get("prompts_per_category"), settings.get("seed", 42))
 
 
 def custom_prompts(texts: list[str]) -> list[Prompt]:

@@ -131,11 +131,19 @@ COMMON_SETTINGS: dict[str, Field] = {
                           "in extra_args): the server is then reachable from other machines"),
     "draft_max": Field("int_or_list", None, "draft length k (llama.cpp --spec-draft-n-max / --draft-max; LM Studio through its SDK); "
                        "a list sweeps several values; null = the server's default", min=1, max=256),
+    "draft_placement": Field("any", None, "llama.cpp RPC: where each draft runs beside a target split over RPC "
+                             "endpoints: \"local\" (this machine), \"rpc\" (split over the target's RPC devices), or "
+                             "[\"local\", \"rpc\"] to measure both as candidates; null = llama-server's default "
+                             "(the draft follows the target's devices)"),
     "draft_p_min": Field("float", None, "minimum draft probability (llama.cpp --spec-draft-p-min; LM Studio through its SDK)",
                          min=0, max=1, measured=True),
     "extra_args": Field("str_list", [], "extra arguments appended to every server command", measured=True),
-    "prompts": Field("any", "builtin", "prompt set: \"builtin\", a list of built-in categories, or a path "
-                     "to a .txt/.jsonl prompt file", measured=True),
+    "prompts": Field("any", "builtin", "prompt set: \"builtin\", a list of built-in categories and standard sets "
+                     "(\"mt-bench\", \"mt-bench:coding\", \"humaneval\"), or a path to a .txt/.jsonl prompt file",
+                     measured=True),
+    "prompts_per_category": Field("int", None, "take this many prompts (conversations: an MT-Bench question with "
+                                  "both its turns) of each category, a sample drawn with settings.seed; null = all",
+                                  min=1, max=100_000, measured=True),
     "warmup": Field("int", 1, "warm-up requests per server, excluded from statistics", min=0, max=100, measured=True),
     "seed": Field("int", 42, "sampling seed sent with every request", min=0, max=2**31 - 1, measured=True),
     "startup_timeout_s": Field("float", 600.0, "seconds to wait for a server to load", min=1, max=86400),

@@ -7,9 +7,10 @@ Each category exercises what one kind of method is for:
 * ``rewrite``: copy-edit a long passage — again mostly a copy, in prose;
 * ``summarise-long``: a long document condensed — little to copy, the draft model's case;
 * ``reasoning``: a step-by-step answer that restates its own intermediate results (``ngram-mod``);
-* ``multi-turn``: one conversation over three requests whose later turns repeat earlier content.
-  Run in order on one server, so methods that learn across requests (``ngram-mod``,
-  ``ngram-cache``) see the earlier turns — the session is what is measured.
+* ``session``: one conversation over three requests whose later turns repeat earlier content,
+  run in order on one server, so methods that learn across requests (``ngram-mod``,
+  ``ngram-cache``) see the earlier turns. Carried state is the point here: its gain is reported
+  as "within a session", apart from the fresh-prompt figure (``analysis/session.py``).
 
 A leaf module: plain strings and ``{"role", "content"}`` dicts, no draftbench imports.
 """
@@ -143,6 +144,11 @@ _TURN2 = ("Double the number of workers and the database pool size, and give me 
 _TURN3 = ("Now also change the logging level to debug and the cache ttl to 600 seconds. Show the complete "
           "configuration file again, then list every setting that differs from the original file.")
 
+# Requests that build on the earlier requests of a conversation on the same server: their speed-up
+# is "within a session", never the figure for a user's next, fresh prompt.
+SESSION_CATEGORY = "session"
+RENAMED_CATEGORIES = {"multi-turn": SESSION_CATEGORY}   # old name -> new name, for a clear config error
+
 # (id, category, messages), in the order they run.
 METHOD_WORKLOADS: tuple[tuple[str, str, tuple[dict, ...]], ...] = (
     ("code-edit-rename", "code-edit", _user(
@@ -160,11 +166,11 @@ METHOD_WORKLOADS: tuple[tuple[str, str, tuple[dict, ...]], ...] = (
         "leaves city B at 09:00 travelling towards city A at 120 km/h. At what time do they meet, and how far "
         "from city A? Think step by step: write down each quantity you compute, check the result by "
         "computing the distance each train has covered, and state the final answer at the end.")),
-    ("multi-turn-1", "multi-turn", _user(_TURN1)),
-    ("multi-turn-2", "multi-turn", (
+    ("session-1", SESSION_CATEGORY, _user(_TURN1)),
+    ("session-2", SESSION_CATEGORY, (
         {"role": "user", "content": _TURN1}, {"role": "assistant", "content": _TURN1_ANSWER},
         {"role": "user", "content": _TURN2})),
-    ("multi-turn-3", "multi-turn", (
+    ("session-3", SESSION_CATEGORY, (
         {"role": "user", "content": _TURN1}, {"role": "assistant", "content": _TURN1_ANSWER},
         {"role": "user", "content": _TURN2}, {"role": "assistant", "content": _TURN2_ANSWER},
         {"role": "user", "content": _TURN3})),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..analysis.concurrency import in_flight, percentiles
@@ -27,17 +27,12 @@ from ..backends.base import Server
 from ..backends.http.server_values import counter_difference
 from ..backends.slots import TOTAL_NAMES, SlotState
 from ..common.errors import RequestError, ServerError
+from ..config.prompt_sets import warmup_prompts
 from ..config.prompts import Prompt
 from ..results.file import RequestRecord
 from ..results.findings import Code, Finding
-from .sequential import (
-    MeasurementFailed,
-    MeasureOptions,
-    explain_failure,
-    request_record,
-    request_seed,
-    warmup_prompt,
-)
+from .context import with_context
+from .sequential import MeasurementFailed, MeasureOptions, explain_failure, request_record, request_seed
 
 WATCH_INTERVAL_S = 0.25       # /slots polls: often enough for multi-second requests, cheap for the server
 REQUEST_SUMS = {"prompt_tokens": "prompt_tokens", "output_tokens": "completion_tokens", "draft_tokens": "draft_n",
@@ -153,13 +148,17 @@ class SlotWatch:
 
 
 def run_streams(server: Server, prompts: list[Prompt], options: MeasureOptions, streams: int,
-                on_request: Callable[[int, int, RequestRecord], None] | None = None) -> StreamsResult:
-    """Warm up every slot (``warmup`` waves of ``streams`` short requests at once), then run the schedule
-    on ``streams`` streams. Raises :class:`MeasurementFailed` with what finished before a failure."""
-    outside = warmup_prompt(prompts)      # never a measured prompt (a stateful method would remember it)
-    warm = [_job(server, i, outside, options, seed=request_seed(options.seed, -1, i),
-                 max_tokens=min(options.max_tokens, 64), run=-1) for i in range(options.warmup * streams)]
-    schedule = [(run, index, prompt) for run in range(options.runs) for index, prompt in enumerate(prompts)]
+                on_request: Callable[[int, int, RequestRecord], None] | None = None,
+                answers: Mapping[str, str] | None = None) -> StreamsResult:
+    """Warm up every slot (``warmup`` waves of ``streams`` short requests at once, on prompts outside the
+    measured set), then run the schedule on ``streams`` streams; second turns are sent after ``answers``'
+    answers to their first turns (requests in flight together cannot wait for each other's answers).
+    Raises :class:`MeasurementFailed` with what finished before a failure."""
+    warm = [_job(server, i, prompt, options, seed=request_seed(options.seed, -1, i),
+                 max_tokens=min(options.max_tokens, 64), run=-1)
+            for i, prompt in enumerate(warmup_prompts(prompts, options.warmup * streams))]
+    ready = [with_context(p, answers or {}) for p in prompts]
+    schedule = [(run, index, prompt) for run in range(options.runs) for index, prompt in enumerate(ready)]
     jobs = [_job(server, i, prompt, options, seed=request_seed(options.seed, run, index),
                  max_tokens=options.max_tokens, run=run) for i, (run, index, prompt) in enumerate(schedule)]
     finished: list[Done] = []

@@ -1,13 +1,14 @@
 """Run the prompt set against a ready server: warm-up first, then ``runs`` repetitions.
 
-The warm-up never uses a measured prompt (:func:`warmup_prompt`): a method that remembers
-answers across requests (``ngram-mod``) would otherwise answer the first measured request from
-memory.
+The warm-up never uses a measured prompt (``config.prompt_sets.warmup_prompts``): a method that
+remembers answers across requests (``ngram-mod``) would otherwise answer the first measured
+request from memory. :func:`measure_one` and :func:`warm_up` are the pieces the sweep's design
+(``sweep/steps.py``) sends requests with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..analysis.stats import rounded
@@ -15,8 +16,10 @@ from ..backends.base import DraftCounts, Server
 from ..backends.http.client import StreamedResponse
 from ..backends.http.server_values import FIX_SERVER_DATA, server_count
 from ..common.errors import RequestError, ServerError, ServerErrorKind
+from ..config.prompt_sets import warmup_prompts
 from ..config.prompts import Prompt
 from ..results.file import RequestRecord
+from .context import with_context
 
 
 @dataclass(frozen=True)
@@ -34,34 +37,12 @@ class MeasureOptions:
         return cls(**{k: settings[k] for k in cls.__dataclass_fields__ if settings.get(k) is not None})
 
 
-# Warm-up prompts: outside any measured set (the first whose text is not measured is used).
-WARMUP_TEXTS = (
-    "Name the four seasons of the year, one per line, with one short sentence about each.",
-    "Write three short sentences about the colour of the sky at dawn.",
-    "Count from one to twelve in words, separated by commas.",
-)
-
-
-def warmup_prompt(prompts: Sequence[Prompt]) -> Prompt:
-    """A prompt that is not in ``prompts`` (by id and by text), for warming a server up."""
-    texts = {p.text for p in prompts}
-    ids = {p.id for p in prompts}
-    for i, text in enumerate(WARMUP_TEXTS):
-        candidate = Prompt(f"warmup-{i}", "warmup", ({"role": "user", "content": text},))
-        if text not in texts and candidate.id not in ids:
-            return candidate
-    text = "Warm-up: " + " ".join(sorted(texts))[:200]          # every fixed text is measured: make one up
-    return Prompt("warmup-x", "warmup", ({"role": "user", "content": text + " (reply with one word)"},))
-
-
-def warm_up(server: Server, prompts: Sequence[Prompt], options: MeasureOptions) -> Prompt | None:
-    """Send the warm-up requests (never a measured prompt); the prompt used, None without warm-up."""
-    if options.warmup <= 0:
-        return None
-    prompt = warmup_prompt(prompts)
-    for i in range(options.warmup):
+def warm_up(server: Server, prompts: Sequence[Prompt], options: MeasureOptions) -> list[Prompt]:
+    """Send the warm-up requests (prompts outside the measured set); the prompts used."""
+    used = warmup_prompts(prompts, options.warmup)
+    for i, prompt in enumerate(used):
         measure_one(server, prompt, options, seed=request_seed(options.seed, -1, i), max_tokens=min(options.max_tokens, 64))
-    return prompt
+    return used
 
 
 def request_seed(base_seed: int, run: int, prompt_index: int) -> int:
@@ -92,17 +73,23 @@ class Schedule:
 def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
                 on_request: Callable[[int, int, RequestRecord], None] | None = None, *,
                 order: Sequence[tuple[int, int]] | None = None,
-                keep_going: Callable[[list[RequestRecord]], bool] | None = None) -> list[RequestRecord]:
-    """Warm up, then measure every prompt ``runs`` times (or the (run, prompt index) pairs of
-    ``order``, stopping early when ``keep_going`` says so). Raises :class:`MeasurementFailed`."""
+                keep_going: Callable[[list[RequestRecord]], bool] | None = None,
+                answers: Mapping[str, str] | None = None) -> list[RequestRecord]:
+    """Warm up (on prompts outside the measured set), then measure every prompt ``runs`` times (or
+    the (run, prompt index) pairs of ``order``, stopping early when ``keep_going`` says so). A second
+    turn is sent after ``answers``' answer to its first turn, or, without ``answers`` (the baseline),
+    after this server's first answer to it (see :mod:`.context`). Raises :class:`MeasurementFailed`."""
     records: list[RequestRecord] = []
     if order is None:
         order = [(run, index) for run in range(options.runs) for index in range(len(prompts))]
+    known = dict(answers or {})
     try:
         warm_up(server, prompts, options)
         for run, index in order:
-            record = measure_one(server, prompts[index], options, seed=request_seed(options.seed, run, index),
-                                 max_tokens=options.max_tokens, run=run)
+            record = measure_one(server, with_context(prompts[index], known), options,
+                                 seed=request_seed(options.seed, run, index), max_tokens=options.max_tokens, run=run)
+            if answers is None and record.text is not None:
+                known.setdefault(record.prompt_id, record.text)
             records.append(record)
             if on_request:
                 on_request(len(records), len(order), record)
@@ -116,6 +103,10 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
 def explain_failure(server: Server, exc: RequestError | ServerError) -> RequestError | ServerError:
     """A failed request, or the server's death when that is what it was."""
     if server.died():
+        cause = server.death_cause()
+        if cause is not None:
+            return ServerError(f"the server died during the benchmark (exit code {server.returncode}): {cause.message}",
+                               cause.fix, log_tail=server.log_tail(20), log_path=server.log_path, kind=cause.kind)
         return ServerError(f"the server died during the benchmark (exit code {server.returncode}): {exc.message}",
                            "see the log lines below (out of memory? killed?)", log_tail=server.log_tail(20),
                            log_path=server.log_path, kind=ServerErrorKind.DIED)

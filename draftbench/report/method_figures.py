@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.session import category_label
 from ..results.file import Row
 from . import theme
 from .layout import base_layout
@@ -83,7 +84,7 @@ def category_heatmap_figure(data: ReportData) -> Figure:
         text.append(row_text)
         custom.append(row_custom)
     max_abs = max([abs(v) for zr in z for v in zr if v is not None] or [1.0])
-    trace = dict(type="heatmap", name="speed-up by category", x=[plotly_text(c) for c in categories], y=y, z=z,
+    trace = dict(type="heatmap", name="speed-up by category", x=[plotly_text(category_label(c)) for c in categories], y=y, z=z,
                  text=text, customdata=custom, texttemplate="%{text}", zmid=0, zmin=-max_abs, zmax=max_abs,
                  colorscale=theme.DIVERGING, hoverongaps=False, xgap=2, ygap=2, hovertemplate=CATEGORY_HOVER,
                  textfont=dict(size=12),

@@ -24,7 +24,7 @@ from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, 
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .speedup import Speedup
 from .theory import Theory
-from .value_shapes import CONFIG, HOST, SETTINGS, SUMMARY
+from .value_shapes import CONFIG, HOST, PROMPT_SET, SETTINGS, SUMMARY
 
 # Rows, their requests and values are read from here too (results.row, speedup, theory).
 __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "ResultsFile", "Row", "Speedup",
@@ -58,6 +58,7 @@ class ResultsFile:
     config: dict | None = declare(CONFIG)               # what defines the sweep (for resume checks)
     host: dict | None = declare(HOST)
     summary: dict | None = declare(SUMMARY)             # recommendations etc., recomputed on save
+    prompt_set: dict | None = declare(PROMPT_SET)       # the prompts measured: sample size, seed, ids (config.prompts)
     results: tuple[Row, ...] = declare(ListOf(spec_of(Row), nullable=False), required=True, factory=tuple,
                                        upstream=True)
     extra: dict = field(default_factory=dict)
@@ -139,6 +140,7 @@ class ResultsFile:
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
+                   prompt_set=data.get("prompt_set"),
                    extra={k: v for k, v in data.items() if k not in known})
 
 

@@ -50,6 +50,7 @@ from .value_shapes import (
     SPEEDUP,
     STAT_SUMMARY,
     SYNTHETIC,
+    TOPOLOGY,
 )
 
 
@@ -157,11 +158,13 @@ class Row:
     by_category: dict | None = declare(BY_CATEGORY)   # category -> {mean_tps, acceptance_rate, n}
     speedup: Speedup | None = declare(SPEEDUP)        # vs the target's baseline (analysis.stats.speedup)
     speedup_by_category: dict[str, Speedup] | None = declare(MapOf(SPEEDUP))  # category -> speed-up on its requests
+    speedup_in_session: Speedup | None = declare(SPEEDUP)   # the session workload's, kept out of speedup (session.py)
     method_stats: dict | None = declare(METHOD_STATS)   # speculative implementation -> its counters (results.method_stats)
     degenerate_output: dict | None = declare(DEGENERATE)   # requests resting on the target's looping output
     equivalence: dict | None = declare(EQUIVALENCE)   # output vs the baseline's at temperature 0
     theory: Theory | None = declare(spec_of(Theory, nullable=True))   # the textbook model beside the measurement
     server: dict | None = declare(SERVER)             # backend, command, version, log, port
+    topology: dict | None = declare(TOPOLOGY)         # where the models ran: RPC endpoints and buffers, vLLM parallelism
     started_at: str | None = declare(STR, "ISO 8601")
     race: dict | None = declare(RACE)                 # adaptive search: loads, requests planned, interval, decision
     design: dict | None = declare(DESIGN)             # how it was measured against its baseline (sweep/schedule.py)
@@ -183,8 +186,10 @@ class Row:
         if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
             object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
         # Read from a file (or written as a dict by hand): validated into their classes here.
-        if self.speedup is not None and not isinstance(self.speedup, Speedup):
-            object.__setattr__(self, "speedup", Speedup.from_dict(self.speedup))
+        for name in ("speedup", "speedup_in_session"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Speedup):
+                object.__setattr__(self, name, Speedup.from_dict(value))
         if self.speedup_by_category is not None:
             if not isinstance(self.speedup_by_category, dict):
                 raise ValueError("speedup_by_category is not an object")

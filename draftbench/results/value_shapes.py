@@ -60,6 +60,18 @@ COUNTER_BOUND = Obj({"ratio": NUM, "requests": INT, "excess": INTERVAL, "no_draf
                      "speed_changed": BOOL, "text": STR})
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
             "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
+# where the models ran (backends.llamacpp.topology: a llama.cpp RPC split; backends.vllm.parallel: vLLM's parallelism)
+MODEL_PLACEMENT = Obj({"path": STR, "devices": ListOf(Obj({"name": STR, "description": STR}, nullable=False)),
+                       "offloaded": STR, "model_mib": MapOf(NUM), "kv_mib": MapOf(NUM), "compute_mib": MapOf(NUM),
+                       "on_endpoints_mib": MapOf(NUM), "local_mib": NUM})
+RPC_ENDPOINT = Obj({"endpoint": Str(nullable=False), "rtt_ms": NUM, "rtt_min_ms": NUM, "samples": INT, "method": STR,
+                    "protocol": STR, "devices": INT, "error": STR, "device_names": ListOf(Str(nullable=False))},
+                   required=("endpoint",), nullable=False)
+TOPOLOGY = Obj({"kind": Str(nullable=False), "endpoints": ListOf(RPC_ENDPOINT), "draft_placement": STR,
+                "target": MODEL_PLACEMENT, "draft": MODEL_PLACEMENT, "split_proven": BOOL,
+                "tensor_parallel_size": INT, "pipeline_parallel_size": INT, "data_parallel_size": INT,
+                "distributed_executor_backend": STR, "nnodes": INT, "master_addr": STR, "master_port": INT,
+                "world_size": INT, "draft_tensor_parallel_size": INT}, required=("kind",))
 # a concurrency level's Row.load (measure.concurrent.describe_level)
 PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
 LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,
@@ -80,7 +92,11 @@ SUMMARY = Obj({"targets": ListOf(Obj({"no_draft_can_pay": BOOL,
                                       "k_prediction": Obj({"from_k": INT, "recommended_k": INT,
                                                            "recommended_tps": NUM, "mean_abs_error_pct": NUM,
                                                            "compared": INT})}, nullable=False))})
-MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False)}, required=("label", "path"),
-                  nullable=False)
+MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False), "rpc": ListOf(Str(nullable=False))},
+                  required=("label", "path"), nullable=False)
+# the prompts a sweep measured (config.prompts.PromptSelection.record)
+PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=False)),
+                  "categories": ListOf(Str(nullable=False)), "sources": MapOf(MapOf(STR)),
+                  "second_turn_context": STR})
 CONFIG = Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY), "measurement": Obj({})})
 HOST = Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM})

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
@@ -23,6 +24,7 @@ from ..config.candidates import CandidateSpec, expanded_label_problems, from_dra
 from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
+from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
 from ..config.settings import COMMON_SETTINGS, Field, check_value
 from .cap import cap_problem, count
 
@@ -31,7 +33,7 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
 # 100 characters each keeps those within the file systems' 255-byte limit.
 MAX_NAME_CHARS = 100
 TOP_LEVEL_KEYS = {"name", "hardware", "backend", "model_family", "targets", "drafts", "candidates", "settings"}
-MODEL_KEYS = {"label", "path", "extra_args"}
+MODEL_KEYS = {"label", "path", "extra_args", "rpc"}
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,8 @@ class SweepConfig:
     def specs(self) -> tuple[CandidateSpec, ...]:
         """Every candidate to try against each target: the drafts (each swept over settings.draft_max),
         then the configured candidates."""
-        k = self.settings.get("draft_max")
-        return tuple(from_draft(d, k, f"$.drafts[{i}]") for i, d in enumerate(self.drafts)) + self.candidates
+        k, placement = self.settings.get("draft_max"), self.settings.get(DRAFT_PLACEMENT)
+        return tuple(from_draft(d, k, f"$.drafts[{i}]", placement) for i, d in enumerate(self.drafts)) + self.candidates
 
     def default_stem(self) -> str:
         return "_".join(part.replace(" ", "-") for part in (self.hardware, self.backend, self.name))
@@ -160,7 +162,8 @@ def _check_text(path: str, value: Any, problems: list[Problem], *, required: boo
 
 
 def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], *, required: bool,
-                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[Problem]) -> tuple[ModelRef, ...]:
+                  resolve: Callable[[str, str], tuple[str, PathProblem | None]], warnings: list[Problem],
+                  allow_remote: bool = False) -> tuple[ModelRef, ...]:
     path = f"$.{key}"
     if value is None:
         if required:
@@ -197,8 +200,16 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
                 ok = False
         extra_args = entry.get("extra_args", [])
         extra_args = check_value(f"{ep}.extra_args", extra_args, Field("str_list", []), problems)
+        rpc: tuple[str, ...] = ()
+        if RPC_KEY in entry and key != "targets":
+            problems.append(Problem(f"{ep}.{RPC_KEY}", "only a target is split over RPC endpoints; a draft's place is "
+                                    "settings.draft_placement", "move \"rpc\" to the target, and set "
+                                    "settings.draft_placement to \"local\" or \"rpc\""))
+        elif RPC_KEY in entry:
+            rpc = check_rpc_entry(f"{ep}.{RPC_KEY}", entry[RPC_KEY], allow_remote=allow_remote, problems=problems,
+                                  warnings=warnings)
         if ok and isinstance(label, str) and isinstance(raw_path, str):
-            refs.append(ModelRef(label=label, path=resolved, extra_args=tuple(extra_args), raw_path=raw_path))
+            refs.append(ModelRef(label=label, path=resolved, extra_args=tuple(extra_args), raw_path=raw_path, rpc=rpc))
     return tuple(refs)
 
 
@@ -207,6 +218,18 @@ def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceil
     if settings.get("ceiling") and not backend.synthetic_acceptance:
         return [Problem(where, f"{backend.config_name} cannot run drafts at synthetic acceptance (only llama.cpp's "
                         "--spec-synth-len can)", "remove settings.ceiling, or use backend llamacpp")]
+    return []
+
+
+def second_turn_problems(settings: dict) -> list[Problem]:
+    """MT-Bench's second turns are sent after the target's own first answers, which its one-stream
+    baseline writes: a sweep of them needs concurrency level 1."""
+    chosen = settings.get("prompts")
+    if isinstance(chosen, list) and any(isinstance(v, str) and v.split(":")[0] == "mt-bench" for v in chosen) \
+            and 1 not in levels(settings):
+        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but mt-bench's second turns are "
+                        "sent after the target's own first answers, which its one-stream baseline writes",
+                        f"add 1: [1, {', '.join(str(n) for n in levels(settings))}]")]
     return []
 
 
@@ -229,6 +252,7 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
             found, notes = check_server_args(path, args, allow_remote=allow_remote)
             problems.extend(found)
+            problems.extend(rpc_flag_problems(path, args))
             warnings.extend(_as_problem(note, path) for note in notes)
     if isinstance(settings.get("host"), str):
         notes = []
@@ -238,8 +262,8 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
 
 
 def _requests_per_level(settings: dict) -> int:
-    from ..config.prompts import resolve_prompts
-    return len(resolve_prompts(settings.get("prompts"))) * (settings.get("runs") or 1)
+    from ..config.prompts import prompt_count
+    return prompt_count(settings.get("prompts"), settings.get("prompts_per_category")) * (settings.get("runs") or 1)
 
 
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
@@ -278,8 +302,10 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     backend_name = backend.config_name if backend else "llamacpp"
 
     resolve = backend.resolve_model if backend else expand_path
+    raw_settings = data.get("settings")
+    allow_remote = isinstance(raw_settings, dict) and raw_settings.get("allow_remote") is True
     targets = _check_models("targets", data.get("targets"), base_dir, problems, required=True, resolve=resolve,
-                            warnings=warnings)
+                            warnings=warnings, allow_remote=allow_remote)
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
 
@@ -316,6 +342,14 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     _check_server_args(data, settings, problems, warnings)
     prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None))
+    problems.extend(second_turn_problems(settings))
+    raw_targets = data.get("targets")
+    rpc_of = {t.label: t.rpc for t in targets}
+    problems.extend(sweep_problems(
+        {f"$.targets[{i}]": rpc_of.get(str(e.get("label")), ()) for i, e in enumerate(raw_targets or [])
+         if isinstance(raw_targets, list) and isinstance(e, dict) and RPC_KEY in e},
+        settings, backend=backend_name, backend_has_rpc=bool(backend and backend.rpc_endpoints),
+        candidate_placements={c.where: c.params[DRAFT_PLACEMENT] for c in candidates if DRAFT_PLACEMENT in c.params}))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))

@@ -12,6 +12,7 @@ from typing import TextIO
 
 from ..analysis.comparison import describe_with_bound
 from ..analysis.draft import best_k as kpredict
+from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, Row
@@ -84,7 +85,7 @@ class Console(Reporter):
                   f"{'s' if n_drafts != 1 else ''}{more} = {n_runs} runs")
         self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
         if resumed_from:
-            racing = f", {n_open} of them left open by the adaptive race (it may measure them further)" \
+            racing = f", {n_open} of them with blocks still to measure (or left open by an adaptive race)" \
                 if n_open else ""
             self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining{racing}")
         self.line("=" * 60)
@@ -160,6 +161,13 @@ class Console(Reporter):
             bound = row.counter_bound or {}
             if bound.get("speed_changed"):
                 self.line(f"  ! Not a speed-up: {bound.get('text')}")
+        if row.role == Role.SPECULATIVE and not inactive and len(row.speedup_by_category or {}) > 1:
+            self.line("  Speed-up by prompt category: " + ", ".join(
+                f"{category_label(category)} {speed.ratio - 1:+.1%}" + (" (significant)" if speed.significant else "")
+                for category, speed in (row.speedup_by_category or {}).items()))
+        if row.role == Role.SPECULATIVE and row.speedup_in_session and not inactive:
+            self.line(f"  Speed-up {WITHIN_A_SESSION} (turns that build on earlier ones; not a fresh prompt's figure): "
+                      f"{describe_speedup(row.speedup_in_session)}")
         self._inside_the_draft(row)
         eq = row.equivalence
         if eq and eq.get("checked"):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from ..backends.base import Backend
 from ..config.prompts import Prompt
+from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile
 from ..results.kinds import Role
 from .config_file import SweepConfig
@@ -45,6 +46,14 @@ def _size(path: str) -> int:
 
 
 PASS_ROLES = (Role.BASELINE, Role.SPECULATIVE, Role.CONTROL, Role.CEILING)
+
+
+def conversation(prompt: Prompt) -> str:
+    """Prompts that must share a server, in order: a second turn goes with its first (it is sent after that
+    answer), and the session workload's turns go together (they build on each other on one server)."""
+    if prompt.category == SESSION_CATEGORY:
+        return SESSION_CATEGORY
+    return prompt.context_from or prompt.id
 
 
 def in_passes(combo: Combination) -> bool:
@@ -87,7 +96,7 @@ def target_passes(config: SweepConfig, backend: Backend, combos: list[Combinatio
         design, why = Design(recorded), "as recorded in the results file being resumed"
     else:
         design, why = choose_design(config.settings, backend, baseline, list(candidates.values()))
-    block_pairs = blocks([p.category for p in prompts], runs)
+    block_pairs = blocks([p.category for p in prompts], runs, [conversation(p) for p in prompts])
 
     def stateful(group: dict[str, Combination]) -> frozenset[str]:
         return frozenset(n for n, c in group.items() if c.candidate is not None and is_stateful(c.candidate.method))

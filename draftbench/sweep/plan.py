@@ -76,8 +76,10 @@ def plan(config: SweepConfig) -> list[Combination]:
     draft-alone runs (for the cost ratio, one stream) last. With several concurrency levels, that
     order repeats per level within each target, so a level's baseline runs close to its candidates."""
     out: list[Combination] = []
-    concrete = candidates(config)
+    every = candidates(config)
     for target in config.targets:
+        # A draft "on the RPC devices" of a target that has none would be the local one again.
+        concrete = [c for c in every if target.rpc or c.draft_placement != "rpc"]
         for n in levels(config.settings):
             out.append(Combination(Role.BASELINE, target, concurrency=n))
             out += [Combination(Role.SPECULATIVE, target, c, concurrency=n) for c in concrete]

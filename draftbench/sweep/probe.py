@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..backends.base import Backend
-from ..config.prompts import resolve_prompts
+from ..config.prompts import prompts_for
 from ..measure.sequential import MeasureOptions, Schedule
 from ..results.kinds import Role
 from .config_file import SweepConfig
@@ -24,7 +24,7 @@ from .runner import CombinationRunner
 def probe_targets(config: SweepConfig, backend: Backend, estimator: Estimator, reporter: Reporter) -> list[str]:
     """Probe every target whose baseline the estimator has no measurement of; returns one line per
     target saying what the probe found (or why it could not measure)."""
-    prompts = resolve_prompts(config.settings.get("prompts"))
+    prompts = prompts_for(config.settings).prompts
     options = MeasureOptions.from_settings(config.settings)
     lines = []
     baselines = [c for c in plan(config) if c.role == Role.BASELINE and c.concurrency == 1]

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from ..analysis.pairing import Pair, pairs
 from ..analysis.racing import Look, RaceRules, Standing, judge
+from ..analysis.verdict import analyze
 from ..config.prompts import Prompt
 from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile, Row
@@ -45,6 +46,21 @@ class RowStore(Protocol):
 
     def current(self) -> ResultsFile: ...
     def record(self, row: Row) -> Row: ...
+
+
+class MemoryStore:
+    """A :class:`RowStore` without the file: it re-analyses after every row as the session does (the
+    race reads the analysis), for tests and the simulator (``benchmarks/verdicts.py``)."""
+
+    def __init__(self, results: ResultsFile):
+        self.results = results
+
+    def current(self) -> ResultsFile:
+        return self.results
+
+    def record(self, row: Row) -> Row:
+        self.results = analyze(self.results.with_row(row))
+        return self.results.row(row.key) or row
 
 
 def decision_of(name: str, look: Look) -> str:
@@ -141,7 +157,7 @@ class AdaptiveSearch:
                            f"candidates × {n_blocks} looks: {rules.alpha:.0%} overall)"
                            + (f", budget {format_duration(self.budget_s)}" if self.budget_s else ""))
         if passes.design is Design.SEQUENTIAL:      # the baseline once, first (upstream's order)
-            every = [pair for block in passes.block_pairs for pair in block]
+            every = sorted(pair for block in passes.block_pairs for pair in block)
             steps.run([Step(Kind.BASELINE, None, None, tuple(_alone(every)))])
         look: Look | None = None
         unprobed = 0

@@ -22,7 +22,10 @@ def measurement_keys() -> tuple[str, ...]:
 
 
 def _model_entry(ref: ModelRef, backend: Backend) -> dict:
-    return {"label": ref.label, "path": ref.path, "size_label": backend.size_label(ref.path)}
+    entry: dict = {"label": ref.label, "path": ref.path, "size_label": backend.size_label(ref.path)}
+    if ref.rpc:
+        entry["rpc"] = list(ref.rpc)
+    return entry
 
 
 def config_snapshot(config: SweepConfig, backend: Backend) -> dict:
@@ -61,10 +64,17 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
         if key in old_measure and old_measure[key] != new_measure[key]:
             differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
     for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
-        old_paths = {m["label"]: m["path"] for m in old.get(kind) or [] if isinstance(m, dict)}
+        old_entries = {m["label"]: m for m in old.get(kind) or [] if isinstance(m, dict) and "label" in m}
         for ref in refs:
-            if ref.label in old_paths and old_paths[ref.label] != ref.path:
-                differences.append(f"{kind} {ref.label!r} points to {ref.path} now, {old_paths[ref.label]} then")
+            then = old_entries.get(ref.label)
+            if then is None:
+                continue
+            if then.get("path") != ref.path:
+                differences.append(f"{kind} {ref.label!r} points to {ref.path} now, {then.get('path')} then")
+            # rows measured on another split would be compared with these: a different machine
+            if list(then.get("rpc") or []) != list(ref.rpc):
+                differences.append(f"{kind} {ref.label!r} is split over {', '.join(ref.rpc) or 'no RPC endpoint'} "
+                                   f"now, {', '.join(then.get('rpc') or []) or 'no RPC endpoint'} then")
     if differences:
         raise ResultsFileError(f"{path} was made with a different config: " + "; ".join(differences), fix)
 

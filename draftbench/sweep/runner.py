@@ -23,10 +23,12 @@ from ..config.prompts import Prompt
 from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
+from ..measure.context import answers_of, needs_context
 from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
 from ..results.file import ResultsFile, Row, now_iso
 from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
+from ..results.topology import describe as describe_topology
 from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
@@ -146,7 +148,7 @@ class CombinationRunner:
         self.reporter.failed(first_line(exc), fix)
         return Row(status=Status.ERROR.value, reason=first_line(exc) + (f" — {fix}" if fix else ""),
                    requests=records, wall_time=rounded(self.clock() - started, 3),
-                   server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
+                   topology=server.topology if server else None, server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
                                         log_tail=tail).to_dict(), **base)
 
     # ------------------------------------------------------------------ one combination
@@ -163,6 +165,9 @@ class CombinationRunner:
             if why_not:
                 return Row(status=Status.SKIPPED.value, reason=why_not, **self.base_fields(combo))
         base = self.base_fields(combo)
+        answers, no_context = self._context(combo, results)
+        if no_context:
+            return Row(status=Status.ERROR.value, reason=no_context, **base)
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
         spec = self.launch_spec(combo, 0, log_path)
         spec = replace(spec, port=self.choose_port(spec.host))
@@ -172,6 +177,8 @@ class CombinationRunner:
         try:
             server = self.launch(spec)
             self.reporter.server_ready(server.load_time_s)
+            if server.topology:
+                self.reporter.note(f"topology: {describe_topology(server.topology)}")
             for note in server.notes:   # e.g. "attached to a running LM Studio server"
                 self.reporter.note(note)
             notes = [Finding(Code.SERVER_NOTE, n) for n in server.notes]
@@ -180,10 +187,10 @@ class CombinationRunner:
             if combo.is_speculative and status.active is False:
                 self.reporter.speculation_inactive(status.reason)
                 return Row(status=Status.ERROR.value, reason=f"speculation not active: {status.reason}", server=info,
-                           load_time_s=rounded(server.load_time_s, 3), wall_time=rounded(self.clock() - started, 3),
+                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology, wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
-            records, load = self._measure(server, combo.concurrency, schedule)
+            records, load = self._measure(server, combo.concurrency, schedule, answers)
             fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
                                        flags=self.flags)
             if load is not None:
@@ -194,7 +201,7 @@ class CombinationRunner:
                 self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
                 return Row(status=Status.ERROR.value, reason=f"the baseline is not plain decoding: the server ran "
                            f"{', '.join(methods)} (/slots speculative.types)", server=info,
-                           load_time_s=rounded(server.load_time_s, 3), requests=tuple(records),
+                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
                                                         model_free=bool(combo.candidate and combo.candidate.model_free))
@@ -206,7 +213,7 @@ class CombinationRunner:
                 self.reporter.note(note)
                 notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
-            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3), topology=server.topology,
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
@@ -220,21 +227,38 @@ class CombinationRunner:
                 server.stop()
                 self.reporter.server_stopped()
 
-    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None) -> tuple[list, dict | None]:
+    def _context(self, combo: Combination, results: ResultsFile | None) -> tuple[dict | None, str | None]:
+        """Second turns' context (see measure.context): None for the servers that write it themselves
+        (the one-stream baseline, a draft alone), else the target's baseline answers; and why a
+        combination cannot run without them (checked before a server starts)."""
+        if not needs_context(self.prompts) or combo.role == Role.DRAFT_ALONE or \
+                (combo.role == Role.BASELINE and combo.concurrency == 1):
+            return None, None
+        baseline = results.baseline_for(combo.target.label) if results is not None else None
+        answers = answers_of(baseline.requests) if baseline is not None else {}
+        missing = [p.context_from for p in self.prompts if p.context_from and p.context_from not in answers]
+        if missing:
+            return None, (f"second turns are sent after the target's own first answers, and its one-stream baseline "
+                          f"has no answer to {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1
+                                                               else ""))
+        return answers, None
+
+    def _measure(self, server: Server, streams: int, schedule: Schedule | None = None,
+                 answers: dict | None = None) -> tuple[list, dict | None]:
         """The requests of one combination, and what its streams did together when there were several;
         with a ``schedule`` (adaptive search, one stream), its requests after its earlier records."""
         def on_request(done: int, total: int, _record) -> None:
             self.reporter.request_done(done, total)
 
         if streams > 1:
-            level = run_streams(server, self.prompts, self.options, streams, on_request)
+            level = run_streams(server, self.prompts, self.options, streams, on_request, answers=answers)
             return level.records, level.load
         if schedule is None:
-            return run_prompts(server, self.prompts, self.options, on_request=on_request), None
+            return run_prompts(server, self.prompts, self.options, on_request=on_request, answers=answers), None
         earlier, keep_going = schedule.earlier, schedule.keep_going
         return [*earlier, *run_prompts(server, self.prompts, self.options, on_request=on_request, order=schedule.order,
-                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None)
-                ], None
+                                       keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None,
+                                       answers=answers)], None
 
     def launch_spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
@@ -247,7 +271,8 @@ class CombinationRunner:
                           ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
                           extra_args=extra, settings=self.settings,
                           startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
-                          concurrency=combo.concurrency)
+                          concurrency=combo.concurrency, rpc=combo.target.rpc,
+                          draft_placement=cand.draft_placement if cand else None)
 
     def launch(self, spec: LaunchSpec) -> Server:
         try:

@@ -109,14 +109,19 @@ def prompt_order(categories: Sequence[str]) -> list[int]:
     return order
 
 
-def blocks(categories: Sequence[str], runs: int) -> list[list[tuple[int, int]]]:
-    """(run, prompt index) of every block: a block per repetition, or two halves of the prompts with one run."""
+def blocks(categories: Sequence[str], runs: int, groups: Sequence[str] | None = None) -> list[list[tuple[int, int]]]:
+    """(run, prompt index) of every block: a block per repetition, or two halves of the prompts with one run.
+    ``groups``: prompts that must share a server, in order (a conversation's turns, the session workload):
+    halves split whole groups."""
     order = prompt_order(categories)
     if runs >= 2:
         return [[(run, i) for i in order] for run in range(runs)]
-    if len(order) < 2:
+    keys = list(groups) if groups is not None else [str(i) for i in range(len(categories))]
+    first_seen = list(dict.fromkeys(keys[i] for i in order))
+    if len(first_seen) < 2:
         return [[(0, i) for i in order]]
-    return [[(0, i) for i in order[0::2]], [(0, i) for i in order[1::2]]]
+    half = {key: n % 2 for n, key in enumerate(first_seen)}
+    return [[(0, i) for i in order if half[keys[i]] == h] for h in (0, 1)]
 
 
 def abba(pairs: Sequence[tuple[int, int]]) -> tuple[Request, ...]:
@@ -148,8 +153,7 @@ def sweep_steps(design: Design, block_pairs: Sequence[Sequence[tuple[int, int]]]
                 stateful: frozenset[str] = frozenset()) -> list[Step]:
     """Every step of an exhaustive sweep of one target (``stateful``: candidates that need a server per block)."""
     if design is Design.SEQUENTIAL:
-        every = [pair for pairs in block_pairs for pair in pairs]
-        every.sort(key=lambda rp: rp[0])           # pass after pass, as upstream measures
+        every = sorted(pair for pairs in block_pairs for pair in pairs)   # run after run, prompts in order (upstream)
         out = [Step(Kind.BASELINE, None, None, _alone(Side.BASELINE, every))]
         for name in candidates:
             if name in stateful:

@@ -8,12 +8,14 @@ the file atomically after every row, and writes the report at the end — also a
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
-from ..config.prompts import resolve_prompts
+from ..common.errors import ConfigError
+from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
 from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile, Row, save_results
@@ -53,20 +55,24 @@ class Sweep:
         settings = self.config.settings
         for warning in self.config.warnings:
             self.reporter.warning(str(warning))
-        # One clear error before anything starts if the backend cannot run at all.
+        # One clear error before anything starts if the backend cannot run at all, or a target's RPC
+        # endpoint does not answer (config problems: exit 2, nothing started).
         self.backend.check_ready_to_run(settings)
+        problems = self.backend.target_problems(self.config.targets, settings)
+        if problems:
+            raise ConfigError(self.config.source, problems)
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
         done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
-        prompts = resolve_prompts(settings.get("prompts"))
+        selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
+        prompts = selection.prompts
+        results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
-        # An adaptive race resumes the rows it left open: they are not "done" (it measured them further
-        # after saying "0 remaining").
-        adaptive = settings.get("search") == "adaptive"
-        open_rows = {r.key for r in results.results if adaptive and may_continue(r)}
+        # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
+        open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
         n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
         n_open = sum(1 for c in combos if c.key in open_rows)
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),

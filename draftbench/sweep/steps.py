@@ -25,10 +25,12 @@ from ..backends.base import Server, SpeculationStatus
 from ..common.errors import DraftbenchError, RequestError, ServerError
 from ..config.prompts import Prompt
 from ..lifetime.process import free_port
+from ..measure.context import answers_of, with_context
 from ..measure.sequential import MeasureOptions, explain_failure, measure_one, request_seed, warm_up
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
+from ..results.topology import describe as describe_topology
 from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
@@ -191,9 +193,7 @@ class StepRunner:
                 opened[Side.CANDIDATE] = self._open(candidate, step, Side.CANDIDATE, records)
             self.reporter.benchmarking()
             for o in opened.values():
-                warmup = warm_up(o.server, self.prompts, self.options)
-                if warmup is not None:
-                    o.seen.add(warmup.id)
+                o.seen.update(w.id for w in warm_up(o.server, self.prompts, self.options))
             self._send(step, opened, records, before)
             for o in opened.values():
                 o.methods = o.server.active_methods()
@@ -270,6 +270,8 @@ class StepRunner:
         except DraftbenchError as exc:
             raise StepFailed(side, exc, records) from None
         self.reporter.server_ready(server.load_time_s)
+        if server.topology:
+            self.reporter.note(f"topology: {describe_topology(server.topology)}")
         for note in server.notes:
             self.reporter.note(note)
         status = server.speculation_status(requested=combo.is_speculative)
@@ -289,11 +291,14 @@ class StepRunner:
         baseline = opened.get(Side.BASELINE)
         compared = [baseline.session] if step.kind is Kind.PAIRED and baseline else ([before] if before else None)
         planned = len(step.requests)
+        base_row = self.row(self.baseline)
+        known = answers_of(base_row.requests) if base_row is not None else {}    # second turns' context
         for done, request in enumerate(step.requests, 1):
             o = opened[request.side]
             prompt = self.prompts[request.prompt]
             try:
-                record = measure_one(o.server, prompt, self.options, max_tokens=self.options.max_tokens,
+                record = measure_one(o.server, with_context(prompt, known), self.options,
+                                     max_tokens=self.options.max_tokens,
                                      seed=request_seed(self.options.seed, request.run, request.prompt), run=request.run)
             except (RequestError, ServerError) as exc:
                 raise StepFailed(request.side, explain_failure(o.server, exc), records) from None
@@ -303,6 +308,8 @@ class StepRunner:
                 seen_before=o.stateful and prompt.id in o.seen,
                 compared_with=(compared if self.design is not Design.SEQUENTIAL else None) if is_candidate else None))
             o.seen.add(prompt.id)
+            if request.side is Side.BASELINE and record.text is not None:
+                known.setdefault(record.prompt_id, record.text)     # the target's own first answer
             self.reporter.request_done(done, planned)
 
     # ------------------------------------------------------------------ rows
@@ -320,7 +327,8 @@ class StepRunner:
                                    flags=self.runner.flags)
         base = self.runner.base_fields(combo)
         wall_time = rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3)
-        common: dict[str, Any] = dict(server=o.info, load_time_s=rounded(o.server.load_time_s, 3), requests=tuple(records),
+        common: dict[str, Any] = dict(server=o.info, load_time_s=rounded(o.server.load_time_s, 3),
+                                      topology=o.server.topology, requests=tuple(records),
                       wall_time=wall_time, design=self._design(combo, records), race=prior.race if prior else None)
         methods = o.methods
         if not combo.is_speculative and methods:

@@ -17,6 +17,10 @@ acceptance_metrics.md, design/metrics.md, and the OpenAI-compatible server):
   ``engine``, ``model_name``) plus ``_created`` samples; without one, none of them. Always:
   ``vllm:prompt_tokens_total`` and ``vllm:generation_tokens_total`` (counters) and the gauges
   ``vllm:num_requests_running`` / ``vllm:num_requests_waiting``.
+* Parallelism flags (``--tensor-parallel-size/-tp``, ``--pipeline-parallel-size/-pp``,
+  ``--data-parallel-size/-dp``, ``--distributed-executor-backend {ray,mp,uni,external_launcher}``,
+  ``--nnodes/-n``, ``--master-addr``, ``--master-port``) are parsed and checked as argparse would (an
+  invalid choice or a non-integer size exits 2); the fake serves on one "GPU" whatever they say.
 * ``--max-num-seqs N`` (default 256): at most N requests run at once; later ones wait (and count
   as waiting) until one finishes, as vLLM's scheduler does. Running requests step concurrently.
 * ``POST /v1/chat/completions`` with ``stream: true``: a role chunk, then one chunk per engine
@@ -48,7 +52,13 @@ import time
 
 ACCEPT_PATTERN = (3, 1, 4, 0)
 VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
-                 "--served-model-name", "--gpu-memory-utilization", "--seed", "--max-num-seqs"}
+                 "--served-model-name", "--gpu-memory-utilization", "--seed", "--max-num-seqs",
+                 # parallelism (vLLM 0.33.0's names; the sizes must be whole numbers >= 1)
+                 "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
+                 "--distributed-executor-backend", "--nnodes", "-n", "--master-addr", "--master-port"}
+CHOICES = {"--distributed-executor-backend": ("ray", "mp", "uni", "external_launcher")}
+WHOLE_NUMBERS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
+                 "--nnodes", "-n", "--master-port")
 FLAG_OPTIONS = {"--no-enable-prefix-caching", "--enable-prefix-caching"}
 
 
@@ -77,6 +87,15 @@ def parse(argv):
     if unknown:
         print(f"vllm serve: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
         sys.exit(2)
+    for flag, choices in CHOICES.items():
+        if flag in opts and opts[flag] not in choices:
+            print(f"vllm serve: error: argument {flag}: invalid choice: {opts[flag]!r} (choose from "
+                  f"{', '.join(map(repr, choices))})", file=sys.stderr)
+            sys.exit(2)
+    for flag in WHOLE_NUMBERS:
+        if flag in opts and not opts[flag].isdigit():
+            print(f"vllm serve: error: argument {flag}: invalid int value: {opts[flag]!r}", file=sys.stderr)
+            sys.exit(2)
     return opts
 
 

@@ -27,6 +27,7 @@ from ...common.files import cache_dir
 from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import api_key_from_args, bind_host
+from ...config.model_ref import ModelRef
 from ...config.settings import COMMON_SETTINGS, Field, default_settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
@@ -53,16 +54,24 @@ from .command import (
     candidate_problems,
     capabilities,
     find_llama_server,
+    local_devices,
     spec_types,
     stats_lines_expected,
 )
 from .memory import side_by_side_problem
+from .rpc import device_names, probe_endpoint, reachable_endpoints
 from .stats import StatsLog
+from .topology import proven_topology, read_log
 
 # --------------------------------------------------------------------------- failures
 
+RPC_LOST = r"Remote RPC server crashed or returned malformed response|Failed to connect to \S+|RPC handshake failed[^\n]*"
+RPC_LOST_FIX = ("restart the ggml-rpc-server at that endpoint (python server.py rpc-server --port N on its host) and run "
+                "the same command again: rows that failed are measured then")
+
 _FAILURES = (
     # (regex on the log, kind, message, fix)
+    (RPC_LOST, ServerErrorKind.UNREACHABLE, "an RPC endpoint stopped answering while llama-server loaded", RPC_LOST_FIX),
     (r"couldn't bind HTTP server socket", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
      "stop the program using it, or set settings.port to another port (0 = any free port)"),
     (r"the argument has been removed", ServerErrorKind.FLAGS, "this llama-server rejected a removed flag",
@@ -152,6 +161,14 @@ class LlamaCppServer(Server):
             out["busy_slot_decodes"] = busy * calls   # the gauge is a running mean; its sum is what differences
         return out
 
+    def death_cause(self) -> ServerError | None:
+        """An RPC endpoint that went away makes llama-server abort (ggml-rpc.cpp), a backtrace after the line."""
+        m = re.search(RPC_LOST, self.log_tail(400))
+        if m is None:
+            return None
+        return ServerError(f"an RPC endpoint went away (llama-server: \"{m.group(0).strip()}\")", RPC_LOST_FIX,
+                           kind=ServerErrorKind.UNREACHABLE)
+
     def slot_states(self) -> tuple[SlotState, ...] | None:
         try:
             status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
@@ -216,6 +233,7 @@ class LlamaCppBackend(Backend):
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
     synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
+    rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
     settings_schema: ClassVar[dict[str, Field]] = {
         "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
                               "statistics (every server of the sweep, the baseline too)", measured=True),
@@ -266,10 +284,34 @@ class LlamaCppBackend(Backend):
         binary = find_llama_server(settings.get("llama_bin"))
         capabilities(binary)
 
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+        """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""
+        split = [(i, t) for i, t in enumerate(targets) if t.rpc]
+        if not split:
+            return []
+        binary = find_llama_server(settings.get("llama_bin"))
+        if "--rpc" not in capabilities(binary)["flags"]:
+            return [Problem(f"$.targets[{i}].rpc", f"{binary} was built without RPC support (its --help lists no "
+                            "--rpc)", "build one with RPC: `make llama-server` (GGML_RPC=ON), or point "
+                            "settings.llama_bin at such a build") for i, _ in split]
+        problems = []
+        for i, target in split:
+            for j, probe in enumerate(probe_endpoint(e) for e in target.rpc):
+                if not probe.reachable:
+                    port = probe.endpoint.rpartition(":")[2]
+                    problems.append(Problem(f"$.targets[{i}].rpc[{j}]", f"{probe.endpoint} {probe.error}",
+                                            f"start it (on that host: python server.py rpc-server --port {port}), "
+                                            "or remove it from the list"))
+        return problems
+
     def launch(self, spec: LaunchSpec) -> LlamaCppServer:
         binary = find_llama_server(spec.settings.get("llama_bin"))
         caps = capabilities(binary)
-        cmd = build_command(binary, caps, spec)
+        # RPC endpoints are probed first: llama-server aborts on one it cannot reach, and an endpoint answers
+        # one client at a time, so its round trip cannot be timed once llama-server holds it.
+        probes = reachable_endpoints(spec.rpc) if spec.rpc else []
+        local = local_devices(binary) if spec.rpc and spec.draft and spec.draft_placement == "local" else []
+        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
@@ -280,6 +322,18 @@ class LlamaCppBackend(Backend):
         launch_process(server, spec, what="llama-server", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
+        if spec.rpc:
+            try:
+                topology, notes = proven_topology(read_log(log_path, start_offset), target=spec.target,
+                                                  draft=spec.draft, endpoints=spec.rpc,
+                                                  placement=spec.draft_placement, log_path=log_path)
+            except BaseException:
+                server.stop()
+                raise
+            names = device_names(probes)
+            topology["endpoints"] = [dict(p.to_dict(), device_names=names[p.endpoint]) for p in probes]
+            server.topology = topology
+            server.notes += notes
         # The statistics lines of concurrent requests interleave and count per slot: one stream only.
         expected = stats_lines_expected(cmd) if spec.concurrency == 1 else 0
         if expected:

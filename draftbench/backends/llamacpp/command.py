@@ -12,7 +12,7 @@ import subprocess
 
 from ...common.errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
 from ...common.files import cache_dir
-from ...config.candidates import DRAFT_MAX, CandidateSpec
+from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
 from ..base import LaunchSpec
 from ..executables import find_executable
 from .stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
@@ -145,11 +145,55 @@ def _add_param(cmd: list[str], caps: dict, name: str, value) -> None:
         cmd += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
 
 
-def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
+_devices_memo: dict[str, list[str]] = {}
+_DEVICE_LINE = re.compile(r"^\s+([A-Za-z][\w.-]*): ", re.MULTILINE)
+
+
+def local_devices(binary: str) -> list[str]:
+    """This machine's offload devices (``--list-devices`` without ``--rpc``: GPUs; none on a CPU-only build)."""
+    key = _binary_key(binary)
+    if key not in _devices_memo:
+        try:
+            out = subprocess.run([binary, "--list-devices"], capture_output=True, text=True, timeout=60,
+                                 errors="replace")
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise ServerError(f"cannot run {binary} --list-devices: {exc}", "check that it is a working llama-server",
+                              kind=ServerErrorKind.FLAGS) from None
+        text = (out.stdout + out.stderr).partition("Available devices:")[2]
+        _devices_memo[key] = _DEVICE_LINE.findall(text)
+    return _devices_memo[key]
+
+
+def rpc_arguments(caps: dict, spec: LaunchSpec, rpc_devices: dict[str, list[str]],
+                  local: list[str]) -> tuple[list[str], list[str]]:
+    """``(first, draft)``: ``--rpc`` (it must come before any device name that refers to an RPC device) and
+    the draft's device list for ``spec.draft_placement`` (``rpc_devices``: endpoint -> llama-server's names)."""
+    if not spec.rpc:
+        return [], []
+    if "--rpc" not in caps["flags"]:
+        raise ServerError(f"this llama-server ({caps.get('binary')}) was built without RPC support (its --help lists "
+                          "no --rpc)", "build one with RPC: `make llama-server` (GGML_RPC=ON), or point "
+                          "settings.llama_bin at such a build", kind=ServerErrorKind.FLAGS)
+    first = ["--rpc", ",".join(spec.rpc)]
+    if not spec.draft or spec.draft_placement is None:
+        return first, []
+    flag = first_flag(caps, "-devd", "--device-draft", "--spec-draft-device")
+    if flag is None:
+        raise ServerError("this llama-server cannot place the draft on chosen devices (no -devd/--device-draft)",
+                          "remove settings.draft_placement, or use a newer llama.cpp", kind=ServerErrorKind.FLAGS)
+    if spec.draft_placement == "rpc":
+        names = [name for endpoint in spec.rpc for name in rpc_devices.get(endpoint, [])]
+        return first, [flag, ",".join(names)]
+    return first, [flag, ",".join(local) or "none"]     # none: not offloaded, the draft runs on this CPU
+
+
+def build_command(binary: str, caps: dict, spec: LaunchSpec, *, rpc_devices: dict[str, list[str]] | None = None,
+                  local: list[str] | None = None) -> list[str]:
     """The exact llama-server command for one combination, using only flags this build knows."""
+    rpc_first, draft_devices = rpc_arguments(caps, spec, rpc_devices or {}, local or [])
     # -c is the whole KV pool, split evenly across the -np slots (llama.cpp without --kv-unified,
     # which is off when -np is given): N slots need N times ctx_size for each to keep ctx_size.
-    cmd = [binary, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
+    cmd = [binary, *rpc_first, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
            "-c", str(spec.ctx_size * spec.concurrency), "-ngl", str(spec.gpu_layers)]
     slots = first_flag(caps, "-np", "--parallel")
     if slots:
@@ -172,6 +216,7 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
         draft_ngl = first_flag(caps, "-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft")
         if draft_ngl and "spec_draft_ngl" not in spec.params and "draft_ngl" not in spec.params:
             cmd += [draft_ngl, str(spec.gpu_layers)]
+        cmd += draft_devices
     if spec.draft_max is not None and (spec.draft or any(t.startswith("draft-") for t in types)):
         flag = first_flag(caps, "--spec-draft-n-max", "--draft-max", "--draft-n-max", "--draft")
         if flag is None:
@@ -188,9 +233,10 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec) -> list[str]:
     for name, value in sorted(spec.params.items()):
         _add_param(cmd, caps, name, value)
     verbosity = first_flag(caps, *VERBOSITY_FLAGS)
-    if spec.settings.get("method_stats") and verbosity and "--spec-type" in caps["flags"]:
-        # Per-method statistics are logged at trace level only. Every server of a sweep gets the same
-        # level, the baseline too (benchmarks/trace_verbosity.py measures what it costs).
+    if verbosity and (spec.rpc or (spec.settings.get("method_stats") and "--spec-type" in caps["flags"])):
+        # Per-method statistics are logged at trace level only, and so are the buffer sizes that prove an RPC
+        # split. Every server of a target gets the same level, its baseline too (benchmarks/trace_verbosity.py
+        # measures what it costs).
         cmd += [verbosity, str(TRACE_VERBOSITY)]
     cmd += list(spec.extra_args)
     return cmd
@@ -254,6 +300,12 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
                     problems.append(Problem(f"{s.where}.params.{name}", "is the draft model's length; this candidate "
                                             "has no draft method", "set the n-gram method's own length instead "
                                             "(e.g. ngram_mod_n_max)"))
+                continue
+            if name == DRAFT_PLACEMENT:
+                if s.draft is None:
+                    problems.append(Problem(f"{s.where}.params.{name}", "says where the draft model runs; this "
+                                            "candidate has none", "remove it (model-free methods run beside the "
+                                            "target)"))
                 continue
             if name in SYNTHETIC_PARAMS:
                 problems.append(Problem(f"{s.where}.params.{name}", "is synthetic acceptance (benchmarking only: the "

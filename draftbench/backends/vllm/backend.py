@@ -61,7 +61,9 @@ from .command import (
     parse_totals,
     per_position_delta,
     served_name,
+    speculative_config,
 )
+from .parallel import PARALLEL_SETTINGS, parallel_problems, topology_from_command
 
 
 class VLLMServer(Server):
@@ -208,6 +210,7 @@ class VLLMBackend(Backend):
                                           choices=("none", "summary", "detailed")),
         "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
                                      "would skip their prefill and flatter TTFT)", measured=True),
+        **PARALLEL_SETTINGS,
     }
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
@@ -239,7 +242,7 @@ class VLLMBackend(Backend):
                     json.dumps(extra)
                 except (TypeError, ValueError):
                     problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
-        return problems
+        return problems + parallel_problems(settings)
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
         """One method per candidate (vLLM has no hybrids); parameters are --speculative-config keys."""
@@ -272,6 +275,7 @@ class VLLMBackend(Backend):
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
         server.version = _version(server)
+        server.topology = topology_from_command(cmd, speculative_config(spec))
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,

@@ -13,6 +13,7 @@ from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
 from .. import prometheus
 from ..base import LaunchSpec, explain_exit_from_log
 from ..executables import find_executable
+from .parallel import parallel_args
 
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
@@ -91,6 +92,7 @@ def build_command(binary: str, spec: LaunchSpec) -> list[str]:
         cmd.append("--no-enable-prefix-caching")
     if spec.concurrency > 1:
         cmd += ["--max-num-seqs", str(spec.concurrency)]   # N sequences batched at once; one stream: vLLM's default
+    cmd += parallel_args(spec.settings)
     cfg = speculative_config(spec)
     if cfg is not None:
         cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
