@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from draftbench.analysis.decision import recommendable
+from draftbench.analysis.decision import selected
 from draftbench.analysis.pairing import Pair
 from draftbench.analysis.racing import RaceRules, Standing, judge
 from draftbench.analysis.replication import Unit
@@ -117,23 +117,34 @@ def recorded_grids(path: Path, args) -> list[Grid]:
     return grids
 
 
-def pairs_of(data: dict, candidate: str, prompts: list[str], blocks_measured: int) -> list[Pair]:
-    """The candidate's paired log ratios over its first blocks (block = repetition, a session each)."""
+def pairs_of(data: dict, candidate: str, prompts: list[str], blocks: int | range) -> list[Pair]:
+    """The candidate's paired log ratios over its first ``blocks`` blocks (block = repetition, a session each)."""
     base = data[""]
-    return [Pair(p, p, r, f"{candidate}#{r}", math.log(data[candidate][(p, r)] / base[(p, r)]), None, None)
-            for r in range(blocks_measured) for p in prompts if (p, r) in data[candidate] and (p, r) in base]
+    runs = range(blocks) if isinstance(blocks, int) else blocks
+    return [Pair(p, p, r, f"{candidate}#{r}", math.log(data[candidate][(p, r)] / base[(p, r)]), None, None, r)
+            for r in runs for p in prompts if (p, r) in data[candidate] and (p, r) in base]
+
+
+def speed_of(data: dict, candidate: str, prompts: list[str], runs: range, noise_floor: float):
+    return speedup_of_units([Unit(p.prompt_id, p.log_ratio, p.session) for p in pairs_of(data, candidate, prompts, runs)
+                             ], noise_floor=noise_floor)
+
+
+def confirmed(data: dict, candidate: str | None, prompts: list[str], runs: int, noise_floor: float) -> str | None:
+    """analysis/decision.py: the selected candidate measured once more (the drawn repetition ``runs``, never
+    used to select it); recommended when that block alone clears 1 + floor."""
+    if candidate is None:
+        return None
+    speed = speed_of(data, candidate, prompts, range(runs, runs + 1), noise_floor)
+    return candidate if speed and speed.significant and speed.ratio > 1 else None
 
 
 def best_of(grid: Grid, data: dict, runs: int, noise_floor: float) -> str | None:
-    """The candidate an exhaustive sweep recommends: the simultaneous rule of analysis/decision.py."""
-    rows = []
-    for c in grid.candidates:
-        speed = speedup_of_units([Unit(p.prompt_id, p.log_ratio, p.session) for p in pairs_of(data, c, grid.prompts,
-                                                                                               runs)],
-                                 noise_floor=noise_floor)
-        rows.append(Row(target="t", draft=c, role="speculative", speculation_active=True, speedup=speed))
-    picks = [r for r in recommendable(rows, noise_floor) if r.speedup and r.speedup.ratio > 1]
-    return picks[0].draft if picks else None
+    """The candidate an exhaustive sweep recommends: the best estimate above 1 + floor, confirmed."""
+    rows = [Row(target="t", draft=c, role="speculative", speculation_active=True,
+                speedup=speed_of(data, c, grid.prompts, range(runs), noise_floor)) for c in grid.candidates]
+    pick = selected(rows, noise_floor)
+    return confirmed(data, pick.draft if pick else None, grid.prompts, runs, noise_floor)
 
 
 @dataclass(frozen=True)
@@ -147,7 +158,8 @@ class Outcome:
 
 def race(grid: Grid, data: dict, runs: int, rules_for: Callable[[int, int], RaceRules]) -> Outcome:
     """The passes of sweep/race.py on drawn data: block k (repetition k, a session) for every candidate
-    still in the race, a look after every pass, decided by racing.judge."""
+    still in the race, a look after every pass, decided by racing.judge; once decided, the leader is
+    confirmed on the drawn repetition ``runs`` (as the sweep measures a fresh block)."""
     rules = rules_for(len(grid.candidates), runs)
     blocks = {c: 0 for c in grid.candidates}
     out: set[str] = set()
@@ -167,12 +179,19 @@ def race(grid: Grid, data: dict, runs: int, rules_for: Callable[[int, int], Race
         look = judge({c: pairs_of(data, c, grid.prompts, blocks[c]) for c in grid.candidates
                       if c not in out and blocks[c]}, rules, k + 1)
         out.update(look.eliminated)
-        if look.winner is not None:
+        if look.decided:
             break
     measured = {c: blocks[c] * len(grid.prompts) for c in grid.candidates}
     spent = sum(1 / data[c][(p, r)] + 1 / data[""][(p, r)] for c in grid.candidates for r in range(blocks[c])
                 for p in grid.prompts)
-    return Outcome(look.winner if look else None, measured, frozenset(out), 2 * sum(blocks.values()), spent)
+    leader = look.leader if look is not None and look.decided else None
+    lead = speed_of(data, leader, grid.prompts, range(blocks[leader]), rules.noise_floor) if leader else None
+    chosen = leader if lead is not None and lead.ratio > 1 + rules.noise_floor else None
+    loads = 2 * sum(blocks.values()) + (2 if chosen else 0)
+    if chosen:
+        spent += sum(1 / data[chosen][(p, runs)] + 1 / data[""][(p, runs)] for p in grid.prompts)
+    return Outcome(confirmed(data, chosen, grid.prompts, runs, rules.noise_floor), measured, frozenset(out), loads,
+                   spent)
 
 
 def simulate(grids: list[Grid], args) -> dict:
@@ -181,7 +200,7 @@ def simulate(grids: list[Grid], args) -> dict:
     fractions, load_ratios = [], []
     for grid in grids:
         for _ in range(args.races):
-            data, truth = grid.draw(rng, args.runs)
+            data, truth = grid.draw(rng, args.runs + 1)      # one repetition more: the confirmation block
             full = best_of(grid, data, args.runs, args.noise_floor)
             outcome = race(grid, data, args.runs, lambda n, looks: RaceRules(
                 n, looks, args.noise_floor, futility=not args.no_futility))

@@ -111,8 +111,11 @@ def test_interleaved_requests_alternate_between_two_servers_up_together(tmp_path
     backend, results = run(tmp_path)
     baseline = results.baseline_for("7B")
     good = next(r for r in results.results if r.draft == "good")
-    assert good.design["name"] == "interleaved" and good.design["blocks"] == 3 and good.design["sessions"] == 3
-    assert len({r.session for r in good.requests}) == 3 and [r.block for r in good.requests] == [0] * 3 + [1] * 3 + [2] * 3
+    assert good.design["name"] == "interleaved" and good.design["blocks"] == 3 and good.design["sessions"] == 4
+    # three blocks, then (the best estimate) a confirmation block on fresh servers: block 3, repetition 3
+    assert [r.block for r in good.requests] == [0] * 3 + [1] * 3 + [2] * 3 + [3] * 3
+    assert {r.run for r in good.requests if r.block == 3} == {3} and good.design["confirmation_block"] == 3
+    assert good.confirmed.significant and good.confirmed.n_pairs == 3 and good.speedup.n_pairs == 9
     for r in good.requests:
         partner = [b for b in baseline.requests if b.session in r.compared_with and (b.prompt_id, b.run) == (r.prompt_id, r.run)]
         assert len(partner) == 1                      # one baseline request, measured beside it
@@ -120,7 +123,10 @@ def test_interleaved_requests_alternate_between_two_servers_up_together(tmp_path
     first_pair = [(n, who) for n, who, _text, seed in backend.sent if seed >= 0 and n in (1, 2)
                   and seed != request_seed(42, -1, 0)]
     assert [who for _, who in first_pair] == [None, GOOD, GOOD, None, None, GOOD]
-    assert results.summary["server_loads"] == 12
+    assert results.summary["server_loads"] == 12 + 2
+    entry = results.summary["targets"][0]
+    assert entry["recommended_draft"] == "good" and entry["speedup"] == good.confirmed.to_dict()
+    assert "confirmed on fresh requests" in entry["verdict"]
 
 
 def test_the_warm_up_never_shares_a_prompt_with_the_measured_set(tmp_path):
@@ -143,8 +149,11 @@ def test_a_stateful_method_never_sees_a_prompt_twice_and_says_so_per_request(tmp
     good = next(r for r in results.results if r.draft == "good")
     assert ngram.design["stateful"] is True and len({r.session for r in ngram.requests}) == 3
     assert all(r.seen_before is False for r in ngram.requests)
-    assert len({r.session for r in good.requests}) == 1          # upstream's order: one server for the draft
+    stage = [r for r in good.requests if r.block != good.design["confirmation_block"]]
+    assert len({r.session for r in stage}) == 1                   # upstream's order: one server for the draft
     assert good.design["drift_prone"] is True and good.requests[0].compared_with is None
+    confirming = [r for r in good.requests if r.block == good.design["confirmation_block"]]
+    assert len({r.session for r in confirming}) == 1 and len(confirming) == 3   # its own fresh baseline first
 
 
 def test_bracketed_candidates_compare_with_the_baselines_before_and_after(tmp_path):
@@ -156,7 +165,7 @@ def test_bracketed_candidates_compare_with_the_baselines_before_and_after(tmp_pa
     first = {tuple(r.compared_with) for r in good.requests if r.block == 0}
     second = {tuple(r.compared_with) for r in ngram.requests if r.block == 0}
     assert len(first) == len(second) == 1 and next(iter(first))[1] == next(iter(second))[0]
-    assert results.summary["server_loads"] == 3 * 5 and all(s.stopped for s in backend.servers)
+    assert results.summary["server_loads"] == 3 * 5 + 3 and all(s.stopped for s in backend.servers)  # + B C B
     assert good.speedup.ratio == pytest.approx(1.5, abs=0.01)
 
 

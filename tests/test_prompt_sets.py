@@ -231,7 +231,8 @@ def sweep_config(tmp_path: Path, **settings):
     return validate_config(data, source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
 
 
-@pytest.mark.parametrize("design, servers", [("sequential", 2), ("interleaved", 4)])
+# servers: the design's, then two for the confirmation of the selected candidate on fresh requests
+@pytest.mark.parametrize("design, servers", [("sequential", 2 + 2), ("interleaved", 4 + 2)])
 def test_baseline_and_candidate_send_the_same_second_turn_context(small_sets, tmp_path, design, servers):
     backend = RecordingBackend(Script(tps={"/m/t.gguf": 50.0}, speedup={"/m/d.gguf": 1.5}))
     out = io.StringIO()
@@ -240,7 +241,8 @@ def test_baseline_and_candidate_send_the_same_second_turn_context(small_sets, tm
     assert code == 0, out.getvalue()
     results = load_results(tmp_path / "r.json")
     baseline, candidate = results.results
-    assert len(baseline.requests) == len(candidate.requests) == 2 * 32        # 16 questions, both turns, 2 runs
+    assert len(baseline.requests) == len(candidate.requests) == 2 * 32 + 32   # 16 questions, both turns, 2 runs
+    assert {r.run for r in candidate.requests if r.block == 2} == {2}         # + the confirmation (repetition 2)
     assert set(baseline.by_category) == {f"mt-bench:{c}" for c in MT_BENCH_CATEGORIES}
     assert set(candidate.speedup_by_category or {}) == set(baseline.by_category)
     measured = [p["prompt_id"] for p in map(RequestRecord.to_dict, baseline.requests)][:32]
@@ -252,7 +254,7 @@ def test_baseline_and_candidate_send_the_same_second_turn_context(small_sets, tm
         return [(b["seed"], b["messages"][1]["content"]) for t, d, b in backend.bodies
                 if d == draft and len(b["messages"]) == 3]
     base_ctx, cand_ctx = contexts(None), contexts("/m/d.gguf")
-    assert len(base_ctx) == len(cand_ctx) == 32 and sorted(base_ctx) == sorted(cand_ctx)
+    assert len(base_ctx) == len(cand_ctx) == 32 + 16 and sorted(base_ctx) == sorted(cand_ctx)
     assert all(text.startswith("target answer to ") for _, text in cand_ctx)   # the target's own, not the draft's
     warmups = [b for _, _, b in backend.bodies if b["messages"][-1]["content"] in {w.text for w in WARMUP_PROMPTS}]
     assert len(warmups) == servers                                             # one per server, none measured

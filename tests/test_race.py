@@ -177,10 +177,13 @@ def test_adaptive_search_picks_the_exhaustive_winner_with_fewer_requests(tmp_pat
         assert len(row.requests) == 6 and row.mean_tps and row.speedup and row.race["decision"] == "eliminated"
         assert not row.counts_as_speedup()
     assert "25.0% slower than best on the same prompts" in rows["good"].reason and "noise floor" in rows["bad"].reason
-    assert rows["best"].ok and rows["best"].race["decision"] == "winner" and len(rows["best"].requests) == 6
+    best = rows["best"]
+    assert best.ok and best.race["decision"] == "winner" and best.confirmed.significant
+    # the probe (block 1), then the leader measured once more on fresh requests (the confirmation block)
+    assert [r.block for r in best.requests] == [0] * 6 + [3] * 6 and len({r.session for r in best.requests}) == 2
     # the probe is block 1 of 3: every prompt once, each candidate beside a baseline server of its own
     assert {r.prompt_id for r in rows["best"].requests} == {p.id for p in BUILTIN_PROMPTS}
-    assert raced.summary["server_loads"] == 8 == len(launches(adaptive_backend))
+    assert raced.summary["server_loads"] == 8 + 2 == len(launches(adaptive_backend))
     measured = sum(len(r.requests) for r in raced.results)
     assert measured < sum(len(r.requests) for r in full.results) / 2
     assert raced.summary["targets"][0]["race"]["winner"] == "best"
@@ -222,12 +225,16 @@ def test_a_race_resumes_without_measuring_again(tmp_path):
     assert rows["best"].requests[:6] == by_draft(first)["best"].requests
 
 
-def test_every_candidate_eliminated_says_so_in_the_verdict(tmp_path):
+def test_a_race_where_nothing_pays_confirms_nothing_and_says_so(tmp_path):
     backend = FakeBackend(script(speedup={BEST: 0.7, GOOD: 0.8, BAD: 0.6, SLOW: 0.9}))
     code, results = sweep(tmp_path, backend)
-    assert code == EXIT_OK and all(r.status == "eliminated" for r in results.results if r.role == "speculative")
+    rows = by_draft(results)
+    assert code == EXIT_OK and all(rows[d].status == "eliminated" for d in ("best", "good", "bad"))
+    # the leader (-10%) stays, decided: its estimate is below the floor, so nothing is confirmed
+    assert rows["slow"].ok and rows["slow"].confirmed is None and len(rows["slow"].requests) == 6
+    assert rows["slow"].race["decision"] == "leader, not confirmed faster than the baseline by the noise floor"
     verdict = results.summary["targets"][0]["verdict"]
-    assert "eliminated every candidate" in verdict and "best probe: slow" in verdict
+    assert "not recommended" in verdict and "best: slow" in verdict
 
 
 def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
@@ -269,7 +276,7 @@ def test_the_results_file_keeps_race_fields_and_strict_json(tmp_path):
     data = json.loads((tmp_path / "r.json").read_text())
     row = next(r for r in data["results"] if r["draft"] == "good")
     assert row["status"] == "eliminated" and row["race"]["bound"]["n_pairs"] == 6 and row["race"]["loads"] == 1
-    assert data["summary"]["server_loads"] == 8
+    assert data["summary"]["server_loads"] == 8 + 2
 
 
 def test_budget_without_adaptive_search_is_a_usage_error(tmp_path):
@@ -321,11 +328,14 @@ def test_the_replay_simulator_runs_the_same_passes_as_the_sweep(tmp_path):
     data[""] = {(q.prompt_id, q.run): q.decode_tps for q in baseline.requests
                 if any(q.session in (c.compared_with or []) for c in by_draft(full)["best"].requests)}
     assert first
+    for table in data.values():          # the replay confirms on repetition 3: the sweep's own, or its last again
+        table.update({(pid, 3): v for (pid, run), v in list(table.items()) if run == 2 and (pid, 3) not in table})
     grid = Grid("fake", ["best", "good", "bad", "slow"], [p.id for p in BUILTIN_PROMPTS], lambda rng, runs: (data, {}))
     outcome = race(grid, data, 3, lambda n, looks: RaceRules(n, looks, 0.02))
     rows = by_draft(raced)
     assert outcome.eliminated == {label for label in grid.candidates if rows[label].status == "eliminated"}
-    assert outcome.measured == {label: len(rows[label].requests) for label in grid.candidates}
+    assert outcome.measured == {label: sum(r.block != 3 for r in rows[label].requests) for label in grid.candidates}
+    assert (outcome.pick is not None) == (raced.summary["targets"][0]["recommended_draft"] is not None)
 
 
 def test_a_candidate_that_never_speculates_is_not_raced(tmp_path):

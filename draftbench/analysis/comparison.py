@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..config.workloads import SESSION_CATEGORY
-from ..results.file import Row
+from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup
 from .pairing import Pair, pairs, units
 from .replication import SessionVariance, estimate, pool_sessions, session_component
@@ -35,6 +35,22 @@ class Comparison:
     speedup: Speedup | None
     by_category: dict[str, Speedup] | None
     counter_bound: dict | None
+    confirmed: Speedup | None = None        # on the confirmation block alone (see decision.py)
+
+
+def confirmation_block(row: Row) -> int | None:
+    """The block a row's confirmation requests carry (``design.confirmation_block``), None without one."""
+    block = (row.design or {}).get("confirmation_block")
+    return block if isinstance(block, int) else None
+
+
+def measured_pairs(row: Row, baseline: Row) -> tuple[list[Pair], list[Pair]]:
+    """(the pairs the row's speed-up is built on, its confirmation block's): fresh prompts only (a
+    session's turns are apart, session.py), the confirmation kept out of the first."""
+    fresh = [p for p in pairs(row, baseline) if p.category != SESSION_CATEGORY]
+    block = confirmation_block(row)
+    return [p for p in fresh if block is None or p.block != block], [p for p in fresh if block is not None
+                                                                        and p.block == block]
 
 
 def session_spread(rows: list[Row], baseline: Row) -> SessionVariance:
@@ -51,8 +67,9 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
             return Comparison(Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0,
                                       percent=round((ratio - 1) * 100, 2)), None, None)
         return Comparison(None, None, None)
-    matched = pairs(row, baseline)
-    fresh = [p for p in matched if p.category != SESSION_CATEGORY]     # a session's turns are apart (session.py)
+    fresh, confirming = measured_pairs(row, baseline)
+    block = confirmation_block(row)
+    matched = [p for p in pairs(row, baseline) if block is None or p.block != block]
     spread = sessions if sessions is not None and sessions.df > 0 else None
     speed = speedup_of_units(units(fresh), noise_floor=noise_floor, sessions=spread)
     by_category = {}
@@ -61,8 +78,9 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
                                 sessions=spread)
         if part:
             by_category[category] = part
-    bound = check_counters(fresh, spread) if row.role == "speculative" else None
-    return Comparison(speed, by_category or None, bound)
+    bound = check_counters(fresh + confirming, spread) if row.role == "speculative" else None
+    confirmed = speedup_of_units(units(confirming), noise_floor=noise_floor, sessions=spread) if confirming else None
+    return Comparison(speed, by_category or None, bound, confirmed)
 
 
 def _interval(items: list[Pair], value, sessions: SessionVariance | None) -> dict | None:
@@ -116,3 +134,28 @@ def describe_with_bound(row: Row) -> str:
         if bound.get("speed_changed"):
             text += " — above it: the machine's speed changed, not a speed-up"
     return text
+
+
+def session_spreads(results: ResultsFile) -> dict[tuple[str, int], SessionVariance]:
+    """Per (target, streams): σ²_session pooled over its comparisons (a property of the machine)."""
+    out = {}
+    for target, n in dict.fromkeys((r.target, r.concurrency) for r in results.results):
+        baseline = results.baseline_for(target, n)
+        if baseline is not None:
+            rows = [r for r in results.results if r.target == target and r.concurrency == n and r.measured
+                    and r.role in ("speculative", "control")]
+            out[(target, n)] = session_spread(rows, baseline)
+    return out
+
+
+def not_a_speedup(row: Row, bound: dict | None, upstream: bool) -> str | None:
+    """Why a speculative row's speed-up must not count, whatever its interval (None: it may)."""
+    if row.role != "speculative":
+        return None
+    if row.speculation_active is False:
+        return "speculation was not active: not a speed-up"
+    if row.speculation_active is None and not upstream:
+        return "the server reported no draft counters, so speculation is not shown to have run: not a speed-up"
+    if bound and bound.get("speed_changed"):
+        return "faster than its counters allow: the machine's speed changed, not a speed-up"
+    return None

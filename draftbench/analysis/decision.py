@@ -1,16 +1,22 @@
 """The recommendation's rule: which candidate may be called faster, accounting for choosing among many.
 
 Picking the best of C candidates and then quoting its own 95% interval would recommend a useless
-candidate far more often than 5% of the time (with 22 of them: one sweep in five). So a
-candidate is *recommended* only when its lower bound at the simultaneous level — 95% jointly over
-the C candidates of the target (Bonferroni: each two-sided at 1 − 0.05 / C) — clears 1 + noise
-floor. Those simultaneous intervals cover every candidate's true speed-up at once with at least
-95%, so the recommended one's covers its truth whatever the choice (no winner's curse in the
-interval; the point estimate of a chosen one still leans high, which is why the verdict quotes
-"at least"). With one candidate it is the row's own 95% test.
+candidate far more often than 5% of the time (with 22 of them: one sweep in five), and its estimate
+would lean high (the winner's curse). Two ways out, both here:
 
-An adaptive race decides with its own spent boundary (:mod:`racing`); its winner is the
-recommendation (``race.decision == "winner"``), one decision for the race and the verdict.
+* **Confirmation on fresh requests** (what a sweep does): the best point estimate above 1 + floor is
+  *selected* (:func:`selected`), then measured once more on a block of fresh requests — every prompt
+  once, on new server sessions, in the target's design. The recommendation is that block's own 95%
+  test (it clears 1 + floor) and the speed-up quoted is that block's estimate (``Row.confirmed``):
+  the selection cannot have picked that block's noise, so one test needs no correction for C and
+  the estimate carries no winner's curse. With prompts as the replication unit, one block is almost
+  as precise as all of them. (The fresh block repeats the same prompts: a candidate selected because
+  it suits these prompts keeps that edge; the interval's prompt-to-prompt spread covers it.)
+* **Simultaneous bounds** (files without a confirmation, or stopped before it): a candidate is
+  recommended only when its lower bound at the simultaneous level — 95% jointly over the C
+  candidates (Bonferroni: each two-sided at 1 − 0.05 / C) — clears 1 + floor.
+
+An adaptive race (:mod:`racing`) selects by its own rules and its leader is confirmed the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Sequence
 
 from ..results.file import Row
 from ..results.speedup import Speedup
+from .stats import describe_speedup
 from .student_t import t_quantile
 
 ALPHA = 0.05
@@ -89,3 +96,61 @@ def race_outcome(rows: Sequence[Row]) -> dict:
         else:
             out["other"][name] = decision
     return out
+
+
+# --------------------------------------------------------------------------- confirmation on fresh requests
+
+def may_be_speedup(row: Row) -> bool:
+    """A row that could be recommended: measured, speculating (shown by its counters), within them."""
+    return (row.counts_as_speedup() and row.speculation_active is True and row.speedup is not None
+            and not (row.counter_bound or {}).get("speed_changed"))
+
+
+def selectable(rows: Sequence[Row], noise_floor: float) -> list[Row]:
+    """Rows worth confirming: they may be a speed-up and their estimate is above 1 + floor."""
+    return [r for r in rows if may_be_speedup(r) and r.speedup is not None and r.speedup.ratio > 1.0 + noise_floor]
+
+
+def selected(rows: Sequence[Row], noise_floor: float) -> Row | None:
+    """The candidate to confirm: the best point estimate among :func:`selectable` rows (none: nothing to
+    confirm, nothing recommended). Any rule may select; the confirmation alone decides."""
+    pool = selectable(rows, noise_floor)
+    return max(pool, key=lambda r: r.speedup.ratio if r.speedup else 0.0) if pool else None
+
+
+def confirmed_row(rows: Sequence[Row]) -> Row | None:
+    """The row a confirmation block was measured for (one per target and level)."""
+    return next((r for r in rows if r.confirmed is not None), None)
+
+
+def confirmed_winner(rows: Sequence[Row]) -> Row | None:
+    """The confirmed row, when its confirmation shows it faster by more than the floor (95%, one test)."""
+    row = confirmed_row(rows)
+    speed = row.confirmed if row is not None else None
+    if row is None or speed is None or not may_be_speedup(row):
+        return None
+    return row if speed.significant and speed.ratio > 1 else None
+
+
+# --------------------------------------------------------------------------- how the verdict says it
+
+def confirmed_text(best: Row, n_candidates: int) -> str:
+    """What the quoted figure is: the confirmation block's, and what it is about."""
+    question = best.confirmed.question if best.confirmed and best.confirmed.question else "these requests"
+    among = f"chosen among {n_candidates} candidates, then " if n_candidates > 1 else ""
+    return f"; {among}confirmed on fresh requests (on {question})"
+
+
+def not_confirmed_text(row: Row) -> str:
+    return (f" The best measured, {row.draft} ({describe_speedup(row.speedup)}), was measured again on fresh "
+            f"requests and was not confirmed: {describe_speedup(row.confirmed)}.")
+
+
+def at_least_text(best: Row, n_candidates: int) -> str:
+    """'; at least +12.0% on prompts like these, with 7 candidates compared' (the simultaneous lower bound)."""
+    bounds = simultaneous_bounds(best.speedup, n_candidates) if best.speedup else None
+    if bounds is None:
+        return ""
+    question = best.speedup.question if best.speedup and best.speedup.question else "these requests"
+    compared = f", {n_candidates} candidates compared" if n_candidates > 1 else ""
+    return f"; at least {(bounds[0] - 1) * 100:+.1f}% on {question}{compared}"

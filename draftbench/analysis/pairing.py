@@ -33,6 +33,7 @@ class Pair:
     log_ratio: float                 # log(candidate tok/s / baseline tok/s)
     log_bound: float | None          # log of the most the counters allow (None: no counters)
     drafted: int | None              # tokens the method drafted on this request
+    block: int | None = None         # the schedule's block (sweep/schedule.py)
 
 
 def _rate(r: RequestRecord) -> float | None:
@@ -69,7 +70,7 @@ def pairs(row: Row, baseline: Row) -> list[Pair]:
         base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)
         bound = request_bound(r) if row.role != "ceiling" else None
         out.append(Pair(r.prompt_id, r.category, r.run, r.session, math.log(rate) - base,
-                        math.log(bound) if bound is not None else None, r.draft_n))
+                        math.log(bound) if bound is not None else None, r.draft_n, r.block))
     return out
 
 

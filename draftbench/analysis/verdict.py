@@ -18,7 +18,7 @@ from ..results.speedup import Speedup, plain
 from ..results.theory import Theory
 from . import decision, stats
 from .categories import best_per_category, category_sentence
-from .comparison import compare, session_spread
+from .comparison import compare, not_a_speedup, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
 from .degenerate import assess as assess_loops
@@ -26,7 +26,6 @@ from .draft import best_k as kpredict
 from .draft import ceiling
 from .draft import positions as perpos
 from .racing import server_loads
-from .replication import SessionVariance
 from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
 
 
@@ -197,7 +196,7 @@ def analyze(results: ResultsFile) -> ResultsFile:
     temperature = settings.get("temperature") or 0.0
     drift = {(target, n): value for n in row_levels(results)
              for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
-    spreads = _session_spreads(results)
+    spreads = session_spreads(results)
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
@@ -208,17 +207,18 @@ def analyze(results: ResultsFile) -> ResultsFile:
                 # indistinguishable from the machine's own drift, however tight its CI.
                 floor = drift[(row.target, row.concurrency)]
             found = compare(row, baseline, noise_floor=floor, sessions=spreads.get((row.target, row.concurrency)))
-            speed, by_category = found.speedup, found.by_category
+            speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
             if speed and floor > noise_floor:
                 speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
                                             f"({floor:.1%})")
-            why_not = _not_a_speedup(row, found.counter_bound, results.is_upstream)
+            why_not = not_a_speedup(row, found.counter_bound, results.is_upstream)
             if why_not:
                 speed = replace(speed, significant=False, note=why_not) if speed else None
+                confirmed = replace(confirmed, significant=False, note=why_not) if confirmed else None
                 by_category = {c: replace(s, significant=False, note=why_not)
                                for c, s in (by_category or {}).items()} or None
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
-            row = replace(row, speedup=speed, counter_bound=found.counter_bound,
+            row = replace(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
                           equivalence=None if row.role == "ceiling" else
                           equivalence(row, baseline, temperature=temperature),
                           speedup_by_category=None if row.role == "ceiling" else by_category,
@@ -234,31 +234,6 @@ def analyze(results: ResultsFile) -> ResultsFile:
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
-
-
-def _session_spreads(results: ResultsFile) -> dict[tuple[str, int], SessionVariance]:
-    """Per (target, streams): σ²_session pooled over its comparisons (a property of the machine)."""
-    out = {}
-    for target, n in dict.fromkeys((r.target, r.concurrency) for r in results.results):
-        baseline = results.baseline_for(target, n)
-        if baseline is not None:
-            rows = [r for r in results.results if r.target == target and r.concurrency == n and r.measured
-                    and r.role in ("speculative", "control")]
-            out[(target, n)] = session_spread(rows, baseline)
-    return out
-
-
-def _not_a_speedup(row: Row, bound: dict | None, upstream: bool) -> str | None:
-    """Why a speculative row's speed-up must not count, whatever its interval (None: it may)."""
-    if row.role != "speculative":
-        return None
-    if row.speculation_active is False:
-        return "speculation was not active: not a speed-up"
-    if row.speculation_active is None and not upstream:
-        return "the server reported no draft counters, so speculation is not shown to have run: not a speed-up"
-    if bound and bound.get("speed_changed"):
-        return "faster than its counters allow: the machine's speed changed, not a speed-up"
-    return None
 
 
 def _ratio(row: Row) -> float:
@@ -293,7 +268,11 @@ def recommend(results: ResultsFile) -> dict:
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
         raced = [r for r in results.results if r.target == target and r.role == "speculative" and r.race]
-        if decision.raced(raced):        # the race's one decision
+        confirming = decision.confirmed_row(candidates)
+        if confirming is not None:       # selected, then measured on fresh requests: that block decides
+            winner = decision.confirmed_winner(candidates)
+            winners = [winner] if winner is not None else []
+        elif decision.raced(raced):      # a race's file from before confirmations
             winner = decision.race_winner(candidates)
             winners = [winner] if winner is not None and _significant(winner) and _ratio(winner) > 1 else []
         else:
@@ -310,12 +289,14 @@ def recommend(results: ResultsFile) -> dict:
         elif winners:
             best = winners[0]
             label = (best.draft or best.target) + (f" (k={best.draft_max})" if best.draft_max else "")
-            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=best.speedup,
+            quoted = best.confirmed or best.speedup
+            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=quoted,
                          acceptance_rate=best.acceptance_rate)
-            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
+            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(quoted)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
                                 f"{_pct(best.acceptance_rate)} of drafted tokens accepted)"
-                                + _at_least(best, len(candidates)) + ".")
+                                + (decision.confirmed_text(best, len(candidates)) if best.confirmed else
+                                   decision.at_least_text(best, len(candidates))) + ".")
             if best.degenerate_output:
                 entry["verdict"] += (f" Caution: the target's own output loops on "
                                      f"{best.degenerate_output['looping_requests']} of "
@@ -334,6 +315,8 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "
                                     f"{stats.describe_speedup(best.speedup)}).")
+                if confirming is not None:
+                    entry["verdict"] += decision.not_confirmed_text(confirming)
                 if (best.acceptance_rate or 0) >= 0.5 and _ratio(best) < 1:
                     entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
@@ -374,19 +357,11 @@ def recommend(results: ResultsFile) -> dict:
     return {"targets": plain(per_target)}
 
 
-def _at_least(best: Row, n_candidates: int) -> str:
-    """'; at least +12.0% on prompts like these, with 7 candidates compared' (the simultaneous lower bound)."""
-    bounds = decision.simultaneous_bounds(best.speedup, n_candidates) if best.speedup else None
-    if bounds is None:
-        return ""
-    question = best.speedup.question if best.speedup and best.speedup.question else "these requests"
-    compared = f", {n_candidates} candidates compared" if n_candidates > 1 else ""
-    return f"; at least {(bounds[0] - 1) * 100:+.1f}% on {question}{compared}"
-
-
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
     """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
-    cannot_pay = ceiling.no_draft_can_pay(results.results, target)
+    floor = (results.settings or {}).get("noise_floor")
+    cannot_pay = ceiling.no_draft_can_pay(results.results, target,
+                                          float(floor) if isinstance(floor, (int, float)) else 0.02)
     speed: Speedup | None = entry.get("speedup")
     if speed and speed.significant and speed.ratio > 1:
         cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it

@@ -159,6 +159,7 @@ class Row:
     speedup: Speedup | None = declare(SPEEDUP)        # vs the target's baseline (analysis.stats.speedup)
     speedup_by_category: dict[str, Speedup] | None = declare(MapOf(SPEEDUP))  # category -> speed-up on its requests
     speedup_in_session: Speedup | None = declare(SPEEDUP)   # the session workload's, kept out of speedup (session.py)
+    confirmed: Speedup | None = declare(SPEEDUP)      # on the confirmation block alone: fresh requests (decision.py)
     method_stats: dict | None = declare(METHOD_STATS)   # speculative implementation -> its counters (results.method_stats)
     degenerate_output: dict | None = declare(DEGENERATE)   # requests resting on the target's looping output
     equivalence: dict | None = declare(EQUIVALENCE)   # output vs the baseline's at temperature 0
@@ -186,7 +187,7 @@ class Row:
         if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
             object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
         # Read from a file (or written as a dict by hand): validated into their classes here.
-        for name in ("speedup", "speedup_in_session"):
+        for name in ("speedup", "speedup_in_session", "confirmed"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, Speedup):
                 object.__setattr__(self, name, Speedup.from_dict(value))

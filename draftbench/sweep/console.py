@@ -161,6 +161,8 @@ class Console(Reporter):
             bound = row.counter_bound or {}
             if bound.get("speed_changed"):
                 self.line(f"  ! Not a speed-up: {bound.get('text')}")
+            if row.confirmed:
+                self.line(f"  Confirmed on fresh requests (the verdict's figure): {describe_speedup(row.confirmed)}")
         if row.role == Role.SPECULATIVE and not inactive and len(row.speedup_by_category or {}) > 1:
             self.line("  Speed-up by prompt category: " + ", ".join(
                 f"{category_label(category)} {speed.ratio - 1:+.1%}" + (" (significant)" if speed.significant else "")

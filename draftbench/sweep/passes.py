@@ -9,18 +9,25 @@ prints.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..analysis import decision
+from ..analysis.verdict import analyze
 from ..backends.base import Backend
 from ..config.prompts import Prompt
 from ..config.workloads import SESSION_CATEGORY
+from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile
 from ..results.kinds import Role
 from .config_file import SweepConfig
+from .console import Reporter
 from .estimate import Estimator, estimate_of
-from .plan import Combination
-from .schedule import Design, Kind, Side, Step, blocks, cost, is_stateful, sweep_steps
+from .plan import Combination, shows_k
+from .runner import CombinationRunner
+from .schedule import Design, Kind, Side, Step, blocks, confirmation_steps, cost, is_stateful, sweep_steps
+from .steps import RowStore, StepRunner
 
 
 def choose_design(settings: dict, backend: Backend, target: Combination, candidates: Sequence[Combination]
@@ -54,6 +61,11 @@ def conversation(prompt: Prompt) -> str:
     if prompt.category == SESSION_CATEGORY:
         return SESSION_CATEGORY
     return prompt.context_from or prompt.id
+
+
+def noise_floor(settings: dict) -> float:
+    floor = settings.get("noise_floor")
+    return float(floor) if isinstance(floor, (int, float)) else 0.02
 
 
 def in_passes(combo: Combination) -> bool:
@@ -138,4 +150,71 @@ def describe_cost(passes: TargetPasses, warmup: int) -> str:
     if passes.design is not Design.SEQUENTIAL:
         text += (f" ({this.loads - upstream.loads:+d} loads, {this.requests - upstream.requests:+d} requests against "
                  "the sequential order, which is drift-prone)")
+    n_prompts = len({i for b in passes.block_pairs for _, i in b})
+    confirmation = cost(confirmation_steps(passes.design, len(passes.block_pairs), [(0, i) for i in range(n_prompts)],
+                                           "selected"), warmup)
+    if any(c.role == Role.SPECULATIVE for g in passes.groups for c in g.combos.values()):
+        text += (f"; then {confirmation.loads} loads and {n_prompts} requests a side to confirm the best candidate "
+                 "above the noise floor on fresh requests")
     return text
+
+
+def run_passes(config: SweepConfig, backend: Backend, combos: list[Combination], store: RowStore,
+               reporter: Reporter, runner: CombinationRunner, prompts: list[Prompt], options: MeasureOptions,
+               estimator: Estimator | None = None, clock: Callable[[], float] = time.perf_counter) -> None:
+    """Every target's one-stream combinations in its design's passes, rows recorded in ``store`` after
+    every step (the session's store saves the file; the simulator's keeps it in memory)."""
+    failed: dict[str, str] = {}
+    started = clock()
+    passes = [p for target in config.targets
+              if (p := target_passes(config, backend, combos, target.label, prompts, options.runs,
+                                     store.current())) is not None]
+    remaining = [step for p in passes for group in p.groups for step in group.steps]
+    total = len(remaining)
+
+    def progress(_step: Step, ran: bool) -> None:
+        remaining.pop(0)
+        if not ran or estimator is None:
+            return
+        estimator.add(store.current())
+        left = sum(step_seconds(estimator, group.combos, step, p.baseline)
+                   for p in passes for group in p.groups for step in group.steps if step in remaining)
+        reporter.progress(clock() - started, left or None)
+
+    done_steps = 0
+    for target_pass in passes:
+        reporter.note(f"{target_pass.baseline.target.label}: {target_pass.design.label} — {target_pass.why}")
+        for group in target_pass.groups:
+            steps = StepRunner(runner, store, reporter, target_pass.design, prompts, options,
+                               target_pass.block_pairs, target_pass.baseline, group.combos, failed, clock=clock,
+                               show_k=shows_k(config))
+            steps.step_number = done_steps
+            steps.run(group.steps, total, after_step=progress)
+            done_steps += len(group.steps)
+            if group is target_pass.groups[0] and any(c.role == Role.SPECULATIVE for c in group.combos.values()):
+                confirm(target_pass, steps, store, reporter, noise_floor(config.settings))
+
+
+def confirm(passes: TargetPasses, steps: StepRunner, store: RowStore, reporter: Reporter, noise_floor: float,
+            chosen: str | None = None) -> str | None:
+    """Measure the selected candidate once more on fresh requests (``analysis/decision.py``): the
+    candidate named ``chosen`` (a race's leader) or the best estimate above 1 + floor; a confirmation
+    already begun (resume) is finished instead. The name confirmed, or None."""
+    results = analyze(store.current())        # the session's store is analysed already; the simulator's is not
+    names = {c.key: n for n, c in steps.candidates.items()}
+    rows = [r for r in results.results if r.key in names]
+    begun = next((r for r in rows if any(q.block == len(passes.block_pairs) for q in r.requests)), None)
+    if begun is not None:
+        name: str | None = names[begun.key]
+    elif chosen is not None:
+        row = results.row(steps.candidates[chosen].key)
+        name = chosen if row is not None and row in decision.selectable(rows, noise_floor) else None
+    else:
+        best = decision.selected(rows, noise_floor)
+        name = names[best.key] if best is not None else None
+    if name is None or name in steps.dead:
+        return None
+    reporter.note(f"{name}: measured once more on fresh requests, to confirm it (selected among {len(rows)} "
+                  "candidate(s); the verdict rests on this block alone)")
+    steps.run(confirmation_steps(passes.design, len(passes.block_pairs), steps.confirmation, name))
+    return name

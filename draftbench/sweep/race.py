@@ -19,17 +19,20 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
+from ..analysis.comparison import check_counters
+from ..analysis.decision import confirmed_winner
 from ..analysis.pairing import Pair, pairs
 from ..analysis.racing import Look, RaceRules, Standing, judge
 from ..analysis.verdict import analyze
 from ..config.prompts import Prompt
+from ..config.workloads import SESSION_CATEGORY
 from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role, Status
 from .config_file import SweepConfig
 from .console import Reporter, format_duration
 from .estimate import Estimator
-from .passes import TargetPasses, in_passes, step_seconds, target_passes
+from .passes import TargetPasses, confirm, in_passes, step_seconds, target_passes
 from .plan import Combination, shows_k
 from .runner import CombinationRunner
 from .schedule import Design, Kind, Request, Side, Step, pass_steps, sweep_steps
@@ -49,17 +52,20 @@ class RowStore(Protocol):
 
 
 class MemoryStore:
-    """A :class:`RowStore` without the file: it re-analyses after every row as the session does (the
-    race reads the analysis), for tests and the simulator (``benchmarks/verdicts.py``)."""
+    """A :class:`RowStore` without the file: it re-analyses after every row as the session does, for
+    tests and the simulator (``benchmarks/verdicts.py``). The race decides on the raw rows (pairs and
+    counters), so ``analyse=False`` (analyse once at the end) reaches the same decisions, faster."""
 
-    def __init__(self, results: ResultsFile):
-        self.results = results
+    def __init__(self, results: ResultsFile, analyse: bool = True):
+        self.results, self.analyse = results, analyse
 
     def current(self) -> ResultsFile:
         return self.results
 
     def record(self, row: Row) -> Row:
-        self.results = analyze(self.results.with_row(row))
+        self.results = self.results.with_row(row)
+        if self.analyse:
+            self.results = analyze(self.results)
         return self.results.row(row.key) or row
 
 
@@ -69,7 +75,7 @@ def decision_of(name: str, look: Look) -> str:
     if standing is None:
         return "eliminated" if name in look.eliminated else "not separated"
     if standing is Standing.LEADER:
-        return "winner" if look.winner == name else "leader, not shown faster than the baseline by the noise floor"
+        return "winner" if look.winner == name else "leader, not confirmed faster than the baseline by the noise floor"
     if look.winner is None and standing is not Standing.OPEN:
         return {Standing.TIED: "tied with the leader", Standing.RESOLVED: "not better than the leader by the noise "
                 "floor", Standing.UNRESOLVED: DECISIONS[Standing.UNRESOLVED]}[standing]
@@ -77,7 +83,7 @@ def decision_of(name: str, look: Look) -> str:
 
 
 OPEN_DECISIONS = ("running", "not separated", DECISIONS[Standing.OPEN],
-                  "leader, not shown faster than the baseline by the noise floor")
+                  "leader, not confirmed faster than the baseline by the noise floor")
 
 
 def may_continue(row: Row) -> bool:
@@ -180,9 +186,16 @@ class AdaptiveSearch:
             self._progress(passes, contenders, steps)
             if self._spent(target):
                 break
-            if look.winner is not None or self.failed_baselines.get(target):
+            if look.decided or self.failed_baselines.get(target):
                 break
-        self._finish(target, passes, contenders, rules, look, unprobed)
+        winner = None
+        if look is not None and look.decided and look.leader is not None and not self._spent(target):
+            # the leader is the selection; fresh requests decide (analysis/decision.py)
+            name = confirm(passes, steps, self.store, self.reporter, self.noise_floor, chosen=look.leader)
+            row = analyze(self.store.current()).row(contenders[name].key) if name is not None else None
+            if row is not None and confirmed_winner([row]) is not None:
+                winner = name
+        self._finish(target, passes, contenders, rules, look, unprobed, winner)
         return unprobed == 0
 
     def _progress(self, passes: TargetPasses, contenders: dict[str, Combination], steps: StepRunner) -> None:
@@ -229,8 +242,9 @@ class AdaptiveSearch:
         for name, combo in contenders.items():
             row, baseline = results.row(combo.key), results.baseline_for(combo.target.label)
             if row is not None and baseline is not None and row.measured and row.speculation_active is not False:
-                matched = pairs(row, baseline)
-                if matched:
+                matched = [p for p in pairs(row, baseline) if p.category != SESSION_CATEGORY]
+                bound = check_counters(matched, None)
+                if matched and not (bound and bound["speed_changed"]):    # above its counters: not a speed-up
                     out[name] = matched
         return out
 
@@ -262,14 +276,18 @@ class AdaptiveSearch:
         return spent >= self.budget_s
 
     def _finish(self, target: str, passes: TargetPasses, contenders: dict[str, Combination], rules: RaceRules,
-                look: Look | None, unprobed: int) -> None:
+                look: Look | None, unprobed: int, winner: str | None) -> None:
         look = judge(self._pairs(contenders), rules, len(passes.block_pairs)) if look is None else look
+        look = replace(look, leader_clears=winner is not None and winner == look.leader)
         results = self.store.current()
+        measured = self._pairs(contenders)
         for name, combo in contenders.items():
             row = results.row(combo.key)
             if row is None or row.status == Status.ELIMINATED.value:
                 continue
-            decision = "inactive" if row.speculation_active is False else decision_of(name, look)
+            decision = ("inactive" if row.speculation_active is False else
+                        "not a speed-up: faster than its counters allow" if name not in measured else
+                        decision_of(name, look))
             bound = look.vs_base.get(name)
             race = dict(self._race_fields(row, rules, passes), decision=decision,
                         **({"bound": bound.to_dict()} if bound else {}))
@@ -289,8 +307,8 @@ class AdaptiveSearch:
         else:
             left = [n for n in look.standing]
             self.reporter.race(f"{target}: no winner{spent} — "
-                               + (f"the leader {look.leader} was not shown faster than the baseline by the noise "
-                                  f"floor; still in the race: {', '.join(left)}" if look.leader else
+                               + (f"the leader {look.leader} was not confirmed faster than the baseline by the noise "
+                                  f"floor on fresh requests; still in the race: {', '.join(left)}" if look.leader else
                                   "no candidate is left"))
         if unprobed:
             self.reporter.race(f"{target}: {unprobed} candidate(s) not probed: the budget of "

@@ -178,6 +178,22 @@ def cost(steps: Sequence[Step], warmup: int = 1) -> Cost:
     return Cost(loads, sum(len(s.requests) for s in steps), loads * warmup)
 
 
+def confirmation_pairs(block_pairs: Sequence[Sequence[tuple[int, int]]]) -> list[tuple[int, int]]:
+    """The confirmation block (``analysis/decision.py``): every prompt once more, as repetition ``runs``
+    (new seeds), in the first block's order — fresh requests on fresh servers for the selected candidate."""
+    runs = max((run for pairs in block_pairs for run, _ in pairs), default=-1) + 1
+    return [(runs, prompt) for prompt in dict.fromkeys(prompt for pairs in block_pairs for _, prompt in pairs)]
+
+
+def confirmation_steps(design: Design, block: int, pairs: Sequence[tuple[int, int]], name: str) -> list[Step]:
+    """The confirmation's steps: as a pass of one candidate; the sequential design measures its own
+    baseline block first (so the fresh requests have fresh counterparts)."""
+    if design is Design.SEQUENTIAL:
+        return [Step(Kind.BASELINE, None, block, _alone(Side.BASELINE, pairs)),
+                Step(Kind.CANDIDATE, name, block, _alone(Side.CANDIDATE, pairs))]
+    return pass_steps(design, block, pairs, [name])
+
+
 def block_of(block_pairs: Sequence[Sequence[tuple[int, int]]]) -> dict[tuple[int, int], int]:
     """(run, prompt index) -> its block."""
     return {pair: k for k, pairs in enumerate(block_pairs) for pair in pairs}

@@ -24,12 +24,11 @@ from ..results.output_paths import logs_dir_for
 from .config_file import SweepConfig
 from .console import Console, Reporter
 from .estimate import Estimator, total_s
-from .passes import in_passes, step_seconds, target_passes
+from .passes import in_passes, run_passes
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch, may_continue
 from .resume import open_results
 from .runner import CombinationRunner
-from .steps import StepRunner
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -120,35 +119,8 @@ class Sweep:
                         prompts: list, options: MeasureOptions) -> None:
         """Each target's one-stream candidates in the design's passes (``schedule.py``), then what runs
         on its own (other concurrency levels, drafts alone) in plan order."""
-        failed: dict[str, str] = {}
         estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
-        started = time.perf_counter()
-        passes = [p for target in self.config.targets
-                  if (p := target_passes(self.config, self.backend, combos, target.label, prompts, options.runs,
-                                         self.current())) is not None]
-        remaining = [step for p in passes for group in p.groups for step in group.steps]
-        total = len(remaining)
-
-        def progress(_step, ran: bool) -> None:
-            remaining.pop(0)
-            if not ran:
-                return
-            estimator.add(self.current())
-            left = sum(step_seconds(estimator, group.combos, step, p.baseline)
-                       for p in passes for group in p.groups for step in group.steps if step in remaining)
-            self.reporter.progress(time.perf_counter() - started, left or None)
-
-        done_steps = 0
-        for target_pass in passes:
-            self.reporter.note(f"{target_pass.baseline.target.label}: {target_pass.design.label} — "
-                               f"{target_pass.why}")
-            for group in target_pass.groups:
-                steps = StepRunner(runner, self, self.reporter, target_pass.design, prompts, options,
-                                   target_pass.block_pairs, target_pass.baseline, group.combos, failed,
-                                   show_k=shows_k(self.config))
-                steps.step_number = done_steps
-                steps.run(group.steps, total, after_step=progress)
-                done_steps += len(group.steps)
+        run_passes(self.config, self.backend, combos, self, self.reporter, runner, list(prompts), options, estimator)
         self._run_pending([c for c in combos if not in_passes(c)], done, runner)
 
     def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:

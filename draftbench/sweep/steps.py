@@ -35,7 +35,7 @@ from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
 from .runner import CombinationRunner, ServerInfo, first_line, log_slug, speculation_outcome
-from .schedule import Design, Kind, Side, Step, block_of, complete_blocks, is_stateful
+from .schedule import Design, Kind, Side, Step, block_of, complete_blocks, confirmation_pairs, is_stateful
 
 
 class RowStore(Protocol):
@@ -88,7 +88,9 @@ class StepRunner:
         self.prompts, self.options, self.block_pairs = prompts, options, block_pairs
         self.baseline, self.candidates, self.failed_baselines, self.clock = baseline, candidates, failed_baselines, clock
         self.index = {p.id: i for i, p in enumerate(prompts)}
-        self.block = block_of(block_pairs)
+        # a confirmation repeats every prompt once more (repetition ``runs``) as the block after the last
+        self.confirmation = confirmation_pairs(block_pairs)
+        self.block = block_of([*block_pairs, self.confirmation])
         self.dead: dict[str, str] = {}                  # candidates not measured further in this sweep, and why
         self.sessions = itertools.count(next_session_number(store.current()))
         self.step_number = 0
@@ -169,7 +171,8 @@ class StepRunner:
         title = combo.title(self.show_k)
         if step.block is None:
             return title                  # the sequential design: upstream's titles
-        blocks = f"block {step.block + 1}/{len(self.block_pairs)}"
+        blocks = (f"block {step.block + 1}/{len(self.block_pairs)}" if step.block < len(self.block_pairs) else
+                  "confirmation on fresh requests")
         return f"{title} [{blocks}" + (", alternating with a baseline server]" if step.kind is Kind.PAIRED else "]")
 
     def _run_step(self, step: Step, total: int | None, before: str | None) -> str | None:
@@ -317,7 +320,8 @@ class StepRunner:
         stateful = is_stateful(combo.candidate.method) if combo.candidate else False
         return {"name": self.design.value, "drift_prone": self.design.drift_prone, "blocks": len(self.block_pairs),
                 "planned": sum(len(b) for b in self.block_pairs),
-                "sessions": len({r.session for r in records if r.session}), "stateful": stateful}
+                "sessions": len({r.session for r in records if r.session}), "stateful": stateful,
+                "confirmation_block": len(self.block_pairs)}
 
     def _record(self, combo: Combination, new: list[RequestRecord], o: _Open, wall: float) -> Row:
         prior = self.row(combo)
