@@ -35,7 +35,7 @@ from draftbench.sweep import Sweep
 from draftbench.sweep.config_file import load_config
 from draftbench.sweep.console import Reporter
 
-NGRAM_SIMPLE = {"ngram_simple_size_n": 2, "ngram_simple_size_m": 8}
+NGRAM_SIMPLE = {"ngram_simple_size_n": 4, "ngram_simple_size_m": 8}   # drafts a little on novel text
 
 
 class Hog:

@@ -265,6 +265,11 @@ def test_a_clean_run_has_no_warnings():
     assert quiet() == []
 
 
+def test_many_prompts_with_one_run_each_is_a_design_not_a_warning():
+    assert quiet(runs=1, n_prompts=12) == []                      # the interval comes from the prompts
+    assert any("only one run per prompt" in w for w in quiet(runs=1, n_prompts=2))
+
+
 def test_warnings_name_config_keys_by_default():
     warnings = quiet(runs=1, n_requests=2, max_tokens=16, tps_values=[50.0, 50.0])
     text = "\n".join(warnings)

@@ -70,7 +70,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         by_category[category] = {"n": len(group), "mean_tps": _round(_mean(r.decode_tps for r in group), 2),
                                  "acceptance_rate": cat_rate}
     run_cv = stats.run_to_run_cv(by_prompt)
-    warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
+    warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv, n_prompts=len(by_prompt),
                                         tps_values=[r.decode_tps for r in ok],
                                         completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens,
                                         flags=flags) + per_pos_findings
