@@ -10,6 +10,9 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export DRAFTBENCH_CACHE ?= $(HOME)/.cache/draftbench
 PYTEST_ARGS ?=
+# Two workers: the real-server, browser and repeated-trial tests stay on one of them, one at a time
+# (tests/conftest.py); PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: all setup venv llama-server models prompt-sets browser lint typecheck test demo clean help
 
@@ -55,7 +58,8 @@ typecheck: $(STAMP)
 	$(PY) -m mypy
 
 test: setup browser lint typecheck
-	DRAFTBENCH_REQUIRE_LLAMA=1 DRAFTBENCH_REQUIRE_BROWSER=1 $(PY) -m pytest $(PYTEST_ARGS)
+	DRAFTBENCH_REQUIRE_LLAMA=1 DRAFTBENCH_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
+		--durations=30 $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) sweep.py --config configs/demo_sweep.json

@@ -42,6 +42,7 @@ from draftbench.analysis.racing import RaceRules, Standing, judge
 from draftbench.analysis.replication import Unit
 from draftbench.analysis.stats import speedup_of_units
 from draftbench.results.file import Row, load_results
+from draftbench.results.kinds import Role, Status
 from simulation.grids import REFERENCE as REFERENCE_FILES
 from simulation.grids import reference_targets
 from simulation.score import within_2pct
@@ -88,9 +89,9 @@ def recorded_grids(path: Path, args) -> list[Grid]:
     grids = []
     for target in dict.fromkeys(r.target for r in results.results):
         rows = [r for r in results.results if r.target == target and r.measured and r.requests
-                and r.role in ("baseline", "speculative")]
-        base_row = next((r for r in rows if r.role == "baseline"), None)
-        cands = {r.draft + (f" (k={r.draft_max})" if r.draft_max else ""): r for r in rows if r.role == "speculative"}
+                and r.role in (Role.BASELINE, Role.SPECULATIVE)]
+        base_row = next((r for r in rows if r.role is Role.BASELINE), None)
+        cands = {r.draft + (f" (k={r.draft_max})" if r.draft_max else ""): r for r in rows if r.role is Role.SPECULATIVE}
         if base_row is None or len(cands) < 2:
             continue
         prompts = list(dict.fromkeys(q.prompt_id for q in base_row.requests))
@@ -255,7 +256,7 @@ def live(args) -> int:
             entry = (results.summary or {}).get("targets", [{}])[0]
             pick = entry.get("recommended_draft")
             out[search] = (wall, pick, entry.get("draft_max"), results)
-            base = next((r for r in results.results if r.role == "baseline"), None)
+            base = next((r for r in results.results if r.role is Role.BASELINE), None)
             print(f"  {search}: {wall:.0f} s, winner {pick} (k={entry.get('draft_max')}), "
                   f"{sum(len(r.requests) for r in results.results)} requests, "
                   f"{results.summary.get('server_loads')} server loads; its baseline (the machine's speed "
@@ -265,7 +266,7 @@ def live(args) -> int:
                 (Path(args.keep) / f"{search}-results.json").write_bytes((Path(tmp) / f"{search}-results.json").read_bytes())
     (ex_wall, ex_pick, ex_k, _), (ad_wall, ad_pick, ad_k, raced) = out["exhaustive"], out["adaptive"]
     eliminated = [r.draft + (f" (k={r.draft_max})" if r.draft_max else "") for r in raced.results
-                  if r.status == "eliminated"]
+                  if r.status is Status.ELIMINATED]
     requests = sum(len(r.requests) for r in raced.results) / max(1, sum(len(r.requests) for r in out["exhaustive"][3].results))
     print(f"same winner: {'yes' if (ex_pick, ex_k) == (ad_pick, ad_k) else 'NO'}; adaptive wall time "
           f"{ad_wall / ex_wall:.0%} of exhaustive (target ≤ 40%), requests {requests:.0%}; "

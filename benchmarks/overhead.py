@@ -26,9 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.analysis.verdict import analyze
-from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
-from draftbench.sweep.console import Reporter
+from draftbench.analysis.verdict import analyze  # noqa: E402
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results  # noqa: E402
+from draftbench.results.kinds import Role  # noqa: E402
+from draftbench.sweep.console import Reporter  # noqa: E402
 
 
 class Stopwatch(Reporter):
@@ -63,9 +64,9 @@ def spans(events, start: str, end: str) -> float:
 
 
 def live_sweep(folder: Path) -> int:
-    from draftbench.sweep import Sweep
     from draftbench.sweep.config_file import load_config
     from forge import ensure_family
+    from draftbench.sweep import Sweep
     models = {k: str(v) for k, v in ensure_family(which="test", quiet=True).items()}
     config_path = folder / "overhead.json"
     config_path.write_text(json.dumps({
@@ -108,12 +109,12 @@ def synthetic(n_rows: int, n_requests: int = 18) -> ResultsFile:
     rows = []
     for i in range(n_rows):
         target = f"T{i // 50}"
-        role = "baseline" if i % 50 == 0 else "speculative"
+        role = Role.BASELINE if i % 50 == 0 else Role.SPECULATIVE
         records = tuple(RequestRecord(prompt_id=f"p{j % 6}", category="code", run=j // 6, ttft_s=0.1, total_s=2.0,
                                       decode_tps=50.0 * (1 + (i % 50) / 100) * (1 + 0.01 * (j % 3)),
                                       completion_tokens=100, text="x" * 400) for j in range(n_requests))
-        rows.append(Row(target=target, draft=None if role == "baseline" else f"d{i}", role=role, mean_tps=50.0,
-                        requests=records, draft_max=None if role == "baseline" else 4))
+        rows.append(Row(target=target, draft=None if role is Role.BASELINE else f"d{i}", role=role, mean_tps=50.0,
+                        requests=records, draft_max=None if role is Role.BASELINE else 4))
     return ResultsFile(name="synthetic", hardware="h", backend="llamacpp", model_family="", settings={"runs": 3},
                        results=tuple(rows))
 

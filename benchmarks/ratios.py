@@ -16,9 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.analysis.stats import describe_speedup
-from draftbench.analysis.verdict import analyze
-from draftbench.results.file import load_results
+from draftbench.analysis.verdict import analyze  # noqa: E402
+from draftbench.results.file import load_results  # noqa: E402
+from draftbench.results.kinds import Role  # noqa: E402
+from draftbench.analysis.stats import describe_speedup  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
@@ -32,8 +33,8 @@ def main(argv: list[str]) -> int:
     for row in results.results:
         if not row.ok:
             continue
-        name = row.target + (f" + {row.draft}" if row.draft and row.role == "speculative" else "") + \
-            (f" (k={row.draft_max})" if row.draft_max else "") + ("" if row.role in ("baseline", "speculative")
+        name = row.target + (f" + {row.draft}" if row.draft and row.role is Role.SPECULATIVE else "") + \
+            (f" (k={row.draft_max})" if row.draft_max else "") + ("" if row.role in (Role.BASELINE, Role.SPECULATIVE)
                                                                  else f" [{row.role}]") + \
             (f" [{row.concurrency} streams]" if row.concurrency != 1 else "")
         pairs = [r.decode_tps / r.server_decode_tps for r in row.requests

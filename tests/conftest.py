@@ -17,6 +17,7 @@ from draftbench.backends.llamacpp.command import find_llama_server
 from draftbench.common.errors import BinaryNotFoundError
 from draftbench.lifetime.process import free_port
 
+from fakes.http_stub import StubServer
 from helpers import REQUIRE_LLAMA, default_settings, llama_server_pids
 
 
@@ -24,6 +25,19 @@ def _missing(what: str, how: str):
     if REQUIRE_LLAMA:
         pytest.fail(f"{what} is missing ({how}); CI requires it", pytrace=False)
     pytest.skip(f"{what} is missing: {how}")
+
+
+SERIAL_MARKS = ("llama", "browser", "slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) the tests that start real
+    servers or a browser, or repeat a trial many times, run one at a time on one worker, in their
+    order; every other test is independent and goes to whichever worker is free. Without xdist the
+    group mark does nothing."""
+    for item in items:
+        if any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
+            item.add_marker(pytest.mark.xdist_group("serial"))
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +63,21 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+@pytest.fixture
+def http_stub():
+    """Start stand-in HTTP servers (see tests/fakes/http_stub.py): ``http_stub(routes, port=0)``; all
+    are stopped after the test."""
+    started: list[StubServer] = []
+
+    def start(routes, *, port: int = 0) -> StubServer:
+        started.append(StubServer(routes, port=port).start())
+        return started[-1]
+
+    yield start
+    for stub in started:
+        stub.stop()
 
 
 @pytest.fixture

@@ -104,6 +104,20 @@ def llama_server_pids() -> set[int]:
     return {int(p) for p in out.stdout.split() if started_by_this_session(int(p))}
 
 
+def servers_on_port(port: int) -> list[int]:
+    """llama-server processes of this test session started with ``--port PORT``."""
+    found = []
+    for pid in llama_server_pids():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--port" in args and args.index(b"--port") + 1 < len(args) and args[args.index(b"--port") + 1] == \
+                str(port).encode():
+            found.append(pid)
+    return found
+
+
 def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -112,3 +126,35 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.05):
             return value
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout} s")
+
+
+# A guard against a hang, not a speed expectation: a read that waits on a FIFO would otherwise hang the suite.
+WATCHDOG_S = 20
+
+
+def within_watchdog(action, *args, **kwargs):
+    """``action(*args, **kwargs)`` in a thread; fail (instead of hanging the suite) if it has not returned
+    within WATCHDOG_S. Whatever it raises is raised here."""
+    import threading
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = action(*args, **kwargs)
+        except BaseException as exc:     # handed to the test
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(WATCHDOG_S)
+    assert not thread.is_alive(), f"{action.__name__} did not return within {WATCHDOG_S} s: it waits on the file"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def sparse_file(path: Path, size: int) -> Path:
+    """Extend ``path`` (created if missing) to ``size`` bytes without using the disk: a huge file, cheaply."""
+    with open(path, "ab") as fh:
+        fh.truncate(size)
+    return path

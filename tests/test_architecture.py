@@ -4,9 +4,11 @@ no private names imported across modules, modules that fit on a few screens. See
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "draftbench"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 MAX_LINES = 420
 # The layers, bottom up: a package may import itself, the package root (its version) and the packages
 # before it, never one after it. Imports inside functions count: a lazy import still couples the two.
@@ -110,3 +112,21 @@ def test_no_private_names_imported_across_modules():
 def test_modules_fit_on_a_few_screens():
     long = {m: n for m, p in modules().items() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines (split them by concern): {long}"
+
+
+def test_docs_architecture_names_every_module_and_no_module_that_is_gone():
+    """Each module by its path under draftbench/ in backticks (`results/row.py`; a package as `results/`),
+    so the map of the package cannot drift from the package."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    missing = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel == "__init__.py":
+            continue
+        names = (f"`{rel}`", f"`{rel.removesuffix('__init__.py')}`") if path.name == "__init__.py" else (f"`{rel}`",)
+        if not any(name in text for name in names):
+            missing.append(rel)
+    assert not missing, f"name these modules in {ARCHITECTURE.name} (one line each, in their layer): {sorted(missing)}"
+    gone = [name for name in re.findall(r"`([\w/]+\.py)`", text)
+            if not (PACKAGE / name).exists() and not (PACKAGE.parent / name).exists()]
+    assert not gone, f"{ARCHITECTURE.name} names modules that do not exist: {gone}"

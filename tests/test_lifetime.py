@@ -30,26 +30,22 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 GUARDS = ("portable", "pdeathsig")
 
 FAKE_SERVER = r'''
-import http.server, signal, subprocess, sys, time
-port, mode = int(sys.argv[1]), sys.argv[2]
+import signal, subprocess, sys, time
+port, mode, tests = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+sys.path.insert(0, tests)
+from fakes.http_stub import StubServer
 if mode == "ignore-term":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 grandchild = subprocess.Popen(["sleep", "600"])
 print(f"grandchild {grandchild.pid}", flush=True)
 
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-        for _ in range(12000):
-            self.wfile.write(b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n')
-            self.wfile.flush()
-            time.sleep(0.05)
-    def log_message(self, *a):
-        pass
+def stream_for_ten_minutes(call):
+    call.start_events()
+    for _ in range(12000):
+        call.event({"choices": [{"delta": {"content": "x"}}]})
+        time.sleep(0.05)
 
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+StubServer({"POST *": stream_for_ten_minutes}, port=port).serve_forever()
 '''
 
 # draftbench as far as the lifetime goes: start the (fake) server, stream a request, wait to be killed.
@@ -147,7 +143,7 @@ def start_driver(tmp_path: Path, fake: Path, guard: str, mode: str = "stream", c
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     port = free_port()
-    argv = command(port) if command else [sys.executable, str(fake), str(port), mode]
+    argv = command(port) if command else [sys.executable, str(fake), str(port), mode, str(Path(__file__).parent)]
     env = dict(os.environ, **{GUARD_ENV: guard, "DRAFTBENCH_CACHE": str(cache or tmp_path / "cache")})
     proc = subprocess.Popen([sys.executable, str(driver), str(REPO), str(port), str(tmp_path / f"server-{port}.log"),
                              json.dumps(argv)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

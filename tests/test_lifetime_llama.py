@@ -22,9 +22,9 @@ from draftbench.lifetime import pid_files as pidfiles
 from draftbench.lifetime.process import GUARD_ENV, free_port
 
 from helpers import REPO, llama_server_pids, read_until, run_cli, wait_for
-from test_faults import FAKE_SERVER as FAKE_LLAMA_SERVER
+from test_cli_sweep_cli_llama import write_config
 from test_lifetime import FAKE_SERVER, assert_group_gone_within, group_members, is_alive, make_leftover
-from test_sweep import write_config
+from test_sweep_session_faults import fake_llama_server
 
 pytestmark = [pytest.mark.llama,
               pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads process groups from /proc")]
@@ -120,10 +120,7 @@ def descendants(pid: int) -> list[int]:
 @pytest.mark.parametrize("guard", ["portable", "pdeathsig"])
 def test_sigkill_of_server_cli_leaves_no_grandchild(models, tmp_path, guard):
     """Issue 11: a server that spawned a helper of its own — SIGKILL of server.py takes both down."""
-    fake = tmp_path / "llama-server"
-    fake.write_text(FAKE_LLAMA_SERVER.format(python=sys.executable, mode="stall").replace(
-        'MODE = "stall"', 'MODE = "stall"\nimport subprocess\nsubprocess.Popen(["sleep", "600"])  # a grandchild'))
-    fake.chmod(0o755)
+    fake = fake_llama_server(tmp_path, "stall", name="llama-server", grandchild=True)
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(REPO / "server.py"), "llama-cpp", "--model-path", models["base"],
                              "--llama-bin", str(fake), "--port", str(port)], cwd=str(REPO), stdout=subprocess.PIPE,

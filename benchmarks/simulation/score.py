@@ -6,6 +6,7 @@ import statistics
 from dataclasses import dataclass
 
 from draftbench.config.prompts import Prompt
+from draftbench.results.kinds import Role
 from draftbench.results.speedup import Speedup
 
 from .sweeps import Sweep
@@ -45,7 +46,7 @@ def score(sweep: Sweep, truth: Truth, prompts: tuple[Prompt, ...], noise_floor: 
     index = {p.id: i for i, p in enumerate(prompts)}
     these, like = [], []
     for row in sweep.results.results:
-        if row.role != "speculative" or row.draft is None or row.speedup is None or not row.speedup.has_interval:
+        if row.role is not Role.SPECULATIVE or row.draft is None or row.speedup is None or not row.speedup.has_interval:
             continue
         measured = [index[r.prompt_id] for r in row.requests if r.error is None and r.decode_tps]
         these.append(covers(row.speedup, truth.on_prompts(row.draft, measured)))

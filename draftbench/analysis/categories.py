@@ -9,7 +9,7 @@ configuration per category when they differ ("for code-edit: ngram-mod; for chat
 from __future__ import annotations
 
 from ..results.file import ResultsFile, Row
-from ..results.speedup import Speedup
+from ..results.speedup import rank
 from .degenerate import looping_requests
 from .session import category_label
 from .stats import describe_speedup
@@ -27,17 +27,13 @@ def candidate_name(row: Row) -> str:
     return (row.draft or "") + (f" (k={row.draft_max})" if row.draft_max else "")
 
 
-def _key(speed: Speedup) -> tuple[float, float]:
-    return (speed.ci95_low or speed.ratio, speed.ratio)
-
-
 def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     """category → the best measured configuration on it: ``{candidate, draft, draft_max, speedup,
     significant_gain, looping}``, or ``{candidate: None}`` when nothing beat the target alone there.
     Only rows that count as speed-ups take part, and on a category only rows that drafted there;
     significant gains rank first."""
     baseline = results.baseline_for(target)
-    rows = [r for r in results.results if r.target == target and r.counts_as_speedup() and r.speedup_by_category]
+    rows = [r for r in results.rows_of(target) if r.counts_as_speedup() and r.speedup_by_category]
     if baseline is None or not rows:
         return {}
     loops = {pid for pid, _run in looping_requests(baseline)}
@@ -53,7 +49,7 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
         if not pool:
             out[category] = {"candidate": None, "looping": category in looping_categories}
             continue
-        best, speed = max(pool, key=lambda rs: _key(rs[1]))
+        best, speed = max(pool, key=lambda rs: rank(rs[1]))
         out[category] = {"candidate": candidate_name(best), "draft": best.draft, "draft_max": best.draft_max,
                          "speedup": speed, "significant_gain": bool(significant),
                          "looping": category in looping_categories}

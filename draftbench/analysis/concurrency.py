@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ..common.errors import Problem
 from ..results.file import ResultsFile, Row
+from ..results.kinds import Role
 
 PERCENTILES = (50, 90, 99)
 
@@ -89,8 +90,8 @@ def level_summary(row: Row) -> dict | None:
 
 def row_levels(results: ResultsFile, target: str | None = None) -> tuple[int, ...]:
     """The levels measured (for one target, or any), ascending; (1,) for files without any."""
-    found = {r.concurrency for r in results.results
-             if r.role in ("baseline", "speculative") and (target is None or r.target == target)}
+    rows = results.results if target is None else results.rows_of(target)
+    found = {r.concurrency for r in rows if r.role in (Role.BASELINE, Role.SPECULATIVE)}
     return tuple(sorted(found)) or (1,)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from enum import Enum
 
 from ..results.file import ResultsFile, Row
-from ..results.speedup import Speedup
+from ..results.kinds import Role
+from ..results.speedup import Speedup, rank
 from .concurrency import level_summary, row_levels
 from .stats import describe_speedup
 
@@ -21,15 +22,6 @@ class LevelOutcome(str, Enum):
     NOT_SIGNIFICANT = "not significant"
     SLOWER = "slower"                     # significantly slower
     NO_MEASUREMENT = "no valid measurement"
-
-
-def _ratio(row: Row) -> float:
-    return row.speedup.ratio if row.speedup and row.speedup.ratio else 1.0
-
-
-def _lower_bound(row: Row) -> float:
-    """The interval's low end, else the ratio: how surely a row is faster."""
-    return (row.speedup.ci95_low if row.speedup else None) or _ratio(row)
 
 
 def outcome(row: Row | None) -> LevelOutcome:
@@ -47,8 +39,8 @@ def label(draft: str, draft_max: int | None) -> str:
 def candidates_by_level(results: ResultsFile, target: str) -> dict[tuple[str, int | None], dict[int, Row]]:
     """(candidate, k) → {level: its row} for one target's speculative rows."""
     out: dict[tuple[str, int | None], dict[int, Row]] = {}
-    for r in results.results:
-        if r.target == target and r.role == "speculative" and r.draft is not None:
+    for r in results.rows_of(target):
+        if r.role is Role.SPECULATIVE and r.draft is not None:
             out.setdefault((r.draft, r.draft_max), {}).setdefault(r.concurrency, r)
     return out
 
@@ -80,8 +72,8 @@ def _after(results: ResultsFile, target: str, row: Row | None, n: int) -> str:
         why = row.reason if row is not None and row.reason else "not measured"
         return f"at {n} streams it has no valid measurement ({why})"
     where = f"per stream at {n} streams: {describe_speedup(row.speedup)}{_aggregate_text(results, target, row, n)}"
-    if state is LevelOutcome.SLOWER:
-        return f"above that it costs {(1 - _ratio(row)) * 100:.0f}% of throughput ({where})"
+    if state is LevelOutcome.SLOWER and row.speedup:
+        return f"above that it costs {(1 - row.speedup.ratio) * 100:.0f}% of throughput ({where})"
     return f"above that it is no longer significantly faster ({where})"
 
 
@@ -105,7 +97,7 @@ def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str
     per_level = []
     for n in levels:
         rows_at = [(key, rows[n]) for key, rows in by_candidate.items() if outcome(rows.get(n)) is LevelOutcome.FASTER]
-        best = max(rows_at, key=lambda kr: _lower_bound(kr[1]), default=None)
+        best = max(rows_at, key=lambda kr: rank(kr[1].speedup), default=None)
         row = by_candidate[chosen].get(n) if chosen else None
         per_level.append({"streams": n, "outcome": outcome(row).value if chosen else None,
                           "speedup": row.speedup if row is not None else None,

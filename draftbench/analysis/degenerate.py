@@ -23,6 +23,7 @@ from functools import lru_cache
 
 from ..results.file import Row
 from ..results.findings import Code, Finding
+from ..results.kinds import Role
 from .stats import describe_speedup, speedup
 
 LOOP_SHARE_LIMIT = 0.3       # 30% of an answer spent in one loop inflates acceptance well beyond the real text
@@ -118,7 +119,7 @@ def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None,
                   "prompts": sorted({pid for pid, _ in affected}), "max_loop_share": max(affected.values()),
                   "limit": LOOP_SHARE_LIMIT}
     what = f"on {len(affected)} of {len(measured)} requests ({_prompt_list(affected)})"
-    if row is baseline or row.role in ("baseline", "control"):
+    if row is baseline or row.role in (Role.BASELINE, Role.CONTROL):
         return info, Finding(Code.DEGENERATE_OUTPUT, f"the target's own output loops {what}: speculative rows "
                              "measured on these requests look faster than they would on real text", "settings.prompts")
     without = speedup(_tps(baseline.requests, lambda k: k not in loops), _tps(row.requests, lambda k: k not in loops),

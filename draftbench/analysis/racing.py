@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from ..common.percent import signed_change
 from ..results.file import ResultsFile
 from .pairing import Pair
 from .replication import SessionVariance, Unit, estimate, pool_sessions, session_component
@@ -146,7 +147,7 @@ class Elimination:
 
 
 def _pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%" if math.isfinite(ratio) else "unbounded"
+    return signed_change(ratio, digits=1) if math.isfinite(ratio) else "unbounded"
 
 
 def _slower(ratio: float) -> str:

@@ -50,7 +50,7 @@ def _name(row: Row) -> str:
 def session_summary(results: ResultsFile, target: str, level: int) -> dict | None:
     """The best configuration within a session for ``target`` at ``level`` streams:
     ``{candidate, speedup, significant_gain, fresh_measured}``; None when no session was measured."""
-    rows = [r for r in results.results if r.target == target and r.concurrency == level and r.counts_as_speedup()
+    rows = [r for r in results.rows_of(target) if r.concurrency == level and r.counts_as_speedup()
             and r.speedup_in_session is not None]
     if not rows:
         return None

@@ -1,6 +1,7 @@
 """Summaries, confidence intervals, significance and stability warnings.
 
-Student-t quantiles come from :mod:`student_t` (exact, any level; no SciPy).
+No SciPy: Student-t quantiles are exact (:mod:`student_t`), at any degrees of freedom, Welch's and
+Satterthwaite's fractional ones included.
 
 Speed-up (see docs/statistics.md): requests are paired by (prompt, repetition) — the same
 prompt and seed on the baseline server and on the speculative server. The speed-up is the
@@ -19,15 +20,11 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import TypeGuard
 
+from ..common.percent import percent_change
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup
 from .replication import Estimate, SessionVariance, Unit, estimate
 from .student_t import t_quantile
-
-
-def t975(df: float) -> float:
-    """0.975 quantile of Student's t (two-sided 95%)."""
-    return t_quantile(0.975, df) if df >= 1 else float("inf")
 
 
 def rounded(x: float | None, digits: int = 4) -> float | None:
@@ -43,7 +40,7 @@ def summarize(values: Iterable[float | None]) -> dict | None:
     n = len(vals)
     mean = statistics.fmean(vals)
     stdev = statistics.stdev(vals) if n > 1 else None
-    half = t975(n - 1) * stdev / math.sqrt(n) if stdev is not None else None
+    half = t_quantile(0.975, n - 1) * stdev / math.sqrt(n) if stdev is not None else None
     p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
     return {
         "n": n, "mean": rounded(mean), "median": rounded(statistics.median(vals)), "stdev": rounded(stdev),
@@ -75,11 +72,11 @@ def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence
     hi = round(math.exp(high), 4) if math.isfinite(high) else None
     method = "paired-log-by-prompt" if est.prompts >= 2 else "paired-t-log"
     if hi is None:      # no finite interval (a variance with no degrees of freedom): not judged
-        return Speedup(ratio=round(ratio, 4), method=method, n_pairs=n_pairs, percent=round((ratio - 1) * 100, 2),
+        return Speedup(ratio=round(ratio, 4), method=method, n_pairs=n_pairs, percent=percent_change(ratio),
                        noise_floor=noise_floor, question=est.question, prompts=est.prompts, sessions=est.sessions)
     return Speedup(ratio=round(ratio, 4), ci95_low=lo, ci95_high=hi,
                    significant=clears_floor(lo, hi, noise_floor), method=method, n_pairs=n_pairs,
-                   percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor, question=est.question,
+                   percent=percent_change(ratio), noise_floor=noise_floor, question=est.question,
                    se_log=round(est.se, 6), df=round(est.df, 3), prompts=est.prompts, sessions=est.sessions)
 
 
@@ -92,15 +89,16 @@ def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,
     if est is None:
         ratio = math.exp(units[0].value)
         return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=len(units),
-                       percent=round((ratio - 1) * 100, 2))
+                       percent=percent_change(ratio))
     return from_estimate(est, noise_floor=noise_floor, n_pairs=len(units))
 
 
 def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *,
             noise_floor: float = 0.02) -> Speedup | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
-    base = {k: v for k, v in baseline.items() if _positive(v)}
-    cand = {k: v for k, v in candidate.items() if _positive(v)}
+    # (the plain float first, in the comprehension itself: this runs for every row and category of a file)
+    base = {k: v for k, v in baseline.items() if (type(v) is float and v > 0 and v - v == 0) or _positive(v)}
+    cand = {k: v for k, v in candidate.items() if (type(v) is float and v > 0 and v - v == 0) or _positive(v)}
     if not base or not cand:
         return None
     keys = sorted(set(base) & set(cand))
@@ -111,16 +109,16 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
     if len(lb) < 2 or len(lc) < 2:
         ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
         return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
-                       percent=round((ratio - 1) * 100, 2))
+                       percent=percent_change(ratio))
     mean = statistics.fmean(lc) - statistics.fmean(lb)
     va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
-    half = t975(df) * se
+    half = t_quantile(0.975, df) * se
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
     return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4),
                    significant=clears_floor(low, high, noise_floor), method="welch-t-log", n_pairs=0,
-                   percent=round((ratio - 1) * 100, 2), noise_floor=noise_floor)
+                   percent=percent_change(ratio), noise_floor=noise_floor)
 
 
 def describe_speedup(s: Speedup | None) -> str:

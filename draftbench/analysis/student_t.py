@@ -1,7 +1,7 @@
 """Student's t distribution at any confidence level, without SciPy.
 
-The race (``race.py``) needs intervals far wider than 95% — its error rate is split over every
-look at the data — so the 0.975 table in ``stats`` is not enough. The CDF comes from the
+The one Student-t of the package: ``stats`` asks for 95% intervals, the race (``racing.py``) for
+intervals far wider — its error rate is split over every look at the data. The CDF comes from the
 regularized incomplete beta function (continued fraction, modified Lentz), the quantile from
 bisection on it; both are accurate to ~1e-10, far beyond what an interval needs.
 """

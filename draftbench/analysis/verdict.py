@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 import statistics
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
+from ..common.bulk import collector_paused
+from ..common.percent import percent
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
-from ..results.speedup import Speedup, plain
+from ..results.kinds import Role, Status
+from ..results.speedup import Speedup, plain, rank
 from ..results.theory import Theory
 from . import decision, stats
 from .categories import best_per_category, category_sentence
@@ -100,12 +103,29 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
     }
 
 
+_ROW_FIELDS = frozenset(f.name for f in fields(Row))
+
+
+def _evolve(row: Row, **changes: Any) -> Row:
+    """``dataclasses.replace`` for what the analysis computed, whose values are already typed (a Speedup,
+    a Theory, Findings): the same new row without running ``Row.__post_init__`` again — the analysis
+    replaces a row up to four times, and that was a third of analysing a 50k-row file."""
+    unknown = changes.keys() - _ROW_FIELDS
+    if unknown:
+        raise TypeError(f"Row has no field {', '.join(sorted(unknown))}")
+    new = object.__new__(Row)
+    new.__dict__.update(row.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 def _round(x, digits):
     return None if x is None else round(x, digits)
 
 
 def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
-    """Speed-up with a CI (its own session spread); the summary means' ratio for upstream rows (no CI there)."""
+    """Speed-up with a CI (its own session spread; fresh prompts only, see comparison.py); the summary
+    means' ratio for upstream rows (no CI there)."""
     return compare(row, baseline, noise_floor=noise_floor).speedup
 
 
@@ -164,15 +184,16 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> Theory | Non
                            measured_ratio=row.speedup.ratio if row.speedup else None)
 
 
-def _inside_the_draft(row: Row, baseline: Row | None, results: ResultsFile) -> Row:
-    """Per-position diagnosis, the k predicted from this row, and this draft against its ceiling."""
+def _inside_the_draft(row: Row, baseline: Row | None, same_candidate: list[Row]) -> Row:
+    """Per-position diagnosis, the k predicted from this row, and this draft against its ceiling.
+    ``same_candidate``: the rows of this target and candidate (other k, ceiling runs)."""
     prediction = kpredict.predict(row, baseline) if row.ok else None
     if prediction is not None:
-        prediction = kpredict.with_measured(prediction, kpredict.siblings(row, results.results))
-    summary = ceiling.summarize(row, ceiling.ceiling_rows(results.results, row)) if row.ok else None
+        prediction = kpredict.with_measured(prediction, kpredict.siblings(row, same_candidate))
+    summary = ceiling.summarize(row, ceiling.ceiling_rows(same_candidate, row)) if row.ok else None
     diagnosis = perpos.diagnose(row.accepted_per_pos, row.verify_steps,
                                 best_k=prediction["recommended_k"] if prediction else None)
-    return replace(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
+    return _evolve(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
 
 
 def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
@@ -181,7 +202,7 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
     drift: dict[str, float] = {}
     for row in results.results:
         baseline = results.baseline_for(row.target, concurrency)
-        if row.ok and row.role == "control" and row.concurrency == concurrency and baseline is not None:
+        if row.ok and row.role is Role.CONTROL and row.concurrency == concurrency and baseline is not None:
             speed = compare_to_baseline(row, baseline, noise_floor=noise_floor)
             if speed and speed.significant:
                 drift[row.target] = max(drift.get(row.target, 0.0), abs(speed.ratio - 1.0))
@@ -190,6 +211,11 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
 
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
+    with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py)
+        return _analyze(results)
+
+
+def _analyze(results: ResultsFile) -> ResultsFile:
     settings = results.settings or {}
     configured_floor = settings.get("noise_floor")
     noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
@@ -197,12 +223,18 @@ def analyze(results: ResultsFile) -> ResultsFile:
     drift = {(target, n): value for n in row_levels(results)
              for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
     spreads = session_spreads(results)
+    alone_by_draft: dict[str, Row] = {}
+    by_candidate: dict[tuple[str, str | None], list[Row]] = {}
+    for r in results.results:      # grouped once: a lookup per row, not a scan (O(rows), not O(rows²))
+        if r.role is Role.DRAFT_ALONE:
+            alone_by_draft.setdefault(r.target, r)
+        by_candidate.setdefault((r.target, r.draft), []).append(r)
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.measured and row.role in ("speculative", "control", "ceiling") and baseline is not None:
+        if row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and baseline is not None:
             floor = noise_floor
-            if row.role == "speculative" and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
+            if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
                 # The same baseline measured twice differed by this much: a smaller "speed-up" is
                 # indistinguishable from the machine's own drift, however tight its CI.
                 floor = drift[(row.target, row.concurrency)]
@@ -218,27 +250,22 @@ def analyze(results: ResultsFile) -> ResultsFile:
                 by_category = {c: replace(s, significant=False, note=why_not)
                                for c, s in (by_category or {}).items()} or None
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
-            row = replace(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
-                          equivalence=None if row.role == "ceiling" else
+            row = _evolve(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
+                          equivalence=None if row.role is Role.CEILING else
                           equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=None if row.role == "ceiling" else by_category,
-                          speedup_in_session=None if row.role == "ceiling" else
+                          speedup_by_category=None if row.role is Role.CEILING else by_category,
+                          speedup_in_session=None if row.role is Role.CEILING else
                           session_speedup(row, baseline, noise_floor=floor))
-            if row.role == "speculative" and row.concurrency == 1:   # the theory models one stream
-                alone = next((r for r in results.results if r.role == "draft_alone" and r.target == row.draft), None)
-                row = replace(row, theory=theory_for(row, baseline, alone))
-        if row.ok and baseline is not None and row.role != "ceiling":
+            if row.role is Role.SPECULATIVE and row.concurrency == 1:   # the theory models one stream
+                alone = alone_by_draft.get(row.draft) if row.draft is not None else None
+                row = _evolve(row, theory=theory_for(row, baseline, alone))
+        if row.ok and baseline is not None and row.role is not Role.CEILING:
             row = _with_loop_check(row, baseline, noise_floor)
-        if row.role == "speculative" and row.concurrency == 1:     # per-position counts need one stream
-            row = _inside_the_draft(row, baseline, results)
+        if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
+            row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)])
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
-
-
-def _ratio(row: Row) -> float:
-    """The measured speed-up ratio (rows without one sort last)."""
-    return row.speedup.ratio if row.speedup else 0.0
 
 
 def _significant(row: Row) -> bool | None:
@@ -250,7 +277,7 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
     finding is replaced, never repeated)."""
     info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
     kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
-    return replace(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
+    return _evolve(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -258,27 +285,28 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
 def recommend(results: ResultsFile) -> dict:
     """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
     concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
-    targets = list(dict.fromkeys(r.target for r in results.results if r.role in ("baseline", "speculative")))
+    targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
     configured_floor = (results.settings or {}).get("noise_floor")
     noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
     per_target = []
     for target in targets:
         level = primary_level(results, target)
-        at_level = [r for r in results.results if r.concurrency == level]
+        at_level = [r for r in results.rows_of(target) if r.concurrency == level]
         baseline = results.baseline_for(target, level)
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        raced = [r for r in results.results if r.target == target and r.role == "speculative" and r.race]
+        raced = [r for r in at_level if r.target == target and r.role is Role.SPECULATIVE and r.race]
         confirming = decision.confirmed_row(candidates)
         if confirming is not None:       # selected, then measured on fresh requests: that block decides
             winner = decision.confirmed_winner(candidates)
             winners = [winner] if winner is not None else []
         elif decision.raced(raced):      # a race's file from before confirmations
             winner = decision.race_winner(candidates)
-            winners = [winner] if winner is not None and _significant(winner) and _ratio(winner) > 1 else []
-        else:
-            winners = [r for r in decision.recommendable(candidates, noise_floor) if _ratio(r) > 1]
+            winners = [winner] if winner is not None and _significant(winner) and winner.speedup \
+                and winner.speedup.ratio > 1 else []
+        else:                            # no confirmation: simultaneous bounds over the candidates
+            winners = [r for r in decision.recommendable(candidates, noise_floor) if r.speedup and r.speedup.ratio > 1]
         inactive = [r.draft or "" for r in at_level
-                    if r.target == target and r.role == "speculative" and r.ok and r.speculation_active is False]
+                    if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
@@ -294,7 +322,7 @@ def recommend(results: ResultsFile) -> dict:
                          acceptance_rate=best.acceptance_rate)
             entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(quoted)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                                f"{_pct(best.acceptance_rate)} of drafted tokens accepted)"
+                                f"{percent(best.acceptance_rate)} of drafted tokens accepted)"
                                 + (decision.confirmed_text(best, len(candidates)) if best.confirmed else
                                    decision.at_least_text(best, len(candidates))) + ".")
             if best.degenerate_output:
@@ -303,7 +331,7 @@ def recommend(results: ResultsFile) -> dict:
                                      f"{best.degenerate_output['requests']} requests, which flatters this "
                                      "speed-up (see the row's warning).")
         elif candidates:
-            best = max(candidates, key=_ratio)
+            best = max(candidates, key=lambda r: rank(r.speedup))
             if results.is_upstream or _significant(best) is None:
                 entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
                 why = ("this file has no per-request data" if results.is_upstream or not best.requests else
@@ -317,13 +345,13 @@ def recommend(results: ResultsFile) -> dict:
                                     f"{stats.describe_speedup(best.speedup)}).")
                 if confirming is not None:
                     entry["verdict"] += decision.not_confirmed_text(confirming)
-                if (best.acceptance_rate or 0) >= 0.5 and _ratio(best) < 1:
-                    entry["verdict"] += (f" Its drafts were mostly accepted ({_pct(best.acceptance_rate)}), so the time "
+                if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
+                    entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time "
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
                                          "(typical of CPUs), where a verify step costs nearly as much per token as "
                                          "generating. The same pair may pay on a GPU.")
-        elif eliminated := [r for r in results.results if r.target == target and r.status == "eliminated" and r.speedup]:
-            best = max(eliminated, key=_ratio)
+        elif eliminated := [r for r in results.rows_of(target) if r.status is Status.ELIMINATED and r.speedup]:
+            best = max(eliminated, key=lambda r: rank(r.speedup))
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
         elif (in_session := session_summary(results, target, level)) is not None:
@@ -334,7 +362,7 @@ def recommend(results: ResultsFile) -> dict:
         if useless:
             entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
                                  f"{', '.join(dict.fromkeys(useless))}.")
-        control = next((r for r in at_level if r.target == target and r.role == "control" and r.speedup), None)
+        control = next((r for r in at_level if r.target == target and r.role is Role.CONTROL and r.speedup), None)
         if control and _significant(control):
             entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
                                  f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
@@ -360,7 +388,7 @@ def recommend(results: ResultsFile) -> dict:
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
     """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
     floor = (results.settings or {}).get("noise_floor")
-    cannot_pay = ceiling.no_draft_can_pay(results.results, target,
+    cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target,
                                           float(floor) if isinstance(floor, (int, float)) else 0.02)
     speed: Speedup | None = entry.get("speedup")
     if speed and speed.significant and speed.ratio > 1:
@@ -369,7 +397,7 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
     if cannot_pay:
         entry["verdict"] += " " + cannot_pay
     rec = entry.get("recommended_draft")
-    leading = {r.draft: r for r in kpredict.leading_rows(r for r in results.results if r.target == target)}
+    leading = {r.draft: r for r in kpredict.leading_rows(results.rows_of(target))}
     prediction = leading[rec].k_prediction if rec in leading else None
     entry["k_prediction"] = None
     if prediction and entry.get("speedup"):
@@ -379,6 +407,3 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
         if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
             entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
 
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.0%}"

@@ -94,7 +94,8 @@ class Server:
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None):
+                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None,
+                 probe_timeout_s: float | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.process = process
@@ -108,9 +109,14 @@ class Server:
             self.session.headers["Authorization"] = f"Bearer {api_key}"
         self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
+        self.probe_timeout_s = probe_timeout_s   # one deadline for every probe; None: each probe's usual one
         self.topology: dict | None = None  # where the models run, when spread over several devices or hosts
         self._owner, self._local = threading.get_ident(), threading.local()
         self._thread_sessions: list[requests.Session] = []     # list.append is atomic: no lock needed
+
+    def probe_s(self, usual: float) -> float:
+        """A probe's deadline (/props, /slots, /metrics, /version, /v1/models): ``usual``, unless set for all."""
+        return usual if self.probe_timeout_s is None else self.probe_timeout_s
 
     def http(self) -> requests.Session:
         """:attr:`session` on the thread that made this object; one of its own on every other (streams never share)."""
@@ -283,11 +289,6 @@ class Backend:
         found before anything starts. May connect to endpoints; starts nothing."""
         return []
 
-    def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
-        """Why a baseline server and a candidate server cannot be up together (the interleaved design,
-        ``sweep/schedule.py``); None when they can."""
-        return f"the {self.config_name} backend runs one model server at a time"
-
     def sweep_notes(self, settings: dict) -> list[str]:
         """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
         return []
@@ -296,9 +297,9 @@ class Backend:
         raise NotImplementedError
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-               auth: tuple[str, str] | None = None) -> Server:
-        """A server somebody else started (``bench.py --url``). We measure it; we never stop it."""
-        return Server(base_url, model=model or "default", api_key=api_key, auth=auth)
+               auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> Server:
+        """A server somebody else started (``bench.py --url``): measured, never stopped; probes see probe_s."""
+        return Server(base_url, model=model or "default", api_key=api_key, auth=auth, probe_timeout_s=probe_timeout_s)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""

@@ -25,6 +25,7 @@ from ..config.prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Promp
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 from ..results.file import Row, now_iso
+from ..results.kinds import Role
 from . import run_main
 from .ab_cli import add_ab_arguments, run_ab_command
 
@@ -160,7 +161,7 @@ def measure(server: Server, label: str, prompts: list[Prompt], options: MeasureO
         speculative = server.speculation_status(requested=True).active is not False
         fields = level_fields(fields, load, speculative=speculative, flags={**BENCH_FLAGS, "concurrency": "--concurrency"})
     fields["warnings"] = tuple(fields["warnings"])
-    return Row(target=label, role="baseline", requests=tuple(records), started_at=now_iso(), concurrency=streams,
+    return Row(target=label, role=Role.BASELINE, requests=tuple(records), started_at=now_iso(), concurrency=streams,
                load=load, **fields)
 
 

@@ -8,7 +8,7 @@ redacted copy this command wrote before).
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import re
 import sys
 from dataclasses import replace
@@ -16,14 +16,16 @@ from pathlib import Path
 
 from ..analysis.verdict import analyze
 from ..common.errors import DraftbenchError, ResultsFileError, UsageError
-from ..common.files import atomic_write_text
+from ..common.files import describe_write_error, same_as_stdout, write_output_text
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, load_results, save_results
 from ..results.output_paths import check_new_file
+from ..results.peek import is_redacted_copy, peek_header
 from ..share.compare import compare, load_compared, render
 from ..share.compare.match import ComparedFile
 from ..share.export import FORMATS, comparison_table, export, results_table
 from ..share.redact_paths import redact_path_text, redacted_results
+from . import write_stdout
 
 REDACTED_MARK = "redacted_paths"     # top-level key of a redacted copy: it may be rewritten by the next one
 
@@ -48,17 +50,14 @@ def wants_share(args: argparse.Namespace) -> bool:
 # --------------------------------------------------------------------------- outputs
 
 def _looks_like_results(path: Path) -> bool | None:
-    """True: a results file with measurements; False: something else; None: a redacted copy of ours."""
-    try:
-        with open(path, "rb") as f:
-            if f.read(64).lstrip()[:1] != b"{":      # not JSON (a model, a report): never read it whole
-                return False
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    """True: a results file with measurements; False: something else; None: a redacted copy of ours.
+
+    Judged from the file's first and last bytes, and only for a regular file: an output path may be
+    /dev/stdout, a pipe or a process substitution, which must never be read (it would wait for ever)."""
+    header = peek_header(path)
+    if header is None or not header.is_results:
         return False
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        return False
-    return None if data.get(REDACTED_MARK) is True else True
+    return None if is_redacted_copy(path) else True
 
 
 def check_output(path: Path, inputs: list[str], flag: str, *, html: bool = False) -> None:
@@ -69,12 +68,18 @@ def check_output(path: Path, inputs: list[str], flag: str, *, html: bool = False
                          "choose another path, or move that file away first")
 
 
+def _info_stream(output: Path):
+    """Where messages go: standard error when the output itself goes to standard output."""
+    return sys.stderr if same_as_stdout(output) else sys.stdout
+
+
 def write_text(path: Path, text: str, what: str) -> None:
     try:
-        atomic_write_text(path, text)
+        write_output_text(path, text)
     except OSError as exc:
-        raise DraftbenchError(f"cannot write {what} {path}: {exc.strerror or exc}",
-                              "check the folder exists and is writable, or choose another path") from None
+        raise DraftbenchError(f"cannot write {what} {path}: {describe_write_error(exc)}",
+                              "check the folder exists and is writable (and the disk has room), or choose another "
+                              "path") from None
 
 
 # --------------------------------------------------------------------------- modes
@@ -92,9 +97,9 @@ def export_results(args: argparse.Namespace) -> int:
         out = Path(args.output)
         check_output(out, [args.results], "--output")
         write_text(out, text, "the export")
-        print(safe_text(f"Exported {len(results.results)} combinations to {out}"))
+        print(safe_text(f"Exported {len(results.results)} combinations to {out}"), file=_info_stream(out))
     else:
-        sys.stdout.write(safe_text(text))
+        write_stdout(safe_text(text), "the export")
     return 0
 
 
@@ -108,7 +113,8 @@ def redact_copy(args: argparse.Namespace) -> int:
         save_results(redacted, out)
     except ResultsFileError as exc:
         raise DraftbenchError(exc.message.replace("results file", "the redacted copy"), exc.fix) from None
-    print(safe_text(f"Wrote a copy of {source} with local paths redacted to {out} (the original is unchanged)"))
+    print(safe_text(f"Wrote a copy of {source} with local paths redacted to {out} (the original is unchanged)"),
+          file=_info_stream(out))
     return 0
 
 
@@ -117,10 +123,27 @@ def default_chart(paths: list[str]) -> Path:
     return Path("results") / f"compare-{stems[:150]}.html"
 
 
+def _refuse_one_file_twice(paths: list[str]) -> None:
+    """``--compare A A`` (or A and a link to it) would say "the files agree" about one file."""
+    for i, path in enumerate(paths):
+        for earlier in paths[:i]:
+            try:
+                same = os.path.samefile(earlier, path)
+            except (OSError, ValueError):
+                continue     # a missing file is named when it is loaded
+            if same:
+                real = os.path.realpath(path)
+                also = "" if str(earlier) == str(path) else f" ({real})"
+                raise UsageError(f"--compare {earlier} and {path} are the same file{also}: comparing a file with "
+                                 "itself shows no difference", "give each results file once, and at least two "
+                                 "different files")
+
+
 def run_compare(args: argparse.Namespace) -> int:
     paths = list(args.compare)
     if len(paths) < 2:
         raise UsageError("--compare needs at least two results files", "e.g. python sweep.py --compare a.json b.json")
+    _refuse_one_file_twice(paths)
     chart = None if args.no_chart else Path(args.chart) if args.chart else default_chart(paths)
     output = Path(args.output) if args.output else None
     if output is not None and not args.export:
@@ -133,7 +156,7 @@ def run_compare(args: argparse.Namespace) -> int:
     if args.redact_paths:
         files = [ComparedFile(f.letter, redact_path_text(f.path), analyze(redacted_results(f.results))) for f in files]
     comparison = compare(files)
-    export_to_stdout = bool(args.export) and output is None
+    export_to_stdout = bool(args.export) and (output is None or same_as_stdout(output))
     info = sys.stderr if export_to_stdout else sys.stdout   # standard output carries the export alone
     if args.export:
         table = comparison_table(comparison)
@@ -141,17 +164,17 @@ def run_compare(args: argparse.Namespace) -> int:
         if output is not None:
             write_text(output, text, "the export")
         else:
-            sys.stdout.write(safe_text(text))
+            write_stdout(safe_text(text), "the export")
     if not export_to_stdout:
         print(safe_text(render(comparison)))
     if args.export and output is not None:
-        print(safe_text(f"\nExported {len(table.records)} combinations to {output}"))
+        print(safe_text(f"\nExported {len(table.records)} combinations to {output}"), file=info)
     if chart is not None:
         from ..report.compare_page import write_comparison
         try:
             write_comparison(comparison, chart, cdn=args.cdn)
         except OSError as exc:
-            raise DraftbenchError(f"cannot write the comparison report {chart}: {exc.strerror or exc}",
+            raise DraftbenchError(f"cannot write the comparison report {chart}: {describe_write_error(exc)}",
                                   "choose another --chart path") from None
         print(("" if export_to_stdout else "\n") + safe_text(f"Comparison report saved to {chart}"), file=info)
     return 0

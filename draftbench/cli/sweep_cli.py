@@ -12,6 +12,7 @@ from pathlib import Path
 from ..analysis.concurrency import levels
 from ..analysis.verdict import analyze
 from ..backends import get_backend
+from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
 from ..config.prompts import prompts_for
@@ -227,7 +228,8 @@ def run_config_dir(folder: str, args) -> int:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if wants_share(args):
-        return run_share(args)
+        with collector_paused():     # one pass over files, then exit: see common/bulk.py
+            return run_share(args)
     if args.full_plan and not args.dry_run:
         raise UsageError("--full-plan lists the plan of --dry-run", "add --dry-run, or drop --full-plan")
     if args.probe and not args.dry_run:
@@ -238,7 +240,8 @@ def main(argv: list[str]) -> int:
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")
-        return chart_only(args)
+        with collector_paused():
+            return chart_only(args)
     if args.config_dir:
         if args.results or args.chart:
             raise UsageError("--results/--chart name one file; with --config-dir each config gets its default "

@@ -1,12 +1,15 @@
-"""Paths: shell-style expansion in config paths, the cache folder, and atomic file writes.
+"""Paths: shell-style expansion in config paths, the cache folder, atomic writes and output streams.
 
 A leaf module: everything else may import it; it imports nothing of draftbench's.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,3 +145,83 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             pass
         raise
     return p
+
+
+# /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: a descriptor this process already holds
+_INHERITED_FD = re.compile(r"^/(?:dev/(?:(?P<std>stdout|stderr)|fd/(?P<dev_fd>\d+))|proc/self/fd/(?P<proc_fd>\d+))$")
+
+
+def _inherited_fd(path: str) -> int | None:
+    m = _INHERITED_FD.match(path)
+    if not m:
+        return None
+    if m.group("std"):
+        return 1 if m.group("std") == "stdout" else 2
+    return int(m.group("dev_fd") or m.group("proc_fd"))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_output_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to an output the user named, never reading it.
+
+    A regular file (or a new one) is replaced atomically (:func:`atomic_write_text`). Anything else
+    is written straight, as a shell redirection would: ``/dev/stdout`` and ``/dev/fd/N`` (a process
+    substitution such as ``>(gzip > x.gz)``) through the descriptor this process already holds, so an
+    appending redirection keeps appending; a named pipe only if a program is reading it (otherwise
+    ``ENXIO`` at once instead of waiting for ever); a device such as ``/dev/null`` as it is. Raises
+    ``OSError`` (``/dev/full``: ENOSPC).
+    """
+    raw = os.fspath(path)
+    inherited = _inherited_fd(raw) if sys.platform != "win32" else None
+    if inherited is not None:
+        if inherited in (1, 2):
+            stream = sys.stdout if inherited == 1 else sys.stderr
+            if stream is not None:
+                stream.flush()       # what was printed before comes first
+        _write_all(inherited, text.encode("utf-8"))
+        return Path(raw)
+    try:
+        st = os.stat(raw)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    if st is None or stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return atomic_write_text(raw, text)
+    fd = os.open(raw, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        _write_all(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    return Path(raw)
+
+
+def describe_write_error(exc: OSError) -> str:
+    """Why a write failed, in words a person acts on."""
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if exc.errno == errno.EBADF:
+        return "it is closed"
+    if exc.errno == errno.ENXIO:
+        return "it is a named pipe that no program is reading"
+    if exc.errno == errno.EPIPE:
+        return "the program reading it has exited"
+    if exc.errno == errno.ELOOP:
+        return "it is a symbolic link that loops (it points, directly or through other links, back to itself)"
+    if exc.errno == errno.EFBIG:
+        return "the file would be larger than this file system or ulimit allows"
+    return exc.strerror or str(exc)
+
+
+def same_as_stdout(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is where standard output goes (``/dev/stdout``, or the file it is redirected to)."""
+    try:
+        out, other = os.fstat(1), os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (out.st_dev, out.st_ino) == (other.st_dev, other.st_ino)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelFileError
+from .reading import kind_of
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
@@ -140,7 +141,11 @@ def read_info(path: str | os.PathLike, *, keep_whole: tuple[str, ...] = ()) -> G
         raise ModelFileError(str(p), "is a folder, not a model file", "point at the .gguf file inside it")
     if not os.access(p, os.R_OK):
         raise ModelFileError(str(p), "is not readable by this user", f"fix its permissions (chmod a+r {p})")
-    size = p.stat().st_size
+    st = p.stat()
+    kind = kind_of(st.st_mode)
+    if kind is not None:     # a FIFO would make the open below wait for ever; /dev/zero would read for ever
+        raise ModelFileError(str(p), f"is {kind}, not a model file", "point at the .gguf file saved on disk")
+    size = st.st_size
     if size == 0:
         raise ModelFileError(str(p), "is empty (0 bytes)", "download the model again")
     try:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from ..common.errors import Problem
+from ..common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 
 HOST_FLAGS = ("--host",)
 PORT_FLAGS = ("--port",)
@@ -106,9 +106,9 @@ def api_key_from_args(args: Sequence[str]) -> str | None:
             return value.split(",")[0]
     for _i, value in _flag_values(args, ("--api-key-file",)):
         if value:
-            try:
-                lines = Path(value).read_text(encoding="utf-8").splitlines()
-            except (OSError, UnicodeDecodeError):
+            try:     # bounded: a FIFO or /dev/zero named here must not hang the sweep
+                lines = read_limited(value, SMALL_LIMIT).decode("utf-8").splitlines()
+            except (UnreadableFile, UnicodeDecodeError):
                 return None
             keys = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
             return keys[0] if keys else None

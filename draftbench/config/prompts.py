@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..common.errors import Problem, UsageError
 from ..common.files import expand_path
+from ..common.reading import PROMPTS_LIMIT, UnreadableFile, read_limited
 from . import prompt_sets
 from .prompt import Prompt, user_turn
 from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
@@ -87,7 +88,7 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
         if err:
             problems.append(Problem(path, err.message, err.fix))
             return resolved
-        if not os.path.isfile(resolved):
+        if not os.path.lexists(resolved) or os.path.isdir(resolved):
             fix = "give a .txt or .jsonl file (relative to the config's folder), or \"builtin\""
             if value in ALL_CATEGORIES or value in SET_SELECTORS:
                 fix = f"for the {value!r} prompts write [{json.dumps(value)}] (a list)"
@@ -152,11 +153,11 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
     or one prompt per line when there is no separator)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_limited(p, PROMPTS_LIMIT).decode("utf-8-sig")     # never waits on a pipe, never reads 1 GB
+    except UnreadableFile as problem:
+        raise UsageError(f"prompt file {p} {problem.message}", problem.fix) from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"prompt file {p} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read prompt file {p}: {exc.strerror or exc}", "check the path") from None
     prompts: list[Prompt] = []
     if p.suffix.lower() in (".jsonl", ".ndjson"):
         ids: dict[str, int] = {}

@@ -9,30 +9,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.percent import percent_change, signed_change
 from ..results.file import Speedup
+from ..results.kinds import Role
 from ..share.compare import CellState, ComparedRow, Comparison, FileCell
 from . import theme
 from .figures import Figure, ci_whiskers, dark_layout
-from .text import plotly_text, signed_pct
+from .text import plotly_text
 
 
 def speculative_rows(comparison: Comparison) -> list[ComparedRow]:
     """Speculative combinations held by two files or more, with a valid speed-up in at least one."""
-    return [r for r in comparison.rows if r.match.role == "speculative" and any(c.speedup for c in r.cells)]
+    return [r for r in comparison.rows if r.match.role is Role.SPECULATIVE and any(c.speedup for c in r.cells)]
 
 
 def file_color(index: int) -> str:
     return theme.CLASS_COLORS[index % len(theme.CLASS_COLORS)]
 
 
-def _pct(speed: Speedup | None) -> float | None:
-    return round((speed.ratio - 1) * 100, 2) if speed else None
-
-
 def _speed_text(speed: Speedup | None) -> str:
     if not speed:
         return "no speed-up"
-    text = signed_pct((speed.ratio - 1) * 100)
+    text = signed_change(speed.ratio)
     return text + (" (n.s.)" if speed.significant is False else "")
 
 
@@ -45,7 +43,7 @@ def speedup_by_file_figure(comparison: Comparison) -> Figure:
         speeds = [r.cells[i].speedup for r in rows]
         whiskers = [ci_whiskers(s) for s in speeds]
         trace: dict[str, Any] = dict(
-            type="bar", name=plotly_text(f"{f.letter}: {f.results.hardware}"), x=x, y=[_pct(s) for s in speeds],
+            type="bar", name=plotly_text(f"{f.letter}: {f.results.hardware}"), x=x, y=[percent_change(s.ratio) if s else None for s in speeds],
             text=[_speed_text(s) if s else "" for s in speeds], textposition="outside", cliponaxis=False,
             customdata=[[plotly_text(f.name), plotly_text(_speed_text(s)),
                          f"{r.cells[i].tps:.1f} tok/s" if r.cells[i].tps else "n/a"] for s, r in zip(speeds, rows)],
@@ -100,7 +98,7 @@ def difference_heatmap_figure(comparison: Comparison, index: int, ref: int = 0) 
     """Speed-up in file ``index`` minus speed-up in file ``ref``, in percentage points: candidates down,
     targets across. Blue: the pair pays more in ``index``; grey cells have no valid speed-up in one file."""
     letters = comparison.letters
-    spec = [r for r in comparison.rows if r.match.role == "speculative"]
+    spec = [r for r in comparison.rows if r.match.role is Role.SPECULATIVE]
     targets = list(dict.fromkeys(r.match.target for r in spec))
     names = list(dict.fromkeys(candidate_name(r) for r in spec))
     by_cell = {(r.match.target, candidate_name(r)): r for r in spec}

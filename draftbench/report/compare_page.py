@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..analysis.verdict import analyze
-from ..common.files import atomic_write_text
+from ..common.files import write_output_text
 from ..common.text_safety import safe_text
 from ..share.compare import ComparedFile, Comparison, DiffKind, compare
 from ..share.compare.text import (
@@ -212,4 +212,4 @@ def render_comparison(comparison: Comparison, *, cdn: bool = False) -> str:
 
 def write_comparison(comparison: Comparison, path: str | os.PathLike, *, cdn: bool = False) -> Path:
     """Render and write atomically."""
-    return atomic_write_text(path, render_comparison(comparison, cdn=cdn))
+    return write_output_text(path, render_comparison(comparison, cdn=cdn))

@@ -16,11 +16,12 @@ from typing import Any, NamedTuple
 from ..analysis.comparison import describe_with_bound
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
+from ..common.percent import percent, percent_change, signed_change
 from ..results.file import ResultsFile, Speedup
 from . import inside, load_figures, theme
 from .layout import base_layout as _layout
 from .method_figures import category_heatmap_figure, param_lines_figure
-from .text import num, pct, plotly_text, signed_pct
+from .text import num, plotly_text
 from .view import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
 
 Figure = dict[str, Any]
@@ -49,10 +50,6 @@ def _series_name(cls: str) -> str:
     return "best model-free method" if cls == NO_DRAFT_MODEL else f"best {plotly_text(cls)} draft"
 
 
-def _speedup_pct(speed: Speedup) -> float:
-    return round((speed.ratio - 1) * 100, 2)
-
-
 def _whiskers(speed: Speedup | None) -> tuple[float | None, float | None]:
     """(above, below) the speed-up in percentage points: its 95% CI, when known."""
     if speed is None or speed.ci95_low is None or speed.ci95_high is None:
@@ -70,7 +67,7 @@ def _bar_hover(cell: Cell | None) -> list[str]:
         return ["", "", "", "", ""]
     row = cell.measured
     return [plotly_text(cell.col.label), num(row.mean_tps, ".1f", " tok/s"), plotly_text(describe_with_bound(row)),
-            pct(row.acceptance_rate), plotly_text(cell.col.size)]
+            percent(row.acceptance_rate), plotly_text(cell.col.size)]
 
 
 def _targets_axis(data: ReportData) -> list[str]:
@@ -119,7 +116,7 @@ def speedup_figure(data: ReportData) -> Figure:
         speeds = [c.speedup if c else None for c in cells]
         whiskers = [_whiskers(s) for s in speeds]
         trace = dict(type="bar", name=_series_name(cls), x=x,
-                     y=[_speedup_pct(s) if s else None for s in speeds],
+                     y=[percent_change(s.ratio) if s else None for s in speeds],
                      customdata=[_bar_hover(c) for c in cells],
                      marker=dict(color=_class_color(data, cls),
                                  opacity=[0.45 if s and s.significant is False else 1.0 for s in speeds]),
@@ -153,12 +150,12 @@ def _cell_text(cell: Cell) -> str:
     if not cell.shows_speedup:
         return cell.state.value
     speed = cell.speedup
-    text = signed_pct((speed.ratio - 1) * 100)
+    text = signed_change(speed.ratio)
     if (cell.measured.counter_bound or {}).get("speed_changed"):
         text += " (above its counters: speed changed)"
     elif speed.significant is False:
         text += " (n.s.)"
-    text += f"<br>acc {pct(cell.measured.acceptance_rate)}"
+    text += f"<br>acc {percent(cell.measured.acceptance_rate)}"
     return text + ("<br>loops" if cell.measured.degenerate_output else "")
 
 
@@ -168,13 +165,13 @@ def _cell_hover(cell: Cell) -> list[str]:
         return head + [plotly_text(cell.state.value), plotly_text(cell.note), "", "", ""]
     r = cell.measured
     ttft = r.mean_ttft if r.mean_ttft is not None else (r.ttft_s or {}).get("mean")
-    return head + [plotly_text(describe_with_bound(r)), num(r.mean_tps, ".1f", " tok/s"), pct(r.acceptance_rate, 1),
+    return head + [plotly_text(describe_with_bound(r)), num(r.mean_tps, ".1f", " tok/s"), percent(r.acceptance_rate, 1),
                    num(ttft * 1000 if ttft is not None else None, ".0f", " ms"), ""]
 
 
 def _heat_cell(cell: Cell) -> _HeatCell:
     if cell.shows_speedup:
-        return _HeatCell(_speedup_pct(cell.speedup), _cell_text(cell), None, "", _cell_hover(cell))
+        return _HeatCell(percent_change(cell.speedup.ratio), _cell_text(cell), None, "", _cell_hover(cell))
     problem_z = 0 if cell.state is CellState.NOT_RUN else 1
     return _HeatCell(None, "", problem_z, _cell_text(cell), _cell_hover(cell))
 
@@ -225,7 +222,7 @@ def _scatter_trace(data: ReportData, target: str) -> dict[str, Any] | None:
     whiskers = [_whiskers(c.speedup) for c in cells]
     trace = dict(type="scatter", mode="markers", name=plotly_text(target),
                  x=[round(rate * 100, 2) for _, rate in points],
-                 y=[_speedup_pct(c.speedup) for c in cells],
+                 y=[percent_change(c.speedup.ratio) for c in cells],
                  customdata=[[plotly_text(c.col.label), plotly_text(c.col.size), _speedup_text(c.speedup),
                               num(c.measured.mean_tps, ".1f", " tok/s")] for c in cells],
                  marker=dict(size=10, opacity=0.85, line=dict(width=1, color=theme.BG)),

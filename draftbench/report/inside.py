@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common.percent import percent_change
 from ..results.file import ResultsFile, Row, Speedup, combination_title
+from ..results.kinds import Role
 from . import theme
 from .text import esc, num, plotly_text
 from .view import ReportData
@@ -26,7 +28,7 @@ def _title(row: Row, multi_k: bool) -> str:
 
 
 def _measured(results: ResultsFile) -> list[Row]:
-    return [r for r in results.results if r.role == "speculative" and r.ok and r.draft is not None]
+    return [r for r in results.results if r.role is Role.SPECULATIVE and r.ok and r.draft is not None]
 
 
 def _with_positions(results: ResultsFile) -> list[Row]:
@@ -86,10 +88,6 @@ def _ceiling_rows(results: ResultsFile) -> list[Row]:
     return [r for r in _measured(results) if r.ceiling]
 
 
-def _pct_of(speed: Speedup | None) -> float | None:
-    return round((speed.ratio - 1) * 100, 2) if speed else None
-
-
 def _ceiling_speedup(row: Row, key: str) -> Speedup | None:
     return Speedup.from_value((row.ceiling or {}).get(key))     # Row.ceiling is JSON
 
@@ -101,7 +99,7 @@ def ceiling_figure(data: ReportData) -> Figure:
     series = [("real draft (measured)", [r.speedup for r in rows], theme.CLASS_COLORS[0]),
               (LEVEL_NAMES["measured"], [_ceiling_speedup(r, "at_measured_speedup") for r in rows], theme.MUTED),
               (LEVEL_NAMES["full"], [_ceiling_speedup(r, "full_speedup") for r in rows], theme.CLASS_COLORS[2])]
-    traces = [dict(type="bar", name=name, x=x, y=[_pct_of(s) for s in speeds], marker=dict(color=color),
+    traces = [dict(type="bar", name=name, x=x, y=[percent_change(s.ratio) if s else None for s in speeds], marker=dict(color=color),
                    customdata=[plotly_text((r.ceiling or {}).get("text", "")) for r in rows],
                    texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,
                    hovertemplate="<b>%{x}</b><br>" + name + ": %{y:+.1f}%<br>%{customdata}<extra></extra>")
@@ -149,7 +147,7 @@ def kpredict_figure(data: ReportData) -> Figure:
     for i, row in enumerate(_prediction_rows(data.results)):
         pred = row.k_prediction or {}
         color = theme.CLASS_COLORS[i % len(theme.CLASS_COLORS)]
-        name = plotly_text(combination_title("speculative", row.target, row.draft, None, show_k=False))
+        name = plotly_text(combination_title(Role.SPECULATIVE, row.target, row.draft, None, show_k=False))
         per_k = pred.get("per_k") or []
         traces.append(dict(type="scatter", mode="lines", name=f"{name}: predicted from k={pred['from_k']}",
                            x=[0] + [p["k"] for p in per_k], y=[pred.get("baseline_tps")] + [p["predicted_tps"]

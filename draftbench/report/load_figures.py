@@ -14,9 +14,11 @@ from typing import Any
 
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import level_summary
+from ..common.percent import percent, percent_change
 from ..results.file import Row
+from ..results.kinds import Role
 from . import theme
-from .text import num, pct, plotly_text
+from .text import num, plotly_text
 from .view import ReportData
 
 Figure = dict[str, Any]
@@ -44,7 +46,7 @@ def _valid(row: Row | None) -> bool:
 def series(data: ReportData) -> list[Series]:
     """Per target: its baseline, then every candidate with a valid speed-up at some level."""
     rows = [r for r in data.results.results if r.target in data.targets]
-    drafts_k = {(r.draft, r.draft_max) for r in rows if r.role == "speculative"}
+    drafts_k = {(r.draft, r.draft_max) for r in rows if r.role is Role.SPECULATIVE}
     multi_k = len({d for d, _ in drafts_k}) < len(drafts_k)
     several = len(data.targets) > 1
     out: list[Series] = []
@@ -55,7 +57,7 @@ def series(data: ReportData) -> list[Series]:
                           base, theme.BASELINE_COLOR, False))
         grouped: dict[tuple[str | None, int | None], dict[int, Row]] = {}
         for r in rows:
-            if r.target == target and r.role == "speculative" and r.draft is not None:
+            if r.target == target and r.role is Role.SPECULATIVE and r.draft is not None:
                 grouped.setdefault((r.draft, r.draft_max), {}).setdefault(r.concurrency, r)
         for (draft, k), by_level in grouped.items():
             if not any(_valid(r) for r in by_level.values()):
@@ -113,18 +115,18 @@ def speedup_vs_streams_figure(data: ReportData) -> Figure:
         with_ci = [(n, sp.ci95_low, sp.ci95_high) for n, sp in zip(xs, speeds)
                    if sp.ci95_low is not None and sp.ci95_high is not None]
         if with_ci:
-            upper = [round((high - 1) * 100, 2) for _, _, high in with_ci]
-            lower = [round((low - 1) * 100, 2) for _, low, _ in with_ci]
+            upper = [percent_change(high) for _, _, high in with_ci]
+            lower = [percent_change(low) for _, low, _ in with_ci]
             band_x = [n for n, _, _ in with_ci]
             traces.append(dict(type="scatter", mode="lines", name=f"{s.name} 95% CI", x=band_x + band_x[::-1],
                                y=upper + lower[::-1], fill="toself", fillcolor=_rgba(s.color, 0.18),
                                line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=s.name))
         traces.append(dict(
             type="scatter", mode="lines+markers", name=s.name, x=xs, legendgroup=s.name,
-            y=[round((sp.ratio - 1) * 100, 2) for sp in speeds], line=dict(color=s.color, width=2.5),
+            y=[percent_change(sp.ratio) for sp in speeds], line=dict(color=s.color, width=2.5),
             marker=dict(size=9, color=s.color, opacity=[0.4 if sp.significant is False else 1.0 for sp in speeds]),
             customdata=[[plotly_text(describe_speedup(sp)), num(r.mean_tps, ".1f", " tok/s"),
-                         num((level_summary(r) or {}).get("aggregate_tps"), ".1f", " tok/s"), pct(r.acceptance_rate)]
+                         num((level_summary(r) or {}).get("aggregate_tps"), ".1f", " tok/s"), percent(r.acceptance_rate)]
                         for sp, (_, r) in zip(speeds, points)],
             hovertemplate="<b>%{fullData.name}</b> at %{x} streams<br>speed-up %{customdata[0]}<br>per stream "
                           "%{customdata[1]}, all streams %{customdata[2]}<br>acceptance %{customdata[3]}<extra></extra>"))

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.session import category_label
+from ..common.percent import percent, percent_change, signed_change
 from ..results.file import Row
 from . import theme
 from .layout import base_layout
-from .text import num, pct, plotly_text, signed_pct
+from .text import num, plotly_text
 from .view import Cell, ReportData
 
 Figure = dict[str, Any]
@@ -45,20 +46,20 @@ def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | No
     speed = (row.speedup_by_category or {}).get(category)
     if not speed:
         return None, "", ["", "n/a", "", "", ""]
-    text = signed_pct((speed.ratio - 1) * 100)
+    text = signed_change(speed.ratio)
     if speed.significant is False:
         text += " (n.s.)"
     looping = category in loops
     if looping:
         text += "<br>loops"
     stats = (row.by_category or {}).get(category) or {}
-    describe = signed_pct((speed.ratio - 1) * 100) + (
-        f" [{signed_pct((speed.ci95_low - 1) * 100)}, {signed_pct((speed.ci95_high - 1) * 100)}]"
+    describe = signed_change(speed.ratio) + (
+        f" [{signed_change(speed.ci95_low)}, {signed_change(speed.ci95_high)}]"
         if speed.ci95_low is not None and speed.ci95_high is not None else "") + (
         " (not significant)" if speed.significant is False else "")
     note = "<br>the target's own output loops here: flattered" if looping else ""
-    return (round((speed.ratio - 1) * 100, 2), text,
-            ["", describe, num(stats.get("mean_tps"), ".1f", " tok/s"), pct(stats.get("acceptance_rate")), note])
+    return (percent_change(speed.ratio), text,
+            ["", describe, num(stats.get("mean_tps"), ".1f", " tok/s"), percent(stats.get("acceptance_rate")), note])
 
 
 def category_heatmap_figure(data: ReportData) -> Figure:
@@ -167,7 +168,7 @@ def param_lines_figure(data: ReportData) -> Figure:
         name = (f"{ln['target']} · " if several else "") + f"{ln['label']} (by {ln['param']})"
         traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(name), x=xs,
                            y=[r.mean_tps for _, r in ln["points"]],
-                           customdata=[[plotly_text(r.draft), pct(r.acceptance_rate)] for _, r in ln["points"]],
+                           customdata=[[plotly_text(r.draft), percent(r.acceptance_rate)] for _, r in ln["points"]],
                            line=dict(color=theme.CLASS_COLORS[i % len(theme.CLASS_COLORS)]),
                            hovertemplate=f"<b>%{{customdata[0]}}</b><br>{plotly_text(ln['param'])} = %{{x}}<br>"
                                          "%{y:.1f} tok/s<br>acceptance %{customdata[1]}<extra></extra>"))

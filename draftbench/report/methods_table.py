@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import shlex
 
+from ..common.percent import percent
 from ..results.file import Row, combination_title
-from .text import esc, num, pct
+from ..results.kinds import Role, Status
+from .text import esc, num
 from .view import ReportData
 
 # Flags (and their value) that say how a llama-server speculates; the draft's path is shortened to its name.
@@ -55,7 +57,7 @@ def _method_cells(row: Row) -> str:
         drafted = "n/a" if row.draft_n is None else f"{row.draft_n} drafted, {row.draft_n_accepted} accepted"
         return f"<td class=\"muted\" colspan=\"5\">{esc('no per-method statistics (' + drafted + ')')}</td>"
     lines = [[esc(impl), esc(fig.get("gen_tokens", "n/a")), esc(fig.get("acc_tokens", "n/a")),
-              esc(pct(fig.get("acceptance_rate"))), esc(num(fig.get("mean_accepted_len"), ".2f"))]
+              esc(percent(fig.get("acceptance_rate"))), esc(num(fig.get("mean_accepted_len"), ".2f"))]
              for impl, fig in stats.items()]
     columns = zip(*lines)
     # one line per method in every column, so a method's figures stay level with its name
@@ -75,7 +77,7 @@ def _row_html(row: Row, multi_k: bool) -> str:
 
 def methods_section(data: ReportData) -> str:
     """The section's HTML; '' for sweeps of plain draft files without per-method statistics."""
-    rows = [r for r in data.results.results if r.role in ("baseline", "speculative") and r.status == "ok"]
+    rows = [r for r in data.results.results if r.role in (Role.BASELINE, Role.SPECULATIVE) and r.status is Status.OK]
     if not any(r.candidate or r.method_stats for r in rows):
         return ""
     body = "".join(_row_html(r, data.multi_k) for r in rows)

@@ -19,15 +19,17 @@ from .. import __version__
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
-from ..common.files import atomic_write_text
+from ..common.files import write_output_text
+from ..common.percent import percent, signed_change
 from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
+from ..results.kinds import Role
 from .figures import CHARTS, Chart, Figure
 from .inside import inside_table
 from .methods_table import methods_section
-from .text import displayable, esc, num, pct, signed_pct
+from .text import displayable, esc, num
 from .theme import CSS
 from .topology_table import topology_section
-from .view import ReportData, build_data, category_changes, control_row, find_problems, recommended_row
+from .view import ReportData, build_data, category_changes, control_row, invalid_rows, recommended_row
 
 # --------------------------------------------------------------------------- header
 
@@ -115,7 +117,8 @@ def _verdict_notes(results: ResultsFile, target: str, entry: dict, level: int) -
     if best is not None and baseline is not None:
         changes = category_changes(best, baseline)
         if changes:
-            notes.append("by prompt type: " + ", ".join(f"{category_label(cat)} {signed_pct(p)}" for cat, p in changes))
+            notes.append("by prompt type: " + ", ".join(f"{category_label(cat)} {signed_change(ratio)}"
+                                                        for cat, ratio in changes))
         eq = best.equivalence or {}
         if eq.get("checked"):
             notes.append(f"output identical to the target alone on {eq['matched']}/{eq['compared']} requests")
@@ -133,7 +136,7 @@ def _verdict_row(results: ResultsFile, target: str, entry: dict, level: int) -> 
         verdict += "<div class=\"muted small\">" + esc("; ".join(notes)) + "</div>"
     speed = Speedup.from_value(entry.get("speedup"))     # the summary is JSON
     speedup = describe_speedup(speed) if speed else "—"
-    acceptance = pct(entry.get("acceptance_rate")) if entry.get("recommended_draft") else "—"
+    acceptance = percent(entry.get("acceptance_rate")) if entry.get("recommended_draft") else "—"
     return ("<tr>"
             f"<td>{esc(target)}</td>"
             f"<td class=\"num\">{esc(num(baseline.mean_tps if baseline else None, '.1f', ' tok/s'))}</td>"
@@ -162,10 +165,10 @@ def _row_title(row: Row, multi_k: bool) -> str:
 
 
 def _problems_table(data: ReportData) -> str:
-    problems = find_problems(data.results)
+    problems = invalid_rows(data.results)
     if not problems:
         return "<p id=\"problems-none\">Every combination produced a valid measurement.</p>"
-    rows = "".join(f"<tr><td>{esc(_row_title(p.row, data.multi_k))}</td><td class=\"state\">{esc(p.kind.value)}</td>"
+    rows = "".join(f"<tr><td>{esc(_row_title(p.row, data.multi_k))}</td><td class=\"state\">{esc(p.what)}</td>"
                    f"<td>{esc(p.reason)}</td></tr>" for p in problems)
     return ("<div class=\"table-wrap\"><table id=\"problems-table\"><thead><tr><th>Combination</th><th>Status</th>"
             f"<th>Reason</th></tr></thead><tbody>{rows}</tbody></table></div>"
@@ -197,7 +200,7 @@ def _cost_text(theory: Theory) -> str:
 def _theory_row(row: Row, theory: Theory, multi_k: bool) -> str:
     best_k = ("n/a" if theory.best_k is None
               else f"{theory.best_k} (→ {num(theory.predicted_at_best_k, '.2f', '×')})")
-    cells = [_row_title(row, multi_k), pct(row.acceptance_rate), num(theory.alpha, ".3f"),
+    cells = [_row_title(row, multi_k), percent(row.acceptance_rate), num(theory.alpha, ".3f"),
              num(theory.k_mean, ".2f"), num(theory.tokens_per_step, ".2f"), _cost_text(theory),
              num(theory.predicted_speedup, ".2f", "×"), num(theory.measured_speedup, ".2f", "×"), best_k]
     return "<tr>" + "".join(f"<td{' class=num' if i > 0 else ''}>{esc(v)}</td>" for i, v in enumerate(cells)) + "</tr>"
@@ -215,7 +218,7 @@ THEORY_INTRO = (
 
 def _theory(data: ReportData) -> str:
     body = "".join(_theory_row(r, r.theory, data.multi_k) for r in data.results.results
-                   if r.role == "speculative" and r.theory is not None)
+                   if r.role is Role.SPECULATIVE and r.theory is not None)
     if not body:
         return ""
     return ("<section id=\"theory\"><h2>Theory vs measurement</h2>" + THEORY_INTRO
@@ -320,5 +323,5 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
 
 
 def write_report(results: ResultsFile, path: str | os.PathLike, *, cdn: bool = False) -> Path:
-    """Render and write atomically (see :func:`paths.atomic_write_text`)."""
-    return atomic_write_text(path, render_report(results, cdn=cdn))
+    """Render and write (atomically to a regular file; see :func:`draftbench.common.files.write_output_text`)."""
+    return write_output_text(path, render_report(results, cdn=cdn))

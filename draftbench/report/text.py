@@ -1,6 +1,7 @@
 """Text helpers for the report: escaping for HTML and for Plotly, and number formatting.
 
-The one place where values become strings, so the page and the figures say the same thing.
+The page and the figures make their text here; percentages come from :mod:`draftbench.common.percent`,
+so the report, the verdict and the console say the same thing.
 """
 
 from __future__ import annotations
@@ -32,17 +33,7 @@ def plotly_text(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def pct(x: float | None, digits: int = 0) -> str:
-    """A fraction as a percentage: 0.753 -> '75%'; 'n/a' when not measured."""
-    return "n/a" if x is None else f"{x * 100:.{digits}f}%"
-
-
 def num(x: float | None, fmt: str = ".2f", unit: str = "") -> str:
     """A number with a unit; 'n/a' when not measured."""
     return "n/a" if x is None else f"{x:{fmt}}{unit}"
 
-
-def signed_pct(p: float) -> str:
-    """A change in percent: '+12%', '−0.4%'."""
-    # One decimal near zero so a small slowdown never reads as "-0%"; U+2212 minus for legibility.
-    return (f"{p:+.1f}%" if abs(p) < 1 else f"{p:+.0f}%").replace("-", "\u2212")

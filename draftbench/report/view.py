@@ -15,6 +15,7 @@ from enum import Enum
 from ..analysis.verdict import primary_level, row_levels
 from ..results.file import ResultsFile, Row, Speedup
 from ..results.findings import Code
+from ..results.kinds import Role, Status
 
 UNKNOWN_SIZE = "unknown size"
 NO_DRAFT_MODEL = "no draft model"      # the size class of model-free methods (n-gram lookup, suffix trees)
@@ -74,12 +75,10 @@ def row_size_class(results: ResultsFile, row: Row) -> str:
 # --------------------------------------------------------------------------- the grid
 
 class CellState(Enum):
-    """Why a cell does (OK) or does not show a speed-up; the value is what the heatmap prints."""
+    """Why a cell whose row finished does (OK) or does not show a speed-up; a row that did not finish
+    shows its :class:`Status` instead (error, skipped, eliminated). The value is what the heatmap prints."""
 
     OK = "ok"
-    ERROR = "error"
-    SKIPPED = "skipped"
-    ELIMINATED = "eliminated"       # the adaptive search stopped measuring it: probe numbers, not a result
     INACTIVE = "inactive"
     NO_BASELINE = "no baseline"
     NOT_RUN = "not run"
@@ -103,7 +102,7 @@ class Cell:
     target: str
     col: DraftCol
     row: Row | None
-    state: CellState
+    state: CellState | Status      # a Status: the row did not finish (an eliminated row holds probe numbers)
     note: str = ""
 
     @property
@@ -148,18 +147,15 @@ class ReportData:
         return sum(1 for c in self.cells.values() if c.row is not None)
 
 
-def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState, str]:
+def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState | Status, str]:
     """The state of a cell and the note its hover shows."""
     if row is None:
         return CellState.NOT_RUN, "this combination is not in the results file (sweep not finished?)"
     if row.speculation_active is False:
         return CellState.INACTIVE, row.reason or "the draft never drafted a token: speculation was not active"
-    if row.status == "error":
-        return CellState.ERROR, row.reason or "error"
-    if row.status == "skipped":
-        return CellState.SKIPPED, row.reason or "skipped"
-    if row.status == "eliminated":
-        return CellState.ELIMINATED, row.reason or "eliminated by the adaptive search"
+    if not row.ok:
+        return row.status, row.reason or ("eliminated by the adaptive search" if row.status is Status.ELIMINATED
+                                          else row.status.value)
     if baseline is None:
         return CellState.NO_BASELINE, "no baseline was measured for this target, so no speed-up can be computed"
     if not row.speedup or not row.counts_as_speedup():
@@ -168,7 +164,7 @@ def cell_state(row: Row | None, baseline: Row | None) -> tuple[CellState, str]:
 
 
 def _speculative_rows(results: ResultsFile, level: int = 1) -> list[Row]:
-    return [r for r in results.results if r.role == "speculative" and r.draft is not None and r.concurrency == level]
+    return [r for r in results.results if r.role is Role.SPECULATIVE and r.draft is not None and r.concurrency == level]
 
 
 def _column_key(row: Row, multi_k: bool) -> tuple[str | None, int | None]:
@@ -192,7 +188,7 @@ def build_data(results: ResultsFile) -> ReportData:
     level = primary_level(results)
     spec_rows = _speculative_rows(results, level)
     targets = tuple(dict.fromkeys(r.target for r in results.results
-                                  if r.role in ("baseline", "speculative", "control")))
+                                  if r.role in (Role.BASELINE, Role.SPECULATIVE, Role.CONTROL)))
     multi_k = len({r.draft_max for r in spec_rows}) > 1
     cols = _columns(results, spec_rows, multi_k)
     classes = tuple(sorted(dict.fromkeys(c.size for c in cols.values()), key=lambda s: (size_value(s), s)))
@@ -231,44 +227,42 @@ def bar_classes(data: ReportData) -> list[str]:
 def recommended_row(results: ResultsFile, target: str, draft: str, draft_max: int | None,
                     level: int = 1) -> Row | None:
     """The measured row behind a recommendation: at the recommended k, else at any k."""
-    rows = [r for r in results.results
-            if r.target == target and r.role == "speculative" and r.draft == draft and r.ok and r.concurrency == level]
+    rows = [r for r in results.rows_of(target)
+            if r.role is Role.SPECULATIVE and r.draft == draft and r.ok and r.concurrency == level]
     return next((r for r in rows if r.draft_max == draft_max), rows[0] if rows else None)
 
 
 def control_row(results: ResultsFile, target: str, level: int = 1) -> Row | None:
     """The baseline measured again at the end of the sweep (its 'speed-up' is the drift)."""
-    return next((r for r in results.results if r.target == target and r.role == "control" and r.ok and r.speedup
+    return next((r for r in results.rows_of(target) if r.role is Role.CONTROL and r.ok and r.speedup
                  and r.concurrency == level), None)
 
 
 def category_changes(row: Row, baseline: Row) -> list[tuple[str, float]]:
-    """(prompt category, % change in tok/s vs the baseline) where both were measured."""
+    """(prompt category, tok/s ratio to the baseline's) where both were measured."""
     base_cats, row_cats = baseline.by_category or {}, row.by_category or {}
     out = []
     for cat, stats in row_cats.items():
         base = base_cats.get(cat) or {}
         if stats.get("mean_tps") and base.get("mean_tps"):
-            out.append((cat, (stats["mean_tps"] / base["mean_tps"] - 1) * 100))
+            out.append((cat, stats["mean_tps"] / base["mean_tps"]))
     return out
 
 
 # --------------------------------------------------------------------------- problems
 
-class ProblemKind(Enum):
-    INACTIVE = "speculation inactive"
-    ERROR = "error"
-    SKIPPED = "skipped"
-    ELIMINATED = "eliminated"
-
-
 @dataclass(frozen=True)
-class Problem:
-    """A row that is not a valid measurement, and why."""
+class InvalidRow:
+    """A row that is not a valid measurement (the report's "Problems" table), and why: speculation
+    never ran, or the row's status (error, skipped, eliminated)."""
 
     row: Row
-    kind: ProblemKind
+    inactive: bool
     reason: str
+
+    @property
+    def what(self) -> str:
+        return "speculation inactive" if self.inactive else self.row.status.value
 
 
 def _inactive_reason(row: Row) -> str:
@@ -277,12 +271,12 @@ def _inactive_reason(row: Row) -> str:
     return row.reason or warning or "the draft never drafted a token"
 
 
-def find_problems(results: ResultsFile) -> list[Problem]:
+def invalid_rows(results: ResultsFile) -> list[InvalidRow]:
     """Every row that is not a valid measurement, in file order."""
     out = []
     for r in results.results:
-        if r.speculation_active is False and r.role == "speculative":
-            out.append(Problem(r, ProblemKind.INACTIVE, _inactive_reason(r)))
-        elif r.status in ("error", "skipped", "eliminated"):
-            out.append(Problem(r, ProblemKind(r.status), r.reason or "no reason recorded"))
+        if r.speculation_active is False and r.role is Role.SPECULATIVE:
+            out.append(InvalidRow(r, True, _inactive_reason(r)))
+        elif not r.ok:
+            out.append(InvalidRow(r, False, r.reason or "no reason recorded"))
     return out

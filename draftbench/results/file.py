@@ -9,19 +9,25 @@ resumed into. Unknown row fields are kept and written back unchanged.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..common.bulk import collector_paused
 from ..common.errors import ResultsFileError
-from ..common.files import atomic_write_text
+from ..common.files import describe_write_error, write_output_text
 from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
+from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
+from .sanity import rows_problem
+from .source import may_hold_surrogates, parse_results_json, read_results_text
 from .speedup import Speedup
 from .theory import Theory
 from .value_shapes import CONFIG, HOST, PROMPT_SET, SETTINGS, SUMMARY
@@ -70,10 +76,30 @@ class ResultsFile:
     def row(self, key: tuple) -> Row | None:
         return next((r for r in self.results if r.key == key), None)
 
+    # Indexes built once per (immutable) file, so that the analysis asking for every row's baseline
+    # and every target's rows stays O(rows), not O(rows²) (a 50k-row export took minutes).
+    @cached_property
+    def _baselines(self) -> dict[tuple[str, int], Row]:
+        found: dict[tuple[str, int], Row] = {}
+        for r in self.results:
+            if r.role is Role.BASELINE and r.ok:
+                found.setdefault((r.target, r.concurrency), r)
+        return found
+
+    @cached_property
+    def _by_target(self) -> dict[str, tuple[Row, ...]]:
+        found: dict[str, list[Row]] = {}
+        for r in self.results:
+            found.setdefault(r.target, []).append(r)
+        return {target: tuple(rows) for target, rows in found.items()}
+
     def baseline_for(self, target: str, concurrency: int = 1) -> Row | None:
-        """The target's measured baseline at ``concurrency`` streams."""
-        return next((r for r in self.results if r.role == "baseline" and r.target == target and r.ok
-                     and r.concurrency == concurrency), None)
+        """The target's measured baseline at ``concurrency`` streams (the first, as the file lists them)."""
+        return self._baselines.get((target, concurrency))
+
+    def rows_of(self, target: str) -> tuple[Row, ...]:
+        """Every row of ``target``, in file order."""
+        return self._by_target.get(target, ())
 
     def with_row(self, row: Row) -> ResultsFile:
         """Add or replace (same key) a row, keeping the order of first appearance."""
@@ -98,8 +124,11 @@ class ResultsFile:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict, source: str = "<results>") -> ResultsFile:
-        data = without_lone_surrogates(data)    # JSON allows them; UTF-8 files, terminals and reports do not
+    def from_dict(cls, data: dict, source: str = "<results>", *, may_hold_surrogates: bool = True) -> ResultsFile:
+        """``may_hold_surrogates=False``: the file's text was seen to hold no ``\\uD800``-style escape, so the
+        walk that replaces lone surrogates is skipped (it was a third of loading a large file)."""
+        if may_hold_surrogates:
+            data = without_lone_surrogates(data)    # JSON allows them; UTF-8 files, terminals and reports do not
         if not isinstance(data, dict) or not isinstance(data.get("results"), list):
             raise ResultsFileError(f"{source} is not a draftbench results file (no \"results\" list)",
                                    "pass a file written by draftbench, or choose a new --results path")
@@ -128,6 +157,10 @@ class ResultsFile:
             except (TypeError, ValueError) as exc:
                 raise ResultsFileError(f"{source}: results[{i}] is not a valid row ({exc})",
                                        "restore the file from a backup, or use a new --results path") from None
+        inconsistent = rows_problem(rows)
+        if inconsistent:
+            where, what, fix = inconsistent
+            raise ResultsFileError(f"{source}: {where} {what}; the file was left untouched", fix)
         known = declarations(cls)
 
         def text(key, default):
@@ -148,26 +181,13 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-def load_results(path: str | os.PathLike) -> ResultsFile:
-    p = Path(path)
-    if not p.exists():
-        raise ResultsFileError(f"results file {p} does not exist", "check the path given to --results")
-    if p.is_dir():
-        raise ResultsFileError(f"{p} is a folder, not a results file", "pass the .json file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsFileError(f"cannot read results file {p}: {exc}", "check its permissions") from None
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise ResultsFileError(f"results file {p} is nested too deeply to be a results file; it was left untouched",
-                               "restore it from a backup, or pass a new --results path to start over") from None
-    except json.JSONDecodeError as exc:
-        raise ResultsFileError(f"results file {p} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
-                               f"{exc.msg}); it was left untouched",
-                               "restore it from a backup, or pass a new --results path to start over") from None
-    return ResultsFile.from_dict(data, source=str(p))
+def load_results(path: str | os.PathLike, *, allow_gzip: bool = True) -> ResultsFile:
+    """Read (bounded: see :mod:`draftbench.results.source`), parse and check a results file."""
+    source = str(path)
+    text = read_results_text(path, allow_gzip=allow_gzip)
+    with collector_paused():
+        return ResultsFile.from_dict(parse_results_json(text, source), source=source,
+                                     may_hold_surrogates=may_hold_surrogates(text))
 
 
 def finite_json(value: Any) -> Any:
@@ -185,15 +205,16 @@ def finite_json(value: Any) -> Any:
 
 
 def save_results(results: ResultsFile, path: str | os.PathLike) -> None:
-    """Write atomically (see :func:`paths.atomic_write_text`): a crash or Ctrl-C at any moment
-    leaves either the old file or the new one, never half; a failure (disk full, no permission)
+    """Write atomically (see :func:`draftbench.common.files.write_output_text`): a crash or Ctrl-C at any
+    moment leaves either the old file or the new one, never half; a failure (disk full, no permission)
     leaves the old file as it was and raises :class:`ResultsFileError`."""
     p = Path(path)
     payload = json.dumps(finite_json(results.to_dict()), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     try:
-        atomic_write_text(p, payload)
+        write_output_text(p, payload)
     except OSError as exc:
-        raise ResultsFileError(f"cannot write results file {p}: {exc.strerror or exc}"
+        raise ResultsFileError(f"cannot write results file {p}: {describe_write_error(exc)}"
                                + ("; the previous version was left untouched" if p.is_file() else ""),
-                               "check free disk space and the folder's permissions, or pass another --results path"
-                               ) from None
+                               "point the link at a real file, or pass another --results path" if exc.errno == errno.ELOOP
+                               else "check free disk space and the folder's permissions, or pass another --results "
+                               "path") from None

@@ -13,267 +13,40 @@ Keys no class declares (unknown keys, kept and written back) may hold any JSON, 
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-MAX_FREE_DEPTH = 32
+# The types themselves live in results.specs; they are read from here too, beside declare().
+from .specs import (
+    BOOL,
+    FREE,
+    INT,
+    MAX_FREE_DEPTH,
+    NUM,
+    STR,
+    Bool,
+    Free,
+    Int,
+    ListOf,
+    MapOf,
+    Num,
+    Obj,
+    OneOf,
+    Spec,
+    Str,
+    describe_value,
+)
+
+__all__ = ["BOOL", "DECLARATION", "FREE", "INT", "MAX_FREE_DEPTH", "NO_DEFAULT", "NUM", "STR", "Bool", "Declaration",
+           "Free", "Int", "ListOf", "MapOf", "Num", "Obj", "OneOf", "Spec", "Str", "check_fields", "declarations",
+           "declare", "describe_value", "read_fields", "spec_of", "to_json", "write_fields"]
+
+
 NO_DEFAULT: Any = object()     # declare(..., default=NO_DEFAULT): the constructor needs the argument
 _UNSET: Any = object()
 DECLARATION = "draftbench.json"  # the dataclass field metadata key
-
-
-class Spec:
-    """One declared type. ``check`` returns ``(json_path, message)`` for the first bad value, or None."""
-
-    nullable: bool = True
-
-    def describe(self) -> str:
-        raise NotImplementedError
-
-    def type_name(self) -> str:
-        """A terse name for the golden snapshot of the format (messages use :meth:`describe`)."""
-        raise NotImplementedError
-
-    def accepts(self, value: Any) -> bool:
-        raise NotImplementedError
-
-    def check(self, value: Any, path: str) -> tuple[str, str] | None:
-        if value is None:
-            return None if self.nullable else (path, f"must be {self.describe()}, not null")
-        if not self.accepts(value):
-            return path, f"must be {self.describe()}{' or null' if self.nullable else ''}, not {describe_value(value)}"
-        return self.check_inside(value, path)
-
-    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
-        return None
-
-    def children(self) -> list[tuple[str, Spec]]:
-        """(path suffix, spec) of what this holds, for the snapshot: ``.key``, ``[]``, ``.*``."""
-        return []
-
-
-def _at_least(minimum: float | None) -> str:
-    return "" if minimum is None else f" of at least {minimum:g}"
-
-
-@dataclass(frozen=True)
-class Str(Spec):
-    nullable: bool = True
-    choices: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        return f"one of {', '.join(map(repr, self.choices))}" if self.choices else "a string"
-
-    def type_name(self) -> str:
-        return f"one of {'|'.join(self.choices)}" if self.choices else "string"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, str) and (not self.choices or value in self.choices)
-
-
-@dataclass(frozen=True)
-class Int(Spec):
-    nullable: bool = True
-    minimum: int | None = None
-
-    def describe(self) -> str:
-        return "an integer" + _at_least(self.minimum)
-
-    def type_name(self) -> str:
-        return "integer" + ("" if self.minimum is None else f" >= {self.minimum}")
-
-    def accepts(self, value: Any) -> bool:
-        return (isinstance(value, int) and not isinstance(value, bool)
-                and (self.minimum is None or value >= self.minimum))
-
-
-@dataclass(frozen=True)
-class Num(Spec):
-    nullable: bool = True
-    minimum: float | None = None
-
-    def describe(self) -> str:
-        return "a finite number" + _at_least(self.minimum)
-
-    def type_name(self) -> str:
-        return "number" + ("" if self.minimum is None else f" >= {self.minimum:g}")
-
-    def accepts(self, value: Any) -> bool:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-                and (self.minimum is None or value >= self.minimum))
-
-
-@dataclass(frozen=True)
-class Bool(Spec):
-    nullable: bool = True
-
-    def describe(self) -> str:
-        return "true or false"
-
-    def type_name(self) -> str:
-        return "boolean"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, bool)
-
-
-@dataclass(frozen=True)
-class ListOf(Spec):
-    item: Spec
-    nullable: bool = True
-
-    def describe(self) -> str:
-        return f"a list of {self.item.describe()}s" if isinstance(self.item, (Str, Int)) and not \
-            getattr(self.item, "choices", ()) else "a list"
-
-    def type_name(self) -> str:
-        return "list"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, list)
-
-    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
-        for i, item in enumerate(value):
-            problem = self.item.check(item, f"{path}[{i}]")
-            if problem:
-                return problem
-        return None
-
-    def children(self) -> list[tuple[str, Spec]]:
-        return [("[]", self.item)]
-
-
-@dataclass(frozen=True)
-class Obj(Spec):
-    """An object with declared keys; other keys hold anything (``rest``)."""
-
-    fields: dict[str, Spec] = field(default_factory=dict)
-    required: tuple[str, ...] = ()
-    nullable: bool = True
-    rest: Spec | None = None
-    units: dict[str, str] = field(default_factory=dict)   # key -> unit, where one is declared
-
-    def describe(self) -> str:
-        return "an object"
-
-    def type_name(self) -> str:
-        return "object"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, dict)
-
-    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
-        for key in self.required:
-            if key not in value:
-                return f"{path}.{key}", "is missing"
-        for key, item in value.items():
-            spec = self.fields.get(key, self.rest or FREE)
-            problem = spec.check(item, f"{path}.{key}")
-            if problem:
-                return problem
-        return None
-
-    def children(self) -> list[tuple[str, Spec]]:
-        return [(f".{key}", spec) for key, spec in self.fields.items()] + ([(".*", self.rest)] if self.rest else [])
-
-
-@dataclass(frozen=True)
-class MapOf(Spec):
-    """An object whose keys are names chosen by the data (prompt categories, statistics)."""
-
-    value: Spec
-    nullable: bool = True
-
-    def describe(self) -> str:
-        return "an object"
-
-    def type_name(self) -> str:
-        return "object"
-
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, dict)
-
-    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
-        for key, item in value.items():
-            problem = self.value.check(item, f"{path}.{key}")
-            if problem:
-                return problem
-        return None
-
-    def children(self) -> list[tuple[str, Spec]]:
-        return [(".*", self.value)]
-
-
-@dataclass(frozen=True)
-class OneOf(Spec):
-    options: tuple[Spec, ...]
-    nullable: bool = True
-
-    def describe(self) -> str:
-        return " or ".join(o.describe() for o in self.options)
-
-    def type_name(self) -> str:
-        return " or ".join(o.type_name() for o in self.options)
-
-    def accepts(self, value: Any) -> bool:
-        return any(o.accepts(value) for o in self.options)
-
-    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
-        spec = next(o for o in self.options if o.accepts(value))
-        return spec.check_inside(value, path)
-
-    def children(self) -> list[tuple[str, Spec]]:
-        return [child for option in self.options for child in option.children()]
-
-
-@dataclass(frozen=True)
-class Free(Spec):
-    """Any JSON value, nested at most ``max_depth`` deep (checked without recursion)."""
-
-    max_depth: int = MAX_FREE_DEPTH
-
-    def describe(self) -> str:
-        return "any JSON value"
-
-    def type_name(self) -> str:
-        return "any"
-
-    def accepts(self, value: Any) -> bool:
-        return True
-
-    def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
-        stack: list[tuple[Any, int]] = [(value, 0)]
-        while stack:
-            item, depth = stack.pop()
-            if isinstance(item, (dict, list)):
-                if depth >= self.max_depth:
-                    return path, f"is nested more than {self.max_depth} levels deep"
-                children = item.values() if isinstance(item, dict) else item
-                stack.extend((child, depth + 1) for child in children)
-        return None
-
-
-def describe_value(value: Any) -> str:
-    """A short description of a JSON value for a message (never the whole of a big one)."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    text = json.dumps(value, ensure_ascii=True)
-    kind = {str: "string", int: "integer", float: "number"}.get(type(value), type(value).__name__)
-    return f"{kind} {text if len(text) <= 40 else text[:37] + '...'}"
-
-
-FREE = Free()
-STR, INT, NUM, BOOL = Str(), Int(), Num(), Bool()
 
 
 # ---------------------------------------------------------------------------------------- declarations
@@ -360,6 +133,8 @@ def write_fields(obj: Any) -> dict[str, Any]:
 def read_fields(cls: type, data: dict) -> dict[str, Any]:
     """The constructor arguments for ``cls`` found in ``data`` (keys it does not declare are left out)."""
     declared = declarations(cls)
+    if declared.keys() >= data.keys():     # the usual case: nothing to leave out (``data`` itself: not changed)
+        return data
     return {k: v for k, v in data.items() if k in declared}
 
 
@@ -370,6 +145,8 @@ def check_fields(obj: Any, what: str, names: tuple[str, ...] | None = None) -> N
         if names is not None and name not in names:
             continue
         value = getattr(obj, name)
+        if declared.spec.quick(value):        # the usual scalar, in one call (a file holds several per row)
+            continue
         if declared.spec.check(to_json(value), name) is not None:
             nullable = " or null" if declared.spec.nullable else ""
             raise ValueError(f"{what} {name} {value!r:.60} is not {declared.spec.describe()}{nullable}")

@@ -1,7 +1,8 @@
 """Where a sweep writes, checked before anything starts so that no input is ever overwritten.
 
 A sweep reads its config(s) and an existing results file, and writes the results file, its
-report, a logs folder and a lock file beside the results. :func:`check_output_paths` refuses
+report and a logs folder beside the results (its lock lives in draftbench's cache, see
+:mod:`draftbench.results.lock`). :func:`check_output_paths` refuses
 any two of those that are the same file (after resolving symlinks, and by inode where both
 exist), a results path ending in ``.html``, a report path ending in ``.json``, a folder where a
 file belongs (or the reverse) and file names too long for the file system. Nothing is written.
@@ -9,12 +10,14 @@ file belongs (or the reverse) and file names too long for the file system. Nothi
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import UsageError
+from ..common.reading import kind_of
 
 NAME_MAX_BYTES = 255     # ext4, APFS, NTFS: longer names fail with "File name too long"
 _HTML = (".html", ".htm")
@@ -23,18 +26,6 @@ _HTML = (".html", ".htm")
 def logs_dir_for(results: Path) -> Path:
     """``results/x.json`` -> ``results/x.logs``: one server log per combination."""
     return results.with_name(results.stem + ".logs")
-
-
-def lock_paths_for(results: Path) -> list[Path]:
-    """The lock files a sweep writing ``results`` holds: ``<stem>.lock`` beside it, named like its logs
-    folder so that two results files sharing a logs folder (``x.json``, ``x.dat``) exclude each other;
-    and, when ``results`` is a symlink, the same beside its target, so that every path to one file
-    takes one lock."""
-    paths = [results.with_name(results.stem + ".lock")]
-    real = Path(os.path.realpath(results))
-    if real.parent != Path(os.path.realpath(results.parent)) or real.name != results.name:
-        paths.append(real.with_name(real.stem + ".lock"))
-    return paths
 
 
 def default_chart_for(results: Path) -> Path:
@@ -64,6 +55,17 @@ def _shape_problem(role: _Role) -> str | None:
     if name_bytes > NAME_MAX_BYTES:
         return (f"{role.what} {p}: the file name is {name_bytes} bytes long; file systems allow at most "
                 f"{NAME_MAX_BYTES}")
+    if p.is_symlink() and not p.exists():
+        try:
+            os.stat(p)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return (f"{role.what} {p} is a symbolic link that loops (it points, directly or through other "
+                        "links, back to itself)")
+    if role.what == "--results" and p.exists() and not p.is_dir():
+        kind = kind_of(p.stat().st_mode)
+        if kind is not None:     # read back and rewritten: a pipe or a device would hang or read for ever
+            return f"--results {p} is {kind}, not a regular file; a results file is read back and rewritten"
     if p.exists() or p.is_symlink():
         if role.kind == "file" and p.is_dir():
             return f"{role.what} {p} is a folder, not a file"
@@ -83,8 +85,8 @@ def check_output_paths(results: Path, chart: Path | None, configs: Sequence[Path
                        sweeping: bool = True) -> None:
     """Raise :class:`UsageError` (exit 2) when a write could destroy an input or cannot work at all.
 
-    ``sweeping`` adds the logs folder and the lock file (a sweep writes them; ``--chart-only``
-    only reads the results and writes the report).
+    ``sweeping`` adds the logs folder (a sweep writes it; ``--chart-only`` only reads the results
+    and writes the report).
     """
     if results.suffix.lower() in _HTML:
         raise UsageError(f"--results {results} ends in {results.suffix}: the results file is JSON, and the report "
@@ -98,7 +100,6 @@ def check_output_paths(results: Path, chart: Path | None, configs: Sequence[Path
         roles.append(_Role("--chart", chart, "file", True))
     if sweeping:
         roles.append(_Role("the logs folder", logs_dir_for(results), "folder", True))
-        roles += [_Role("the lock file", lock, "file", True) for lock in lock_paths_for(results)]
     roles += [_Role("the config", Path(c), "file", False) for c in configs]
     for role in roles:
         problem = _shape_problem(role) if role.writes or role.what == "--results" else None

@@ -9,15 +9,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from .bounds import (
+    FRACTION,
+    MAX_TOKENS,
+    NON_NEGATIVE,
+    RATE,
+    RATE_SUMMARY,
+    SECONDS,
+    STEP_SUM,
+    STEPS,
+    TIME_SUMMARY,
+    TOKEN_SUM,
+    TOKENS,
+)
 from .findings import Finding
 from .json_types import (
     BOOL,
-    INT,
-    NUM,
     STR,
     Int,
     ListOf,
     MapOf,
+    Num,
     OneOf,
     Spec,
     Str,
@@ -28,7 +40,7 @@ from .json_types import (
     spec_of,
     write_fields,
 )
-from .kinds import ROLES, STATUSES
+from .kinds import ROLES, STATUSES, Role, Status
 from .speedup import Speedup
 from .theory import Theory
 from .value_shapes import (
@@ -48,25 +60,24 @@ from .value_shapes import (
     RACE,
     SERVER,
     SPEEDUP,
-    STAT_SUMMARY,
     SYNTHETIC,
     TOPOLOGY,
 )
 
 
-def combination_title(role: str, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
+def combination_title(role: Role, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
                       concurrency: int = 1, synthetic: str | None = None) -> str:
     """How a combination is named to people (console, report, log file names); ``synthetic`` is a
     ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
     streams = f" [{concurrency} streams]" if concurrency != 1 else ""
-    if role == "baseline":
+    if role is Role.BASELINE:
         return f"{target} (baseline){streams}"
-    if role == "control":
+    if role is Role.CONTROL:
         return f"{target} (baseline again, drift check){streams}"
-    if role == "draft_alone":
+    if role is Role.DRAFT_ALONE:
         return f"{target} (draft alone, for its cost ratio){streams}"
     k = f" (k={draft_max})" if show_k and draft_max is not None else ""
-    if role == "ceiling":
+    if role is Role.CEILING:
         what = "full acceptance" if synthetic == "full" else "its measured acceptance"
         return f"{target} + {draft}{k}{streams} [synthetic: {what}]"
     return f"{target} + {draft}{k}{streams}"
@@ -83,17 +94,18 @@ class RequestRecord:
     prompt_id: str = declare(Str(nullable=False), required=True)
     category: str = declare(Str(nullable=False), required=True)
     run: int = declare(Int(nullable=False), required=True)
-    ttft_s: float | None = declare(NUM, "s")
-    total_s: float | None = declare(NUM, "s")
-    decode_tps: float | None = declare(NUM, "tok/s")          # client: (completion_tokens - 1) / (t_last - t_first)
-    server_decode_tps: float | None = declare(NUM, "tok/s")   # server's own figure (llama.cpp timings.predicted_per_second)
-    server_ttft_s: float | None = declare(NUM, "s")           # server's own TTFT (LM Studio's SDK: timeToFirstTokenSec)
-    prompt_tokens: int | None = declare(INT, "tokens")
-    completion_tokens: int | None = declare(INT, "tokens")
-    draft_n: int | None = declare(INT, "tokens")
-    draft_n_accepted: int | None = declare(INT, "tokens")
-    verify_steps: int | None = declare(INT, "steps")
-    accepted_per_pos: list | None = declare(ACCEPTED_PER_POS, "tokens")  # accepted draft tokens by draft position (0 = first drafted token)
+    ttft_s: float | None = declare(SECONDS, "s")
+    total_s: float | None = declare(SECONDS, "s")
+    decode_tps: float | None = declare(RATE, "tok/s")          # client: (completion_tokens - 1) / (t_last - t_first)
+    server_decode_tps: float | None = declare(RATE, "tok/s")   # server's own figure (llama.cpp timings.predicted_per_second)
+    server_ttft_s: float | None = declare(SECONDS, "s")        # server's own TTFT (LM Studio's SDK: timeToFirstTokenSec)
+    prompt_tokens: int | None = declare(TOKENS, "tokens")
+    completion_tokens: int | None = declare(TOKENS, "tokens")
+    draft_n: int | None = declare(TOKENS, "tokens")
+    draft_n_accepted: int | None = declare(TOKENS, "tokens")
+    verify_steps: int | None = declare(STEPS, "steps")
+    accepted_per_pos: list | None = declare(ListOf(Int(nullable=False, minimum=0, maximum=MAX_TOKENS, unit="tokens")),
+                                            "tokens")  # accepted draft tokens by draft position (0 = first drafted token)
     draft_source: str | None = declare(STR)           # where the draft counts came from (backends.CountsSource)
     draft_details: dict | None = declare(DRAFT_DETAILS)   # backend-specific draft statistics, as reported
     draft_fragments: str | None = declare(STR)        # LM Studio SDK: fragment trace, see draftbench.results.fragments
@@ -123,38 +135,38 @@ class Row:
     # upstream's keys, first and in upstream's order
     target: str = declare(Str(nullable=False), required=True, upstream=True)
     draft: str | None = declare(STR, upstream=True)
-    mean_tps: float | None = declare(NUM, "tok/s", upstream=True)
-    median_tps: float | None = declare(NUM, "tok/s", upstream=True)
-    mean_ttft: float | None = declare(NUM, "s", upstream=True)
-    mean_total_time: float | None = declare(NUM, "s", upstream=True)
-    wall_time: float | None = declare(NUM, "s", upstream=True)
-    acceptance_rate: float | None = declare(NUM, "accepted/drafted", upstream=True)
+    mean_tps: float | None = declare(RATE, "tok/s", upstream=True)
+    median_tps: float | None = declare(RATE, "tok/s", upstream=True)
+    mean_ttft: float | None = declare(SECONDS, "s", upstream=True)
+    mean_total_time: float | None = declare(SECONDS, "s", upstream=True)
+    wall_time: float | None = declare(SECONDS, "s", upstream=True)
+    acceptance_rate: float | None = declare(FRACTION, "accepted/drafted", upstream=True)
     # draftbench additions
-    status: str = declare(Str(nullable=False, choices=STATUSES), default="ok")
+    status: Status = declare(Str(nullable=False, choices=STATUSES), default=Status.OK)
     reason: str | None = declare(STR)                 # why it errored or was skipped
-    role: str = declare(Str(nullable=False, choices=ROLES), default="baseline")
-    draft_max: int | None = declare(INT, "tokens")
+    role: Role = declare(Str(nullable=False, choices=ROLES), default=Role.BASELINE)
+    draft_max: int | None = declare(Int(minimum=0, maximum=MAX_TOKENS, unit="tokens"), "tokens")
     target_path: str | None = declare(STR)
     draft_path: str | None = declare(STR)
     speculation_active: bool | None = declare(BOOL)
     candidate: dict | None = declare(CANDIDATE)       # what was tried: {label, method, draft, params} (config.candidates)
     active_methods: list | None = declare(ListOf(Str(nullable=False)))  # speculative methods the server said it ran ([] = plain decoding)
-    draft_n: int | None = declare(INT, "tokens")
-    draft_n_accepted: int | None = declare(INT, "tokens")
-    verify_steps: int | None = declare(INT, "steps")
-    mean_accepted_len: float | None = declare(NUM, "tokens/step")  # 1 + accepted/steps (llama-server's "mean len")
-    accepted_per_pos: list | None = declare(ACCEPTED_PER_POS, "tokens")   # Σ accepted draft tokens by draft position over the requests
+    draft_n: int | None = declare(TOKEN_SUM, "tokens")
+    draft_n_accepted: int | None = declare(TOKEN_SUM, "tokens")
+    verify_steps: int | None = declare(STEP_SUM, "steps")
+    mean_accepted_len: float | None = declare(Num(minimum=0, maximum=MAX_TOKENS), "tokens/step")  # 1 + accepted/steps (llama-server's "mean len")
+    accepted_per_pos: list | None = declare(ACCEPTED_PER_POS, "tokens")    # Σ accepted draft tokens by draft position over the requests
     diagnosis: Finding | None = declare(spec_of(Finding, nullable=True))  # where the draft's tokens are rejected (analysis.draft.positions)
     k_prediction: dict | None = declare(K_PREDICTION)   # tok/s predicted for every k from this row (analysis.draft.best_k)
     synthetic: dict | None = declare(SYNTHETIC)       # ceiling rows: {level, synth_len, k, from_mean_accepted_len}
     ceiling: dict | None = declare(CEILING)           # speculative rows: this draft against its ceiling (analysis.draft.ceiling)
     draft_fragments: dict | None = declare(DRAFT_FRAGMENTS)   # LM Studio SDK: runs and placement of drafted fragments
-    tps: dict | None = declare(STAT_SUMMARY, "tok/s")          # summary of per-request decode tok/s
-    server_tps: dict | None = declare(STAT_SUMMARY, "tok/s")   # summary of the server's own decode tok/s
-    ttft_s: dict | None = declare(STAT_SUMMARY, "s")
-    total_s: dict | None = declare(STAT_SUMMARY, "s")
-    load_time_s: float | None = declare(NUM, "s")
-    run_to_run_cv: float | None = declare(NUM, "stdev/mean")
+    tps: dict | None = declare(RATE_SUMMARY, "tok/s")          # summary of per-request decode tok/s
+    server_tps: dict | None = declare(RATE_SUMMARY, "tok/s")   # summary of the server's own decode tok/s
+    ttft_s: dict | None = declare(TIME_SUMMARY, "s")
+    total_s: dict | None = declare(TIME_SUMMARY, "s")
+    load_time_s: float | None = declare(SECONDS, "s")
+    run_to_run_cv: float | None = declare(NON_NEGATIVE, "stdev/mean")
     by_category: dict | None = declare(BY_CATEGORY)   # category -> {mean_tps, acceptance_rate, n}
     speedup: Speedup | None = declare(SPEEDUP)        # vs the target's baseline (analysis.stats.speedup)
     speedup_by_category: dict[str, Speedup] | None = declare(MapOf(SPEEDUP))  # category -> speed-up on its requests
@@ -170,7 +182,7 @@ class Row:
     race: dict | None = declare(RACE)                 # adaptive search: loads, requests planned, interval, decision
     design: dict | None = declare(DESIGN)             # how it was measured against its baseline (sweep/schedule.py)
     counter_bound: dict | None = declare(COUNTER_BOUND, "×")   # the most its counters allow (analysis.comparison)
-    concurrency: int = declare(Int(nullable=False, minimum=1), "streams", default=1)  # requests in flight at once; 1 in older files
+    concurrency: int = declare(Int(nullable=False, minimum=1, maximum=MAX_TOKENS), "streams", default=1)  # requests in flight at once; 1 in older files
     load: dict | None = declare(LOAD)                 # N > 1: what the N streams did together (measure.concurrent)
     # new fields go above this line: findings and requests end the row
     warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
@@ -181,6 +193,9 @@ class Row:
     def __post_init__(self) -> None:
         # only what identifies the row: a measured value is never refused (a NaN is saved as null)
         check_fields(self, "row", names=("role", "status", "concurrency"))
+        # a file's (or a caller's) text becomes the member, so that code compares members, never strings
+        object.__setattr__(self, "role", Role(self.role))
+        object.__setattr__(self, "status", Status(self.status))
         if not all(isinstance(w, Finding) for w in self.warnings):
             object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
                                                        for w in self.warnings))
@@ -205,22 +220,22 @@ class Row:
         """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
         always had, so older files resume; a ceiling row is one of several levels for the same draft."""
         key: tuple = (self.role, self.target, self.draft, self.draft_max)
-        if self.role == "ceiling":
+        if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is Status.OK
 
     @property
     def measured(self) -> bool:
         """It holds measurements: a finished row, or one an adaptive race eliminated after its probe."""
-        return self.status in ("ok", "eliminated")
+        return self.status in (Status.OK, Status.ELIMINATED)
 
     @property
     def is_speculative(self) -> bool:
-        return self.role == "speculative" and self.draft is not None
+        return self.role is Role.SPECULATIVE and self.draft is not None
 
     def counts_as_speedup(self) -> bool:
         """Only a measured, speculating row may ever be shown as a speed-up."""
@@ -240,12 +255,12 @@ class Row:
         extra = {k: v for k, v in data.items() if k not in declarations(cls)}
         if "error" in data and "status" not in data:
             # upstream marks failed runs with {"error": "server_failed"}
-            kwargs["status"] = "error"
+            kwargs["status"] = Status.ERROR
             kwargs["reason"] = str(data["error"])
             extra.pop("error", None)
         if "role" not in data:
-            kwargs["role"] = "baseline" if data.get("draft") is None else "speculative"
-        if kwargs.get("role") == "speculative" and "speculation_active" not in data:
+            kwargs["role"] = Role.BASELINE if data.get("draft") is None else Role.SPECULATIVE
+        if kwargs.get("role") == Role.SPECULATIVE and "speculation_active" not in data:
             kwargs["speculation_active"] = None  # upstream never checked
         kwargs["warnings"] = tuple(Finding.from_value(w) for w in data.get("warnings") or ())
         kwargs["requests"] = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or () if isinstance(r, dict))

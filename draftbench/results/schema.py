@@ -2,7 +2,7 @@
 
 :func:`first_problem` checks a parsed file against it (``ResultsFile.from_dict`` does so on every
 load); :func:`format_snapshot` is what ``tests/golden/results_keys.json`` locks (written by
-``DRAFTBENCH_UPDATE_GOLDEN=1 pytest tests/test_results.py``): every key's JSON path, type and unit, and
+``DRAFTBENCH_UPDATE_GOLDEN=1 pytest tests/test_results_file.py``): every key's JSON path, type and unit, and
 the order of the main objects' keys.
 """
 
@@ -53,8 +53,8 @@ def format_snapshot() -> dict[str, Any]:
                            tool=None)
     return {
         "_comment": "Derived from the declarations in draftbench/results (DRAFTBENCH_UPDATE_GOLDEN=1 pytest "
-                    "tests/test_results.py writes it); the test checks that no key, order, type or unit of this "
-                    "schema version's format changed. Adding an optional field needs no change here.",
+                    "tests/test_results_file.py writes it); the test checks that no key, order, type or unit of "
+                    "this schema version's format changed. Adding an optional field needs no change here.",
         "schema_version": SCHEMA_VERSION,
         "upstream_row_keys": list(UPSTREAM_ROW_KEYS),
         "row_keys": list(Row(target="t").to_dict()),

@@ -9,9 +9,11 @@ object; :meth:`Speedup.from_value` reads it back.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
+from .bounds import MAX_RATIO
 from .json_types import BOOL, NUM, STR, Int, Num, check_fields, declare, read_fields, write_fields
 
 
@@ -19,7 +21,7 @@ from .json_types import BOOL, NUM, STR, Int, Num, check_fields, declare, read_fi
 class Speedup:
     """``ratio`` = candidate tok/s ÷ baseline tok/s; a 95% interval and significance where measured."""
 
-    ratio: float = declare(Num(nullable=False, minimum=0), "×", required=True)
+    ratio: float = declare(Num(nullable=False, minimum=0, maximum=MAX_RATIO), "×", required=True)
     ci95_low: float | None = declare(NUM, "×")
     ci95_high: float | None = declare(NUM, "×")
     significant: bool | None = declare(BOOL)      # None: too few requests to judge (or an upstream file)
@@ -64,6 +66,14 @@ class Speedup:
         if value is None or isinstance(value, Speedup):
             return value
         return cls.from_dict(value)
+
+
+def rank(speed: Speedup | None) -> tuple[float, float]:
+    """How every verdict orders speed-ups (the best has the highest key): by how surely faster — the
+    95% interval's low end, else the ratio — then by the ratio. No speed-up ranks below every one."""
+    if speed is None:
+        return -math.inf, -math.inf
+    return (speed.ci95_low if speed.ci95_low is not None else speed.ratio), speed.ratio
 
 
 def plain(value: Any) -> Any:

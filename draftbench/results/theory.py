@@ -18,7 +18,7 @@ recovered from τ to find the best k.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .json_types import NUM, STR, Int, check_fields, declare, read_fields, write_fields
@@ -74,8 +74,8 @@ def alpha_from_tau(tau: float, k: float) -> float:
     tau = min(max(tau, 1.0), k + 1)
     lo, hi = 0.0, 1.0
     for _ in range(60):
-        mid = (lo + hi) / 2
-        if tokens_per_step(mid, k) < tau:
+        mid = (lo + hi) / 2       # always below 1: tokens_per_step's formula, inlined (one call per row, not 60)
+        if (1 - mid ** (k + 1)) / (1 - mid) < tau:
             lo = mid
         else:
             hi = mid
@@ -101,7 +101,12 @@ def alpha_from_acceptance(rate: float, k: float) -> float:
 
 
 def best_k(alpha: float, c: float, k_max: int = 32) -> int:
-    return max(range(1, k_max + 1), key=lambda k: expected_speedup(alpha, k, c))
+    """The k of the highest expected_speedup (the first, on a tie); the formula inlined, as above."""
+    if alpha >= 1.0:
+        speeds = [(k + 1) / (1 + c * k) for k in range(1, k_max + 1)]
+    else:
+        speeds = [(1 - alpha ** (k + 1)) / (1 - alpha) / (1 + c * k) for k in range(1, k_max + 1)]
+    return speeds.index(max(speeds)) + 1
 
 
 def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, k_mean: float | None,
@@ -117,10 +122,10 @@ def evaluate(*, acceptance_rate: float | None, mean_accepted_len: float | None, 
         alpha = alpha_from_acceptance(acceptance_rate, k_mean)
         tau = tokens_per_step(alpha, k_mean)
         tau_source = "derived from the acceptance rate"
-    out = Theory(formula=FORMULA, alpha=round(alpha, 4), k_mean=round(k_mean, 3), tokens_per_step=round(tau, 3),
-                 tokens_per_step_source=tau_source, cost_source=cost_source, measured_speedup=measured_ratio)
-    if cost_ratio is None:
-        return out
-    k_best = best_k(alpha, cost_ratio)
-    return replace(out, cost_ratio=round(cost_ratio, 4), predicted_speedup=round(tau / (1 + cost_ratio * k_mean), 4),
-                   best_k=k_best, predicted_at_best_k=round(expected_speedup(alpha, k_best, cost_ratio), 4))
+    known: dict[str, Any] = {}
+    if cost_ratio is not None:
+        k_best = best_k(alpha, cost_ratio)
+        known = {"cost_ratio": round(cost_ratio, 4), "predicted_speedup": round(tau / (1 + cost_ratio * k_mean), 4),
+                 "best_k": k_best, "predicted_at_best_k": round(expected_speedup(alpha, k_best, cost_ratio), 4)}
+    return Theory(formula=FORMULA, alpha=round(alpha, 4), k_mean=round(k_mean, 3), tokens_per_step=round(tau, 3),
+                  tokens_per_step_source=tau_source, cost_source=cost_source, measured_speedup=measured_ratio, **known)

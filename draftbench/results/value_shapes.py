@@ -8,6 +8,7 @@ the server, the settings and the file's summary. Rows declare their fields with 
 from __future__ import annotations
 
 from ..config.settings import COMMON_SETTINGS
+from .bounds import COUNT, FRACTION, MAX_TOKEN_SUM, RATE, SECONDS, TOKEN_SUM
 from .json_types import BOOL, FREE, INT, NUM, STR, Int, ListOf, MapOf, Num, Obj, OneOf, Spec, Str, spec_of
 from .kinds import CEILING_LEVELS
 from .speedup import Speedup
@@ -21,7 +22,7 @@ def _setting_spec(kind: str) -> Spec:
 SPEEDUP = spec_of(Speedup, nullable=True)
 SETTINGS = Obj({key: _setting_spec(f.kind) for key, f in COMMON_SETTINGS.items()})
 STAT_SUMMARY = MapOf(NUM)            # analysis.stats.summarize: n, mean, median, stdev, cv, min, max, p95, ci95_low, ci95_high
-BY_CATEGORY = MapOf(Obj({"n": INT, "mean_tps": NUM, "acceptance_rate": NUM}))
+BY_CATEGORY = MapOf(Obj({"n": COUNT, "mean_tps": RATE, "acceptance_rate": FRACTION}))
 # analysis.verdict: the output against the baseline's at temperature 0
 EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": INT, "match_rate": NUM,
                    "mismatches": ListOf(Obj({"prompt_id": STR, "run": INT, "char_pos": INT, "baseline_len": INT,
@@ -39,7 +40,7 @@ DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(St
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
               "port": INT, "log_tail": STR})
 # inside a draft (analysis.draft: positions, best_k, ceiling)
-ACCEPTED_PER_POS = ListOf(Int(nullable=False))
+ACCEPTED_PER_POS = ListOf(Int(nullable=False, minimum=0, maximum=MAX_TOKEN_SUM, unit="tokens"))   # a row's sums
 K_PREDICTION = Obj({                                   # analysis.draft.best_k
     "from_k": Int(nullable=False), "times": Str(choices=("server", "client")), "target_s_per_token": NUM,
     "cost_per_drafted_token_s": NUM, "drafted_per_step": NUM, "baseline_tps": NUM,
@@ -78,7 +79,7 @@ PERCENTILES = Obj({"n": INT, "p50": NUM, "p90": NUM, "p99": NUM})
 LEVEL_SERVER = Obj({"slots": ListOf(Obj({"id": INT, "n_ctx": INT}, nullable=False)), "busy_slots_max": INT,
                     "busy_slots_per_decode": NUM, "window": MapOf(NUM), "request_sums": MapOf(NUM),
                     "checks": MapOf(Obj({"server": NUM, "requests": NUM, "match": BOOL})), "consistent": BOOL})
-LOAD = Obj({"streams": INT, "requests": INT, "window_s": NUM, "output_tokens": INT, "aggregate_tps": NUM,
+LOAD = Obj({"streams": INT, "requests": INT, "window_s": SECONDS, "output_tokens": TOKEN_SUM, "aggregate_tps": RATE,
             "in_flight_max": INT, "in_flight_mean": NUM, "ttft_s": PERCENTILES, "total_s": PERCENTILES,
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},

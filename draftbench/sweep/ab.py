@@ -54,7 +54,7 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     for index, combo in enumerate(combos, 1):
         reporter.combination_started(index, len(combos), combo.title(show_k=combo.draft_max is not None))
         row = runner.run(combo, index, failed)
-        if combo.role == Role.BASELINE and not row.ok:
+        if combo.role is Role.BASELINE and not row.ok:
             failed[combo.target.label] = row.reason or row.status
         rows.append(row)
     return analyze(ResultsFile(name="ab", hardware=plan.settings.get("hardware") or "this-machine",

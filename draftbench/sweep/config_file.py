@@ -19,6 +19,7 @@ from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
+from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
 from ..common.text_safety import lone_surrogate_paths, safe_text, text_problem
 from ..config.candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
 from ..config.extra_args import check_server_args, host_problems
@@ -113,18 +114,17 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
     """Read and validate a config file; raise :class:`ConfigError` listing every problem."""
     p = Path(path)
     source = str(p)
-    if not p.exists():
-        raise ConfigError(source, [Problem("$", "file not found", "check the path given to --config")])
-    if p.is_dir():
-        raise ConfigError(source, [Problem("$", "is a folder", "use --config-dir for a folder of configs")])
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        text = read_limited(p, CONFIG_LIMIT).decode("utf-8-sig")     # never waits on a pipe, never reads 1 GB
+    except UnreadableFile as problem:
+        folder = problem.message == "is a folder, not a regular file"
+        fix = ("check the path given to --config" if problem.missing else
+               "use --config-dir for a folder of configs" if folder else problem.fix)
+        message = "file not found" if problem.missing else "is a folder" if folder else problem.message
+        raise ConfigError(source, [Problem("$", message, fix)]) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(source, [Problem("$", f"is not UTF-8 text (byte {exc.start})",
                                            "save the file as UTF-8 JSON")]) from None
-    except OSError as exc:
-        raise ConfigError(source, [Problem("$", f"cannot be read ({exc.strerror or exc})",
-                                           "check the file's permissions")]) from None
     try:
         data = json.loads(text, object_pairs_hook=_pairs_hook)
         dup_problems = _duplicate_key_problems(data)

@@ -142,16 +142,16 @@ class Console(Reporter):
         self.line(f"  Race: {text}")
 
     def row_recorded(self, row: Row) -> None:
-        if row.status == Status.ELIMINATED:
+        if row.status is Status.ELIMINATED:
             self.line(f"  Eliminated: {reason_text(row)}")
             return
-        if row.status == Status.SKIPPED:
+        if row.status is Status.SKIPPED:
             self.line(f"  Skipped: {reason_text(row)}")
             return
-        if row.status == Status.ERROR:
+        if row.status is Status.ERROR:
             self.line(f"  Error recorded: {reason_text(row)}")
             return
-        inactive = row.role == Role.SPECULATIVE and row.speculation_active is False
+        inactive = row.role is Role.SPECULATIVE and row.speculation_active is False
         if inactive:
             self.line("  Speed-up vs baseline: none — speculation was not active, so this is the target alone")
         elif row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and row.speedup:
@@ -163,11 +163,11 @@ class Console(Reporter):
                 self.line(f"  ! Not a speed-up: {bound.get('text')}")
             if row.confirmed:
                 self.line(f"  Confirmed on fresh requests (the verdict's figure): {describe_speedup(row.confirmed)}")
-        if row.role == Role.SPECULATIVE and not inactive and len(row.speedup_by_category or {}) > 1:
+        if row.role is Role.SPECULATIVE and not inactive and len(row.speedup_by_category or {}) > 1:
             self.line("  Speed-up by prompt category: " + ", ".join(
                 f"{category_label(category)} {speed.ratio - 1:+.1%}" + (" (significant)" if speed.significant else "")
                 for category, speed in (row.speedup_by_category or {}).items()))
-        if row.role == Role.SPECULATIVE and row.speedup_in_session and not inactive:
+        if row.role is Role.SPECULATIVE and row.speedup_in_session and not inactive:
             self.line(f"  Speed-up {WITHIN_A_SESSION} (turns that build on earlier ones; not a fresh prompt's figure): "
                       f"{describe_speedup(row.speedup_in_session)}")
         self._inside_the_draft(row)
@@ -179,7 +179,7 @@ class Console(Reporter):
                          if first else ""))
         if row.method_stats:
             self.line(f"  Per method: {describe_methods(row.method_stats)}")
-        if row.role == Role.SPECULATIVE and row.draft_fragments:   # LM Studio SDK: where drafts landed
+        if row.role is Role.SPECULATIVE and row.draft_fragments:   # LM Studio SDK: where drafts landed
             self.line(f"  {describe_fragments(row.draft_fragments)}")
         if inactive:
             self.line("  ! Speculation was not active: this row is not counted as a speed-up")
@@ -189,7 +189,7 @@ class Console(Reporter):
 
     def _inside_the_draft(self, row: Row) -> None:
         """Acceptance by position, its diagnosis, the one-run k prediction and the ceiling, where known."""
-        if row.role != Role.SPECULATIVE:
+        if row.role is not Role.SPECULATIVE:
             return
         if row.accepted_per_pos and row.verify_steps:
             shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
@@ -209,7 +209,7 @@ class Console(Reporter):
         """Where a draft_max list was swept: each measured k beside its one-run prediction; then each
         draft against its ceiling (known only once the ceiling runs are done)."""
         for row in results.results:
-            if row.role == Role.SPECULATIVE and row.ceiling and row.ceiling.get("text"):
+            if row.role is Role.SPECULATIVE and row.ceiling and row.ceiling.get("text"):
                 k = f" (k={row.draft_max})" if row.draft_max else ""
                 self.line(f"Ceiling of {row.target} + {row.draft}{k}: {row.ceiling['text']}")
         for row in kpredict.leading_rows(results.results):
@@ -234,7 +234,7 @@ class Console(Reporter):
             for r in bad:
                 streams = f" [{r.concurrency} streams]" if r.concurrency != 1 else ""
                 self.line(f"  - {r.target}{' + ' + r.draft if r.draft else ''}{streams}: {r.status}: {reason_text(r)}")
-        eliminated = [r for r in results.results if r.status == Status.ELIMINATED]
+        eliminated = [r for r in results.results if r.status is Status.ELIMINATED]
         if eliminated:
             self.line(f"{len(eliminated)} candidate(s) eliminated by the adaptive search (probe numbers kept): "
                       + ", ".join(f"{r.target} + {r.draft}" + (f" (k={r.draft_max})" if r.draft_max else "")

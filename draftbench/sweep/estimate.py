@@ -4,8 +4,8 @@ One model serves ``--dry-run`` (the plan with durations) and the console's ETA. 
 costs: loading its server, the warm-up, and its requests. Each is taken, in order of
 preference, from
 
-1. the same combination measured before — in this results file or in another results file of
-   the same ``hardware`` next to it (``mean_total_time`` per request, ``load_time_s``);
+1. the same combination measured before — in this results file or in another draftbench results
+   file of the same ``hardware`` next to it (``mean_total_time`` per request, ``load_time_s``);
 2. the same target measured before (its baseline), for candidates never measured: speculation
    assumed to neither help nor hurt;
 3. a short probe of the target (``--dry-run --probe``: one request on its own server, never saved),
@@ -23,12 +23,15 @@ from pathlib import Path
 from ..common.errors import DraftbenchError
 from ..results.file import ResultsFile, Row, load_results
 from ..results.kinds import Role
+from ..results.peek import peek_header
 from .config_file import SweepConfig
 
 ASSUMED_BANDWIDTH_GBPS = 50.0    # between a CPU's (~20) and a laptop GPU's (~200): a guess
 ASSUMED_LOAD_GBPS = 2.0          # reading a model file from an SSD into memory
 SERVER_OVERHEAD_S = 1.0          # start-up probes, readiness polling, stopping, port release
 WARMUP_TOKENS = 64               # measure.py caps warm-up requests at 64 tokens
+HISTORY_MAX_FILES = 200          # earlier results files looked at, in name order
+HISTORY_MAX_BYTES = 64 * 10**6   # a bigger file of ours is not read for an estimate (a dry run stays quick)
 
 
 @dataclass(frozen=True)
@@ -51,17 +54,25 @@ class Estimator:
 
     @classmethod
     def for_results_path(cls, config: SweepConfig, n_prompts: int, results_path: Path) -> Estimator:
-        """With every readable results file of the same hardware in the results file's folder."""
+        """With the draftbench results files of the same hardware in the results file's folder.
+
+        Cheap whatever the folder holds: each ``*.json`` is judged by its first bytes (see
+        :func:`draftbench.results.peek.peek_header`: a FIFO, a device, another tool's JSON or an
+        upstream file is passed over unread), and only files of ours under :data:`HISTORY_MAX_BYTES`
+        are read whole."""
         files = []
         folder = results_path.parent
         candidates = sorted(folder.glob("*.json")) if folder.is_dir() else []
-        for path in candidates[:200]:        # bounded: a folder of thousands is not read at every dry run
-            try:
-                results = load_results(path)
-            except DraftbenchError:
+        for path in candidates[:HISTORY_MAX_FILES]:     # bounded: a folder of thousands is not read every dry run
+            header = peek_header(path)
+            if header is None or not header.ours or header.keys.get("hardware") != config.hardware:
                 continue
-            if results.hardware == config.hardware:
-                files.append(results)
+            try:
+                if path.stat().st_size > HISTORY_MAX_BYTES:
+                    continue
+                files.append(load_results(path))
+            except (OSError, DraftbenchError):
+                continue
         return cls(config, n_prompts, tuple(files))
 
     def add(self, results: ResultsFile) -> None:
@@ -87,8 +98,8 @@ class Estimator:
         max_tokens = s.get("max_tokens") or 512
         row = self.rows.get((role, target, draft, draft_max, concurrency))
         source = "measured"
-        if row is None and role in (Role.SPECULATIVE.value, Role.CONTROL.value):
-            row, source = self.rows.get((Role.BASELINE.value, target, None, None, concurrency)), "baseline"
+        if row is None and role in (Role.SPECULATIVE, Role.CONTROL):
+            row, source = self.rows.get((Role.BASELINE, target, None, None, concurrency)), "baseline"
         if row is None and concurrency == 1 and target in self.probed:
             row, source = self.probed[target], "probe"
         if row is not None and row.mean_total_time:

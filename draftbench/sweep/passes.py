@@ -39,7 +39,11 @@ def choose_design(settings: dict, backend: Backend, target: Combination, candida
         return Design(asked), f"settings.design is {asked!r}"
     drafts = [c.draft.path for c in candidates if c.draft is not None]
     biggest = max(drafts, key=_size, default=None)
-    why_not = backend.side_by_side(settings, target.target.path, biggest)
+    # A backend that can run a baseline server and a candidate server together says so with
+    # side_by_side(settings, target, draft) -> None (llama.cpp: backends/llamacpp/memory.py); else why not.
+    side_by_side = getattr(backend, "side_by_side", None)
+    why_not = side_by_side(settings, target.target.path, biggest) if side_by_side is not None else \
+        f"the {backend.config_name} backend runs one model server at a time"
     if why_not is None:
         return Design.INTERLEAVED, "the baseline and candidate servers fit side by side"
     return Design.BRACKETED, why_not

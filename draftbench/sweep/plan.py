@@ -40,8 +40,8 @@ class Combination:
     @property
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
-        key: tuple = (self.role.value, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
-        if self.role == Role.CEILING:
+        key: tuple = (self.role, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
+        if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
         return key if self.concurrency == 1 else (*key, self.concurrency)
 

@@ -27,7 +27,7 @@ def probe_targets(config: SweepConfig, backend: Backend, estimator: Estimator, r
     prompts = prompts_for(config.settings).prompts
     options = MeasureOptions.from_settings(config.settings)
     lines = []
-    baselines = [c for c in plan(config) if c.role == Role.BASELINE and c.concurrency == 1]
+    baselines = [c for c in plan(config) if c.role is Role.BASELINE and c.concurrency == 1]
     with tempfile.TemporaryDirectory(prefix="draftbench-probe-") as logs:
         runner = CombinationRunner(backend, config.backend, config.settings, prompts, options, Path(logs), reporter)
         for index, combo in enumerate(baselines, 1):

@@ -233,8 +233,8 @@ class AdaptiveSearch:
 
     def _in_race(self, combo: Combination) -> bool:
         row = self.store.current().row(combo.key)
-        return row is None or (row.status != Status.ELIMINATED.value and row.speculation_active is not False
-                               and row.status != Status.SKIPPED.value)
+        return row is None or (row.status is not Status.ELIMINATED and row.speculation_active is not False
+                               and row.status is not Status.SKIPPED)
 
     def _pairs(self, contenders: dict[str, Combination]) -> dict[str, list[Pair]]:
         results = self.store.current()
@@ -253,9 +253,9 @@ class AdaptiveSearch:
         look = judge(self._pairs(contenders), rules, looks_done)
         for name, why in look.eliminated.items():
             row = self.store.current().row(contenders[name].key)
-            if row is not None and row.status != Status.ELIMINATED.value:
+            if row is not None and row.status != Status.ELIMINATED:
                 race = dict(self._race_fields(row, rules, passes), decision="eliminated", bound=why.bound.to_dict())
-                self._save(replace(row, status=Status.ELIMINATED.value, reason=why.reason, race=race))
+                self._save(replace(row, status=Status.ELIMINATED, reason=why.reason, race=race))
         return look
 
     def _race_fields(self, row: Row, rules: RaceRules, passes: TargetPasses) -> dict:
@@ -270,7 +270,7 @@ class AdaptiveSearch:
             return False
         # a candidate row's wall time covers its steps (in the interleaved design, its baseline server too)
         spent = sum(r.wall_time or 0.0 for r in self.store.current().results
-                    if r.target == target and r.role == Role.SPECULATIVE.value)
+                    if r.target == target and r.role == Role.SPECULATIVE)
         if self.call_started is not None:
             spent += self.clock() - self.call_started
         return spent >= self.budget_s
@@ -283,7 +283,7 @@ class AdaptiveSearch:
         measured = self._pairs(contenders)
         for name, combo in contenders.items():
             row = results.row(combo.key)
-            if row is None or row.status == Status.ELIMINATED.value:
+            if row is None or row.status == Status.ELIMINATED:
                 continue
             decision = ("inactive" if row.speculation_active is False else
                         "not a speed-up: faster than its counters allow" if name not in measured else

@@ -83,7 +83,7 @@ def open_results(config: SweepConfig, backend: Backend, path: Path) -> ResultsFi
     """The results file to write into: the existing one (checked) or a new one."""
     snapshot = config_snapshot(config, backend)
     if path.exists():
-        existing = load_results(path)
+        existing = load_results(path, allow_gzip=False)     # written back as plain JSON: never over a .gz
         check_resumable(existing, config, backend, path)
         return replace(existing, config=snapshot, settings=public_settings(config), schema_version=SCHEMA_VERSION,
                        tool_version=__version__)

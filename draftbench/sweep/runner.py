@@ -111,7 +111,7 @@ class CombinationRunner:
 
     # ------------------------------------------------------------------ rows
     def base_fields(self, combo: Combination) -> dict:
-        if combo.role == Role.DRAFT_ALONE:
+        if combo.role is Role.DRAFT_ALONE:
             return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path,
                         concurrency=combo.concurrency)
         cand = combo.candidate
@@ -126,7 +126,7 @@ class CombinationRunner:
         base = self.base_fields(combo)
         if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
-            return Row(status=Status.SKIPPED.value, reason=reason.splitlines()[0], **base)
+            return Row(status=Status.SKIPPED, reason=reason.splitlines()[0], **base)
         for ref in (combo.target, combo.draft):
             problem = self.backend.model_problem(ref.path) if ref else None
             if problem:
@@ -137,7 +137,7 @@ class CombinationRunner:
             problem = self.backend.pair_problem(combo.target.path, combo.draft.path,
                                                 combo.candidate.method if combo.candidate else ())
             if problem:
-                return Row(status=Status.SKIPPED.value, reason=str(problem),
+                return Row(status=Status.SKIPPED, reason=str(problem),
                            **dict(base, speculation_active=False))
         return None
 
@@ -146,7 +146,7 @@ class CombinationRunner:
         tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server else "")
         fix = getattr(exc, "fix", None)
         self.reporter.failed(first_line(exc), fix)
-        return Row(status=Status.ERROR.value, reason=first_line(exc) + (f" — {fix}" if fix else ""),
+        return Row(status=Status.ERROR, reason=first_line(exc) + (f" — {fix}" if fix else ""),
                    requests=records, wall_time=rounded(self.clock() - started, 3),
                    topology=server.topology if server else None, server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
                                         log_tail=tail).to_dict(), **base)
@@ -160,14 +160,14 @@ class CombinationRunner:
         early = self.skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
-        if combo.role == Role.CEILING:
+        if combo.role is Role.CEILING:
             combo, why_not = resolve(combo, results)
             if why_not:
-                return Row(status=Status.SKIPPED.value, reason=why_not, **self.base_fields(combo))
+                return Row(status=Status.SKIPPED, reason=why_not, **self.base_fields(combo))
         base = self.base_fields(combo)
         answers, no_context = self._context(combo, results)
         if no_context:
-            return Row(status=Status.ERROR.value, reason=no_context, **base)
+            return Row(status=Status.ERROR, reason=no_context, **base)
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
         spec = self.launch_spec(combo, 0, log_path)
         spec = replace(spec, port=self.choose_port(spec.host))
@@ -186,8 +186,9 @@ class CombinationRunner:
             info = ServerInfo.of(self.backend_name, server, log=str(log_path), port=spec.port).to_dict()
             if combo.is_speculative and status.active is False:
                 self.reporter.speculation_inactive(status.reason)
-                return Row(status=Status.ERROR.value, reason=f"speculation not active: {status.reason}", server=info,
-                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology, wall_time=rounded(self.clock() - started, 3),
+                return Row(status=Status.ERROR, reason=f"speculation not active: {status.reason}", server=info,
+                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology,
+                           wall_time=rounded(self.clock() - started, 3),
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
             records, load = self._measure(server, combo.concurrency, schedule, answers)
@@ -199,7 +200,7 @@ class CombinationRunner:
             if not combo.is_speculative and methods:
                 # A build that speculates by default would make the baseline look fast: never compare to it.
                 self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
-                return Row(status=Status.ERROR.value, reason=f"the baseline is not plain decoding: the server ran "
+                return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
                            f"{', '.join(methods)} (/slots speculative.types)", server=info,
                            load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
@@ -213,7 +214,8 @@ class CombinationRunner:
                 self.reporter.note(note)
                 notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
-            return Row(status=Status.OK.value, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3), topology=server.topology,
+            return Row(status=Status.OK, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+                       topology=server.topology,
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
@@ -231,8 +233,8 @@ class CombinationRunner:
         """Second turns' context (see measure.context): None for the servers that write it themselves
         (the one-stream baseline, a draft alone), else the target's baseline answers; and why a
         combination cannot run without them (checked before a server starts)."""
-        if not needs_context(self.prompts) or combo.role == Role.DRAFT_ALONE or \
-                (combo.role == Role.BASELINE and combo.concurrency == 1):
+        if not needs_context(self.prompts) or combo.role is Role.DRAFT_ALONE or \
+                (combo.role is Role.BASELINE and combo.concurrency == 1):
             return None, None
         baseline = results.baseline_for(combo.target.label) if results is not None else None
         answers = answers_of(baseline.requests) if baseline is not None else {}

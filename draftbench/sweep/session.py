@@ -135,7 +135,7 @@ class Sweep:
                 continue
             self.reporter.combination_started(index, len(combos), combo.title(show_k))
             row = runner.run(combo, index, failed_baselines, results=self.results)
-            if combo.role == Role.BASELINE and not row.ok:
+            if combo.role is Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
             assert self.results is not None      # set by run() before the loop starts
             self.results = analyze(self.results.with_row(row))

@@ -102,7 +102,7 @@ class StepRunner:
 
     def measured_pairs(self, combo: Combination) -> set[tuple[int, int]]:
         row = self.row(combo)
-        if row is None or row.status not in (Status.OK.value, Status.ERROR.value, Status.ELIMINATED.value):
+        if row is None or row.status not in (Status.OK, Status.ERROR, Status.ELIMINATED):
             return set()
         return {(r.run, self.index[r.prompt_id]) for r in row.requests
                 if r.error is None and r.decode_tps and r.prompt_id in self.index}
@@ -223,7 +223,7 @@ class StepRunner:
         if candidate is not None and self.baseline.target.label in self.failed_baselines:
             why = self.failed_baselines[self.baseline.target.label]
             prior = self.row(candidate)
-            row = Row(status=Status.SKIPPED.value, reason=f"skipped: the baseline of {candidate.target.label} failed "
+            row = Row(status=Status.SKIPPED, reason=f"skipped: the baseline of {candidate.target.label} failed "
                       f"({why})", requests=(*(prior.requests if prior else ()), *records[Side.CANDIDATE]),
                       design=self._design(candidate, records[Side.CANDIDATE]), **self.runner.base_fields(candidate))
             self.reporter.row_recorded(self.store.record(row))
@@ -241,7 +241,7 @@ class StepRunner:
         if early is None and combo.role == Role.CEILING:
             resolved, why_not = resolve(combo, self.store.current())
             if why_not:
-                early = Row(status=Status.SKIPPED.value, reason=why_not, **self.runner.base_fields(resolved))
+                early = Row(status=Status.SKIPPED, reason=why_not, **self.runner.base_fields(resolved))
             else:
                 self.candidates = {n: (resolved if c.key == combo.key else c) for n, c in self.candidates.items()}
         if early is None:
@@ -340,12 +340,12 @@ class StepRunner:
                       "(/slots speculative.types)")
             self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
             self._give_up(combo, reason)
-            return self.store.record(Row(status=Status.ERROR.value, reason=reason, active_methods=list(methods),
+            return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods),
                                          **common, **base))
         active, findings = speculation_outcome(combo.is_speculative, o.status, fields.get("draft_n"),
                                                model_free=bool(combo.candidate and combo.candidate.model_free))
         warnings = (*o.notes, *fields.pop("warnings"), *findings)
-        status = prior.status if prior is not None and prior.status == Status.ELIMINATED.value else Status.OK.value
+        status = prior.status if prior is not None and prior.status == Status.ELIMINATED else Status.OK
         row = Row(status=status, warnings=warnings, active_methods=list(methods) if methods is not None else None,
                   **common, **{**base, **fields, "speculation_active": active})
         return self.store.record(row)
@@ -396,7 +396,7 @@ class StepRunner:
         base = self.runner.base_fields(combo)
         if inactive:
             base["speculation_active"] = False
-        self.store.record(Row(status=Status.ERROR.value, reason=reason, requests=records, server=info,
+        self.store.record(Row(status=Status.ERROR, reason=reason, requests=records, server=info,
                               wall_time=rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3),
                               design=self._design(combo, records), **base))
 

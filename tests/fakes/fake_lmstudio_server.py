@@ -29,12 +29,13 @@ Arguments: ``--port P``. Environment:
   FAKE_LMSTUDIO_PIDS     folder where the process writes <pid>.pid
 """
 
-import http.server
 import json
 import os
 import sys
 import threading
 import time
+
+from http_stub import StubServer  # run as a script: tests/fakes is on the path
 
 ACCEPT_PATTERN = (3, 1, 4, 0)
 DRAFT_LEN = 4
@@ -58,162 +59,143 @@ def main():
                 "compatibility_type": "gguf", "quantization": "Q4_K_M",
                 "state": "loaded" if key in loaded.values() else "not-loaded", "max_context_length": 32768}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def reply(self, code, obj):
-            body = json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def get(call):
+        with lock:
+            if call.path == "/api/v0/models":
+                call.reply(200, {"object": "list", "data": [model_entry(k) for k in keys]})
+            elif call.path.startswith("/api/v0/models/"):
+                key = call.path[len("/api/v0/models/"):]
+                call.reply(200, model_entry(key)) if key in keys else call.reply(404, {"error": "model not found"})
+            elif call.path == "/v1/models":
+                call.reply(200, {"object": "list", "data": [{"id": i, "object": "model"} for i in loaded]})
+            elif call.path == "/__fake__/requests":
+                call.reply(200, requests_seen)
+            else:
+                call.reply(404, {"error": f"Unexpected endpoint or method. (GET {call.path})"})
 
-        def do_GET(self):
+    def post(call):
+        body = call.json()
+        if call.path == "/__fake__/load":
             with lock:
-                if self.path == "/api/v0/models":
-                    self.reply(200, {"object": "list", "data": [model_entry(k) for k in keys]})
-                elif self.path.startswith("/api/v0/models/"):
-                    key = self.path[len("/api/v0/models/"):]
-                    self.reply(200, model_entry(key)) if key in keys else self.reply(404, {"error": "model not found"})
-                elif self.path == "/v1/models":
-                    self.reply(200, {"object": "list", "data": [{"id": i, "object": "model"} for i in loaded]})
-                elif self.path == "/__fake__/requests":
-                    self.reply(200, requests_seen)
+                if body["key"] not in keys:
+                    call.reply(404, {"error": f"model {body['key']} not found"})
+                elif body["identifier"] in loaded:
+                    call.reply(409, {"error": f"identifier {body['identifier']} already exists"})
                 else:
-                    self.reply(404, {"error": f"Unexpected endpoint or method. (GET {self.path})"})
-
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            if self.path == "/__fake__/load":
-                with lock:
-                    if body["key"] not in keys:
-                        self.reply(404, {"error": f"model {body['key']} not found"})
-                    elif body["identifier"] in loaded:
-                        self.reply(409, {"error": f"identifier {body['identifier']} already exists"})
-                    else:
-                        loaded[body["identifier"]] = body["key"]
-                        self.reply(200, {"ok": True})
-                return
-            if self.path == "/__fake__/unload":
-                with lock:
-                    ident = body["identifier"]
-                    match = ident if ident in loaded else next((i for i, k in loaded.items() if k == ident), None)
-                    if match is None:
-                        self.reply(404, {"error": f"no loaded model {ident}"})
-                    else:
-                        del loaded[match]
-                        self.reply(200, {"ok": True})
-                return
-            if self.path not in ("/api/v0/chat/completions", "/v1/chat/completions"):
-                self.reply(404, {"error": f"Unexpected endpoint or method. (POST {self.path})"})
-                return
-            native = self.path.startswith("/api/v0")
-            model = body.get("model")
+                    loaded[body["identifier"]] = body["key"]
+                    call.reply(200, {"ok": True})
+            return
+        if call.path == "/__fake__/unload":
             with lock:
-                if model in loaded:
-                    key = loaded[model]
-                elif model in keys:          # just-in-time loading
-                    loaded[model] = model
-                    key = model
+                ident = body["identifier"]
+                match = ident if ident in loaded else next((i for i, k in loaded.items() if k == ident), None)
+                if match is None:
+                    call.reply(404, {"error": f"no loaded model {ident}"})
                 else:
-                    self.reply(404, {"error": f"Model \"{model}\" not found. Please load it first."})
+                    del loaded[match]
+                    call.reply(200, {"ok": True})
+            return
+        if call.path not in ("/api/v0/chat/completions", "/v1/chat/completions"):
+            call.reply(404, {"error": f"Unexpected endpoint or method. (POST {call.path})"})
+            return
+        native = call.path.startswith("/api/v0")
+        model = body.get("model")
+        with lock:
+            if model in loaded:
+                key = loaded[model]
+            elif model in keys:          # just-in-time loading
+                loaded[model] = model
+                key = model
+            else:
+                call.reply(404, {"error": f"Model \"{model}\" not found. Please load it first."})
+                return
+            draft = body.get("draft_model")
+            behaviour = None
+            if draft is not None:
+                if draft not in keys:
+                    call.reply(404, {"error": f"Draft model \"{draft}\" not found."})
                     return
-                draft = body.get("draft_model")
-                behaviour = None
-                if draft is not None:
-                    if draft not in keys:
-                        self.reply(404, {"error": f"Draft model \"{draft}\" not found."})
-                        return
-                    behaviour = drafts.get(draft, "ok")
-                    if behaviour == "reject":
-                        self.reply(400, {"error": f"Draft model {draft} is not compatible with main model {key}"})
-                        return
-                    if behaviour == "ok" and draft not in loaded.values():
-                        loaded[draft] = draft   # LM Studio loads the draft itself
-                requests_seen.append({"path": self.path, "model": model, "draft_model": draft,
-                                      "stream": bool(body.get("stream")), "max_tokens": body.get("max_tokens")})
-            self.generate(body, native, key, draft, behaviour)
+                behaviour = drafts.get(draft, "ok")
+                if behaviour == "reject":
+                    call.reply(400, {"error": f"Draft model {draft} is not compatible with main model {key}"})
+                    return
+                if behaviour == "ok" and draft not in loaded.values():
+                    loaded[draft] = draft   # LM Studio loads the draft itself
+            requests_seen.append({"path": call.path, "model": model, "draft_model": draft,
+                                  "stream": bool(body.get("stream")), "max_tokens": body.get("max_tokens")})
+        generate(call, body, native, key, draft, behaviour)
 
-        def generate(self, body, native, key, draft, behaviour):
-            n = int(body.get("max_tokens") or 16)
-            if n < 0:
-                n = 64
-            stream = bool(body.get("stream"))
-            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])) + 7
-            speculate = draft is not None and behaviour == "ok"
-            counts = {"accepted": 0, "rejected": 0, "ignored": 0}
-            t0 = time.perf_counter()
-            t_first = None
-            created = int(time.time())
-            base = {"id": "chatcmpl-fakelmstudio", "object": "chat.completion.chunk", "created": created,
-                    "model": key, "system_fingerprint": key}
-            if stream:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-            pieces, emitted, step = [], 0, 0
-            while emitted < n:
-                time.sleep(0.002)
-                if speculate:
-                    a = ACCEPT_PATTERN[step % 4]
-                    count = min(a + 1, n - emitted)
-                    a = count - 1
-                    counts["accepted"] += a
-                    if a < DRAFT_LEN:
-                        counts["rejected"] += 1
-                        counts["ignored"] += DRAFT_LEN - a - 1
-                else:
-                    count = 1
-                step += 1
-                for i in range(emitted, emitted + count):
-                    piece = f" w{i}"
-                    pieces.append(piece)
-                    if t_first is None:
-                        t_first = time.perf_counter()
-                    if stream:
-                        self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": piece},
-                                                         "logprobs": None, "finish_reason": None}]})
-                emitted += count
-            gen_time = time.perf_counter() - (t_first or t0)
-            stats = {"tokens_per_second": n / gen_time if gen_time > 0 else 0.0,
-                     "time_to_first_token": round((t_first or t0) - t0, 3), "generation_time": round(gen_time, 3),
-                     "stop_reason": "maxPredictedTokensReached"}
+    def generate(call, body, native, key, draft, behaviour):
+        n = int(body.get("max_tokens") or 16)
+        if n < 0:
+            n = 64
+        stream = bool(body.get("stream"))
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])) + 7
+        speculate = draft is not None and behaviour == "ok"
+        counts = {"accepted": 0, "rejected": 0, "ignored": 0}
+        t0 = time.perf_counter()
+        t_first = None
+        created = int(time.time())
+        base = {"id": "chatcmpl-fakelmstudio", "object": "chat.completion.chunk", "created": created,
+                "model": key, "system_fingerprint": key}
+        if stream:
+            call.start_events()
+        pieces, emitted, step = [], 0, 0
+        while emitted < n:
+            time.sleep(0.002)
             if speculate:
-                stats.update({"draft_model": draft,
-                              "total_draft_tokens_count": counts["accepted"] + counts["rejected"] + counts["ignored"],
-                              "accepted_draft_tokens_count": counts["accepted"],
-                              "rejected_draft_tokens_count": counts["rejected"],
-                              "ignored_draft_tokens_count": counts["ignored"]})
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
-            with lock:
-                requests_seen[-1]["truth"] = {**counts, "completion_tokens": n}
-            if not stream:
-                self.reply(200, {"id": "chatcmpl-fakelmstudio", "object": "chat.completion", "created": created,
-                                 "model": key,
-                                 "choices": [{"index": 0, "logprobs": None, "finish_reason": "length",
-                                              "message": {"role": "assistant", "content": "".join(pieces)}}],
-                                 "usage": usage, "stats": stats,
-                                 "model_info": {"arch": "qwen2", "quant": "Q4_K_M", "format": "gguf",
-                                                "context_length": 4096},
-                                 "runtime": {"name": "llama.cpp-linux-x86_64-avx2", "version": "1.50.0",
-                                             "supported_formats": ["gguf"]}})
-                return
-            final = {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]}
-            if native and mode != "legacy-stream":
-                final.update(usage=usage, stats=stats)
-            self.event(final)
-            if not native and (body.get("stream_options") or {}).get("include_usage"):
-                self.event({**base, "choices": [], "usage": usage})
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
+                a = ACCEPT_PATTERN[step % 4]
+                count = min(a + 1, n - emitted)
+                a = count - 1
+                counts["accepted"] += a
+                if a < DRAFT_LEN:
+                    counts["rejected"] += 1
+                    counts["ignored"] += DRAFT_LEN - a - 1
+            else:
+                count = 1
+            step += 1
+            for i in range(emitted, emitted + count):
+                piece = f" w{i}"
+                pieces.append(piece)
+                if t_first is None:
+                    t_first = time.perf_counter()
+                if stream:
+                    call.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": piece},
+                                                     "logprobs": None, "finish_reason": None}]})
+            emitted += count
+        gen_time = time.perf_counter() - (t_first or t0)
+        stats = {"tokens_per_second": n / gen_time if gen_time > 0 else 0.0,
+                 "time_to_first_token": round((t_first or t0) - t0, 3), "generation_time": round(gen_time, 3),
+                 "stop_reason": "maxPredictedTokensReached"}
+        if speculate:
+            stats.update({"draft_model": draft,
+                          "total_draft_tokens_count": counts["accepted"] + counts["rejected"] + counts["ignored"],
+                          "accepted_draft_tokens_count": counts["accepted"],
+                          "rejected_draft_tokens_count": counts["rejected"],
+                          "ignored_draft_tokens_count": counts["ignored"]})
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n}
+        with lock:
+            requests_seen[-1]["truth"] = {**counts, "completion_tokens": n}
+        if not stream:
+            call.reply(200, {"id": "chatcmpl-fakelmstudio", "object": "chat.completion", "created": created,
+                             "model": key,
+                             "choices": [{"index": 0, "logprobs": None, "finish_reason": "length",
+                                          "message": {"role": "assistant", "content": "".join(pieces)}}],
+                             "usage": usage, "stats": stats,
+                             "model_info": {"arch": "qwen2", "quant": "Q4_K_M", "format": "gguf",
+                                            "context_length": 4096},
+                             "runtime": {"name": "llama.cpp-linux-x86_64-avx2", "version": "1.50.0",
+                                         "supported_formats": ["gguf"]}})
+            return
+        final = {**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]}
+        if native and mode != "legacy-stream":
+            final.update(usage=usage, stats=stats)
+        call.event(final)
+        if not native and (body.get("stream_options") or {}).get("include_usage"):
+            call.event({**base, "choices": [], "usage": usage})
+        call.event("[DONE]")
 
-        def event(self, obj):
-            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
-            self.wfile.flush()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = StubServer({"GET *": get, "POST *": post}, port=port)
     print(f"fake LM Studio server listening on port {port}", flush=True)
     server.serve_forever()
 

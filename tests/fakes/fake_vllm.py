@@ -43,12 +43,13 @@ Environment:
   FAKE_VLLM_STEP_S   seconds per engine step (default 0.002)
 """
 
-import http.server
 import json
 import os
 import sys
 import threading
 import time
+
+from http_stub import StubServer  # run as a script: tests/fakes is on the path
 
 ACCEPT_PATTERN = (3, 1, 4, 0)
 VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
@@ -162,128 +163,109 @@ def main():
                              f'position="{pos}"}} {float(n)}')
         return "\n".join(lines) + "\n"
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def reply(self, code, obj, content_type="application/json"):
-            body = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def get(call):
+        if call.path == "/health":
+            call.reply(503 if mode == "never-ready" else 200, {} if mode != "never-ready" else
+                       {"error": "engine not ready"})
+        elif call.path == "/v1/models":
+            call.reply(200, {"object": "list", "data": [{"id": served, "object": "model", "owned_by": "vllm",
+                                                         "root": opts["model"],
+                                                         "max_model_len": int(opts.get("--max-model-len", 0))}]})
+        elif call.path == "/version":
+            call.reply(200, {"version": "0.11.0+fake"})
+        elif call.path == "/metrics":
+            with lock:
+                call.reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
+        elif call.path == "/fake/truth":
+            with lock:
+                call.reply(200, truth)
+        elif call.path == "/fake/peak":
+            with lock:
+                call.reply(200, {"peak_running": running["peak"]})
+        else:
+            call.reply(404, {"detail": "Not Found"})
 
-        def do_GET(self):
-            if self.path == "/health":
-                self.reply(503 if mode == "never-ready" else 200, {} if mode != "never-ready" else
-                           {"error": "engine not ready"})
-            elif self.path == "/v1/models":
-                self.reply(200, {"object": "list", "data": [{"id": served, "object": "model", "owned_by": "vllm",
-                                                             "root": opts["model"],
-                                                             "max_model_len": int(opts.get("--max-model-len", 0))}]})
-            elif self.path == "/version":
-                self.reply(200, {"version": "0.11.0+fake"})
-            elif self.path == "/metrics":
-                with lock:
-                    self.reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
-            elif self.path == "/fake/truth":
-                with lock:
-                    self.reply(200, truth)
-            elif self.path == "/fake/peak":
-                with lock:
-                    self.reply(200, {"peak_running": running["peak"]})
+    def post(call):
+        if call.path != "/v1/chat/completions":
+            call.reply(404, {"detail": "Not Found"})
+            return
+        body = call.json()
+        if body.get("model") != served:
+            call.reply(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                                       "type": "NotFoundError", "param": "model", "code": 404}})
+            return
+        n = int(body.get("max_tokens") or 16)
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])) + 5
+        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": served}
+        with lock:
+            running["waiting"] += 1
+        seats.acquire()      # the scheduler: at most --max-num-seqs requests run at once
+        with lock:
+            running["waiting"] -= 1
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+            counters["prompt_tokens"] += prompt_tokens
+        try:
+            stream(call, body, n, prompt_tokens, base)
+        finally:
+            with lock:
+                running["now"] -= 1
+            seats.release()
+
+    def stream(call, body, n, prompt_tokens, base):
+        call.start_events("text/event-stream; charset=utf-8")
+        call.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                         "logprobs": None, "finish_reason": None}]})
+        emitted, step = 0, 0
+        mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0, "per_pos": [0] * len(per_pos)}
+        while emitted < n:
+            time.sleep(step_s)
+            if speculating:
+                accepted = 0 if behaviour == "zero" else min(ACCEPT_PATTERN[step % 4], k)
+                count = min(accepted + 1, n - emitted)
+                accepted = count - 1
             else:
-                self.reply(404, {"detail": "Not Found"})
-
-        def event(self, obj):
-            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
-            self.wfile.flush()
-
-        def do_POST(self):
-            if self.path != "/v1/chat/completions":
-                self.reply(404, {"detail": "Not Found"})
-                return
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            if body.get("model") != served:
-                self.reply(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
-                                           "type": "NotFoundError", "param": "model", "code": 404}})
-                return
-            n = int(body.get("max_tokens") or 16)
-            prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", [])) + 5
-            base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
-                    "model": served}
+                accepted, count = 0, 1
+            text = "".join(f" w{i}" for i in range(emitted, emitted + count))
+            call.event({**base, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
+                                             "finish_reason": None}]})
+            emitted += count
+            step += 1
+            mine["chunks"] += 1
             with lock:
-                running["waiting"] += 1
-            seats.acquire()      # the scheduler: at most --max-num-seqs requests run at once
-            with lock:
-                running["waiting"] -= 1
-                running["now"] += 1
-                running["peak"] = max(running["peak"], running["now"])
-                counters["prompt_tokens"] += prompt_tokens
-            try:
-                self.stream(body, n, prompt_tokens, base)
-            finally:
-                with lock:
-                    running["now"] -= 1
-                seats.release()
-
-        def stream(self, body, n, prompt_tokens, base):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-            self.end_headers()
-            self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                             "logprobs": None, "finish_reason": None}]})
-            emitted, step = 0, 0
-            mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0, "per_pos": [0] * len(per_pos)}
-            while emitted < n:
-                time.sleep(step_s)
-                if speculating:
-                    accepted = 0 if behaviour == "zero" else min(ACCEPT_PATTERN[step % 4], k)
-                    count = min(accepted + 1, n - emitted)
-                    accepted = count - 1
-                else:
-                    accepted, count = 0, 1
-                text = "".join(f" w{i}" for i in range(emitted, emitted + count))
-                self.event({**base, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
-                                                 "finish_reason": None}]})
-                emitted += count
-                step += 1
-                mine["chunks"] += 1
-                with lock:
-                    counters["generation_tokens"] += count
-                if speculating and behaviour in ("ok", "no-per-pos"):
-                    with lock:   # recorded right after the step's tokens went out, as vLLM does
-                        counters["drafts"] += 1
-                        counters["draft_tokens"] += k
-                        counters["accepted"] += accepted
-                        for pos in range(accepted):
-                            per_pos[pos] += 1
-                    mine["drafts"] += 1
-                    mine["draft_tokens"] += k
-                    mine["accepted"] += accepted
+                counters["generation_tokens"] += count
+            if speculating and behaviour in ("ok", "no-per-pos"):
+                with lock:   # recorded right after the step's tokens went out, as vLLM does
+                    counters["drafts"] += 1
+                    counters["draft_tokens"] += k
+                    counters["accepted"] += accepted
                     for pos in range(accepted):
-                        mine["per_pos"][pos] += 1
-            self.event({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
-            if (body.get("stream_options") or {}).get("include_usage"):
-                usage_chunk = {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,
-                                                                "total_tokens": prompt_tokens + n,
-                                                                "completion_tokens": n}}
-                if per_request in ("summary", "detailed") and spec_cfg is not None:
-                    sd = {"num_spec_steps": mine["drafts"], "num_draft_tokens": mine["draft_tokens"],
-                          "num_accepted_draft_tokens": mine["accepted"], "num_spec_tokens": k,
-                          "draft_acceptance_rate": mine["accepted"] / mine["draft_tokens"] if mine["draft_tokens"]
-                          else 0.0,
-                          "mean_acceptance_length": 1 + mine["accepted"] / mine["drafts"] if mine["drafts"] else 1.0}
-                    usage_chunk["metrics"] = {"speculative_decoding": sd}
-                self.event(usage_chunk)
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
-            with lock:
-                truth.append({**mine, "completion_tokens": n})
+                        per_pos[pos] += 1
+                mine["drafts"] += 1
+                mine["draft_tokens"] += k
+                mine["accepted"] += accepted
+                for pos in range(accepted):
+                    mine["per_pos"][pos] += 1
+        call.event({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk = {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,
+                                                            "total_tokens": prompt_tokens + n,
+                                                            "completion_tokens": n}}
+            if per_request in ("summary", "detailed") and spec_cfg is not None:
+                sd = {"num_spec_steps": mine["drafts"], "num_draft_tokens": mine["draft_tokens"],
+                      "num_accepted_draft_tokens": mine["accepted"], "num_spec_tokens": k,
+                      "draft_acceptance_rate": mine["accepted"] / mine["draft_tokens"] if mine["draft_tokens"]
+                      else 0.0,
+                      "mean_acceptance_length": 1 + mine["accepted"] / mine["drafts"] if mine["drafts"] else 1.0}
+                usage_chunk["metrics"] = {"speculative_decoding": sd}
+            call.event(usage_chunk)
+        call.event("[DONE]")
+        with lock:
+            truth.append({**mine, "completion_tokens": n})
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer((opts.get("--host", "127.0.0.1"), int(opts.get("--port", 8000))),
-                                             Handler)
+    server = StubServer({"GET *": get, "POST *": post}, host=opts.get("--host", "127.0.0.1"),
+                        port=int(opts.get("--port", 8000)))
     print(f"INFO Started server process; Uvicorn running on http://{opts.get('--host')}:{opts.get('--port')}",
           flush=True)
     server.serve_forever()

@@ -3,7 +3,7 @@
 ``FakeBackend`` implements the backend contract (``draftbench.backends.base.Backend``) with
 servers that answer instantly from a script: tokens per second per model, acceptance per draft,
 failures on demand. Runner and session tests use it the way hyperfine tests its runner with a
-``MockExecutor``; the real-server tests (test_sweep.py, test_faults.py) keep covering the rest.
+``MockExecutor``; the real-server tests (test_cli_sweep_cli_llama.py, test_sweep_session_faults.py) keep covering the rest.
 """
 
 from __future__ import annotations

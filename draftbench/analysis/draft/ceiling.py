@@ -18,7 +18,7 @@ as synthetic everywhere. This module is pure: rows in, numbers and sentences out
 from __future__ import annotations
 
 from ...results.file import Row
-from ...results.kinds import CeilingLevel
+from ...results.kinds import CeilingLevel, Role
 from ...results.speedup import Speedup, plain
 from ..stats import describe_speedup
 from .best_k import tok_s
@@ -59,7 +59,7 @@ def _level(row: Row) -> str | None:
 
 def ceiling_rows(rows: tuple[Row, ...] | list[Row], row: Row) -> dict[str, Row]:
     """The measured ceiling rows of a speculative row, by level."""
-    return {str(_level(r)): r for r in rows if r.role == "ceiling" and r.ok and r.target == row.target
+    return {str(_level(r)): r for r in rows if r.role is Role.CEILING and r.ok and r.target == row.target
             and r.draft == row.draft and r.draft_max == row.draft_max and r.mean_tps and _level(r)}
 
 
@@ -99,7 +99,7 @@ def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str, noise_floor
     with every drafted token accepted, is shown not to beat the target alone by the noise floor: the
     upper end of its interval is below 1 + floor (None otherwise — a ceiling not shown below it is no
     evidence that nothing can pay — or without full-acceptance rows)."""
-    fulls = [r for r in rows if r.role == "ceiling" and r.ok and r.target == target and _level(r) == Level.FULL.value
+    fulls = [r for r in rows if r.role is Role.CEILING and r.ok and r.target == target and _level(r) == Level.FULL.value
              and r.speedup and r.speculation_active is not False]
     if not fulls:
         return None

@@ -123,7 +123,7 @@ class LlamaCppServer(Server):
         if not self.has_metrics:
             return None
         try:
-            response = self.http().get(self.base_url + "/metrics", timeout=5, headers=self.headers())
+            response = self.http().get(self.base_url + "/metrics", timeout=self.probe_s(5), headers=self.headers())
         except requests.RequestException:
             return None
         return prometheus.parse(response.text, prefix="llamacpp:") if response.status_code == 200 else None
@@ -171,7 +171,8 @@ class LlamaCppServer(Server):
 
     def slot_states(self) -> tuple[SlotState, ...] | None:
         try:
-            status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers())
+            status, slots = probe_json(self.http(), self.base_url + "/slots", headers=self.headers(),
+                                      timeout_s=self.probe_s(5))
         except requests.RequestException:
             return None
         if status != 200 or not isinstance(slots, list):
@@ -190,7 +191,8 @@ class LlamaCppServer(Server):
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
         fills in once a request ran. ``/props`` is not reliable for this: it said ``none`` while on."""
         try:
-            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
+            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(),
+                                  timeout_s=self.probe_s(5))
         except requests.RequestException:
             return None
         params = slots[0].get("params") if isinstance(slots, list) and slots and isinstance(slots[0], dict) else None
@@ -212,7 +214,8 @@ class LlamaCppServer(Server):
                                      "without speculation. Check that the draft suits the method (an EAGLE3, MTP or "
                                      "DFlash method needs a draft head made for it and for this target)")
         try:
-            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(), timeout_s=5)
+            _, slots = probe_json(self.session, self.base_url + "/slots", headers=self.headers(),
+                                  timeout_s=self.probe_s(5))
         except requests.RequestException:
             slots = None
         if isinstance(slots, list) and slots and isinstance(slots[0], dict) and "speculative" in slots[0]:
@@ -341,10 +344,12 @@ class LlamaCppBackend(Backend):
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-               auth: tuple[str, str] | None = None) -> LlamaCppServer:
-        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key, auth=auth)
+               auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> LlamaCppServer:
+        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+                                probe_timeout_s=probe_timeout_s)
         try:
-            _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(), timeout_s=10)
+            _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(),
+                                  timeout_s=server.probe_s(10))
         except requests.RequestException:
             props = {}
         server.props = props if isinstance(props, dict) else {}
@@ -357,7 +362,7 @@ class LlamaCppBackend(Backend):
     def _verify_identity(self, server: LlamaCppServer, spec: LaunchSpec) -> None:
         """Refuse to benchmark a server that is not the one we started."""
         try:
-            status_code, answer = probe_json(server.session, server.base_url + "/props", timeout_s=10)
+            status_code, answer = probe_json(server.session, server.base_url + "/props", timeout_s=server.probe_s(10))
             # Ours knows the key we gave it (if any): a 401/403 means someone else answers on this port.
             props = None if status_code in (401, 403) else answer
         except requests.RequestException:

@@ -8,11 +8,12 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 
 from ...common.errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
-from ...common.files import cache_dir
+from ...common.files import atomic_write_text, cache_dir
+from ...common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
+from ...lifetime.capture import run_capped
 from ..base import LaunchSpec
 from ..executables import find_executable
 from .stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
@@ -49,6 +50,8 @@ def find_llama_server(explicit: str | None = None) -> str:
 # --------------------------------------------------------------------------- capabilities
 
 _caps_memo: dict[str, dict] = {}
+HELP_TIMEOUT_S = 60.0            # a cold start from a network drive can be slow; the read ends as soon as it exits
+HELP_MAX_BYTES = 4 * 10**6       # llama-server's --help is about 50 kB; a program that never stops is cut here
 CAPS_FORMAT = 2          # bump when capabilities() records more: older cache files are then ignored
 
 
@@ -79,26 +82,20 @@ def capabilities(binary: str) -> dict:
         return _caps_memo[key]
     cache_file = cache_dir() / "capabilities" / f"{key}-v{CAPS_FORMAT}.json"
     try:
-        caps = json.loads(cache_file.read_text())
-        _caps_memo[key] = caps
-        return caps
-    except (OSError, ValueError):
+        caps = json.loads(read_limited(cache_file, SMALL_LIMIT))
+        if isinstance(caps, dict):
+            _caps_memo[key] = caps
+            return caps
+    except (UnreadableFile, ValueError):
         pass
-    try:
-        help_out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
-                                  errors="replace")
-        version_out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
-                                     errors="replace")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise BinaryNotFoundError(f"cannot run {binary} --help: {exc}", f"check that it is a working llama-server; "
-                                  f"{_HOW_TO_GET}") from None
-    text = help_out.stdout + help_out.stderr
+    text = _printed(binary, "--help")
+    version_text = _printed(binary, "--version")
     flags = sorted(set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text)))
     if "--model" not in flags and "-m" not in flags:
         raise BinaryNotFoundError(f"{binary} does not look like llama-server (its --help lists no --model)",
                                   f"point settings.llama_bin at llama-server; {_HOW_TO_GET}")
     version = None
-    for line in (version_out.stdout + version_out.stderr).splitlines():
+    for line in version_text.splitlines():
         if line.startswith("version:"):
             version = line.split(":", 1)[1].strip()
             break
@@ -106,13 +103,28 @@ def capabilities(binary: str) -> dict:
             "removed_flags": removed_flags(text), "binary": os.path.realpath(binary)}
     _caps_memo[key] = caps
     try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(caps))
-        os.replace(tmp, cache_file)
+        atomic_write_text(cache_file, json.dumps(caps))
     except OSError:
         pass
     return caps
+
+
+def _printed(binary: str, flag: str) -> str:
+    """What ``binary flag`` prints, read within :data:`HELP_TIMEOUT_S` and at most :data:`HELP_MAX_BYTES`."""
+    try:
+        run = run_capped([binary, flag], timeout_s=HELP_TIMEOUT_S, max_bytes=HELP_MAX_BYTES)
+    except OSError as exc:
+        raise BinaryNotFoundError(f"cannot run {binary} {flag}: {exc.strerror or exc}",
+                                  f"check that it is a working llama-server; {_HOW_TO_GET}") from None
+    if run.over_cap:
+        raise BinaryNotFoundError(f"{binary} {flag} printed more than {HELP_MAX_BYTES // 10**6} MB and was stopped "
+                                  "(llama-server's own --help is about 50 kB): it does not look like llama-server",
+                                  f"point settings.llama_bin at llama-server; {_HOW_TO_GET}")
+    if run.timed_out:
+        raise BinaryNotFoundError(f"{binary} {flag} did not finish within {HELP_TIMEOUT_S:g} s and was stopped "
+                                  "(llama-server answers at once)", f"check that it is a working llama-server "
+                                  f"(run `{binary} {flag}` yourself); {_HOW_TO_GET}")
+    return run.output
 
 
 def first_flag(caps: dict, *names: str) -> str | None:
@@ -153,13 +165,16 @@ def local_devices(binary: str) -> list[str]:
     """This machine's offload devices (``--list-devices`` without ``--rpc``: GPUs; none on a CPU-only build)."""
     key = _binary_key(binary)
     if key not in _devices_memo:
-        try:
-            out = subprocess.run([binary, "--list-devices"], capture_output=True, text=True, timeout=60,
-                                 errors="replace")
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        try:      # read up to a cap within a time limit, as --help is (see _printed)
+            run = run_capped([binary, "--list-devices"], timeout_s=HELP_TIMEOUT_S, max_bytes=HELP_MAX_BYTES)
+        except OSError as exc:
             raise ServerError(f"cannot run {binary} --list-devices: {exc}", "check that it is a working llama-server",
                               kind=ServerErrorKind.FLAGS) from None
-        text = (out.stdout + out.stderr).partition("Available devices:")[2]
+        if not run.complete:
+            raise ServerError(f"{binary} --list-devices did not finish within {HELP_TIMEOUT_S:g} s or printed more than "
+                              f"{HELP_MAX_BYTES // 10**6} MB, and was stopped", "check that it is a working llama-server",
+                              kind=ServerErrorKind.FLAGS)
+        text = run.output.partition("Available devices:")[2]
         _devices_memo[key] = _DEVICE_LINE.findall(text)
     return _devices_memo[key]
 

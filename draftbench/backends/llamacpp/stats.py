@@ -113,6 +113,7 @@ def per_request(lines: list[MethodTotals], previous: dict[str, MethodTotals]) ->
 TRACE_VERBOSITY = 4          # llama-server's "trace" level (`--help`: 4: trace (more info)); default is 3
 VERBOSITY_FLAGS = ("-lv", "--log-verbosity", "--verbosity")
 WAIT_FOR_LINES_S = 5.0       # the server logs through a background thread: the lines may trail the response
+LOG_READ_MAX_BYTES = 8 * 2**20
 
 
 class StatsLog:
@@ -126,13 +127,15 @@ class StatsLog:
         self.totals: dict[str, MethodTotals] = {}
 
     def _read_new(self) -> list[MethodTotals]:
-        try:
+        try:      # at most LOG_READ_MAX_BYTES at a time: a server printing without end cannot fill our memory
             with open(self.path, "rb") as fh:
                 fh.seek(self.offset)
-                chunk = fh.read()
+                chunk = fh.read(LOG_READ_MAX_BYTES)
         except OSError:
             return []
         complete = chunk[: chunk.rfind(b"\n") + 1]      # a line still being written waits for the next read
+        if not complete and len(chunk) == LOG_READ_MAX_BYTES:
+            complete = chunk                            # one line longer than the cap: not a stats line, skipped
         self.offset += len(complete)
         return parse_lines(complete.decode("utf-8", errors="replace"))
 

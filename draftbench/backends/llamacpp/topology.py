@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ...common.errors import ServerError, ServerErrorKind
 
 LOG_VERBOSITY = 4        # the load_tensors / llama_kv_cache lines are not printed below it
+LOG_READ_MAX_BYTES = 64 * 2**20   # the loading lines come first; a log past this is not read for them
 
 _META = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?) "
                    r"\(version")
@@ -139,7 +140,7 @@ def read_log(path: str, offset: int) -> str:
     """The log written since ``offset`` (the log file is appended to by every server on that port)."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read().decode("utf-8", errors="replace")
+            fh.seek(offset)     # bounded: a server printing without end cannot fill our memory
+            return fh.read(LOG_READ_MAX_BYTES).decode("utf-8", errors="replace")
     except OSError:
         return ""

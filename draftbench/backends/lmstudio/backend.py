@@ -22,7 +22,15 @@ from ...config.settings import Field, default_settings
 from ..base import Backend, LaunchSpec, Server
 from . import choice as lmstudio_choice
 from .lms import DEFAULT_PORT, IDENTIFIER, find_lms, load_command
-from .rest import ENDPOINTS, LMStudioServer, blocking_chat, counts_from_stats, launch_rest, list_models
+from .rest import (
+    ENDPOINTS,
+    PROBE_TIMEOUT_S,
+    LMStudioServer,
+    blocking_chat,
+    counts_from_stats,
+    launch_rest,
+    list_models,
+)
 
 # Names kept importable from here (this module held them before the split).
 __all__ = ["DEFAULT_PORT", "ENDPOINTS", "IDENTIFIER", "LMStudioBackend", "LMStudioServer", "blocking_chat",
@@ -126,12 +134,14 @@ class LMStudioBackend(Backend):
         return launch_rest(spec)
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-               auth: tuple[str, str] | None = None) -> LMStudioServer:
+               auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> LMStudioServer:
         """``bench.py --url``: always the REST API (the SDK path sweeps; bench.py measures a running server)."""
         api_key = api_key or (os.environ.get("LM_API_TOKEN") if auth is None else None) or None
-        server = LMStudioServer(base_url, model=model or "default", api_key=api_key, auth=auth)
+        server = LMStudioServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+                                probe_timeout_s=probe_timeout_s)
         if model is None:
-            models = list_models(server.session, server.base_url, server.headers()) or {}
+            models = list_models(server.session, server.base_url, server.headers(),
+                                 timeout_s=server.probe_s(PROBE_TIMEOUT_S)) or {}
             loaded = [k for k, m in models.items() if m.get("state") == "loaded" and m.get("type") in ("llm", "vlm",
                                                                                                         None)]
             if loaded:

@@ -15,11 +15,13 @@ import sys
 from pathlib import Path
 
 from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
+from ...lifetime.capture import run_capped
 from ...lifetime.process import tail_file
 from ..base import LaunchSpec
 from ..executables import find_executable
 
 DEFAULT_PORT = 1234
+LMS_OUTPUT_MAX_BYTES = 16 * 10**6    # what one lms command may print before it is stopped
 IDENTIFIER = "draftbench-target"      # the identifier we give the target in LM Studio (lms load / the SDK)
 
 HOW_TO_GET = ("install LM Studio and its CLI (`npx lmstudio install-cli`, or run ~/.lmstudio/bin/lms bootstrap), "
@@ -65,21 +67,24 @@ class LMStudioLog:
 
 def run_lms(cmd: list[str], log: LMStudioLog, timeout_s: float) -> subprocess.CompletedProcess:
     log.write("$ " + " ".join(cmd))
-    try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s,
-                              errors="replace")
-    except subprocess.TimeoutExpired:
+    try:    # what lms prints is read up to a cap: a CLI that never stops printing cannot fill our memory
+        run = run_capped(cmd, timeout_s=timeout_s, max_bytes=LMS_OUTPUT_MAX_BYTES)
+    except OSError as exc:
+        raise BinaryNotFoundError(f"cannot run {cmd[0]}: {exc}", HOW_TO_GET) from None
+    if run.output.strip():
+        log.write(run.output)
+    if run.timed_out:
         log.write(f"(no answer within {timeout_s:g} s)")
         raise ServerError(f"`{' '.join(cmd[1:3])}` did not finish within {timeout_s:g} s",
                           "check LM Studio (is it waiting for a dialog?), or raise settings.startup_timeout_s",
-                          log_path=str(log.path), kind=ServerErrorKind.TIMEOUT) from None
-    except OSError as exc:
-        raise BinaryNotFoundError(f"cannot run {cmd[0]}: {exc}", HOW_TO_GET) from None
-    output = (proc.stdout or "") + (proc.stderr or "")
-    if output.strip():
-        log.write(output)
-    log.write(f"(exit code {proc.returncode})")
-    return proc
+                          log_path=str(log.path), kind=ServerErrorKind.TIMEOUT)
+    if run.over_cap:
+        log.write(f"(stopped: printed more than {LMS_OUTPUT_MAX_BYTES // 10**6} MB)")
+        raise ServerError(f"`{' '.join(cmd[1:3])}` printed more than {LMS_OUTPUT_MAX_BYTES // 10**6} MB and was "
+                          "stopped", "check the lms installation (run the command yourself)", log_path=str(log.path),
+                          kind=ServerErrorKind.INSTALL)
+    log.write(f"(exit code {run.returncode})")
+    return subprocess.CompletedProcess(cmd, run.returncode if run.returncode is not None else -1, run.output, "")
 
 
 

@@ -50,13 +50,15 @@ from .lms import (
 
 ENDPOINTS = ("native", "native-blocking", "openai")
 PROBE_PROMPT = "Count from 1 to 30, separated by commas."
+PROBE_TIMEOUT_S = 5.0       # LM Studio lists its models at once
 
 
-def probe(session: requests.Session, base_url: str, headers: dict) -> tuple[str, dict[str, dict] | None]:
+def probe(session: requests.Session, base_url: str, headers: dict,
+          timeout_s: float = PROBE_TIMEOUT_S) -> tuple[str, dict[str, dict] | None]:
     """``GET /api/v0/models``: ("ok", {id: entry}), or "down" (nothing listens), "auth" (a token is
     required) or "foreign" (something else answers)."""
     try:
-        status, data = probe_json(session, base_url + "/api/v0/models", headers=headers, timeout_s=5)
+        status, data = probe_json(session, base_url + "/api/v0/models", headers=headers, timeout_s=timeout_s)
     except requests.ConnectionError:
         return "down", None
     except requests.RequestException:         # a timeout, a redirect: not LM Studio as documented
@@ -68,9 +70,10 @@ def probe(session: requests.Session, base_url: str, headers: dict) -> tuple[str,
     return "ok", {m["id"]: m for m in data["data"] if isinstance(m, dict) and isinstance(m.get("id"), str)}
 
 
-def list_models(session: requests.Session, base_url: str, headers: dict) -> dict[str, dict] | None:
+def list_models(session: requests.Session, base_url: str, headers: dict,
+                timeout_s: float = PROBE_TIMEOUT_S) -> dict[str, dict] | None:
     """``GET /api/v0/models`` as {id: entry}; None when LM Studio does not answer there."""
-    return probe(session, base_url, headers)[1]
+    return probe(session, base_url, headers, timeout_s)[1]
 
 
 def counts_from_stats(stats: dict, *, draft_requested: bool) -> DraftCounts:

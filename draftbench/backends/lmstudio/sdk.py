@@ -74,11 +74,11 @@ class SDKLogRouter(logging.Handler):
         super().close()
 
 
-def probe(api_host: str) -> str:
+def probe(api_host: str, timeout_s: float = 5.0) -> str:
     """``GET /lmstudio-greeting``: "ok", "down" (nothing listens) or "foreign" (something else answers)."""
     try:
         with new_session() as session:       # bounded in time and size, redirects refused
-            status, data = probe_json(session, f"http://{api_host}/lmstudio-greeting", timeout_s=5)
+            status, data = probe_json(session, f"http://{api_host}/lmstudio-greeting", timeout_s=timeout_s)
     except requests.ConnectionError:
         return "down"
     except requests.RequestException:

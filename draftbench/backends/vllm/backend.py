@@ -86,7 +86,7 @@ class VLLMServer(Server):
     # -- Prometheus counters ---------------------------------------------------------------
     def _metrics_text(self) -> str | None:
         try:
-            response = self.session.get(self.base_url + "/metrics", timeout=5, headers=self.headers())
+            response = self.session.get(self.base_url + "/metrics", timeout=self.probe_s(5), headers=self.headers())
         except requests.RequestException:
             return None
         return response.text if response.status_code == 200 else None
@@ -175,7 +175,8 @@ class VLLMServer(Server):
 
 def _served_models(server: Server) -> list[str] | None:
     try:
-        _, data = probe_json(server.session, server.base_url + "/v1/models", headers=server.headers(), timeout_s=10)
+        _, data = probe_json(server.session, server.base_url + "/v1/models", headers=server.headers(),
+                             timeout_s=server.probe_s(10))
     except requests.RequestException:
         return None
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
@@ -185,7 +186,8 @@ def _served_models(server: Server) -> list[str] | None:
 
 def _version(server: Server) -> str | None:
     try:
-        _, data = probe_json(server.session, server.base_url + "/version", headers=server.headers(), timeout_s=5)
+        _, data = probe_json(server.session, server.base_url + "/version", headers=server.headers(),
+                             timeout_s=server.probe_s(5))
     except requests.RequestException:
         return None
     return str(data["version"]) if isinstance(data, dict) and data.get("version") else None
@@ -279,8 +281,9 @@ class VLLMBackend(Backend):
         return server
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
-               auth: tuple[str, str] | None = None) -> VLLMServer:
-        server = VLLMServer(base_url, model=model or "default", api_key=api_key, auth=auth)
+               auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> VLLMServer:
+        server = VLLMServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+                            probe_timeout_s=probe_timeout_s)
         if model is None:
             served = _served_models(server)
             if served:

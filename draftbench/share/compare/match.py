@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ...analysis.verdict import analyze
 from ...results.file import ResultsFile, Row, combination_title, load_results
+from ...results.kinds import Role
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -87,7 +88,7 @@ class Match:
         return tuple(i for i, r in enumerate(self.rows) if r is not None)
 
     @property
-    def role(self) -> str:
+    def role(self) -> Role:
         return self.key[0]
 
     @property

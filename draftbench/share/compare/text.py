@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from ...analysis.stats import describe_speedup
+from ...results.kinds import Role
 from .best import best_per_target
 from .differences import DiffKind
 from .match import Match
@@ -58,7 +59,7 @@ def tps_text(cell: FileCell) -> str:
 
 
 def speedup_text(cell: FileCell) -> str:
-    if cell.row is None or cell.row.role != "speculative":
+    if cell.row is None or cell.row.role is not Role.SPECULATIVE:
         return "—"
     if cell.state is not CellState.OK:
         return cell.state.value
@@ -121,7 +122,7 @@ def wrap_names(head: str, names: list[str], width: int = 100) -> list[str]:
 
 def short_name(match: Match) -> str:
     """A combination without its target's name: 'baseline', '0.5B Q8_0 (k=8)'."""
-    if match.role == "baseline":
+    if match.role is Role.BASELINE:
         return "baseline"
     rest = match.title[len(match.target):].lstrip(" +") if match.title.startswith(match.target) else match.title
     return rest or match.title

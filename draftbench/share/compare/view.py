@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ...analysis.stats import speedup
+from ...common.percent import percent_change
 from ...results.file import Row
+from ...results.kinds import Status
 from ...results.speedup import Speedup
 from .differences import Difference, file_differences
 from .match import ComparedFile, Match, match_rows
@@ -28,10 +30,10 @@ PAIRING_SETTINGS = ("prompts", "max_tokens", "temperature", "seed")
 
 
 class CellState(str, Enum):
+    """A combination that is absent from a file, or whose row finished; a row that did not finish
+    shows its :class:`Status` instead (error, skipped, eliminated: an adaptive search's probe)."""
+
     OK = "ok"
-    ERROR = "error"
-    SKIPPED = "skipped"
-    ELIMINATED = "eliminated"      # an adaptive search's probe: not a full measurement
     NO_DATA = "no tok/s"
     ABSENT = "not in file"
 
@@ -41,7 +43,7 @@ class FileCell:
     """A combination in one file."""
 
     row: Row | None
-    state: CellState
+    state: CellState | Status
 
     @property
     def tps(self) -> float | None:
@@ -100,12 +102,8 @@ class Comparison:
 def cell_for(row: Row | None) -> FileCell:
     if row is None:
         return FileCell(None, CellState.ABSENT)
-    if row.status == "error":
-        return FileCell(row, CellState.ERROR)
-    if row.status == "skipped":
-        return FileCell(row, CellState.SKIPPED)
-    if row.status == "eliminated":
-        return FileCell(row, CellState.ELIMINATED)
+    if not row.ok:
+        return FileCell(row, row.status)
     if not row.mean_tps:
         return FileCell(row, CellState.NO_DATA)
     return FileCell(row, CellState.OK)
@@ -156,7 +154,7 @@ def change(files: tuple[ComparedFile, ...], ref: int, index: int, ra: Row, rb: R
         value = rb.mean_tps / ra.mean_tps
         missing = [files[i].letter for i, r in ((ref, ra), (index, rb)) if not r.requests]
         return Change(index, ref, Speedup(ratio=round(value, 4), method="ratio-of-means", n_pairs=0,
-                                          percent=round((value - 1) * 100, 2)),
+                                          percent=percent_change(value)),
                       paired=False, why_unpaired=f"{' and '.join(missing)} has no per-request data")
     return None
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...results.file import ResultsFile, Row, combination_title
+from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
 from ..compare.text import describe_change, speedup_text, tps_text
 
@@ -98,7 +99,7 @@ def _mean(rec: Record) -> str:
 
 def _relative(rec: Record) -> str:
     """hyperfine's "Relative" column: the speed-up over the target's baseline (1.00 for the baseline)."""
-    if rec["role"] == "baseline" and rec["status"] == "ok":
+    if rec["role"] is Role.BASELINE and rec["status"] is Status.OK:
         return "1.00"
     if rec["speedup"] is None:
         return "—"
@@ -113,7 +114,7 @@ def _relative(rec: Record) -> str:
 
 
 def _note(rec: Record) -> str:
-    if rec["status"] != "ok":
+    if rec["status"] is not Status.OK:
         return f"{rec['status']}: {rec['reason'] or 'no reason recorded'}"
     if rec["speculation_active"] is False:
         return "speculation not active: not a speed-up"
