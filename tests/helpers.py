@@ -158,3 +158,12 @@ def sparse_file(path: Path, size: int) -> Path:
     with open(path, "ab") as fh:
         fh.truncate(size)
     return path
+
+
+def tiny_gguf(path: Path, size: int = 0) -> Path:
+    """A GGUF file that passes the model checks (a valid header, no tensors), padded to ``size`` bytes:
+    for tests that plan or estimate without loading a model."""
+    import struct
+    header = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)
+    path.write_bytes(header + b"\0" * max(0, size - len(header)))
+    return path

@@ -67,3 +67,30 @@ def test_drift_is_measured_and_applied_per_concurrency_level():
     gains = {r.concurrency: r.speedup for r in analyze(res).results if r.role == "speculative"}
     assert gains[1].significant is True and gains[1].note is None
     assert gains[2].significant is False and "drift" in gains[2].note
+
+
+def test_an_export_recomputes_every_speed_up_as_the_full_analysis_does():
+    """--export runs analyze_speedups, not the whole analysis: its speed-ups (drift, speculation not active,
+    ceilings, several concurrency levels, rows without a baseline) and so every exported record are the full
+    analysis's; the verdict, which an export does not show, is dropped rather than kept from the file."""
+    from dataclasses import replace
+
+    from draftbench.analysis.verdict import analyze_speedups
+    from draftbench.share.export import results_table
+
+    from share_data import box_a, box_b
+
+    inactive = replace(row("speculative", 130, "inactive", 0.0), speculation_active=False)
+    ceiling = replace(row("ceiling", 140, "big gain", 0.9), synthetic={"level": "full", "synth_len": 9.0, "k": 8})
+    at2 = [replace(r, concurrency=2) for r in (row("baseline", 100), row("speculative", 110, "small gain", 0.7),
+                                               row("control", 115))]
+    stale = replace(row("speculative", 120, "no baseline", 0.7), target="U")
+    drifted = results(row("baseline", 100), row("speculative", 110, "small gain", 0.7),
+                      row("speculative", 130, "big gain", 0.8), row("control", 115), inactive, ceiling, stale, *at2)
+    for source in (drifted, box_a(), box_b()):
+        full, quick = analyze(source), analyze_speedups(source)
+        assert [r.speedup for r in quick.results] == [r.speedup for r in full.results]
+        assert results_table(quick, "f").records == results_table(full, "f").records
+        assert quick.summary is None
+    notes = [r.speedup.note for r in analyze_speedups(drifted).results if r.speedup and r.speedup.note]
+    assert any("drift" in n for n in notes) and any("not active" in n for n in notes)

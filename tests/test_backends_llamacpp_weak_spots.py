@@ -98,7 +98,7 @@ def test_a_host_in_extra_args_is_where_we_connect(start_llama, models):
 
 def test_a_resumed_race_does_not_say_nothing_remains_while_it_measures(tmp_path):
     class StopAtExtension(Reporter):
-        def combination_started(self, index, total, title):
+        def combination_started(self, index, total, title, at_most=False):
             if "block 2/" in title:           # the race's second pass
                 raise KeyboardInterrupt
 

@@ -17,7 +17,7 @@ from draftbench.backends.base import LaunchSpec
 from draftbench.backends.llamacpp.backend import LlamaCppBackend, LlamaCppServer
 from draftbench.common.errors import ServerError
 
-from helpers import interrupt_server_cli, llama_server_pids, run_cli
+from helpers import interrupt_server_cli, llama_server_pids, run_cli, tiny_gguf
 from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
 from test_results_file_hostile import assert_clean_error
 
@@ -73,6 +73,7 @@ def test_allow_remote_lets_it_through_with_a_warning(tmp_path, tripwire):  # noq
     config = {"name": "x", "hardware": "h", "targets": [{"label": "T", "path": "t.gguf",
                                                          "extra_args": ["--host", "0.0.0.0"]}],
               "settings": {"llama_bin": str(exe), "allow_remote": True}}
+    tiny_gguf(tmp_path / "t.gguf")        # the dry run checks the model file
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))
     proc = run_cli("sweep.py", "--config", str(path), "--dry-run", timeout=60)

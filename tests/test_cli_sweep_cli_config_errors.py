@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_cli
+from helpers import run_cli, tiny_gguf
 
 
 @pytest.fixture
@@ -71,6 +71,8 @@ def test_relative_paths_are_resolved_against_the_config_folder(tmp_path, tripwir
     exe, marker = tripwire
     sub = tmp_path / "configs"
     sub.mkdir()
+    (tmp_path / "models").mkdir()
+    tiny_gguf(tmp_path / "models" / "t.gguf")         # the dry run checks the file it resolved
     config = {"name": "x", "hardware": "h", "backend": "llamacpp", "model_family": "f",
               "targets": [{"label": "T", "path": "../models/t.gguf"}], "drafts": [],
               "settings": {"llama_bin": str(exe)}}

@@ -83,6 +83,16 @@ def test_llama_cpp_names_what_its_binary_offers():
     assert not any(path.startswith(("$.candidates[4]", "$.candidates[5]", "$.drafts")) for path, _ in found)
 
 
+def test_misspelt_methods_and_parameters_suggest_the_one_meant():
+    specs = cfg([{"label": "a", "method": "ngram_mod"},
+                 {"label": "b", "method": "ngram-mod", "params": {"ngram_mod_n_mtch": 8}},
+                 {"label": "c", "method": "ngram-mod", "params": {"zzz": 1}}]).specs()
+    fixes = {p.path: p.fix for p in candidate_problems(specs, CAPS, "llama-server")}
+    assert fixes["$.candidates[0].method"].startswith("did you mean 'ngram-mod'? use one of: ")
+    assert fixes["$.candidates[1].params.ngram_mod_n_mtch"] == "did you mean ngram_mod_n_match?"
+    assert fixes["$.candidates[2].params.zzz"].startswith("use one of: draft_max, ")   # nothing close: all of them
+
+
 def test_spec_types_and_removed_flags_are_read_from_help():
     help_text = ("--spec-type none,draft-simple,ngram-mod   comma-separated list (default: none)\n"
                  "--spec-ngram-mod-n-min N                minimum number of ngram tokens\n"

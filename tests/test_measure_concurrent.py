@@ -234,7 +234,9 @@ def test_a_concurrency_sweep_finds_the_crossover_and_keeps_one_stream_results_as
     backend = FakeBackend(crossover_script())
     path = sweep(tmp_path / "b", backend, config(tmp_path, concurrency=[1, 2, 4], design="sequential"))
     data = json.loads(path.read_text())
-    assert [s.concurrency for s in backend.specs] == [1, 1, 1, 2, 2, 2, 4, 4, 4]
+    # one stream: the baseline, both candidates, then the best confirmed on fresh requests (its own
+    # baseline block first); then the other levels, on a server each
+    assert [s.concurrency for s in backend.specs] == [1] * 5 + [2, 2, 2, 4, 4, 4]
     by_key = {(r["role"], r["draft"], r["concurrency"]): r for r in data["results"]}
     assert len(by_key) == 9
     # one-stream rows: as a one-stream sweep writes them, apart from the new fields
@@ -336,7 +338,7 @@ def test_one_stream_pages_have_no_concurrency_charts(tmp_path):
     path = sweep(tmp_path, FakeBackend(crossover_script()), config(tmp_path))
     figures = build_figures(load_results(path))
     assert not LEVEL_CHARTS & set(figures)
-    assert set(figures) == {c.chart_id for c in CHARTS} - LEVEL_CHARTS
+    assert set(figures) == {c.chart_id for c in CHARTS} - LEVEL_CHARTS - {"chart-params", "chart-ceiling"}   # empty
 
 
 def test_the_report_carries_the_concurrency_dimension(tmp_path):
@@ -353,7 +355,8 @@ def test_the_report_carries_the_concurrency_dimension(tmp_path):
     one = next(r for r in results.results if r.role == "baseline" and r.concurrency == 1)
     assert throughput[0]["y"][0] == pytest.approx(level_summary(one)["aggregate_tps"], rel=1e-3)
     latency = figures["chart-concurrency-latency"]["data"]
-    assert {t["name"] for t in latency} >= {"baseline (target alone), end-to-end p50", "good, end-to-end p50"}
+    # one legend for both panels: it names the series and what the marks are, not one panel's measure
+    assert {t["name"] for t in latency} >= {"baseline (target alone) (p50, whisker to p99)", "good (p50, whisker to p99)"}
     page = render_report(results)
     assert 'id="chart-concurrency-speedup-section"' in page and "use good for up to 2 concurrent streams" in page
     # the single-stream charts still show one stream: the heatmap has one cell per draft

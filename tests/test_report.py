@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -266,9 +267,13 @@ def test_every_target_and_draft_is_charted(name, pages):
     results = CASES[name]()
     targets, drafts = _labels(results)
     figs = extract_figures(pages[name])
-    assert set(figs) == {i for i in CHART_IDS if not i.startswith("chart-concurrency-")}
+    # every chart with something to draw is drawn; the others say why, and draw no empty axes
+    drawn = set(build_figures(results))
+    assert set(figs) == drawn and drawn <= {i for i in CHART_IDS if not i.startswith("chart-concurrency-")}
+    for chart_id in set(CHART_IDS) - drawn - {i for i in CHART_IDS if i.startswith("chart-concurrency-")}:
+        assert f'<section class="chart-empty" id="{chart_id}-section">' in pages[name], chart_id
     heat = figs["chart-heatmap"]["data"]
-    assert [t["type"] for t in heat] == ["heatmap", "heatmap"]
+    assert [t["type"] for t in heat] == ["heatmap", "heatmap", "heatmap"]
     assert heat[0]["x"] == [plotly_text(t) for t in targets]
     # every draft has a row (k-variants get their own), and every cell is drawn by exactly one trace
     shown = heat[0]["y"]
@@ -276,12 +281,13 @@ def test_every_target_and_draft_is_charted(name, pages):
         assert any(y == plotly_text(d) or y.startswith(plotly_text(d) + " (k=") for y in shown), d
     n_cols = len(build_data(analyze(results)).columns)
     assert len(shown) == n_cols >= len(drafts)
-    assert len(heat[0]["z"]) == len(heat[1]["z"]) == n_cols
-    for zr, pr, tr, ptr in zip(heat[0]["z"], heat[1]["z"], heat[0]["text"], heat[1]["text"]):
-        assert len(zr) == len(pr) == len(targets)
-        for z, p, t, pt in zip(zr, pr, tr, ptr):
-            assert (z is None) != (p is None)
-            assert (t == "") != (pt == "")
+    assert len(heat[0]["z"]) == len(heat[1]["z"]) == len(heat[2]["z"]) == n_cols
+    for zr, pr, nr, tr, ptr, ntr in zip(heat[0]["z"], heat[1]["z"], heat[2]["z"], heat[0]["text"], heat[1]["text"],
+                                        heat[2]["text"]):
+        assert len(zr) == len(pr) == len(nr) == len(targets)
+        for z, p, n, t, pt, nt in zip(zr, pr, nr, tr, ptr, ntr):
+            assert [z, p, n].count(None) == 2          # significant, no speed-up, or not significant
+            assert [t, pt, nt].count("") == 2          # its text in the trace that draws it
     # throughput: the baseline plus one trace per size class; speed-up: one per size class
     # (classes whose every draft failed have no bar; their drafts are still on the heatmap)
     data = build_data(analyze(results))
@@ -291,7 +297,7 @@ def test_every_target_and_draft_is_charted(name, pages):
     if name != "fresh-sweep":
         assert measured == {size_class(d) for d in drafts}
     assert sum(len(t["x"]) for t in figs["chart-scatter"]["data"]) == sum(
-        1 for zr in heat[0]["z"] for z in zr if z is not None)
+        1 for trace in (heat[0], heat[2]) for zr in trace["z"] for z in zr if z is not None)
 
 
 def test_upstream_numbers_reach_the_heatmap_unchanged(pages):
@@ -300,11 +306,13 @@ def test_upstream_numbers_reach_the_heatmap_unchanged(pages):
     base = {r.target: r.mean_tps for r in results.results if r.draft is None}
     row = next(r for r in results.results if r.target == "7B Q2_K" and r.draft == "3B FP16")
     i, j = heat["y"].index("3B FP16"), heat["x"].index("7B Q2_K")
-    expected = round((row.mean_tps / base["7B Q2_K"] - 1) * 100, 2)
-    assert expected < -40
-    assert heat["z"][i][j] == pytest.approx(expected, abs=0.01)
-    assert heat["text"][i][j].startswith("\u2212")  # shown as a slowdown
-    assert heat["zmid"] == 0 and heat["zmin"] == -heat["zmax"]  # centred: slowdowns are red, not pale blue
+    ratio = row.mean_tps / base["7B Q2_K"]
+    assert ratio < 0.6
+    assert heat["text"][i][j].startswith(f"\u2212{round((1 - ratio) * 100):.0f}%")   # shown as the slowdown it is
+    # one fixed scale, centred on 1.0×: log2 of the ratio, full red at half the speed
+    assert heat["zmid"] == 0 and heat["zmin"] == -1 and heat["zmax"] == 1
+    assert heat["z"][i][j] == pytest.approx(max(-1.0, math.log2(ratio)), abs=1e-3)
+    assert heat["colorbar"]["ticktext"] == ["0.5×", "0.71×", "1×", "1.41×", "2×"]
 
 
 def test_negative_speedups_stay_negative_everywhere(pages):
@@ -323,7 +331,7 @@ def test_negative_speedups_stay_negative_everywhere(pages):
 def test_problem_rows_are_never_speedups(pages):
     page = pages["fresh-sweep"]
     figs = extract_figures(page)
-    heat, problems = figs["chart-heatmap"]["data"]
+    heat, problems, _not_significant = figs["chart-heatmap"]["data"]
     cell = {(y, x): (heat["z"][i][j], problems["text"][i][j])
             for i, y in enumerate(heat["y"]) for j, x in enumerate(heat["x"])}
     assert cell[("SmolLM2-135M (k=4)", "8B Q4_K_M")] == (None, "inactive")   # ran, drafted nothing
@@ -359,10 +367,10 @@ def test_fresh_sweep_report_shows_statistics_and_theory(pages):
     assert re.match(r"\+\d+\.\d% \[\+\d+\.\d%, \+\d+\.\d%\]$", summary["8B Q4_K_M"][3])
     assert "baseline re-measured at the end" in summary["8B Q4_K_M"][-1]
     assert "by prompt type: code" in summary["8B Q4_K_M"][-1]
-    # the unknown-size draft is +0.5%: within the noise, said so
-    heat = extract_figures(page)["chart-heatmap"]["data"][0]
+    # the unknown-size draft is +0.5%: within the noise, said so and drawn neutral (no colour of its own)
+    heat, _problems, neutral = extract_figures(page)["chart-heatmap"]["data"]
     i = heat["y"].index("tiny-draft Q4 (k=4)")
-    assert "(n.s.)" in heat["text"][i][0]
+    assert "(n.s.)" in neutral["text"][i][0] and neutral["z"][i][0] is not None and heat["z"][i][0] is None
     assert "theory-table" in tbl and any("8B Q4_K_M + 0.5B Q8_0 (k=4)" in r[0] for r in tbl["theory-table"])
     assert "b6543 (llama.cpp)" in page and "Test CPU" in page
     speed = next(t for t in extract_figures(page)["chart-speedup"]["data"] if t["name"] == "best 0.5B draft")
@@ -464,8 +472,9 @@ def test_empty_and_baseline_only_results_render():
     assert "No targets in this results file." in page
     only = ResultsFile(name="b", hardware="h", backend="llamacpp", model_family="", settings={},
                        results=(Row(target="7B", mean_tps=20.0),))
-    figs = extract_figures(render_report(only, cdn=True))
-    assert figs["chart-heatmap"]["data"][0]["x"] == ["7B"] and figs["chart-heatmap"]["data"][0]["y"] == []
+    page = render_report(only, cdn=True)
+    assert "chart-heatmap" not in extract_figures(page)            # nothing to draw: no empty axes
+    assert '<section class="chart-empty" id="chart-heatmap-section">' in page
 
 
 # --------------------------------------------------------------------------- headless Chromium

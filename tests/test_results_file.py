@@ -187,6 +187,51 @@ def test_with_row_replaces_by_key_and_keeps_order():
     assert rf.results[1].mean_tps == 55.5   # frozen: the original is unchanged
 
 
+def checked_sources() -> list[dict]:
+    """Parsed results files of every kind: this tool's (analysed: speed-ups by category, theory, diagnoses),
+    upstream's (failure markers, no roles), schema 1 (warnings as text), unknown keys."""
+    from share_data import box_a
+    analysed = json.loads(json.dumps(box_a().to_dict()))
+    legacy = {"results": [{"target": "T", "draft": "D", "error": "server_failed", "warnings": ["text"]},
+                          {"target": "T", "draft": "D", "status": "error", "error": "kept", "role": "speculative"},
+                          {"target": "T", "draft": None, "mean_tps": 10.0, "speedup": None, "future": {"a": 1}},
+                          {"target": "T", "draft": "E", "diagnosis": {"code": "early_rejections", "message": "m"},
+                           "speedup_by_category": {"code": {"ratio": 1.1, "ci95_low": 1.0, "ci95_high": 1.2}},
+                           "speedup_in_session": {"ratio": 0.9}, "theory": {"alpha": 0.5, "unknown": 1},
+                           "requests": [{"prompt_id": "p", "category": "c", "run": 0, "new_key": 2}]}]}
+    files = [analysed, json.loads(json.dumps(full_file().to_dict())), legacy]
+    return files + [json.loads(path.read_text()) for path in REFERENCE_FILES]
+
+
+def test_rows_built_from_a_checked_file_equal_rows_built_by_the_constructors():
+    """Loading checks each value once (the schema walk) and builds rows without their constructors: the rows
+    are the same, field by field and type by type (members, Speedup, Theory, Finding, RequestRecord)."""
+    from draftbench.results.schema import first_problem
+
+    def typed(row: Row) -> dict:
+        return {name: (type(value), value) for name, value in vars(row).items()}
+
+    compared = 0
+    for data in checked_sources():
+        assert first_problem(data) is None
+        for raw in data["results"]:
+            checked, built = Row.from_checked(raw), Row.from_dict(raw)
+            assert typed(checked) == typed(built)
+            assert [type(r) for r in checked.requests] == [RequestRecord] * len(built.requests)
+            assert checked.to_dict() == built.to_dict()
+            compared += 1
+    assert compared >= 9
+
+
+def test_a_checked_row_still_has_its_rule_between_fields_checked_and_stays_frozen():
+    with pytest.raises(ValueError, match="needs both ci95_low and ci95_high"):
+        Row.from_checked({"target": "T", "speedup_in_session": {"ratio": 1.1, "ci95_low": 1.0}})
+    row = Row.from_checked({"target": "T"})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.target = "U"        # type: ignore[misc]
+    assert row == Row(target="T") and row.extra == {} and row.extra is not Row.from_checked({"target": "T"}).extra
+
+
 # --------------------------------------------------------------------------- upstream files
 
 @pytest.mark.skipif(not REFERENCE_FILES, reason="upstream reference files not present")

@@ -18,7 +18,7 @@ from draftbench.common.gguf import read_info
 from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
 from draftbench.results.schema import MAX_FREE_DEPTH, first_problem
 
-from helpers import REFERENCE, run_cli
+from helpers import REFERENCE, run_cli, tiny_gguf
 from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
 
 
@@ -181,6 +181,7 @@ def test_a_config_dir_batch_names_every_broken_file_and_runs_the_rest(tmp_path, 
     valid = {"name": "z", "hardware": "h", "targets": [{"label": "T", "path": "t.gguf"}],
              "settings": {"llama_bin": str(exe)}}
     (folder / "z-valid.json").write_text(json.dumps(valid))
+    tiny_gguf(folder / "t.gguf")          # the dry run checks the model file
     proc = run_cli("sweep.py", "--config-dir", str(folder), "--dry-run", timeout=120, cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out, out

@@ -12,7 +12,7 @@ from draftbench.backends.base import LaunchSpec
 from draftbench.backends.llamacpp.command import build_command, stats_lines_expected
 from draftbench.backends.llamacpp.stats import StatsLog, parse_line, parse_lines, per_request
 from draftbench.config.prompts import BUILTIN_PROMPTS, CATEGORIES, METHOD_PROMPTS, resolve_prompts
-from draftbench.report import build_figures
+from draftbench.report import build_figures, render_report
 from draftbench.report.view import NO_DRAFT_MODEL, build_data
 from draftbench.results.file import RequestRecord, ResultsFile, Row
 from draftbench.results.findings import Code
@@ -242,8 +242,10 @@ def test_model_free_and_hybrid_candidates_are_charted_in_their_own_classes():
 def test_method_charts_say_why_they_are_empty():
     res = _results(Row(target="T", mean_tps=10.0), Row(target="T", draft="d 1B", role="speculative", mean_tps=12.0))
     figs = build_figures(res)
-    assert figs["chart-categories"]["data"] == [] and figs["chart-params"]["data"] == []
-    assert "No parameter was swept" in figs["chart-params"]["layout"]["annotations"][0]["text"]
+    assert "chart-categories" not in figs and "chart-params" not in figs       # no empty axes drawn
+    page = render_report(res, cdn=True)
+    assert '<section class="chart-empty" id="chart-params-section">' in page
+    assert "Not drawn: No parameter was swept" in page
 
 
 def test_the_console_shows_each_component_of_a_row():

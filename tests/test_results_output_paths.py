@@ -20,7 +20,7 @@ from draftbench.results.lock import results_lock
 from draftbench.results.output_paths import check_output_paths, logs_dir_for
 from draftbench.sweep import Console
 
-from helpers import run_cli
+from helpers import run_cli, tiny_gguf
 from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
 from test_results_file_hostile import assert_clean_error, good_results
 
@@ -124,6 +124,7 @@ def test_two_configs_of_a_batch_never_share_a_results_file(tmp_path, tripwire): 
     folder.mkdir()
     write_config(folder, exe, name="a.json")
     write_config(folder, exe, name="b.json", model_family="same name and hardware as a.json")
+    tiny_gguf(folder / "t.gguf")          # the dry run checks the model file
     proc = run_cli("sweep.py", "--config-dir", str(folder), "--dry-run", timeout=60, cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
     assert "a.json: valid." in proc.stdout and "b.json: INVALID CONFIG" in proc.stdout

@@ -73,7 +73,9 @@ def test_markdown_is_a_hyperfine_table(folder):
     assert lines[0] == "| Combination | Mean [tok/s] | Min [tok/s] | Max [tok/s] | Acceptance | Relative | Note |"
     assert lines[1] == "|:---|---:|---:|---:|---:|---:|:---|"
     assert lines[2].startswith("| `7B Q4_K_M (baseline)` | 45.89 ± 5.25 |") and "| 1.00 |" in lines[2]
-    assert all(line.count("|") == 8 for line in lines)
+    table = lines[:lines.index("")] if "" in lines else lines
+    assert all(line.count("|") == 8 for line in table)
+    assert "## Verdict" in lines          # the table is followed by each target's verdict and its command
 
 
 def test_csv_has_one_row_per_combination_and_empty_for_not_measured(folder):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from draftbench.common.errors import ServerError
@@ -85,7 +86,8 @@ def test_a_failed_baseline_starts_no_second_server(tmp_path):
 
 
 def test_warnings_name_bench_flags_not_config_keys(tmp_path):
-    one_run = replace(plan(), options=MeasureOptions(runs=1, max_tokens=64))
+    # one run on two prompts: no spread to measure (with three or more prompts, one run each is a design)
+    one_run = replace(plan(), prompts=tuple(BUILTIN_PROMPTS[:2]), options=MeasureOptions(runs=1, max_tokens=64))
     results = run_ab(one_run, FakeBackend(Script()), "llamacpp", tmp_path / "logs", Reporter())
     messages = [w.message for r in results.results for w in r.warnings]
     assert any("raise --runs to 3" in m for m in messages) and not any("settings.runs" in m for m in messages)
@@ -101,6 +103,11 @@ def test_warnings_name_bench_flags_not_config_keys(tmp_path):
     (["--target", "t.gguf", "--draft", "d.gguf", "--draft-max", "0"], "--draft-max must be at least 1"),
     ([], "give --url URL (a running server) or --target T.gguf"),
     (["--target", "t.gguf", "--draft", "d.gguf", "--concurrency", "2"], "--concurrency applies to --url only"),
+    (["--url", "http://127.0.0.1:1", "--", "--threads", "1"], "arguments after -- go to the servers that --target"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--", "--threads", "1", "--port", "9"],
+     "argument 3 after --: sets --port"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--", "--host", "0.0.0.0"], "argument 1 after --: makes the server "
+     "listen on 0.0.0.0"),
 ])
 def test_bad_arguments_are_one_error_line(tmp_path, args, message):
     proc = run_cli("bench.py", *args, cwd=tmp_path)
@@ -119,7 +126,7 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
     before = llama_server_pids()
     out = tmp_path / "ab.json"
     proc = run_cli("bench.py", "--target", models["target-2x"], "--draft", models["base"], *AB_ARGS,
-                   "--json", str(out), timeout=900)
+                   "--json", str(out), "--", "--threads", "1", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
     assert "[1/2] smollm2-target-2x.Q4_1 (baseline)" in text and "Server stopped" in text
@@ -130,6 +137,10 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
     assert baseline.ok and spec.ok and spec.speculation_active is True and spec.acceptance_rate > 0.5
     assert spec.server["command"][spec.server["command"].index("--spec-type") + 1] == "draft-simple"
     assert baseline.server["command"][baseline.server["command"].index("--spec-type") + 1] == "none"
+    # everything after -- reached both servers, as settings.extra_args does in a sweep
+    for row in (baseline, spec):
+        assert row.server["command"][-2:] == ["--threads", "1"]
+        assert "n_threads = 1" in Path(row.server["log"]).read_text(errors="replace")
     assert f"{spec.acceptance_rate:.1%}  ({spec.draft_n_accepted} of {spec.draft_n} drafted" in text
     assert spec.speedup.n_pairs == 2 and f"{spec.speedup.ratio:.2f}x [" in text
     assert spec.equivalence["compared"] == 2

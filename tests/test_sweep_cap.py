@@ -13,7 +13,7 @@ from draftbench.sweep import plan
 from draftbench.sweep.cap import count
 from draftbench.sweep.config_file import load_config, validate_config
 
-from helpers import run_cli
+from helpers import run_cli, tiny_gguf
 
 
 def config(tmp_path: Path, *, params: dict | None = None, name: str = "c.json", drafts: int = 0,
@@ -22,6 +22,8 @@ def config(tmp_path: Path, *, params: dict | None = None, name: str = "c.json", 
             "drafts": [{"label": f"D{i}", "path": f"d{i}.gguf"} for i in range(drafts)],
             "candidates": [{"label": "ng", "method": "ngram-mod", "params": params}] if params else [],
             "settings": {"llama_bin": str(tmp_path / "no-such-llama-server")} | settings}
+    for model in ["t.gguf"] + [f"d{i}.gguf" for i in range(drafts)]:     # the dry run checks them
+        tiny_gguf(tmp_path / model)
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return path

@@ -128,18 +128,39 @@ def test_builtin_category_list_and_prompt_file(tmp_path):
     assert cfg.settings["prompts"] == str(tmp_path / "p.txt")
 
 
-# --------------------------------------------------------------------------- warnings, not errors
+# --------------------------------------------------------------------------- unknown names are errors
 
-def test_unknown_keys_warn_and_are_ignored():
-    data = base_config(extra_top=1, settings={"runs": 2, "rnus": 3})
+def test_unknown_keys_are_errors_that_suggest_the_key_meant():
+    data = base_config(extra_top=1, settings={"runs": 2, "max_token": 64})
     data["targets"][0]["colour"] = "red"
-    cfg = validate_config(data)
-    assert len(cfg.warnings) == 3
-    text = "\n".join(map(str, cfg.warnings))
-    assert "$.extra_top: unknown key, ignored" in text
-    assert "$.settings.rnus: unknown key, ignored (known: " in text and "runs" in text
-    assert "$.targets[0].colour: unknown key, ignored" in text
-    assert cfg.settings["runs"] == 2
+    data["candidates"] = [{"label": "ngram", "method": "ngram-mod", "parms": {}}]
+    problems = {p.path: p for p in problems_of(data)}
+    assert set(problems) == {"$.extra_top", "$.settings.max_token", "$.targets[0].colour", "$.candidates[0].parms"}
+    assert problems["$.settings.max_token"].message == "unknown key"
+    assert problems["$.settings.max_token"].fix == "did you mean max_tokens?"
+    assert problems["$.candidates[0].parms"].fix == "did you mean params?"
+    assert problems["$.extra_top"].fix.startswith("use one of: ")      # nothing close: the known keys
+
+
+def test_the_other_backends_settings_say_whose_they_are():
+    problem = only_problem(base_config(settings={"vllm_method": "ngram"}))
+    assert problem.path == "$.settings.vllm_method" and "backend vllm" in problem.message
+    assert problem.fix == "remove it, or set \"backend\": \"vllm\""
+
+
+@pytest.mark.parametrize("settings,path,fix", [
+    ({"search": "adaptiv"}, "$.settings.search", "did you mean 'adaptive'?"),
+    ({"prompts": ["code", "chatt"]}, "$.settings.prompts[1]", "did you mean 'chat'?"),
+])
+def test_misspelt_choices_suggest_the_one_meant(settings, path, fix):
+    problem = only_problem(base_config(settings=settings))
+    assert problem.path == path and fix in str(problem)
+
+
+def test_misspelt_backend_and_draft_label_suggest_the_one_meant():
+    assert only_problem(base_config(backend="llamacp")).fix == "did you mean 'llamacpp'?"
+    data = base_config(candidates=[{"label": "hybrid", "draft": "0.5B Q9", "method": ["draft-simple", "ngram-mod"]}])
+    assert only_problem(data).fix == "did you mean '0.5B Q8'?"
 
 
 # --------------------------------------------------------------------------- missing keys, wrong types

@@ -10,7 +10,7 @@ import pytest
 from draftbench.common.errors import ConfigError
 from draftbench.sweep.config_file import load_config
 
-from helpers import WATCHDOG_S, run_cli, within_watchdog
+from helpers import WATCHDOG_S, run_cli, tiny_gguf, within_watchdog
 from test_cli_sweep_cli_config_errors import tripwire  # noqa: F401  (fixture)
 
 
@@ -31,6 +31,7 @@ def test_a_config_dir_with_a_fifo_names_it_and_runs_the_rest(tmp_path, tripwire)
     (folder / "a.json").write_text(json.dumps(valid))
     os.mkfifo(folder / "b.json")
     (folder / "c.json").write_text(json.dumps({**valid, "name": "c"}))
+    tiny_gguf(folder / "t.gguf")          # the dry run checks the model file
     proc = run_cli("sweep.py", "--config-dir", str(folder), "--dry-run", timeout=WATCHDOG_S * 3, cwd=tmp_path)
     assert "Traceback" not in proc.stdout + proc.stderr
     assert proc.returncode == 2

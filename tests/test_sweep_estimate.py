@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from draftbench.results.file import ResultsFile, Row, save_results
+from draftbench.results.file import RequestRecord, ResultsFile, Row, save_results
 from draftbench.sweep import Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
@@ -15,7 +15,7 @@ from draftbench.sweep.estimate import Estimator, estimate_of, total_s
 from draftbench.sweep.probe import probe_targets
 
 from fakes.inprocess import FakeBackend, Script
-from helpers import llama_server_pids, run_cli
+from helpers import llama_server_pids, run_cli, tiny_gguf
 
 
 def config(tmp_path: Path, target: str, **settings):
@@ -34,9 +34,10 @@ def test_measured_rows_then_the_baseline_then_the_model_size(tmp_path):
         Row(target="7B", draft="good", role="speculative", mean_total_time=1.0, load_time_s=4.0, mean_tps=100.0)))
     est = Estimator(cfg, 2, (earlier,))
     base, good, new = (estimate_of(est, c) for c in plan(cfg))
-    assert base.source == "measured" and base.seconds == 3.0 + 1.0 + 2.0 * 0.64 + 4 * 2.0
-    assert good.source == "measured" and good.seconds == 4.0 + 1.0 + 1.0 * 0.64 + 4 * 1.0
-    assert new.source == "baseline" and new.seconds == base.seconds
+    assert base.source == "measured" and base.seconds == pytest.approx(3.0 + 1.0 + 2.0 * 0.64 + 4 * 2.0)
+    assert good.source == "measured" and good.seconds == pytest.approx(4.0 + 1.0 + 1.0 * 0.64 + 4 * 1.0)
+    # from the baseline, at the speed this target's measured candidates ran: half its time per request
+    assert new.source == "baseline" and new.seconds == pytest.approx(3.0 + 1.0 + 0.5 * (2.0 * 0.64 + 4 * 2.0))
     fresh = Estimator(cfg, 2)
     assert {estimate_of(fresh, c).source for c in plan(cfg)} == {"model size"}
     assert total_s(fresh, plan(cfg)) > 0
@@ -45,8 +46,7 @@ def test_measured_rows_then_the_baseline_then_the_model_size(tmp_path):
 
 
 def test_dry_run_prints_durations_from_an_earlier_file_of_the_same_hardware(tmp_path):
-    target = tmp_path / "t.gguf"
-    target.write_bytes(b"\0" * 1000)
+    target = tiny_gguf(tmp_path / "t.gguf", 1000)
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"name": "est", "hardware": "box", "targets": [{"label": "7B", "path": str(target)}],
                                 "drafts": [{"label": "good", "path": str(target)}],
@@ -75,6 +75,64 @@ def test_the_console_eta_comes_from_the_same_model(tmp_path):
     Sweep(cfg, tmp_path / "r.json", None, reporter=Recorder(), backend=backend).run()
     # after the baseline: both drafts estimated from it (the fake's 64 tokens at 50 tok/s ≈ 1.3 s a request)
     assert etas[0] is not None and etas[0] > 8 and etas[-1] is None
+
+
+def _requests(n: int, *, tokens: int, finish: str, ttft_s: float = 0.5, tps: float = 10.0) -> tuple:
+    return tuple(RequestRecord(prompt_id=f"p{i}", category="code", run=0, ttft_s=ttft_s, decode_tps=tps,
+                               completion_tokens=tokens, finish_reason=finish) for i in range(n))
+
+
+def test_requests_are_rebuilt_at_this_configs_max_tokens(tmp_path):
+    """A request cut at the old limit runs to the new one; one that stopped by itself stops there again."""
+    earlier = ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="",
+                          settings={"max_tokens": 50}, results=(
+        Row(target="7B", role="baseline", mean_total_time=5.4, load_time_s=0.0, requests=_requests(4, tokens=50,
+                                                                                                    finish="length")),
+        Row(target="7B", draft="good", role="speculative", mean_total_time=3.4, load_time_s=0.0,
+            requests=_requests(4, tokens=30, finish="stop"))))
+    for max_tokens, base_request_s, good_request_s in ((100, 0.5 + 99 / 10, 0.5 + 29 / 10),
+                                                       (20, 0.5 + 19 / 10, 0.5 + 19 / 10)):
+        cfg = config(tmp_path, "/m/t.gguf", max_tokens=max_tokens, warmup=0)
+        est = Estimator(cfg, 2, (earlier,))
+        base, good, _new = (estimate_of(est, c) for c in plan(cfg))
+        assert base.seconds == pytest.approx(1.0 + 4 * base_request_s)
+        assert good.seconds == pytest.approx(1.0 + 4 * good_request_s)
+
+
+def test_concurrency_levels_run_their_requests_n_at_a_time(tmp_path):
+    cfg = config(tmp_path, "/m/t.gguf", concurrency=[1, 4], warmup=0, max_tokens=50, runs=4)   # 8 requests
+    earlier = ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="",
+                          settings={"max_tokens": 50}, results=(
+        Row(target="7B", role="baseline", load_time_s=0.0, requests=_requests(8, tokens=50, finish="length")),
+        Row(target="7B", role="baseline", load_time_s=0.0, concurrency=4,
+            requests=_requests(8, tokens=50, finish="length", tps=5.0)),
+        Row(target="7B", draft="good", role="speculative", load_time_s=0.0,
+            requests=_requests(8, tokens=50, finish="length", tps=20.0))))
+    est = Estimator(cfg, 2, (earlier,))
+    by_title = {c.title(False): estimate_of(est, c) for c in plan(cfg)}
+    one, four = 0.5 + 49 / 10, 0.5 + 49 / 5           # a request alone, and among four streams
+    assert by_title["7B (baseline)"].seconds == pytest.approx(1.0 + 8 * one)
+    assert by_title["7B (baseline) [4 streams]"].seconds == pytest.approx(1.0 + 2 * four)   # 8 requests, 4 at a time
+    # never measured at 4 streams: its one-stream requests, slowed as much as the baseline's were
+    at_four = by_title["7B + good [4 streams]"]
+    assert at_four.source == "one stream"
+    assert at_four.seconds == pytest.approx(1.0 + 2 * (0.5 + 49 / 20) * four / one)
+
+
+def test_a_ceiling_run_is_estimated_from_its_drafts_real_run(tmp_path):
+    cfg = config(tmp_path, "/m/t.gguf", ceiling=True, warmup=0, max_tokens=50)
+    real = Row(target="7B", draft="good", role="speculative", load_time_s=2.0, mean_accepted_len=2.5,
+               accepted_per_pos=[9, 6, 3, 1], requests=_requests(4, tokens=50, finish="length", tps=4.0))
+    earlier = ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="",
+                          settings={"max_tokens": 50}, results=(
+        Row(target="7B", role="baseline", load_time_s=0.0, requests=_requests(4, tokens=50, finish="length")), real))
+    est = Estimator(cfg, 2, (earlier,))
+    ceilings = {c.synthetic["level"]: estimate_of(est, c) for c in plan(cfg) if c.role.value == "ceiling"
+                and c.candidate.label == "good"}
+    assert {e.source for e in ceilings.values()} == {"real run"}
+    assert ceilings["measured"].seconds == pytest.approx(2.0 + 1.0 + 4 * (0.5 + 49 / 4.0))
+    # at full acceptance every step yields k+1 = 5 tokens instead of 2.5: decoding twice as fast
+    assert ceilings["full"].seconds == pytest.approx(2.0 + 1.0 + 4 * (0.5 + 49 / 8.0))
 
 
 def test_a_short_probe_measures_each_target_not_known_before(tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from draftbench.analysis.replication import SessionVariance, Unit
 from draftbench.analysis.student_t import t_quantile
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.measure.sequential import MeasureOptions
-from draftbench.results.file import ResultsFile, load_results
+from draftbench.results.file import ResultsFile, Row, load_results, save_results
 from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Sweep, plan
 from draftbench.sweep.config_file import validate_config
@@ -26,7 +25,7 @@ from draftbench.sweep.race import AdaptiveSearch, MemoryStore
 from draftbench.sweep.schedule import blocks
 
 from fakes.inprocess import FakeBackend, Script
-from helpers import run_cli
+from helpers import run_cli, tiny_gguf
 
 TARGET = "/m/target.gguf"
 BEST, GOOD, BAD, SLOW = "/m/best.gguf", "/m/good.gguf", "/m/bad.gguf", "/m/slow.gguf"
@@ -186,7 +185,7 @@ def test_adaptive_search_picks_the_exhaustive_winner_with_fewer_requests(tmp_pat
     assert raced.summary["server_loads"] == 8 + 2 == len(launches(adaptive_backend))
     measured = sum(len(r.requests) for r in raced.results)
     assert measured < sum(len(r.requests) for r in full.results) / 2
-    assert raced.summary["targets"][0]["race"]["winner"] == "best"
+    assert raced.summary["targets"][0]["race"]["best"] == "best"
 
 
 def test_close_candidates_are_measured_further_and_the_rest_stop(tmp_path):
@@ -207,7 +206,7 @@ def test_close_candidates_are_measured_further_and_the_rest_stop(tmp_path):
 
 def test_a_race_resumes_without_measuring_again(tmp_path):
     class StopAtSecondBlock(Reporter):
-        def combination_started(self, index, total, title):
+        def combination_started(self, index, total, title, at_most=False):
             if "block 2/3" in title:
                 raise KeyboardInterrupt
 
@@ -304,7 +303,8 @@ def test_unreached_exit_code_is_incomplete_when_a_candidate_fails(tmp_path):
 
 def test_adaptive_search_with_concurrency_levels_is_refused(tmp_path):
     path = tmp_path / "c.json"
-    path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": TARGET}],
+    target = tiny_gguf(tmp_path / "t.gguf")     # the dry run checks the model file
+    path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": str(target)}],
                                 "drafts": [], "settings": {"concurrency": [1, 4]}}))
     proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--search", "adaptive")
     assert proc.returncode == 2 and "races candidates at one stream" in proc.stderr
@@ -350,7 +350,7 @@ def test_a_candidate_that_never_speculates_is_not_raced(tmp_path):
     good = by_draft(results)["good"]
     assert good.ok and good.speculation_active is False and good.race["decision"] == "inactive"
     assert by_draft(results)["best"].race["decision"] == "winner" and code == EXIT_OK
-    assert events[-1] == "7B: best wins the race"
+    assert events[-1].startswith("7B: best of the race: best, significantly faster than the target alone (+100.0%")
 
 
 def test_the_console_shows_an_upper_bound_on_the_time_left_during_a_race(tmp_path):
@@ -365,4 +365,110 @@ def test_the_console_shows_an_upper_bound_on_the_time_left_during_a_race(tmp_pat
     first, last = etas[0][0], etas[-1][0]
     # after the baseline: four candidates estimated from it as if each went the distance (6 × ~1.3 s)
     assert first is not None and first > 4 * 6 * 1.0 and last is not None and last < first / 4
-    assert all(later <= earlier for (earlier, _), (later, _) in pairwise(etas) if earlier and later)
+    # (the bound may rise once: the first candidates measured say how much slower or faster than the
+    # baseline this target's candidates run, and the unprobed are estimated with that)
+
+
+# --------------------------------------------------------------------------- race or not
+
+def _history(tmp_path: Path, *, load_s: float, request_s: float) -> None:
+    """An earlier results file of the same hardware beside the new one: what the estimator reads."""
+    save_results(ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="",
+                             settings={"max_tokens": 64}, results=(
+        Row(target="7B", role="baseline", mean_total_time=request_s, load_time_s=load_s),)), tmp_path / "old.json")
+
+
+def test_the_race_does_not_start_where_it_cannot_save_time(tmp_path):
+    """Slow loads, quick requests, the sequential design (a candidate measured fully takes one server, a
+    raced one a server per block): the race's extra loads would cost more than the requests skipped."""
+    _history(tmp_path, load_s=60.0, request_s=0.5)
+    notes = []
+
+    class Recorder(Reporter):
+        def note(self, text):
+            notes.append(text)
+
+    backend = FakeBackend(script())
+    code, results = sweep(tmp_path, backend, config(tmp_path, design="sequential"), reporter=Recorder())
+    assert code == EXIT_OK and not any(r.race for r in results.results)        # measured exhaustively
+    # one server per combination, then the best confirmed on fresh requests (its own baseline block first)
+    assert len(launches(backend)) == 5 + 2
+    assert any(n.startswith("adaptive search: exhaustive ~") and "the race cannot save time here" in n
+               for n in notes), notes
+
+
+def test_in_a_design_with_a_server_per_block_the_race_only_saves(tmp_path):
+    """Interleaved or bracketed, every block is a server session either way: the race runs the same
+    steps minus those of the candidates it has decided about, so even slow loads do not stop it."""
+    _history(tmp_path, load_s=60.0, request_s=0.5)
+    code, results = sweep(tmp_path, FakeBackend(script()))
+    assert code == EXIT_OK and any(r.race for r in results.results)
+
+
+def test_the_race_starts_where_it_saves_time_and_dry_run_shows_both_plans(tmp_path):
+    _history(tmp_path, load_s=1.0, request_s=30.0)
+    target = tiny_gguf(tmp_path / "t.gguf")
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"name": "race", "hardware": "box", "targets": [{"label": "7B", "path": str(target)}],
+                                "drafts": [{"label": n, "path": str(tiny_gguf(tmp_path / f"{n}.gguf"))}
+                                           for n in ("a", "b", "c", "d")],
+                                "settings": {"runs": 3, "max_tokens": 64, "prompts": ["code", "json"],
+                                             "search": "adaptive", "design": "sequential"}}))
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "new.json"), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    plans = next(line for line in proc.stdout.splitlines() if line.startswith("Plans: "))
+    assert "exhaustive ~" in plans and "(5 server loads)" in plans and "adaptive race ~" in plans
+    assert plans.endswith("→ the race, which can save time")
+    _history(tmp_path, load_s=60.0, request_s=0.5)
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "new.json"), "--dry-run")
+    assert "→ the exhaustive search: the race cannot save time here" in proc.stdout
+
+
+# --------------------------------------------------------------------------- one decision, in one set of words
+
+def test_the_race_and_the_verdict_say_one_thing(tmp_path):
+    """No candidate beats the target alone by the noise floor: the race's best is said to be not
+    significantly faster — never 'wins the race' beside 'not recommended'."""
+    events, started = [], []
+
+    class Recorder(Reporter):
+        def race(self, text):
+            events.append(text)
+
+        def combination_started(self, index, total, title, at_most=False):
+            started.append((index, total, at_most))
+
+    flat = dict(speedup={BEST: 1.01, GOOD: 0.995, BAD: 0.6, SLOW: 0.97})
+    _code, results = sweep(tmp_path, FakeBackend(script(**flat)), reporter=Recorder())
+    entry = results.summary["targets"][0]
+    assert entry["recommended_draft"] is None and "not recommended" in entry["verdict"]
+    race = entry["race"]
+    assert race["best"] is not None and race["significant"] is False
+    assert race["sentence"].startswith(f"7B: best of the race: {race['best']}, but not significantly faster than "
+                                       "the target alone")
+    assert events[-1] == race["sentence"][:-1]               # the console says the stored sentence
+    # steps print in the order they run, out of the most the race may run: every block of every candidate
+    # (3 blocks × 4 candidates, each a baseline and a candidate server side by side) and the confirmation
+    assert [i for i, _, _ in started] == list(range(1, len(started) + 1))
+    assert all(at_most and total == 3 * 4 + 1 for _, total, at_most in started)
+
+
+def test_the_verdicts_choice_is_the_best_of_the_race_and_each_candidate_has_its_history(tmp_path):
+    _code, results = sweep(tmp_path, FakeBackend(script()))
+    entry = results.summary["targets"][0]
+    race = entry["race"]
+    assert race["best"] == entry["recommended_draft"] == "best" and race["significant"] is True
+    entries = {e["name"]: e for e in race["entries"]}
+    assert set(entries) == {"best", "good", "bad", "slow"}
+    for name in ("bad", "slow"):
+        assert entries[name]["decision"] == "eliminated" and entries[name]["why"].startswith("eliminated by the race")
+        assert entries[name]["looks"][-1]["standing"] == "eliminated"
+    first = entries["best"]["looks"][0]
+    # the probe's look: block 1, every built-in prompt once
+    assert first["requests"] == 6 and first["low"] <= first["ratio"] <= first["high"]
+    rows = by_draft(results)
+    assert rows["best"].race["looks"] == entries["best"]["looks"]                        # kept in the results file
+    from draftbench.report import render_report
+    page = render_report(results, cdn=True)
+    assert '<section id="race">' in page and race["sentence"] in page.replace("&#x27;", "'")
+    assert "after 6: +100.0%" in page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,22 @@ def test_resume_runs_only_what_is_missing(tmp_path, design, launched):
     assert code == EXIT_OK
     assert [entry[1:3] for entry in backend2.log if entry[0] == "launch"] == launched
     assert rows(path)[("speculative", "bad", None)]["status"] == "ok"
+
+
+def test_a_path_fixed_after_its_rows_were_skipped_resumes(tmp_path):
+    """The mistyped path skipped its rows (nothing measured with it): fixing it is not another sweep."""
+    typo = "/m/godo.gguf"
+    code, path = sweep(tmp_path, FakeBackend(script(missing={typo})), config(tmp_path, drafts=(("good", typo),)))
+    assert code == EXIT_INCOMPLETE and rows(path)[("speculative", "good", None)]["status"] == "skipped"
+    backend = FakeBackend(script())
+    code, _ = sweep(tmp_path, backend, config(tmp_path, drafts=(("good", GOOD),)))
+    assert code == EXIT_OK
+    # only the fixed candidate: its two blocks and its confirmation, each beside a fresh baseline server
+    assert [entry[1:3] for entry in backend.log if entry[0] == "launch"] == [(TARGET, None), (TARGET, GOOD)] * 3
+    assert rows(path)[("speculative", "good", None)]["draft_path"] == GOOD
+    # a path whose rows hold measurements still makes another sweep
+    with pytest.raises(ResultsFileError, match=re.escape("points to /m/other.gguf now, /m/good.gguf then")):
+        sweep(tmp_path, FakeBackend(script()), config(tmp_path, drafts=(("good", "/m/other.gguf"),)))
 
 
 def test_interruption_keeps_finished_rows_and_stops_the_server(tmp_path):

@@ -170,10 +170,10 @@ def test_bracketed_candidates_compare_with_the_baselines_before_and_after(tmp_pa
 
 
 def test_dry_run_says_which_design_runs_and_what_it_costs(tmp_path):
-    from helpers import run_cli
+    from helpers import run_cli, tiny_gguf
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"name": "d", "hardware": "box", "backend": "llamacpp",
-                                "targets": [{"label": "7B", "path": str(tmp_path / "t.gguf")}],
+                                "targets": [{"label": "7B", "path": str(tiny_gguf(tmp_path / "t.gguf"))}],
                                 "candidates": [{"label": NGRAM, "method": NGRAM}],
                                 "settings": {"runs": 3, "prompts": ["code", "json"], "gpu_layers": 0,
                                              "design": "bracketed"}}))

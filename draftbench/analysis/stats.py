@@ -121,6 +121,36 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
                    percent=percent_change(ratio), noise_floor=noise_floor)
 
 
+# A subset's interval (one prompt category, the requests without loops) is worth printing only from
+# this many pairs, and while its high end is at most this many times its low end: two requests give
+# "+74.8% [-95.9%, +7300.2%]", which tells nothing.
+MIN_PAIRS_TO_TELL = 3
+MAX_USEFUL_SPAN = 4.0
+TOO_FEW = "too few requests to tell"
+
+
+def too_few_to_tell(s: Speedup | None) -> bool:
+    """True when a speed-up rests on too few requests for an interval worth printing."""
+    if s is None or s.method == "ratio-of-means":
+        return False
+    if s.method == "single-sample":
+        return True
+    if s.method in ("paired-t-log", "paired-log-by-prompt") and ((s.n_pairs or 0) < MIN_PAIRS_TO_TELL
+                                                                 or s.ci95_high is None):
+        return True          # too few pairs, or no finite interval (nothing to estimate a spread from)
+    if s.ci95_low is not None and s.ci95_high is not None:
+        return s.ci95_low <= 0 or s.ci95_high / s.ci95_low > MAX_USEFUL_SPAN
+    return False
+
+
+def describe_subset(s: Speedup | None) -> str:
+    """:func:`describe_speedup` for a subset of a row's requests, or 'too few requests to tell (n pairs)'."""
+    if too_few_to_tell(s):
+        assert s is not None
+        return TOO_FEW + (f" ({s.n_pairs} pairs)" if s.n_pairs else "")
+    return describe_speedup(s)
+
+
 def describe_speedup(s: Speedup | None) -> str:
     """'+12.3% [+8.1%, +16.6%]' and whether it is significant, for people."""
     if s is None:

@@ -21,15 +21,17 @@ from ..results.speedup import Speedup, plain, rank
 from ..results.theory import Theory
 from . import decision, stats
 from .categories import best_per_category, category_sentence
-from .comparison import compare, not_a_speedup, session_spreads
+from .comparison import compare, judged, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
 from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
-from .draft import ceiling
+from .draft import ceiling, k_advice
 from .draft import positions as perpos
+from .race_outcome import race_outcome
 from .racing import server_loads
 from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
+from .winning_command import add_how_to_run
 
 
 def _sum(values) -> int | None:
@@ -184,16 +186,16 @@ def theory_for(row: Row, baseline: Row, draft_alone: Row | None) -> Theory | Non
                            measured_ratio=row.speedup.ratio if row.speedup else None)
 
 
-def _inside_the_draft(row: Row, baseline: Row | None, same_candidate: list[Row]) -> Row:
+def _inside_the_draft(row: Row, baseline: Row | None, same_candidate: list[Row], same_target: list[Row]) -> Row:
     """Per-position diagnosis, the k predicted from this row, and this draft against its ceiling.
-    ``same_candidate``: the rows of this target and candidate (other k, ceiling runs)."""
+    ``same_candidate``: the rows of this target and candidate (other k, ceiling runs); ``same_target``:
+    every row of this target (a hybrid's draft measured alone)."""
     prediction = kpredict.predict(row, baseline) if row.ok else None
     if prediction is not None:
         prediction = kpredict.with_measured(prediction, kpredict.siblings(row, same_candidate))
     summary = ceiling.summarize(row, ceiling.ceiling_rows(same_candidate, row)) if row.ok else None
-    diagnosis = perpos.diagnose(row.accepted_per_pos, row.verify_steps,
-                                best_k=prediction["recommended_k"] if prediction else None)
-    return _evolve(row, k_prediction=prediction, diagnosis=diagnosis, ceiling=summary)
+    row = _evolve(row, k_prediction=prediction, ceiling=summary)
+    return _evolve(row, diagnosis=k_advice.diagnosis(row, same_target))    # the one statement about k
 
 
 def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int = 1) -> dict[str, float]:
@@ -215,40 +217,54 @@ def analyze(results: ResultsFile) -> ResultsFile:
         return _analyze(results)
 
 
-def _analyze(results: ResultsFile) -> ResultsFile:
-    settings = results.settings or {}
-    configured_floor = settings.get("noise_floor")
+def analyze_speedups(results: ResultsFile) -> ResultsFile:
+    """Only every row's speed-up, recomputed exactly as :func:`analyze` does (the same drift, noise-floor
+    and counter rules): what a CSV export shows, at a fraction of the cost. The summary (the verdict) is
+    dropped; the rows' other derived fields stay as the file holds them: read nothing but the speed-up."""
+    with collector_paused():
+        noise_floor, drift = _floor_and_drift(results)
+        spreads = session_spreads(results)
+        rows = []
+        for row in results.results:
+            baseline = results.baseline_for(row.target, row.concurrency)
+            if baseline is not None and _compared(row):
+                found = judged(row, baseline, noise_floor, drift, spreads, results.is_upstream)[0]
+                row = _evolve(row, speedup=found.speedup)
+            rows.append(row)
+        return replace(results, results=tuple(rows), summary=None)
+
+
+def _floor_and_drift(results: ResultsFile) -> tuple[float, dict[tuple[str, int], float]]:
+    """The file's noise floor, and per (target, streams) the drift its control baseline measured."""
+    configured_floor = (results.settings or {}).get("noise_floor")
     noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
-    temperature = settings.get("temperature") or 0.0
-    drift = {(target, n): value for n in row_levels(results)
-             for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
+    return noise_floor, {(target, n): value for n in row_levels(results)
+                         for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
+
+
+def _compared(row: Row) -> bool:
+    """Whether the analysis measures ``row`` against its target's baseline (where there is one)."""
+    return row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING)
+
+
+def _analyze(results: ResultsFile) -> ResultsFile:
+    noise_floor, drift = _floor_and_drift(results)
+    temperature = (results.settings or {}).get("temperature") or 0.0
     spreads = session_spreads(results)
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
+    by_target: dict[str, list[Row]] = {}
     for r in results.results:      # grouped once: a lookup per row, not a scan (O(rows), not O(rows²))
         if r.role is Role.DRAFT_ALONE:
             alone_by_draft.setdefault(r.target, r)
         by_candidate.setdefault((r.target, r.draft), []).append(r)
+        by_target.setdefault(r.target, []).append(r)
     rows = []
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
-        if row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and baseline is not None:
-            floor = noise_floor
-            if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
-                # The same baseline measured twice differed by this much: a smaller "speed-up" is
-                # indistinguishable from the machine's own drift, however tight its CI.
-                floor = drift[(row.target, row.concurrency)]
-            found = compare(row, baseline, noise_floor=floor, sessions=spreads.get((row.target, row.concurrency)))
+        if baseline is not None and _compared(row):
+            found, floor = judged(row, baseline, noise_floor, drift, spreads, results.is_upstream)
             speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
-            if speed and floor > noise_floor:
-                speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured "
-                                            f"({floor:.1%})")
-            why_not = not_a_speedup(row, found.counter_bound, results.is_upstream)
-            if why_not:
-                speed = replace(speed, significant=False, note=why_not) if speed else None
-                confirmed = replace(confirmed, significant=False, note=why_not) if confirmed else None
-                by_category = {c: replace(s, significant=False, note=why_not)
-                               for c, s in (by_category or {}).items()} or None
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
             row = _evolve(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
                           equivalence=None if row.role is Role.CEILING else
@@ -262,7 +278,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
         if row.ok and baseline is not None and row.role is not Role.CEILING:
             row = _with_loop_check(row, baseline, noise_floor)
         if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
-            row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)])
+            row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)], by_target[row.target])
         rows.append(row)
     results = replace(results, results=tuple(rows))
     return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
@@ -296,22 +312,12 @@ def recommend(results: ResultsFile) -> dict:
         candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
         raced = [r for r in at_level if r.target == target and r.role is Role.SPECULATIVE and r.race]
         confirming = decision.confirmed_row(candidates)
-        if confirming is not None:       # selected, then measured on fresh requests: that block decides
-            winner = decision.confirmed_winner(candidates)
-            winners = [winner] if winner is not None else []
-        elif decision.raced(raced):      # a race's file from before confirmations
-            winner = decision.race_winner(candidates)
-            winners = [winner] if winner is not None and _significant(winner) and winner.speedup \
-                and winner.speedup.ratio > 1 else []
-        else:                            # no confirmation: simultaneous bounds over the candidates
-            winners = [r for r in decision.recommendable(candidates, noise_floor) if r.speedup and r.speedup.ratio > 1]
+        winners = decision.winners(candidates, raced, noise_floor)
         inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
                  "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
                  "inactive_drafts": inactive, "verdict": ""}
-        if raced:
-            entry["race"] = decision.race_outcome(raced)
         if baseline is None:
             entry["verdict"] = f"{target}: no baseline was measured, so no draft can be judged."
         elif winners:
@@ -379,6 +385,9 @@ def recommend(results: ResultsFile) -> dict:
         if (in_session := session_summary(results, target, level)) is not None:
             entry["within_session"] = in_session
             entry["verdict"] += " " + session_sentence(in_session)
+        add_how_to_run(entry, results, target, level)
+        if (outcome := race_outcome(results, target, entry)) is not None:
+            entry["race"] = outcome.to_dict()       # one decision: the race said in the verdict's words
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.
@@ -403,7 +412,9 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
     if prediction and entry.get("speedup"):
         entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
                                                              "mean_abs_error_pct", "compared")}
-        best_k = prediction.get("recommended_k")
-        if best_k is not None and best_k != (entry.get("draft_max") or prediction["from_k"]):
-            entry["verdict"] += f" One-run prediction for {rec}: {kpredict.describe(prediction)}."
+    row = next((r for r in results.results if r.target == target and r.draft == rec and r.concurrency == 1
+                and r.draft_max == entry.get("draft_max") and r.role == "speculative"), None) if rec else None
+    advice = k_advice.advise(row, results.results) if row is not None and entry.get("speedup") else None
+    if advice is not None and advice.k is not None and advice.k != (row.draft_max if row else None):
+        entry["verdict"] += f" {rec}'s {advice.text}."     # the row's own statement about k
 

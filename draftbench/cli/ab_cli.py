@@ -16,6 +16,7 @@ from ..common.errors import DraftbenchError, Problem, UsageError
 from ..common.files import cache_dir
 from ..common.text_safety import safe_text
 from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
+from ..config.extra_args import check_server_args
 from ..config.labels import MAX_LABEL, check_label
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
@@ -90,6 +91,14 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    server_args = list(getattr(args, "server_args", None) or [])
+    problems, _ = check_server_args("--", server_args, allow_remote=False,
+                                    allow_flag="server.py --allow-remote (then bench.py --url)",
+                                    where=lambda i: f"argument {i + 1} after --")
+    if problems:
+        fix = (problems[0].fix or "").replace("set settings.port instead (0 = any free port)",
+                                              "the A/B picks a free port for each server")
+        raise UsageError(f"{problems[0].path}: {problems[0].message}", fix)
     _check_labels(args.target, args.draft)
     _check_model(backend, "--target", args.target)
     if args.draft:
@@ -98,7 +107,8 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         if pair:
             raise UsageError(f"--draft {args.draft}: {pair.message}", pair.fix)
     settings = default_settings(backend.settings_schema)
-    settings.update(llama_bin=args.llama_bin, gpu_layers=args.gpu_layers, ctx_size=args.ctx_size, port=0,
+    # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
+    settings.update(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers, ctx_size=args.ctx_size, port=0,
                     runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
                     seed=args.seed, request_timeout_s=args.request_timeout, stall_timeout_s=args.stall_timeout,
                     startup_timeout_s=args.startup_timeout,

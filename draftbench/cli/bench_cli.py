@@ -21,6 +21,7 @@ from ..backends.http.server_url import ServerURL, parse_server_url
 from ..common.errors import DraftbenchError, UsageError
 from ..common.files import atomic_write_text
 from ..common.text_safety import without_lone_surrogates
+from ..config.extra_args import split_server_args
 from ..config.prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
@@ -285,7 +286,12 @@ def check_output_file(path: str, flag: str, inputs: tuple[str | None, ...] = ())
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    ours, server_args = split_server_args(argv)
+    args = build_parser().parse_args(ours)
+    args.server_args = server_args
+    if server_args and not args.target:
+        raise UsageError("arguments after -- go to the servers that --target starts; --url measures a server "
+                         "that is already running", "pass them when you start that server, or use --target")
     for name in ("runs", "max_tokens"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")

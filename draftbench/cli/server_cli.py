@@ -13,18 +13,10 @@ from ..common.errors import ServerError, ServerErrorKind, UsageError
 from ..common.files import cache_dir
 from ..common.redact_secrets import command_line
 from ..common.text_safety import safe_text
-from ..config.extra_args import bind_host, check_server_args, host_problems, is_loopback
+from ..config.extra_args import bind_host, check_server_args, host_problems, is_loopback, split_server_args
 from ..config.rpc_endpoints import README_WARNING
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
 from . import run_main
-
-
-def _split_extra(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Everything after a bare ``--`` goes to the server untouched."""
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1:]
-    return argv, []
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,7 +94,7 @@ def check_exposure(args, extra: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    ours, extra = _split_extra(argv)
+    ours, extra = split_server_args(argv)
     args = build_parser().parse_args(ours)
     if args.backend == "rpc-server" and extra:
         raise UsageError("rpc-server takes no arguments after --", "use its own options (see server.py rpc-server "

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..analysis.concurrency import levels
 from ..analysis.verdict import analyze
+from ..analysis.winning_command import command_lines
 from ..backends import get_backend
 from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
@@ -27,8 +28,11 @@ from ..sweep.config_file import ceiling_problems, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
 from ..sweep.passes import describe_cost, in_passes, step_seconds, target_passes
+from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
+from ..sweep.race_plan import race_costs
 from . import run_main
+from .init_cli import run_init
 from .share_cli import add_share_arguments, run_share, wants_share
 
 PLAN_SHOWN = 30      # combinations --dry-run lists without --full-plan: the plan fits on a screen
@@ -58,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "are made\")")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
+    p.add_argument("--init", metavar="MODELS_DIR", help="write one config per model family found in this folder "
+                   "of GGUF files into --config-dir (targets, the drafts that share their vocabulary, the n-gram "
+                   "methods and heads this llama-server offers); existing files are never overwritten")
     p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; start nothing")
     p.add_argument("--full-plan", action="store_true", help=f"with --dry-run: list every combination (by default "
                    f"the plan shows the first {PLAN_SHOWN})")
@@ -86,12 +93,15 @@ def chart_only(args) -> int:
                               "check free disk space and the folder's permissions, or pass another --chart") from None
     for entry in (results.summary or {}).get("targets", []):
         print(safe_text(entry["verdict"]))
+        for text in command_lines(entry):      # what the console printed after the sweep, the same
+            print(safe_text(f"  {text}"))
     print(f"Chart saved to {safe_text(chart)}")
     return EXIT_OK
 
 
 SOURCES = {"measured": "measured before", "baseline": "from its target's baseline",
-           "probe": "from a short probe of its target",
+           "one stream": "from its one-stream run, slowed as its baseline was",
+           "real run": "from its draft's real run", "probe": "from a short probe of its target",
            "model size": "rough guess from the model size"}
 
 
@@ -147,6 +157,10 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         for warning in config.warnings:
             print(safe_text(f"Warning: {warning}"))
         runs = plan(config)
+        # the checks the run makes before each combination, made now for all of them (exit 2)
+        problems = model_problems(config, backend, runs)
+        if problems:
+            raise ConfigError(config.source, problems)
         print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
                         f"results would go to {results_path}"))
         show_k = shows_k(config)
@@ -177,14 +191,15 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
                             f"own; {describe_cost(passes, config.settings.get('warmup') or 0)}"))
             seconds = sum(step_seconds(estimator, g.combos, s, passes.baseline) for g in passes.groups for s in g.steps)
             total = (total or 0.0) + seconds if seconds else total
-        if total is not None:
-            adaptive = " at most (the adaptive search stops measuring candidates that cannot win)" \
-                if config.settings.get("search") == "adaptive" else ""
-            print(f"Estimated duration: ~{format_duration(total)}{adaptive}")
-        print("Models:")
+        if config.settings.get("search") == "adaptive":     # both plans; the sweep runs the cheaper
+            costs = race_costs(config, backend, runs, prompts, config.settings.get("runs") or 1, results_path,
+                               estimator)
+            print(safe_text(f"Plans: {costs.describe()}"))
+        elif total is not None:
+            print(f"Estimated duration: ~{format_duration(total)}")
+        print("Models (each checked: readable, and each draft's vocabulary against its targets):")
         for ref in config.targets + config.drafts:
-            problem = backend.model_problem(ref.path)
-            print(safe_text(f"  {ref.label}: {ref.path}" + (f"  <- {problem.message}" if problem else "")))
+            print(safe_text(f"  {ref.label}: {ref.path}"))
         for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
             print(safe_text(f"Warning: {unreachable}"))
         return EXIT_OK
@@ -237,6 +252,8 @@ def main(argv: list[str]) -> int:
                          "add --dry-run, or drop --probe")
     if args.output:
         raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
+    if args.init:
+        return run_init(args)
     if args.chart_only:
         if args.config_dir:
             raise UsageError("--chart-only works on one --results file, not --config-dir")

@@ -216,8 +216,16 @@ _TOKENS = "tokenizer.ggml.tokens"
 def vocab_mismatch(target_path: str | os.PathLike, draft_path: str | os.PathLike) -> str | None:
     """Why llama.cpp would refuse this draft for this target, or None when it would accept it *or
     when we cannot tell* (a field missing from either file): only certain mismatches count."""
-    target = read_info(target_path, keep_whole=(_TOKENS,))
-    draft = read_info(draft_path, keep_whole=(_TOKENS,))
+    return vocab_mismatch_of(read_with_vocab(target_path), read_with_vocab(draft_path))
+
+
+def read_with_vocab(path: str | os.PathLike) -> GGUFInfo:
+    """:func:`read_info` keeping the whole token list (what :func:`vocab_mismatch_of` compares)."""
+    return read_info(path, keep_whole=(_TOKENS,))
+
+
+def vocab_mismatch_of(target: GGUFInfo, draft: GGUFInfo) -> str | None:
+    """:func:`vocab_mismatch` for two headers read with :func:`read_with_vocab`."""
     t_type, d_type = target.get("tokenizer.ggml.model"), draft.get("tokenizer.ggml.model")
     if isinstance(t_type, str) and isinstance(d_type, str) and t_type != d_type:
         return f"the draft's tokenizer is {d_type!r}, the target's {t_type!r}"

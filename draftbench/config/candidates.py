@@ -24,10 +24,11 @@ from typing import Any
 
 from ..common.errors import Problem
 from ..common.files import PathProblem
+from ..common.suggest import closest
 from .labels import check_label
 from .model_ref import ModelRef
 from .rpc_endpoints import DRAFT_PLACEMENT, PLACEMENTS
-from .settings import Field, check_value
+from .settings import Field, check_value, unknown_key
 
 DRAFT_MAX = "draft_max"
 # Names of the draft length k, shown as "k=…" in labels.
@@ -187,7 +188,6 @@ def _check_method(where: str, value: Any, problems: list[Problem]) -> tuple[str,
 
 
 def parse_candidates(value: Any, drafts: tuple[ModelRef, ...], base_dir: str, problems: list[Problem],
-                     warnings: list[Problem],
                      resolve: Callable[[str, str], tuple[str, PathProblem | None]]) -> tuple[CandidateSpec, ...]:
     """``$.candidates``: a list of ``{label, method?, draft?, params?, extra_args?}``. ``draft`` names a
     ``drafts`` entry by label, or is a ``{label, path}`` object of its own."""
@@ -207,7 +207,7 @@ def parse_candidates(value: Any, drafts: tuple[ModelRef, ...], base_dir: str, pr
                                     "write {\"label\": \"ngram-mod\", \"method\": \"ngram-mod\"}"))
             continue
         for extra in sorted(set(entry) - CANDIDATE_KEYS):
-            warnings.append(Problem(f"{ep}.{extra}", f"unknown key, ignored (known: {', '.join(sorted(CANDIDATE_KEYS))})"))
+            problems.append(unknown_key(f"{ep}.{extra}", extra, CANDIDATE_KEYS))
         ok = check_label(f"{ep}.label", entry.get("label"), seen, problems)
         method = _check_method(f"{ep}.method", entry.get("method"), problems)
         draft = _check_draft(f"{ep}.draft", entry.get("draft"), by_label, base_dir, problems, resolve)
@@ -230,7 +230,9 @@ def _check_draft(where: str, value: Any, by_label: dict[str, ModelRef], base_dir
     if isinstance(value, str):
         if value in by_label:
             return by_label[value]
+        near = closest(value, by_label)
         problems.append(Problem(where, f"{value!r} is not the label of a drafts entry",
+                                f"did you mean {near[0]!r}?" if near else
                                 f"use one of: {', '.join(map(repr, by_label)) or '(no drafts listed)'}, or write "
                                 "{\"label\": …, \"path\": …}"))
         return None

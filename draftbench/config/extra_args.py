@@ -47,6 +47,14 @@ def _flag_values(args: Sequence[str], flags: tuple[str, ...]) -> list[tuple[int,
     return found
 
 
+def split_server_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """A command line's own options, and everything after a bare ``--`` (for the server, untouched)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
 def check_server_args(path: str, args: Sequence[str], *, allow_remote: bool,
                       allow_flag: str = "settings.allow_remote",
                       where: Callable[[int], str] | None = None) -> tuple[list[Problem], list[str]]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..common.errors import Problem
+from ..common.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,16 @@ class Field:
     min_exclusive: bool = False
     measured: bool = False        # changes what is measured: a results file made with another value is not resumed
 
+
+
+def unknown_key(path: str, key: str, known, *, other_backends: dict[str, str] | None = None) -> Problem:
+    """An error for a key nobody reads: a typo must never fall back to the default quietly
+    (``settings.max_token`` once ran 512 tokens). ``other_backends``: key → the backend that reads it."""
+    owner = (other_backends or {}).get(key)
+    if owner:
+        return Problem(path, f"is a setting of backend {owner}, which this config does not use",
+                       f"remove it, or set \"backend\": \"{owner}\"")
+    return Problem(path, "unknown key", did_you_mean(key, sorted(known)))
 
 
 def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
@@ -82,7 +93,7 @@ def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> 
             return spec.default
         if spec.choices and value not in spec.choices:
             problems.append(Problem(path, f"is {value!r}; must be one of {', '.join(map(repr, spec.choices))}",
-                                    f"use one of {', '.join(map(repr, spec.choices))}"))
+                                    did_you_mean(value, spec.choices, quote=True)))
         return value
     if kind == "str_list":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -39,12 +39,13 @@ def speedup_by_file_figure(comparison: Comparison) -> Figure:
     rows = speculative_rows(comparison)
     x = [plotly_text(r.title) for r in rows]
     traces = []
+    names = legend_names(comparison)
     for i, f in enumerate(comparison.files):
         speeds = [r.cells[i].speedup for r in rows]
         whiskers = [ci_whiskers(s) for s in speeds]
         trace: dict[str, Any] = dict(
-            type="bar", name=plotly_text(f"{f.letter}: {f.results.hardware}"), x=x, y=[percent_change(s.ratio) if s else None for s in speeds],
-            text=[_speed_text(s) if s else "" for s in speeds], textposition="outside", cliponaxis=False,
+            type="bar", name=plotly_text(names[i]), x=x, y=[percent_change(s.ratio) if s else None for s in speeds],
+            text=[_speed_text(s) if s else "" for s in speeds], textposition="inside", insidetextanchor="start",
             customdata=[[plotly_text(f.name), plotly_text(_speed_text(s)),
                          f"{r.cells[i].tps:.1f} tok/s" if r.cells[i].tps else "n/a"] for s, r in zip(speeds, rows)],
             marker=dict(color=file_color(i),
@@ -61,6 +62,14 @@ def speedup_by_file_figure(comparison: Comparison) -> Figure:
                          yaxis=dict(title=dict(text="speed-up vs the target alone, in each file (%)"),
                                     ticksuffix="%", zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
     return dict(data=traces, layout=layout)
+
+
+def legend_names(comparison: Comparison) -> list[str]:
+    """Each file's name in a legend: its letter and hardware, or its file name where two files share one
+    hardware name (two legends saying the same would tell nothing)."""
+    hardware = [f.results.hardware for f in comparison.files]
+    return [f"{f.letter}: {f.results.hardware}" if hardware.count(f.results.hardware) == 1
+            else f"{f.letter}: {f.name} ({f.results.hardware})" for f in comparison.files]
 
 
 def _why_no_difference(cell: FileCell, letter: str) -> str:

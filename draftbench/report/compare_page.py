@@ -30,14 +30,15 @@ from ..share.compare.text import (
 from .compare_figures import difference_heatmap_figure, speculative_rows, speedup_by_file_figure
 from .figures import heatmap_figure
 from .page import figure_div, plotly_script
-from .text import displayable, esc
+from .text import date_text, displayable, esc
 from .theme import CSS, MUTED
 from .view import build_data
 
 EXTRA_CSS = f"""
 .warn {{ color: #ffb703; }}
-#compare-table td {{ white-space: nowrap; }}
-#compare-table td:first-child {{ white-space: normal; min-width: 14em; }}
+#compare-table td, #compare-table th {{ white-space: normal; overflow-wrap: normal; }}
+#compare-table td:first-child {{ min-width: 12em; }}
+#files-table td, #files-table th {{ overflow-wrap: normal; }}
 .files td:first-child {{ font-weight: 650; }}
 .note {{ color: {MUTED}; font-size: .9rem; }}
 """
@@ -52,8 +53,8 @@ def _files(comparison: Comparison) -> str:
         measured = "; ".join(f"{k} {settings[k]}" for k in ("runs", "max_tokens", "temperature", "gpu_layers")
                              if settings.get(k) is not None)
         cells = [f.letter, f.name, r.hardware, r.backend, r.name, versions or "not recorded",
-                 "upstream (no per-request data)" if r.is_upstream else f"schema {r.schema_version}",
-                 measured or "—", r.timestamp or "unknown"]
+                 "upstream (no per-request data)" if r.is_upstream else f"schema\u00a0{r.schema_version}",
+                 measured or "—", date_text(r.timestamp)]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in ("", "File", "Hardware", "Backend", "Sweep", "Server version", "Data",
                                              "Settings", "Date"))

@@ -22,7 +22,17 @@ from . import inside, load_figures, theme
 from .layout import base_layout as _layout
 from .method_figures import category_heatmap_figure, param_lines_figure
 from .text import num, plotly_text
-from .view import NO_DRAFT_MODEL, UNKNOWN_SIZE, Cell, CellState, ReportData, bar_classes, best_per_class, build_data
+from .view import (
+    NO_DRAFT_MODEL,
+    UNKNOWN_SIZE,
+    Cell,
+    CellState,
+    DraftCol,
+    ReportData,
+    bar_classes,
+    best_per_class,
+    build_data,
+)
 
 Figure = dict[str, Any]
 
@@ -46,8 +56,20 @@ def _class_color(data: ReportData, cls: str) -> str:
     return theme.CLASS_COLORS[known.index(cls) % len(theme.CLASS_COLORS)]
 
 
-def _series_name(cls: str) -> str:
-    return "best model-free method" if cls == NO_DRAFT_MODEL else f"best {plotly_text(cls)} draft"
+def _series_name(data: ReportData, cls: str) -> str:
+    """A size class's bar series. A hybrid is classed by its draft's size: where the class holds one, the
+    name says the best may be a hybrid (a bar called "best 135M draft" that is the hybrid misleads)."""
+    if cls == NO_DRAFT_MODEL:
+        return "best model-free method"
+    hybrid = any(c.size == cls and is_hybrid(data, c) for c in data.columns)
+    return f"best with a {plotly_text(cls)} draft (alone or hybrid)" if hybrid else f"best {plotly_text(cls)} draft"
+
+
+def is_hybrid(data: ReportData, col: DraftCol) -> bool:
+    """Does this column pair a draft model with a model-free method?"""
+    row = next((c.row for t in data.targets if (c := data.cell(t, col)).row is not None), None)
+    methods = [str(m) for m in ((row.candidate or {}).get("method") or [])] if row is not None else []
+    return bool(row is not None and row.draft_path and any(not m.startswith("draft") for m in methods))
 
 
 def _whiskers(speed: Speedup | None) -> tuple[float | None, float | None]:
@@ -95,7 +117,7 @@ def throughput_figure(data: ReportData) -> Figure:
                    texttemplate=value_fmt, textposition="outside", cliponaxis=False,
                    hovertemplate="<b>%{x}</b> alone<br>%{y:.1f} tok/s<extra></extra>")]
     for cls, cells in series.items():
-        traces.append(dict(type="bar", name=_series_name(cls), x=x,
+        traces.append(dict(type="bar", name=_series_name(data, cls), x=x,
                            y=[c.measured.mean_tps if c else None for c in cells],
                            customdata=[_bar_hover(c) for c in cells],
                            marker=dict(color=_class_color(data, cls)), texttemplate=value_fmt,
@@ -115,12 +137,14 @@ def speedup_figure(data: ReportData) -> Figure:
     for cls, cells in _best_cells(data).items():
         speeds = [c.speedup if c else None for c in cells]
         whiskers = [_whiskers(s) for s in speeds]
-        trace = dict(type="bar", name=_series_name(cls), x=x,
+        # The label sits inside the bar at its base: above it, it would sit on the whisker.
+        trace = dict(type="bar", name=_series_name(data, cls), x=x,
                      y=[percent_change(s.ratio) if s else None for s in speeds],
                      customdata=[_bar_hover(c) for c in cells],
                      marker=dict(color=_class_color(data, cls),
                                  opacity=[0.45 if s and s.significant is False else 1.0 for s in speeds]),
-                     texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,
+                     texttemplate="%{y:+.0f}%", textposition="inside", insidetextanchor="start",
+                     textfont=dict(color=theme.BG), cliponaxis=False,
                      hovertemplate="<b>%{x}</b> + %{customdata[0]}<br>speed-up %{customdata[2]}<br>"
                                    "%{customdata[1]}, acceptance %{customdata[3]}<extra></extra>")
         if any(above is not None for above, _ in whiskers):
@@ -137,13 +161,14 @@ def speedup_figure(data: ReportData) -> Figure:
 # --------------------------------------------------------------------------- heatmap
 
 class _HeatCell(NamedTuple):
-    """One cell, drawn by exactly one of the two heatmap traces (the other gets a gap)."""
+    """One cell, drawn by exactly one of the three heatmap traces (the others get a gap)."""
 
-    z: float | None              # speed-up %, valid cells only
+    z: float | None              # significant speed-ups only: the fixed scale's value (theme.speedup_colour)
     text: str
     problem_z: int | None        # 0: not run, 1: failed/skipped/inactive/…; None for valid cells
     problem_text: str
     hover: list[str]
+    neutral_z: float | None = None   # a speed-up that is not significant: drawn neutral grey, said "n.s."
 
 
 def _cell_text(cell: Cell) -> str:
@@ -170,8 +195,10 @@ def _cell_hover(cell: Cell) -> list[str]:
 
 
 def _heat_cell(cell: Cell) -> _HeatCell:
+    if cell.shows_speedup and cell.speedup.significant is False:
+        return _HeatCell(None, _cell_text(cell), None, "", _cell_hover(cell), 0.0)
     if cell.shows_speedup:
-        return _HeatCell(percent_change(cell.speedup.ratio), _cell_text(cell), None, "", _cell_hover(cell))
+        return _HeatCell(theme.speedup_colour(cell.speedup.ratio), _cell_text(cell), None, "", _cell_hover(cell))
     problem_z = 0 if cell.state is CellState.NOT_RUN else 1
     return _HeatCell(None, "", problem_z, _cell_text(cell), _cell_hover(cell))
 
@@ -184,25 +211,29 @@ HEAT_HOVER_PROBLEM = ("<b>%{customdata[0]}</b> + <b>%{customdata[1]}</b><br><b>%
 
 
 def heatmap_figure(data: ReportData) -> Figure:
-    """Drafts down, targets across. Trace 0: measured speed-ups; trace 1: every other cell, in grey."""
+    """Drafts down, targets across. Trace 0: significant speed-ups on a fixed diverging scale centred on 1.0×;
+    trace 1: every cell without a valid speed-up, in grey; trace 2: speed-ups that are not significant, in a
+    neutral grey (a non-significant −13% is no red)."""
     x = _targets_axis(data)
     y = [plotly_text(c.label) for c in data.columns]
     grid = [[_heat_cell(data.cell(t, col)) for t in data.targets] for col in data.columns]
     z = [[c.z for c in row] for row in grid]
     custom = [[c.hover for c in row] for row in grid]
-    max_abs = max([abs(v) for zr in z for v in zr if v is not None] or [1.0])
+    text = [[c.text if c.z is not None else "" for c in row] for row in grid]
+    neutral_text = [[c.text if c.neutral_z is not None else "" for c in row] for row in grid]
     traces = [
-        dict(type="heatmap", name="speed-up", x=x, y=y, z=z, text=[[c.text for c in row] for row in grid],
-             customdata=custom, texttemplate="%{text}", zmid=0, zmin=-max_abs, zmax=max_abs,
-             colorscale=theme.DIVERGING, hoverongaps=False, xgap=2, ygap=2,
-             hovertemplate=HEAT_HOVER_OK, textfont=dict(size=12),
-             colorbar=dict(title=dict(text="speed-up", side="right"), ticksuffix="%", outlinewidth=0,
-                           tickfont=dict(color=theme.TEXT))),
+        dict(type="heatmap", name="speed-up", x=x, y=y, z=z, text=text, customdata=custom, texttemplate="%{text}",
+             hoverongaps=False, xgap=2, ygap=2, hovertemplate=HEAT_HOVER_OK, textfont=dict(size=12),
+             **theme.speedup_scale()),
         dict(type="heatmap", name="no speed-up measured", x=x, y=y, z=[[c.problem_z for c in row] for row in grid],
              text=[[c.problem_text for c in row] for row in grid], customdata=custom, texttemplate="%{text}",
              zmin=0, zmax=1, colorscale=[[0, theme.MISSING_COLOR], [1, theme.PROBLEM_COLOR]],
              showscale=False, hoverongaps=False, xgap=2, ygap=2, hovertemplate=HEAT_HOVER_PROBLEM,
              textfont=dict(size=12, color=theme.PROBLEM_TEXT)),
+        dict(type="heatmap", name="not significant", x=x, y=y, z=[[c.neutral_z for c in row] for row in grid],
+             text=neutral_text, customdata=custom, texttemplate="%{text}", zmin=-1, zmax=1,
+             colorscale=[[0, theme.NEUTRAL_COLOR], [1, theme.NEUTRAL_COLOR]], showscale=False, hoverongaps=False,
+             xgap=2, ygap=2, hovertemplate=HEAT_HOVER_OK, textfont=dict(size=12)),
     ]
     layout = _layout(height=max(320, 110 + 34 * len(data.columns)), margin=dict(l=70, r=30, t=70, b=30),
                      xaxis=dict(type="category", side="top", showgrid=False),
@@ -212,36 +243,50 @@ def heatmap_figure(data: ReportData) -> Figure:
 
 # --------------------------------------------------------------------------- scatter
 
-def _scatter_trace(data: ReportData, target: str) -> dict[str, Any] | None:
-    """A target's valid pairs with a known acceptance; None when it has none."""
-    valid = [c for c in (data.cell(target, col) for col in data.columns) if c.shows_speedup]
-    points = [(c, rate) for c in valid if (rate := c.measured.acceptance_rate) is not None]
+SYMBOLS = ("circle", "diamond", "square", "triangle-up", "x", "star", "cross", "hexagon")
+
+
+def _scatter_trace(data: ReportData, cls: str) -> dict[str, Any] | None:
+    """A size class's valid pairs with a known acceptance (every target; a marker shape per target), each
+    point labelled with its draft; None when it has none."""
+    points = [(c, rate) for target in data.targets for col in data.columns if col.size == cls
+              and (c := data.cell(target, col)).shows_speedup and (rate := c.measured.acceptance_rate) is not None]
     if not points:
         return None
     cells = [c for c, _ in points]
     whiskers = [_whiskers(c.speedup) for c in cells]
-    trace = dict(type="scatter", mode="markers", name=plotly_text(target),
+    several = len(data.targets) > 1
+    name = "model-free methods" if cls == NO_DRAFT_MODEL else f"{plotly_text(cls)} drafts"
+    trace = dict(type="scatter", mode="markers+text", name=name,
                  x=[round(rate * 100, 2) for _, rate in points],
                  y=[percent_change(c.speedup.ratio) for c in cells],
+                 # every point says which configuration it is (and, with several targets, of which target)
+                 text=[plotly_text((f"{c.target}: " if several else "") + c.col.label) for c in cells],
+                 # labels point inwards, so none runs off the right edge
+                 textposition=["middle left" if rate > 0.6 else "middle right" for _, rate in points],
+                 textfont=dict(size=11, color=theme.MUTED),
                  customdata=[[plotly_text(c.col.label), plotly_text(c.col.size), _speedup_text(c.speedup),
-                              num(c.measured.mean_tps, ".1f", " tok/s")] for c in cells],
-                 marker=dict(size=10, opacity=0.85, line=dict(width=1, color=theme.BG)),
-                 hovertemplate="<b>%{fullData.name}</b> + %{customdata[0]} (%{customdata[1]})<br>"
+                              num(c.measured.mean_tps, ".1f", " tok/s"), plotly_text(c.target)] for c in cells],
+                 marker=dict(size=11, opacity=0.9, color=_class_color(data, cls), line=dict(width=1, color=theme.BG),
+                             symbol=[SYMBOLS[data.targets.index(c.target) % len(SYMBOLS)] for c in cells]),
+                 hovertemplate="<b>%{customdata[4]}</b> + %{customdata[0]} (%{customdata[1]})<br>"
                                "acceptance %{x:.1f}%<br>speed-up %{customdata[2]}<br>%{customdata[3]}"
                                "<extra></extra>")
     if any(above is not None for above, _ in whiskers):
         trace["error_y"] = dict(type="data", array=[w[0] for w in whiskers], arrayminus=[w[1] for w in whiskers],
-                                visible=True, thickness=1, width=0)
+                                visible=True, thickness=1, width=0, color=_class_color(data, cls))
     return trace
 
 
 def scatter_figure(data: ReportData) -> Figure:
-    """Acceptance vs speed-up, one point per measured pair, one trace per target."""
-    traces = [t for t in (_scatter_trace(data, target) for target in data.targets) if t is not None]
-    layout = _layout(height=480, colorway=list(theme.CLASS_COLORS), margin=dict(l=70, r=30, t=20, b=60),
+    """Acceptance vs speed-up, one labelled point per measured pair, coloured by size class (as the bars)."""
+    traces = [t for t in (_scatter_trace(data, cls) for cls in data.classes) if t is not None]
+    layout = _layout(height=480, margin=dict(l=70, r=30, t=20, b=60),
                      legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top",
-                                 title=dict(text="target"), bgcolor="rgba(0,0,0,0)"),
-                     xaxis=dict(title=dict(text="acceptance rate (accepted / drafted tokens)"), ticksuffix="%"),
+                                 title=dict(text="size class"), bgcolor="rgba(0,0,0,0)"),
+                     # the whole 0-100% range: a file whose drafts all accept ~100% must not draw 99%-101%
+                     xaxis=dict(title=dict(text="acceptance rate (accepted / drafted tokens)"), ticksuffix="%",
+                                range=[-3, 105], dtick=10),
                      yaxis=dict(title=dict(text="speed-up vs the target alone (%)"), ticksuffix="%",
                                 zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
     return dict(data=traces, layout=layout)
@@ -267,8 +312,9 @@ class Chart:
 
 def _heatmap_lead(data: ReportData) -> str:
     return (f"{len(data.targets)} targets × {len(data.columns)} drafts ({data.n_run} measured combinations). "
-            "Cell: speed-up and acceptance. Red is slower than the target alone, blue faster; grey cells "
-            "have no valid speed-up.")
+            "Cell: speed-up and acceptance. One fixed scale centred on 1.0×: red is slower than the target "
+            "alone, blue faster (full colour at half and at twice its speed); neutral grey cells (n.s.) are not "
+            "significantly different from it; dark grey cells have no valid speed-up.")
 
 
 # In page order.
@@ -282,7 +328,9 @@ CHARTS: tuple[Chart, ...] = (
           speedup_figure),
     Chart("chart-heatmap", "Every target × every draft", _heatmap_lead, heatmap_figure),
     Chart("chart-scatter", "Acceptance vs speed-up",
-          lambda data: "One point per target + draft pair. Points below 0% are slowdowns despite the acceptance.",
+          lambda data: "One labelled point per target + draft pair, coloured by the draft's size class as in the bars"
+                       + (" (marker shape: the target)" if len(data.targets) > 1 else "")
+                       + ". Points below 0% are slowdowns despite the acceptance.",
           scatter_figure),
     Chart("chart-positions", "Acceptance by draft position", inside.positions_lead, inside.positions_figure),
     Chart("chart-ceiling", "Each draft against its ceiling", inside.ceiling_lead, inside.ceiling_figure),
@@ -290,7 +338,8 @@ CHARTS: tuple[Chart, ...] = (
     Chart("chart-categories", "Speed-up by prompt category",
           lambda data: "Each configuration's speed-up on each prompt category's requests alone: methods differ "
                        "by workload (n-gram methods shine where the answer repeats the prompt). \"loops\": the "
-                       "target's own output repeats itself there, which flatters every method.",
+                       "target's own output repeats itself there, which flatters every method. The colour scale is fixed and "
+                       "centred on 1.0×; grey cells are not significant (n.s.) or rest on too few requests to tell.",
           category_heatmap_figure),
     Chart("chart-params", "Throughput vs a swept parameter",
           lambda data: "Decode tok/s of each configuration at each value of a parameter swept as a list; the "
@@ -306,9 +355,18 @@ CHARTS: tuple[Chart, ...] = (
 CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
 
 
+def has_data(fig: Figure) -> bool:
+    """Does the figure draw anything (a point, a bar, a cell)? A chart without is never drawn: its section
+    says why instead (an empty "each draft against its ceiling" axis told nothing)."""
+    def values(v: Any) -> bool:
+        return any(values(x) for x in v) if isinstance(v, (list, tuple)) else v is not None
+    return any(values(trace.get(key) or []) for trace in fig.get("data") or [] for key in ("y", "z"))
+
+
 def figures_for(data: ReportData) -> dict[str, Figure]:
-    """Every chart's figure that this file has data for, by div id."""
-    return {chart.chart_id: chart.build(data) for chart in CHARTS if chart.shown(data)}
+    """Every chart's figure that this file has data for, by div id (charts that would be empty left out)."""
+    built = {chart.chart_id: chart.build(data) for chart in CHARTS if chart.shown(data)}
+    return {chart_id: fig for chart_id, fig in built.items() if has_data(fig)}
 
 
 def build_figures(results: ResultsFile) -> dict[str, Figure]:

@@ -46,6 +46,7 @@ def _why_missing(results: ResultsFile) -> str:
 def _empty_note(layout: dict[str, Any], text: str) -> dict[str, Any]:
     layout["annotations"] = [dict(text=plotly_text(text), showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
                                   font=dict(color=theme.MUTED, size=15))]
+    layout["meta"] = {"empty": text}     # the page says this instead of drawing empty axes
     return layout
 
 
@@ -78,8 +79,8 @@ def positions_lead(data: ReportData) -> str:
         return f"Acceptance by draft position: {_why_missing(data.results)}."
     return ("One line per draft: the share of verify steps that accepted the token at each draft position (a "
             "line can only fall). A line low from position 1 means early rejections — check the tokenizer and "
-            "chat template; one that falls off later means a smaller k will do. The diagnosis of each row is in "
-            "the table under Inside each draft.")
+            "chat template; one that falls off later shows drafting past that point is mostly in vain. What that "
+            "means for k, with the other evidence, is in each row's diagnosis under Inside each draft.")
 
 
 # --------------------------------------------------------------------------- the ceiling
@@ -193,18 +194,20 @@ def _positions_text(row: Row) -> str:
 
 
 def inside_table(data: ReportData) -> str:
-    """Per measured draft: acceptance by position, mean accepted length, diagnosis, best k, ceiling."""
+    """Per measured draft: acceptance by position, mean accepted length, diagnosis (with the k advice), ceiling."""
     body = []
     for row in _measured(data.results):
-        pred, ceiling = row.k_prediction or {}, row.ceiling or {}
+        ceiling = row.ceiling or {}
         cells = [_title(row, data.multi_k), _positions_text(row), num(row.mean_accepted_len, ".2f"),
-                 row.diagnosis.message if row.diagnosis else "—", pred.get("text") or "—", ceiling.get("text") or "—"]
+                 row.diagnosis.message if row.diagnosis else "—", ceiling.get("text") or "—"]
         body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     if not body:
         return ""
     return ("<section id=\"inside\"><h2>Inside each draft</h2><p class=\"lead\">Acceptance by position is the share "
             "of verify steps that accepted each drafted token; mean accepted length is 1 + accepted / verify steps "
-            "(llama-server's own \"mean len\": the target's token plus the accepted drafts).</p>"
+            "(llama-server's own \"mean len\": the target's token plus the accepted drafts). The diagnosis ends with "
+            "the one statement about the draft length k, from every source there is: the k measured, the "
+            "prediction from one run, the per-position counts and the textbook model.</p>"
             "<div class=\"table-wrap\"><table id=\"inside-table\"><thead><tr><th>Combination</th>"
-            "<th>Acceptance by position</th><th>Mean accepted length</th><th>Diagnosis</th><th>Best k (one run)</th>"
+            "<th>Acceptance by position</th><th>Mean accepted length</th><th>Diagnosis and draft length</th>"
             "<th>Ceiling</th></tr></thead><tbody>" + "".join(body) + "</tbody></table></div></section>")

@@ -180,7 +180,8 @@ def throughput_lead(data: ReportData) -> str:
 def _latency_trace(s: Series, key: str, what: str, axis: str) -> dict[str, Any]:
     points = [(n, p) for n, r in sorted(s.rows.items())
               if (not s.speculative or _valid(r)) and (summary := level_summary(r)) and (p := summary[key])]
-    return dict(type="scatter", mode="lines+markers", name=f"{s.name}, {what} p50", x=[n for n, _ in points],
+    # One legend for both panels (shown with the right one): it names the series, not a panel's measure.
+    return dict(type="scatter", mode="lines+markers", name=f"{s.name} (p50, whisker to p99)", x=[n for n, _ in points],
                 y=[p["p50"] for _, p in points], xaxis=f"x{axis}", yaxis=f"y{axis}", legendgroup=s.name,
                 showlegend=axis == "2", line=dict(color=s.color, width=2, dash="dash" if not s.speculative else "solid"),
                 marker=dict(size=8, color=s.color),

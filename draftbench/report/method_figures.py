@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..analysis.session import category_label
-from ..common.percent import percent, percent_change, signed_change
+from ..analysis.stats import describe_subset, too_few_to_tell
+from ..common.percent import percent, signed_change
 from ..results.file import Row
 from . import theme
 from .layout import base_layout
@@ -23,7 +24,8 @@ Figure = dict[str, Any]
 def _empty(message: str, height: int = 220) -> Figure:
     layout = base_layout(height=height, xaxis=dict(visible=False), yaxis=dict(visible=False),
                          annotations=[dict(text=plotly_text(message), showarrow=False, xref="paper", yref="paper",
-                                           x=0.5, y=0.5, font=dict(color=theme.MUTED, size=14))])
+                                           x=0.5, y=0.5, font=dict(color=theme.MUTED, size=14))],
+                         meta={"empty": message})     # the page says this instead of drawing empty axes
     return dict(data=[], layout=layout)
 
 
@@ -42,59 +44,74 @@ CATEGORY_HOVER = ("<b>%{customdata[0]}</b> on <b>%{x}</b><br>speed-up %{customda
                   "acceptance %{customdata[3]}%{customdata[4]}<extra></extra>")
 
 
-def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | None, str, list[str]]:
+def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | None, str, list[str], str]:
+    """(colour value or None, cell text, hover fields, state: "significant", "not significant", "too few", "")."""
     speed = (row.speedup_by_category or {}).get(category)
     if not speed:
-        return None, "", ["", "n/a", "", "", ""]
-    text = signed_change(speed.ratio)
-    if speed.significant is False:
-        text += " (n.s.)"
+        return None, "", ["", "n/a", "", "", ""], ""
+    stats = (row.by_category or {}).get(category) or {}
     looping = category in loops
+    note = "<br>the target's own output loops here: flattered" if looping else ""
+    hover = ["", "", num(stats.get("mean_tps"), ".1f", " tok/s"), percent(stats.get("acceptance_rate")), note]
+    if too_few_to_tell(speed):
+        hover[1] = plotly_text(describe_subset(speed))
+        return None, "too few" + ("<br>loops" if looping else ""), hover, "too few"
+    text = signed_change(speed.ratio)
+    state = "not significant" if speed.significant is False else "significant"
+    if speed.significant is False:
+        text += " n.s."
     if looping:
         text += "<br>loops"
-    stats = (row.by_category or {}).get(category) or {}
-    describe = signed_change(speed.ratio) + (
+    hover[1] = signed_change(speed.ratio) + (
         f" [{signed_change(speed.ci95_low)}, {signed_change(speed.ci95_high)}]"
         if speed.ci95_low is not None and speed.ci95_high is not None else "") + (
-        " (not significant)" if speed.significant is False else "")
-    note = "<br>the target's own output loops here: flattered" if looping else ""
-    return (percent_change(speed.ratio), text,
-            ["", describe, num(stats.get("mean_tps"), ".1f", " tok/s"), percent(stats.get("acceptance_rate")), note])
+        " (not significant: shown grey)" if speed.significant is False else "")
+    return theme.speedup_colour(speed.ratio), text, hover, state
 
 
 def category_heatmap_figure(data: ReportData) -> Figure:
-    """Configurations down, prompt categories across; each cell the speed-up on that category's requests."""
+    """Configurations down, prompt categories across; each cell the speed-up on that category's requests,
+    coloured on a fixed diverging scale centred on 1.0×; cells that are not significant, or rest on too
+    few requests, are grey and say so."""
     cells = [c for c in _valid_cells(data) if c.measured.speedup_by_category]
     if not cells:
         return _empty("No per-category speed-ups in this results file (they need per-request data).")
     categories = list(dict.fromkeys(cat for c in cells for cat in (c.measured.speedup_by_category or {})))
     several = len(data.targets) > 1
-    y, z, text, custom = [], [], [], []
+    y: list[str] = []
+    z: list[list[float | None]] = []
+    grey: list[list[float | None]] = []
+    text: list[list[str]] = []
+    custom: list[list[list[str]]] = []
     for cell in cells:
         name = (f"{cell.target} · " if several else "") + cell.col.label
         loops = _looping_categories(cell.measured)
-        row_z, row_text, row_custom = [], [], []
+        row_z, row_grey, row_text, row_custom = [], [], [], []
         for category in categories:
-            value, label, hover = _category_cell(cell.measured, category, loops)
+            value, label, hover, state = _category_cell(cell.measured, category, loops)
             hover[0] = plotly_text(name)
-            row_z.append(value)
+            row_z.append(value if state == "significant" else None)
+            row_grey.append(0.0 if state in ("not significant", "too few") else None)
             row_text.append(label)
             row_custom.append(hover)
         y.append(plotly_text(name))
         z.append(row_z)
+        grey.append(row_grey)
         text.append(row_text)
         custom.append(row_custom)
-    max_abs = max([abs(v) for zr in z for v in zr if v is not None] or [1.0])
-    trace = dict(type="heatmap", name="speed-up by category", x=[plotly_text(category_label(c)) for c in categories], y=y, z=z,
-                 text=text, customdata=custom, texttemplate="%{text}", zmid=0, zmin=-max_abs, zmax=max_abs,
-                 colorscale=theme.DIVERGING, hoverongaps=False, xgap=2, ygap=2, hovertemplate=CATEGORY_HOVER,
-                 textfont=dict(size=12),
-                 colorbar=dict(title=dict(text="speed-up", side="right"), ticksuffix="%", outlinewidth=0,
-                               tickfont=dict(color=theme.TEXT)))
+    x = [plotly_text(category_label(c)) for c in categories]
+    shared = dict(x=x, y=y, customdata=custom, texttemplate="%{text}", hoverongaps=False, xgap=2, ygap=2,
+                  hovertemplate=CATEGORY_HOVER, textfont=dict(size=12))
+
+    def only(grid: list[list[float | None]]) -> list[list[str]]:      # each cell's text in the trace that draws it
+        return [[t if v is not None else "" for t, v in zip(tr, zr)] for tr, zr in zip(text, grid)]
+    colour = dict(type="heatmap", name="speed-up by category", z=z, text=only(z), **theme.speedup_scale(), **shared)
+    neutral = dict(type="heatmap", name="not significant or too few requests", z=grey, text=only(grey), zmin=-1, zmax=1,
+                   colorscale=[[0, theme.NEUTRAL_COLOR], [1, theme.NEUTRAL_COLOR]], showscale=False, **shared)
     layout = base_layout(height=max(300, 110 + 34 * len(y)), margin=dict(l=70, r=30, t=70, b=30),
                          xaxis=dict(type="category", side="top", showgrid=False),
                          yaxis=dict(type="category", autorange="reversed", showgrid=False))
-    return dict(data=[trace], layout=layout)
+    return dict(data=[colour, neutral], layout=layout)
 
 
 # --------------------------------------------------------------------------- tok/s vs a swept parameter

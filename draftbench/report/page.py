@@ -9,7 +9,6 @@ as ``\\u003c`` etc., so no label can close the ``<script>`` that carries a figur
 from __future__ import annotations
 
 import os
-from datetime import datetime
 from pathlib import Path
 
 import plotly.io as pio
@@ -19,28 +18,21 @@ from .. import __version__
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
+from ..analysis.winning_command import run_commands
 from ..common.files import write_output_text
 from ..common.percent import percent, signed_change
 from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
 from ..results.kinds import Role
-from .figures import CHARTS, Chart, Figure
+from .figures import CHARTS, Chart, Figure, has_data
 from .inside import inside_table
 from .methods_table import methods_section
-from .text import displayable, esc, num
+from .race_table import race_section
+from .text import date_text, displayable, esc, num
 from .theme import CSS
 from .topology_table import topology_section
 from .view import ReportData, build_data, category_changes, control_row, invalid_rows, recommended_row
 
 # --------------------------------------------------------------------------- header
-
-def _fmt_date(ts: str | None) -> str:
-    if not ts:
-        return "unknown"
-    try:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M %Z").strip()
-    except ValueError:
-        return ts
-
 
 def _server_versions(results: ResultsFile) -> list[str]:
     """Every server version the rows recorded, once each, in order."""
@@ -84,7 +76,7 @@ def _header(results: ResultsFile) -> str:
         ("Model family", results.model_family or "—"),
         ("Sweep", results.name),
         ("Server version", ", ".join(versions) if versions else "not recorded"),
-        ("Date", _fmt_date(results.timestamp)),
+        ("Date", date_text(results.timestamp)),
         ("Settings", _settings_text(results.settings or {})),
     ] + ([("Prompts", _prompts_text(results.prompt_set))] if results.prompt_set else [])
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
@@ -154,7 +146,23 @@ def _summary_table(data: ReportData) -> str:
         body.append("<tr><td colspan=\"6\" class=\"muted\">No targets in this results file.</td></tr>")
     return ("<div class=\"table-wrap\"><table id=\"summary-table\"><thead><tr><th>Target</th><th>Baseline</th>"
             "<th>Best draft</th><th>Speed-up (95% CI)</th><th>Acceptance</th><th>Verdict</th></tr></thead><tbody>"
-            + "".join(body) + "</tbody></table></div>")
+            + "".join(body) + "</tbody></table></div>" + _how_to_run(data, entries))
+
+
+def _how_to_run(data: ReportData, entries: dict) -> str:
+    """The commands (LM Studio: settings) that run what each verdict recommends, as the console prints them."""
+    blocks = []
+    for target in data.targets:
+        commands = run_commands(entries.get(target) or {})
+        if commands:
+            blocks.append(f"<h3>{esc(target)}</h3>" + "".join(
+                f"<p class=\"small\">{esc(lead)}:</p><pre class=\"command\"><code>{esc(text)}</code></pre>"
+                for lead, text in commands))
+    if not blocks:
+        return ""
+    return ("<div id=\"how-to-run\"><p class=\"lead\">How to run it: the exact server command each verdict "
+            "recommends, without draftbench's own port, metrics, log-level and slot flags (add <code>--port N</code> "
+            "if the server's default port is taken).</p>" + "".join(blocks) + "</div>")
 
 
 # --------------------------------------------------------------------------- problems and theory
@@ -224,7 +232,7 @@ def _theory(data: ReportData) -> str:
     return ("<section id=\"theory\"><h2>Theory vs measurement</h2>" + THEORY_INTRO
             + "<details open><summary>Per combination</summary><div class=\"table-wrap\"><table id=\"theory-table\">"
             "<thead><tr><th>Combination</th><th>Acceptance</th><th>α</th><th>k̄</th><th>τ (tokens/step)</th>"
-            "<th>c (cost ratio)</th><th>Predicted S</th><th>Measured S</th><th>Best k (predicted S)</th></tr></thead>"
+            "<th>c (cost ratio)</th><th>Predicted S</th><th>Measured S</th><th>Textbook best k (S)</th></tr></thead>"
             "<tbody>" + body + "</tbody></table></div></details></section>")
 
 
@@ -269,9 +277,17 @@ def _figure_html(fig: Figure, div_id: str) -> str:
 
 def _chart_section(chart: Chart, data: ReportData) -> str:
     div_id = chart.chart_id
+    fig = chart.build(data)
+    if not has_data(fig):      # nothing to draw: say why, and draw no empty axes
+        lead = chart.lead(data)
+        why = (fig["layout"].get("meta") or {}).get("empty") or "nothing in this file to draw."
+        return (f"<section class=\"chart-empty\" id=\"{div_id}-section\"><h2>{esc(chart.title)}</h2>"
+                f"<p class=\"lead\">{esc(lead)}</p>"
+                + ("" if why.rstrip(".") in lead else f"<p class=\"muted\">Not drawn: {esc(why)}</p>")
+                + "</section>")
     return (f"<section class=\"chart-section\" id=\"{div_id}-section\"><h2>{esc(chart.title)}</h2>"
             f"<p class=\"lead\">{esc(chart.lead(data))}</p>"
-            f"<div class=\"chart\">{_figure_html(chart.build(data), div_id)}</div></section>")
+            f"<div class=\"chart\">{_figure_html(fig, div_id)}</div></section>")
 
 
 def _plotly_script(cdn: bool) -> str:
@@ -314,6 +330,7 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
         inside_table(data),
         methods_section(data),
         topology_section(data),
+        race_section(data),
         _problems(data),
         _theory(data),
         f"<footer>Generated by draftbench {esc(__version__)} from the results file alone; "

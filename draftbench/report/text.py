@@ -7,6 +7,7 @@ so the report, the verdict and the console say the same thing.
 from __future__ import annotations
 
 import html
+from datetime import datetime
 
 from ..common.text_safety import any_string, map_strings, needs_escaping, safe_text
 from ..results.file import ResultsFile
@@ -37,3 +38,13 @@ def num(x: float | None, fmt: str = ".2f", unit: str = "") -> str:
     """A number with a unit; 'n/a' when not measured."""
     return "n/a" if x is None else f"{x:{fmt}}{unit}"
 
+
+
+def date_text(ts: str | None) -> str:
+    """A results file's timestamp as people read it: '2026-03-01 12:00 UTC' ('unknown' when absent)."""
+    if not ts:
+        return "unknown"
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M %Z").strip()
+    except ValueError:
+        return ts

@@ -144,7 +144,8 @@ class ResultsFile:
             if data.get("tool", TOOL) != TOOL:
                 raise ResultsFileError(f"{source} was written by {data.get('tool')!r}, not draftbench",
                                        "use a new --results path")
-        problem = spec_of(cls).check(data, "$")
+        spec = spec_of(cls)
+        problem = None if spec.valid(data) else spec.check(data, "$")     # the path is built only for a bad value
         if problem:
             where, what = problem
             raise ResultsFileError(f"{source}: {where} {what}; the file was left untouched",
@@ -153,7 +154,7 @@ class ResultsFile:
         rows = []
         for i, raw in enumerate(data["results"]):
             try:
-                rows.append(Row.from_dict(raw))
+                rows.append(Row.from_checked(raw))      # checked by the walk above: not value by value again
             except (TypeError, ValueError) as exc:
                 raise ResultsFileError(f"{source}: results[{i}] is not a valid row ({exc})",
                                        "restore the file from a backup, or use a new --results path") from None

@@ -29,8 +29,9 @@ class Code(str, Enum):
     SERVER_NOTE = "server_note"                  # how the server was reached (e.g. attached to LM Studio)
     # one-line diagnoses from acceptance by draft position (perpos.py)
     EARLY_REJECTIONS = "early_rejections"        # the first drafted token is mostly rejected: tokenizer/template
-    ACCEPTANCE_DECAYS = "acceptance_decays"      # late positions are rarely reached: a smaller k will do
-    ACCEPTANCE_HOLDS = "acceptance_holds"        # even the last position is often accepted: a larger k may pay
+    ACCEPTANCE_DECAYS = "acceptance_decays"      # late positions are rarely reached (k advice: k_advice.py)
+    ACCEPTANCE_HOLDS = "acceptance_holds"        # even the last position is often accepted
+    DRAFT_LENGTH = "draft_length"                # what the evidence says about k, without per-position counts
     PER_POSITION_MISMATCH = "per_position_mismatch"   # per-position counts do not add up to the accepted total
     STREAMS_NOT_REACHED = "streams_not_reached"  # fewer requests were ever in flight at once than asked for
     COUNTERS_DISAGREE = "counters_disagree"      # per-request counters do not add up to the server's totals

@@ -7,6 +7,10 @@ declarations: the object's JSON (:func:`write_fields`, keys in declaration order
 ``Spec.check``, which returns the JSON path of the first bad value), a value class's own validation
 (:func:`check_fields`) and the golden snapshot of the format (:mod:`draftbench.results.schema`).
 
+Each value is checked once: a value the code builds, by its class's constructor (``check_fields``);
+a value read from a file, by the schema walk over the whole file, after which its instance is built
+from the checked JSON without checking it again (:func:`checked_values`, :func:`checked_instance`).
+
 Keys no class declares (unknown keys, kept and written back) may hold any JSON, nested at most
 :data:`MAX_FREE_DEPTH` deep, so that saving the file again cannot exhaust the stack.
 """
@@ -14,9 +18,9 @@ Keys no class declares (unknown keys, kept and written back) may hold any JSON, 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 # The types themselves live in results.specs; they are read from here too, beside declare().
 from .specs import (
@@ -40,12 +44,13 @@ from .specs import (
 )
 
 __all__ = ["BOOL", "DECLARATION", "FREE", "INT", "MAX_FREE_DEPTH", "NO_DEFAULT", "NUM", "STR", "Bool", "Declaration",
-           "Free", "Int", "ListOf", "MapOf", "Num", "Obj", "OneOf", "Spec", "Str", "check_fields", "declarations",
-           "declare", "describe_value", "read_fields", "spec_of", "to_json", "write_fields"]
+           "Free", "Int", "ListOf", "MapOf", "Num", "Obj", "OneOf", "Spec", "Str", "check_fields", "checked_instance",
+           "checked_values", "declarations", "declare", "describe_value", "read_fields", "spec_of", "to_json", "write_fields"]
 
 
 NO_DEFAULT: Any = object()     # declare(..., default=NO_DEFAULT): the constructor needs the argument
 _UNSET: Any = object()
+T = TypeVar("T")
 DECLARATION = "draftbench.json"  # the dataclass field metadata key
 
 
@@ -141,12 +146,75 @@ def read_fields(cls: type, data: dict) -> dict[str, Any]:
 def check_fields(obj: Any, what: str, names: tuple[str, ...] | None = None) -> None:
     """Raise ValueError naming the first declared field of ``obj`` (or of ``names``) whose value its
     spec refuses: a value class validates itself against its own declarations."""
-    for name, declared in declarations(type(obj)).items():
-        if names is not None and name not in names:
+    for name, quick in _quick_checks(type(obj), names):
+        if quick(getattr(obj, name)):        # the usual value, in one call (the analysis builds 200k per 50k rows)
             continue
+        spec = declarations(type(obj))[name].spec
         value = getattr(obj, name)
-        if declared.spec.quick(value):        # the usual scalar, in one call (a file holds several per row)
-            continue
-        if declared.spec.check(to_json(value), name) is not None:
-            nullable = " or null" if declared.spec.nullable else ""
-            raise ValueError(f"{what} {name} {value!r:.60} is not {declared.spec.describe()}{nullable}")
+        if spec.check(to_json(value), name) is not None:
+            nullable = " or null" if spec.nullable else ""
+            raise ValueError(f"{what} {name} {value!r:.60} is not {spec.describe()}{nullable}")
+
+
+_quick: dict[tuple[type, tuple[str, ...] | None], tuple[tuple[str, Callable[[Any], bool]], ...]] = {}
+
+
+def _quick_checks(cls: type, names: tuple[str, ...] | None) -> tuple[tuple[str, Callable[[Any], bool]], ...]:
+    """(field, its spec's one-call check) for the declared fields of ``cls`` (or those in ``names``)."""
+    if (cls, names) not in _quick:
+        _quick[cls, names] = tuple((name, d.spec.quick) for name, d in declarations(cls).items()
+                                   if names is None or name in names)
+    return _quick[cls, names]
+
+
+# ------------------------------------------------------------------ values the schema walk has checked
+
+@dataclass(frozen=True)
+class _Defaults:
+    declared: Any                                         # the declared names (a dict's keys: compared as a set)
+    plain: dict[str, Any]                                 # field -> its default
+    made: tuple[tuple[str, Callable[[], Any]], ...]       # field -> its default factory (a new value each time)
+    needed: tuple[str, ...]                               # fields without a default
+
+
+_defaults: dict[type, _Defaults] = {}
+
+
+def _defaults_of(cls: type) -> _Defaults:
+    if cls not in _defaults:
+        every = fields(cls)
+        _defaults[cls] = _Defaults(declarations(cls).keys(), {f.name: f.default for f in every if f.default is not MISSING},
+                                   tuple((f.name, f.default_factory) for f in every
+                                         if f.default_factory is not MISSING),
+                                   tuple(f.name for f in every if f.default is MISSING and f.default_factory is MISSING))
+    return _defaults[cls]
+
+
+def checked_values(cls: type, data: dict) -> dict[str, Any]:
+    """Every field of ``cls`` for a JSON object that the results schema (``spec_of(cls)``) has accepted:
+    its declared keys as they are, the defaults for the rest (unknown keys are left out). A new dict,
+    for the caller to make typed and pass to :func:`checked_instance`."""
+    shape = _defaults.get(cls) or _defaults_of(cls)      # a file builds 300k of these: no call where none is needed
+    values = shape.plain.copy()
+    for name, make in shape.made:
+        values[name] = make()
+    if shape.declared >= data.keys():
+        values.update(data)
+    else:
+        declared = shape.declared
+        values.update({k: v for k, v in data.items() if k in declared})
+    return values
+
+
+def checked_instance(cls: type[T], values: dict[str, Any]) -> T:
+    """An instance of the dataclass ``cls`` holding ``values`` (from :func:`checked_values`), built without
+    its ``__init__``: a loaded file's values were checked once, by the schema walk over the whole file
+    (which names the bad value's JSON path), and are not checked one by one again — that doubled the
+    cost of loading a large file. Whatever else the class's ``__post_init__`` does (typed members,
+    rules between fields) is the caller's to do."""
+    for name in (_defaults.get(cls) or _defaults_of(cls)).needed:
+        if name not in values:
+            raise TypeError(f"{cls.__name__} needs {name}")
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)      # a frozen dataclass refuses obj.__dict__ = ...
+    return obj

@@ -6,6 +6,7 @@ writes them back unchanged. Files and their loading are :mod:`draftbench.results
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -34,6 +35,8 @@ from .json_types import (
     Spec,
     Str,
     check_fields,
+    checked_instance,
+    checked_values,
     declarations,
     declare,
     read_fields,
@@ -125,6 +128,11 @@ class RequestRecord:
     def from_dict(cls, data: dict) -> RequestRecord:
         return cls(**read_fields(cls, data))
 
+    @classmethod
+    def from_checked(cls, data: dict) -> RequestRecord:
+        """A request from an object the results schema has accepted (see :func:`json_types.checked_instance`)."""
+        return checked_instance(cls, checked_values(cls, data))
+
 
 @dataclass(frozen=True)
 class Row:
@@ -193,27 +201,7 @@ class Row:
     def __post_init__(self) -> None:
         # only what identifies the row: a measured value is never refused (a NaN is saved as null)
         check_fields(self, "row", names=("role", "status", "concurrency"))
-        # a file's (or a caller's) text becomes the member, so that code compares members, never strings
-        object.__setattr__(self, "role", Role(self.role))
-        object.__setattr__(self, "status", Status(self.status))
-        if not all(isinstance(w, Finding) for w in self.warnings):
-            object.__setattr__(self, "warnings", tuple(w if isinstance(w, Finding) else Finding.from_value(w)
-                                                       for w in self.warnings))
-        if self.diagnosis is not None and not isinstance(self.diagnosis, Finding):
-            object.__setattr__(self, "diagnosis", Finding.from_value(self.diagnosis))
-        # Read from a file (or written as a dict by hand): validated into their classes here.
-        for name in ("speedup", "speedup_in_session", "confirmed"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, Speedup):
-                object.__setattr__(self, name, Speedup.from_dict(value))
-        if self.speedup_by_category is not None:
-            if not isinstance(self.speedup_by_category, dict):
-                raise ValueError("speedup_by_category is not an object")
-            object.__setattr__(self, "speedup_by_category", {category: speed if isinstance(speed, Speedup) else
-                                                             Speedup.from_dict(speed)
-                                                             for category, speed in self.speedup_by_category.items()})
-        if self.theory is not None and not isinstance(self.theory, Theory):
-            object.__setattr__(self, "theory", Theory.from_dict(self.theory))
+        _make_typed(self.__dict__, Speedup.from_dict, Theory.from_dict)   # a frozen dataclass: its own dict
 
     @property
     def key(self) -> tuple:
@@ -249,22 +237,66 @@ class Row:
 
     @classmethod
     def from_dict(cls, data: dict) -> Row:
+        """A row from its JSON object, every value checked by the constructors."""
         if not isinstance(data, dict) or not isinstance(data.get("target"), str):
             raise ValueError("a result row needs a string 'target'")
-        kwargs = {k: v for k, v in read_fields(cls, data).items() if k not in ("requests", "warnings")}
-        extra = {k: v for k, v in data.items() if k not in declarations(cls)}
-        if "error" in data and "status" not in data:
-            # upstream marks failed runs with {"error": "server_failed"}
-            kwargs["status"] = Status.ERROR
-            kwargs["reason"] = str(data["error"])
-            extra.pop("error", None)
-        if "role" not in data:
-            kwargs["role"] = Role.BASELINE if data.get("draft") is None else Role.SPECULATIVE
-        if kwargs.get("role") == Role.SPECULATIVE and "speculation_active" not in data:
-            kwargs["speculation_active"] = None  # upstream never checked
-        kwargs["warnings"] = tuple(Finding.from_value(w) for w in data.get("warnings") or ())
-        kwargs["requests"] = tuple(RequestRecord.from_dict(r) for r in data.get("requests") or () if isinstance(r, dict))
-        return cls(extra=extra, **kwargs)
+        values, extra = _read_row(data, dict(read_fields(cls, data)), RequestRecord.from_dict)
+        return cls(extra=extra, **values)
+
+    @classmethod
+    def from_checked(cls, data: dict) -> Row:
+        """A row from a JSON object that the results schema has accepted (``ResultsFile.from_dict`` walks
+        the whole file first): made typed as the constructor does, its values not checked again (see
+        :func:`json_types.checked_instance`)."""
+        values, extra = _read_row(data, checked_values(cls, data), RequestRecord.from_checked)
+        values["extra"] = extra
+        _make_typed(values, Speedup.from_checked, Theory.from_checked)
+        return checked_instance(cls, values)
+
+
+def _read_row(data: dict, values: dict, request_of: Callable[[dict], RequestRecord]) -> tuple[dict, dict]:
+    """A row's field values from its JSON object ``data`` (``values``: its declared keys, changed here)
+    and the keys it does not declare; upstream's markers become fields."""
+    declared = declarations(Row)
+    extra = {} if declared.keys() >= data.keys() else {k: v for k, v in data.items() if k not in declared}
+    if "error" in data and "status" not in data:
+        # upstream marks failed runs with {"error": "server_failed"}
+        values["status"] = Status.ERROR
+        values["reason"] = str(data["error"])
+        extra.pop("error", None)
+    if "role" not in data:
+        values["role"] = Role.BASELINE if data.get("draft") is None else Role.SPECULATIVE
+    if values.get("role") == Role.SPECULATIVE and "speculation_active" not in data:
+        values["speculation_active"] = None  # upstream never checked
+    values["warnings"] = tuple(Finding.from_value(w) for w in data.get("warnings") or ())
+    values["requests"] = tuple(request_of(r) for r in data.get("requests") or () if isinstance(r, dict))
+    return values, extra
+
+
+def _make_typed(values: dict, speedup_of: Callable[[dict], Speedup], theory_of: Callable[[dict], Theory]) -> None:
+    """A row's values as the code reads them, in place: a file's (or a caller's) text becomes the member,
+    so that code compares members, never strings; findings, speed-ups and the theory become their classes."""
+    values["role"] = Role(values["role"])
+    values["status"] = Status(values["status"])
+    warnings = values["warnings"]
+    if not all(isinstance(w, Finding) for w in warnings):
+        values["warnings"] = tuple(w if isinstance(w, Finding) else Finding.from_value(w) for w in warnings)
+    diagnosis = values["diagnosis"]
+    if diagnosis is not None and not isinstance(diagnosis, Finding):
+        values["diagnosis"] = Finding.from_value(diagnosis)
+    for name in ("speedup", "speedup_in_session", "confirmed"):
+        speed = values[name]
+        if speed is not None and not isinstance(speed, Speedup):
+            values[name] = speedup_of(speed)
+    by_category = values["speedup_by_category"]
+    if by_category is not None:
+        if not isinstance(by_category, dict):
+            raise ValueError("speedup_by_category is not an object")
+        values["speedup_by_category"] = {category: speed if isinstance(speed, Speedup) else speedup_of(speed)
+                                         for category, speed in by_category.items()}
+    theory = values["theory"]
+    if theory is not None and not isinstance(theory, Theory):
+        values["theory"] = theory_of(theory)
 
 
 UPSTREAM_ROW_KEYS = tuple(name for name, declared in declarations(Row).items() if declared.upstream)

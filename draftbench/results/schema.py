@@ -22,7 +22,7 @@ RESULTS_FILE = spec_of(ResultsFile)
 
 def first_problem(data: Any) -> tuple[str, str] | None:
     """``(json_path, message)`` of the first value in a parsed results file that has the wrong type."""
-    return RESULTS_FILE.check(data, "$")
+    return None if RESULTS_FILE.valid(data) else RESULTS_FILE.check(data, "$")
 
 
 def _type(spec: Spec, required: bool, unit: str | None) -> str:

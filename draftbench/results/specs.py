@@ -2,20 +2,23 @@
 :mod:`draftbench.results.json_types`, which declares fields with them).
 
 ``Spec.check`` walks a value once and returns the JSON path of the first bad one; ``Spec.quick``
-settles a scalar in one call, so that the walk over a file's millions of values builds a path only
-where something is wrong. Numbers may carry a physical ``maximum`` (:mod:`draftbench.results.bounds`).
+settles a scalar in one call, and ``Spec.valid`` walks a whole value without building any path: a
+file is walked with ``valid`` (one call per value), and with ``check`` only where ``valid`` says no,
+to name the bad value (:func:`first_problem`). Numbers may carry a physical ``maximum`` (:mod:`draftbench.results.bounds`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..common.numbers import above_what_is_measured, number_text
 
 MAX_FREE_DEPTH = 32
+_FLOAT_MAX = sys.float_info.max
 
 
 class Spec:
@@ -48,6 +51,11 @@ class Spec:
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
         return None
 
+    def valid(self, value: Any) -> bool:
+        """True only when :meth:`check` finds nothing in ``value`` (False: ask ``check`` where and why).
+        Containers walk their items without building JSON paths; a scalar is :meth:`quick`."""
+        return self.quick(value) or self.check(value, "") is None
+
     def children(self) -> list[tuple[str, Spec]]:
         """(path suffix, spec) of what this holds, for the snapshot: ``.key``, ``[]``, ``.*``."""
         return []
@@ -79,6 +87,8 @@ class Str(Spec):
         if value is None:
             return self.nullable
         return type(value) is str and (not self.choices or value in self.choices)
+
+    valid = quick      # what JSON parses to (never a subclass of str) is settled in this one call
 
 
 @dataclass(frozen=True)
@@ -118,22 +128,31 @@ class Int(_Number):
         low, high = self.minimum, self.maximum
         return type(value) is int and (low is None or value >= low) and (high is None or value <= high)
 
+    valid = quick
+
 
 @dataclass(frozen=True)
 class Num(_Number):
     NAME: ClassVar[tuple[str, str]] = ("a finite number", "number")
 
     def accepts(self, value: Any) -> bool:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        # an integer too large for a float (10**400: JSON allows it) is no finite number either
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and (-_FLOAT_MAX <= value <= _FLOAT_MAX if isinstance(value, int) else math.isfinite(value))
                 and (self.minimum is None or value >= self.minimum))
 
     def quick(self, value: Any) -> bool:
         if value is None:
             return self.nullable
         kind, low, high = type(value), self.minimum, self.maximum
-        # value - value == 0 is False for NaN and ±inf
-        return ((kind is float or kind is int) and value - value == 0 and (low is None or value >= low)
-                and (high is None or value <= high))
+        if kind is float:
+            if value - value != 0:      # NaN and ±inf
+                return False
+        elif kind is not int or not -_FLOAT_MAX <= value <= _FLOAT_MAX:
+            return False
+        return (low is None or value >= low) and (high is None or value <= high)
+
+    valid = quick
 
 
 @dataclass(frozen=True)
@@ -151,6 +170,8 @@ class Bool(Spec):
 
     def quick(self, value: Any) -> bool:
         return self.nullable if value is None else type(value) is bool
+
+    valid = quick
 
 
 @dataclass(frozen=True)
@@ -179,6 +200,11 @@ class ListOf(Spec):
                 return problem
         return None
 
+    def valid(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        return type(value) is list and all(map(self.item.valid, value))
+
     def children(self) -> list[tuple[str, Spec]]:
         return [("[]", self.item)]
 
@@ -193,8 +219,9 @@ class Obj(Spec):
     rest: Spec | None = None
     units: dict[str, str] = field(default_factory=dict)   # key -> unit, where one is declared
 
-    def __post_init__(self) -> None:   # per key, the one-call check and whether null is fine (see check_inside)
+    def __post_init__(self) -> None:   # per key, the one-call checks and whether null is fine (see check_inside)
         object.__setattr__(self, "_quick", {key: spec.quick for key, spec in self.fields.items()})
+        object.__setattr__(self, "_valid", {key: spec.valid for key, spec in self.fields.items()})
         object.__setattr__(self, "_nullable", {key: spec.nullable for key, spec in self.fields.items()})
 
     def describe(self) -> str:
@@ -224,6 +251,26 @@ class Obj(Spec):
             if problem:
                 return problem
         return None
+
+    def valid(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        if type(value) is not dict:
+            return False
+        for key in self.required:
+            if key not in value:
+                return False
+        valid_of: dict = self._valid      # type: ignore[attr-defined]
+        nullable: dict = self._nullable   # type: ignore[attr-defined]
+        other = self.rest or FREE
+        other_valid, other_nullable = other.valid, other.nullable
+        for key, item in value.items():
+            if item is None:
+                if not nullable.get(key, other_nullable):
+                    return False
+            elif not valid_of.get(key, other_valid)(item):
+                return False
+        return True
 
     def children(self) -> list[tuple[str, Spec]]:
         return [(f".{key}", spec) for key, spec in self.fields.items()] + ([(".*", self.rest)] if self.rest else [])
@@ -256,6 +303,11 @@ class MapOf(Spec):
                 return problem
         return None
 
+    def valid(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        return type(value) is dict and all(map(self.value.valid, value.values()))
+
     def children(self) -> list[tuple[str, Spec]]:
         return [(".*", self.value)]
 
@@ -280,6 +332,14 @@ class OneOf(Spec):
     def check_inside(self, value: Any, path: str) -> tuple[str, str] | None:
         spec = next(o for o in self.options if o.accepts(value))
         return spec.check_inside(value, path)
+
+    def valid(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        for option in self.options:       # the option check() would pick: the first that accepts the value
+            if option.accepts(value):
+                return option.valid(value)
+        return False
 
     def children(self) -> list[tuple[str, Spec]]:
         return [child for option in self.options for child in option.children()]

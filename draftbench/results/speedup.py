@@ -14,7 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .bounds import MAX_RATIO
-from .json_types import BOOL, NUM, STR, Int, Num, check_fields, declare, read_fields, write_fields
+from .json_types import (
+    BOOL,
+    NUM,
+    STR,
+    Int,
+    Num,
+    check_fields,
+    checked_instance,
+    checked_values,
+    declare,
+    read_fields,
+    write_fields,
+)
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,7 @@ class Speedup:
 
     def __post_init__(self) -> None:
         check_fields(self, "speed-up")
-        if (self.ci95_low is None) != (self.ci95_high is None):
-            raise ValueError("a speed-up's interval needs both ci95_low and ci95_high, or neither")
+        _check_interval(self.ci95_low, self.ci95_high)
 
     @property
     def has_interval(self) -> bool:
@@ -61,11 +72,24 @@ class Speedup:
         return cls(**read_fields(cls, data))
 
     @classmethod
+    def from_checked(cls, data: dict) -> Speedup:
+        """A speed-up from an object the results schema has accepted (its values are not checked again:
+        see :func:`json_types.checked_instance`); the rule between its fields still is."""
+        values = checked_values(cls, data)
+        _check_interval(values["ci95_low"], values["ci95_high"])
+        return checked_instance(cls, values)
+
+    @classmethod
     def from_value(cls, value: Speedup | dict | None) -> Speedup | None:
         """A speed-up from a row field or a JSON value that may hold one (None stays None)."""
         if value is None or isinstance(value, Speedup):
             return value
         return cls.from_dict(value)
+
+
+def _check_interval(low: float | None, high: float | None) -> None:
+    if (low is None) != (high is None):
+        raise ValueError("a speed-up's interval needs both ci95_low and ci95_high, or neither")
 
 
 def rank(speed: Speedup | None) -> tuple[float, float]:

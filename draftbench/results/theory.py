@@ -21,7 +21,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .json_types import NUM, STR, Int, check_fields, declare, read_fields, write_fields
+from .json_types import (
+    NUM,
+    STR,
+    Int,
+    check_fields,
+    checked_instance,
+    checked_values,
+    declare,
+    read_fields,
+    write_fields,
+)
 
 FORMULA = "S = (1 - a^(k+1)) / ((1 - a) * (1 + c*k))"
 
@@ -57,6 +67,12 @@ class Theory:
         if not isinstance(data, dict):
             raise ValueError(f"a theory must be an object, not {type(data).__name__}")
         return cls(**read_fields(cls, data))
+
+    @classmethod
+    def from_checked(cls, data: dict) -> Theory:
+        """A theory from an object the results schema has accepted (not checked again: see
+        :func:`json_types.checked_instance`)."""
+        return checked_instance(cls, checked_values(cls, data))
 
 
 def tokens_per_step(alpha: float, k: float) -> float:

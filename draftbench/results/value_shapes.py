@@ -43,7 +43,8 @@ SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str
 ACCEPTED_PER_POS = ListOf(Int(nullable=False, minimum=0, maximum=MAX_TOKEN_SUM, unit="tokens"))   # a row's sums
 K_PREDICTION = Obj({                                   # analysis.draft.best_k
     "from_k": Int(nullable=False), "times": Str(choices=("server", "client")), "target_s_per_token": NUM,
-    "cost_per_drafted_token_s": NUM, "drafted_per_step": NUM, "baseline_tps": NUM,
+    "cost_per_drafted_token_s": NUM, "cost_per_step_s": NUM, "drafted_per_step": NUM,
+    "drafts": Str(choices=("full", "cut short")), "baseline_tps": NUM,
     "per_k": ListOf(Obj({"k": Int(nullable=False), "tokens_per_step": NUM, "predicted_tps": Num(nullable=False),
                          "predicted_speedup": NUM, "measured_tps": NUM, "error_pct": NUM},
                         required=("k", "predicted_tps"), nullable=False), nullable=False),
@@ -61,7 +62,10 @@ INTERVAL = Obj({"ratio": NUM, "low": NUM, "high": NUM, "requests": INT})
 COUNTER_BOUND = Obj({"ratio": NUM, "requests": INT, "excess": INTERVAL, "no_drafts": INTERVAL,   # analysis.comparison
                      "speed_changed": BOOL, "text": STR})
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
-            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM})})
+            "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM}),
+            # every look at the candidate (analysis.race_outcome): the report's race history
+            "looks": ListOf(Obj({"requests": INT, "ratio": NUM, "low": NUM, "high": NUM, "standing": STR},
+                                nullable=False))})
 # where the models ran (backends.llamacpp.topology: a llama.cpp RPC split; backends.vllm.parallel: vLLM's parallelism)
 MODEL_PLACEMENT = Obj({"path": STR, "devices": ListOf(Obj({"name": STR, "description": STR}, nullable=False)),
                        "offloaded": STR, "model_mib": MapOf(NUM), "kv_mib": MapOf(NUM), "compute_mib": MapOf(NUM),

@@ -20,13 +20,14 @@ from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
 from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
+from ..common.suggest import did_you_mean
 from ..common.text_safety import lone_surrogate_paths, safe_text, text_problem
 from ..config.candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
 from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
-from ..config.settings import COMMON_SETTINGS, Field, check_value
+from ..config.settings import COMMON_SETTINGS, Field, check_value, unknown_key
 from .cap import cap_problem, count
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
@@ -184,7 +185,7 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
                                     "write {\"label\": \"7B Q4_K_M\", \"path\": \"/models/model.gguf\"}"))
             continue
         for extra in sorted(set(entry) - MODEL_KEYS):
-            warnings.append(Problem(f"{ep}.{extra}", f"unknown key, ignored (known: {', '.join(sorted(MODEL_KEYS))})"))
+            problems.append(unknown_key(f"{ep}.{extra}", extra, MODEL_KEYS))
         label = entry.get("label")
         ok = check_label(f"{ep}.label", label, seen, problems)
         raw_path = entry.get("path")
@@ -211,6 +212,14 @@ def _check_models(key: str, value: Any, base_dir: str, problems: list[Problem], 
         if ok and isinstance(label, str) and isinstance(raw_path, str):
             refs.append(ModelRef(label=label, path=resolved, extra_args=tuple(extra_args), raw_path=raw_path, rpc=rpc))
     return tuple(refs)
+
+
+def _other_backend_keys(backend: Any) -> dict[str, str]:
+    """Settings keys of the other backends (key → backend): a vllm_* key in a llamacpp config is no typo."""
+    from ..backends import REGISTRY
+
+    return {key: other.config_name for other in REGISTRY.values() if other is not backend
+            for key in other.settings_schema}
 
 
 def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceiling") -> list[Problem]:
@@ -298,7 +307,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
             backend = get_backend(backend_raw)
         except KeyError:
             problems.append(Problem("$.backend", f"unknown backend {backend_raw!r}",
-                                    f"use one of: {', '.join(backend_names())}"))
+                                    did_you_mean(backend_raw, backend_names(), quote=True)))
     backend_name = backend.config_name if backend else "llamacpp"
 
     resolve = backend.resolve_model if backend else expand_path
@@ -309,7 +318,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
 
-    candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, warnings, resolve)
+    candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, resolve)
 
     schema = dict(COMMON_SETTINGS)
     if backend:
@@ -325,7 +334,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     for key, spec in schema.items():
         settings[key] = check_value(f"$.settings.{key}", settings_raw.get(key), spec, problems)
     for key in sorted(set(settings_raw) - set(schema)):
-        warnings.append(Problem(f"$.settings.{key}", f"unknown key, ignored (known: {', '.join(sorted(schema))})"))
+        problems.append(unknown_key(f"$.settings.{key}", key, schema, other_backends=_other_backend_keys(backend)))
     # Executable paths: relative to the config's folder, with ~ and $VARS (llama_bin, and a backend's own)
     path_keys = backend.path_settings if backend else ()
     for key in path_keys:
@@ -352,7 +361,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         candidate_placements={c.where: c.params[DRAFT_PLACEMENT] for c in candidates if DRAFT_PLACEMENT in c.params}))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        warnings.append(Problem(f"$.{key}", f"unknown key, ignored (known: {', '.join(sorted(TOP_LEVEL_KEYS))})"))
+        problems.append(unknown_key(f"$.{key}", key, TOP_LEVEL_KEYS))
 
     # Counted before anything is expanded: a million combinations are refused at once, not listed.
     specs = tuple(from_draft(d, settings.get("draft_max"), f"$.drafts[{i}]") for i, d in enumerate(drafts)) + candidates

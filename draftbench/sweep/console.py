@@ -12,8 +12,10 @@ from typing import TextIO
 
 from ..analysis.comparison import describe_with_bound
 from ..analysis.draft import best_k as kpredict
+from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
+from ..analysis.winning_command import command_lines
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, Row
 from ..results.findings import Code
@@ -43,7 +45,7 @@ class Reporter:
     def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
                      max_tokens: int, backend: str, resumed_from: str | None, n_done: int,
                      n_candidates: int = 0, n_open: int = 0) -> None: ...
-    def combination_started(self, index: int, total: int, title: str) -> None: ...
+    def combination_started(self, index: int, total: int, title: str, at_most: bool = False) -> None: ...
     def server_starting(self) -> None: ...
     def port_retry(self, old: int, new: int) -> None: ...
     def port_moved(self, old: int, new: int) -> None: ...
@@ -91,8 +93,9 @@ class Console(Reporter):
         self.line("=" * 60)
         self.line()
 
-    def combination_started(self, index, total, title) -> None:
-        self.line(f"[{index}/{total}] {title}")
+    def combination_started(self, index, total, title, at_most=False) -> None:
+        # a race numbers its servers as it starts them, out of the most it may start
+        self.line(f"[{index}/{'≤' if at_most else ''}{total}] {title}")
 
     def server_starting(self) -> None:
         self.part("  Starting server ... ")
@@ -188,17 +191,14 @@ class Console(Reporter):
                 self.line(f"  ! {finding.message}")
 
     def _inside_the_draft(self, row: Row) -> None:
-        """Acceptance by position, its diagnosis, the one-run k prediction and the ceiling, where known."""
+        """Acceptance by position and its diagnosis (with what every source says about k), where known."""
         if row.role is not Role.SPECULATIVE:
             return
         if row.accepted_per_pos and row.verify_steps:
             shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
             self.line(f"  Acceptance by position: {shares} (mean accepted length {row.mean_accepted_len})")
-        if row.diagnosis:
+        if row.diagnosis:     # ends with the one statement about k (analysis/draft/k_advice.py)
             self.line(f"  Diagnosis: {row.diagnosis.message}")
-        if row.k_prediction:
-            text = kpredict.describe(row.k_prediction)
-            self.line(f"  {text[0].upper()}{text[1:]}")
 
     def progress(self, elapsed_s, remaining_s, at_most=False) -> None:
         eta = f", {'at most' if at_most else 'about'} {format_duration(remaining_s)} left" if remaining_s else ""
@@ -247,6 +247,10 @@ class Console(Reporter):
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):
             self.line(f"  {entry['verdict']}")
+            if isinstance(entry.get("race"), dict) and (race := RaceOutcome.from_dict(entry["race"])) is not None:
+                self.line(f"    Race: {race.sentence()}")       # the same decision, in the same words
+            for text in command_lines(entry):
+                self.line(f"    {text}")
         self.line()
         self.line(f"Results saved to {results_path}")
         if chart_path:

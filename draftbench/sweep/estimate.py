@@ -1,22 +1,35 @@
 """How long a sweep will take: per combination, from what was measured before.
 
-One model serves ``--dry-run`` (the plan with durations) and the console's ETA. A combination
-costs: loading its server, the warm-up, and its requests. Each is taken, in order of
-preference, from
+One model serves ``--dry-run`` (the plan with durations), the console's ETA and the race's upper
+bound. A combination costs: loading its server, the warm-up, and its requests, which N streams run
+N at a time. A request's time is rebuilt from what an earlier request measured — its time to the
+first token and its decode rate — at *this* config's ``max_tokens`` (a request that stopped by
+itself stops there again; one cut at the old limit runs to the new one), so a changed
+``max_tokens`` changes the estimate. Each is taken, in order of preference, from
 
 1. the same combination measured before — in this results file or in another draftbench results
-   file of the same ``hardware`` next to it (``mean_total_time`` per request, ``load_time_s``);
-2. the same target measured before (its baseline), for candidates never measured: speculation
-   assumed to neither help nor hurt;
-3. a short probe of the target (``--dry-run --probe``: one request on its own server, never saved),
+   file of the same ``hardware`` next to it;
+2. the same combination at one stream, for a concurrency level never measured: each request slowed
+   as much as the target's baseline was at that level (or, not known, as if the streams ran one
+   after the other);
+3. for a ceiling run, its draft's real run (at full acceptance, each verify step yields k+1 tokens
+   instead of the mean accepted length the real run measured);
+4. the same target measured before (its baseline), for candidates never measured: scaled by how much
+   slower or faster this target's candidates measured so far ran than its baseline (on a CPU,
+   speculation often costs several times the target alone);
+5. a short probe of the target (``--dry-run --probe``: one request on its own server, never saved),
    the same way;
-4. the model files' sizes: decoding reads the whole model once per token, so tok/s ≈ memory
+6. the model files' sizes: decoding reads the whole model once per token, so tok/s ≈ memory
    bandwidth / model bytes, with :data:`ASSUMED_BANDWIDTH_GBPS` (a guess, said as such).
+
+``benchmarks/estimate.py`` reports these estimates against the measured wall times.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +43,7 @@ ASSUMED_BANDWIDTH_GBPS = 50.0    # between a CPU's (~20) and a laptop GPU's (~20
 ASSUMED_LOAD_GBPS = 2.0          # reading a model file from an SSD into memory
 SERVER_OVERHEAD_S = 1.0          # start-up probes, readiness polling, stopping, port release
 WARMUP_TOKENS = 64               # measure.py caps warm-up requests at 64 tokens
+FULL = "full"                    # the ceiling level at full acceptance (analysis.draft.ceiling.Level.FULL)
 HISTORY_MAX_FILES = 200          # earlier results files looked at, in name order
 HISTORY_MAX_BYTES = 64 * 10**6   # a bigger file of ours is not read for an estimate (a dry run stays quick)
 
@@ -37,9 +51,37 @@ HISTORY_MAX_BYTES = 64 * 10**6   # a bigger file of ours is not read for an esti
 @dataclass(frozen=True)
 class Estimate:
     seconds: float
-    source: str                      # "measured", "baseline", "probe", "model size" or "unknown"
-    load_s: float = 0.0              # one server: loading, start-up overhead and warm-up
-    per_request_s: float = 0.0       # one measured request
+    source: str                      # "measured", "one stream", "real run", "baseline", "probe", "model size", "unknown"
+    fixed_s: float = 0.0             # of which: loading the server, its start-up and its warm-up
+    request_s: float = 0.0           # one request (N streams: one round of N), as the rest was counted
+
+
+@dataclass(frozen=True)
+class Known:
+    """A measured row and the ``max_tokens`` its requests were capped at (None: not recorded)."""
+
+    row: Row
+    max_tokens: int | None
+
+    def request_s(self, max_tokens: int, decode_speedup: float = 1.0, *, made_at: int | None = None) -> float | None:
+        """Mean seconds for one request at ``max_tokens``, rebuilt from each measured request (TTFT, then
+        the decode rate times ``decode_speedup`` for the tokens it would generate). ``made_at``: the limit
+        to assume where the row's own is not recorded."""
+        times = []
+        for r in self.row.requests:
+            if r.error is not None or r.ttft_s is None or not r.decode_tps or r.completion_tokens is None:
+                continue
+            tokens = max_tokens if r.finish_reason == "length" else min(r.completion_tokens, max_tokens)
+            times.append(r.ttft_s + max(0, tokens - 1) / (r.decode_tps * decode_speedup))
+        if times:
+            return statistics.fmean(times)
+        total = self.row.mean_total_time
+        if not total:
+            return None
+        # no per-request data (an upstream file): its mean, scaled to the new limit
+        made = self.max_tokens or made_at
+        scale = max_tokens / made if made else 1.0
+        return total * scale / decode_speedup
 
 
 class Estimator:
@@ -47,8 +89,8 @@ class Estimator:
         self.config = config
         self.n_prompts = n_prompts
         self.history = history
-        self.rows: dict[tuple, Row] = {}
-        self.probed: dict[str, Row] = {}     # target label -> its short probe's row
+        self.rows: dict[tuple, Known] = {}
+        self.probed: dict[str, Known] = {}     # target label -> its short probe's row
         for results in history:
             self.add(results)
 
@@ -77,47 +119,114 @@ class Estimator:
 
     def add(self, results: ResultsFile) -> None:
         """Learn from a results file (later files win: the current sweep is added last)."""
+        max_tokens = _whole((results.settings or {}).get("max_tokens"))
         for row in results.results:
-            if row.measured and row.mean_total_time:
-                self.rows[(row.role, row.target, row.draft, row.draft_max, row.concurrency)] = row
+            if row.measured and (row.mean_total_time or row.requests):
+                level = (row.synthetic or {}).get("level") if row.role == Role.CEILING.value else None
+                self.rows[(row.role, row.target, row.draft, row.draft_max, row.concurrency, level)] = \
+                    Known(row, max_tokens)
 
     def add_probe(self, row: Row) -> None:
-        """Learn a target's speed from a short probe of its baseline (``sweep.probe``)."""
+        """Learn a target's speed from a short probe of its baseline (``sweep.probe``), made at this config's
+        ``max_tokens``."""
         if row.measured and row.mean_total_time:
-            self.probed[row.target] = row
+            self.probed[row.target] = Known(row, self._max_tokens())
 
     def knows(self, role: str, target: str) -> bool:
         """Whether a combination (or, for candidates, its target's baseline) was measured before."""
         return any(key[0] == role and key[1] == target for key in self.rows)
 
+    def _max_tokens(self) -> int:
+        return self.config.settings.get("max_tokens") or 512
+
+    def _request_s(self, known: Known | None) -> float | None:
+        return known.request_s(self._max_tokens(), made_at=self._max_tokens()) if known else None
+
+    def _get(self, role: str, target: str, draft: str | None, draft_max: int | None, concurrency: int,
+             level: str | None = None) -> Known | None:
+        return self.rows.get((role, target, draft, draft_max, concurrency, level))
+
+    def _baseline(self, target: str, concurrency: int) -> Known | None:
+        return self._get(Role.BASELINE.value, target, None, None, concurrency)
+
+    def _slowdown(self, target: str, concurrency: int) -> float:
+        """How much longer a request takes at ``concurrency`` streams than alone: the target's baselines
+        at both say; unknown, the streams are taken to run one after the other (no gain from them)."""
+        one, many = self._baseline(target, 1), self._baseline(target, concurrency)
+        a = self._request_s(one)
+        b = self._request_s(many)
+        return b / a if a and b else float(concurrency)
+
+    def _candidate_factor(self, target: str, concurrency: int) -> float:
+        """How much longer this target's measured candidates took per request than its baseline (median)."""
+        base_s = self._request_s(self._baseline(target, concurrency))
+        if not base_s:
+            return 1.0
+        ratios = [s / base_s for key, known in self.rows.items()
+                  if key[0] == Role.SPECULATIVE.value and key[1] == target and key[4] == concurrency
+                  and (s := self._request_s(known))]
+        return statistics.median(ratios) if ratios else 1.0
+
     def combination(self, role: str, target: str, draft: str | None, draft_max: int | None,
-                    target_path: str | None, concurrency: int = 1) -> Estimate:
+                    target_path: str | None, concurrency: int = 1, level: str | None = None) -> Estimate:
         s = self.config.settings
         requests = self.n_prompts * (s.get("runs") or 1)
         warmup = s.get("warmup") or 0
-        max_tokens = s.get("max_tokens") or 512
-        row = self.rows.get((role, target, draft, draft_max, concurrency))
-        source = "measured"
-        if row is None and role in (Role.SPECULATIVE, Role.CONTROL):
-            row, source = self.rows.get((Role.BASELINE, target, None, None, concurrency)), "baseline"
-        if row is None and concurrency == 1 and target in self.probed:
-            row, source = self.probed[target], "probe"
-        if row is not None and row.mean_total_time:
-            per_request = row.mean_total_time
-            warm = per_request * min(1.0, WARMUP_TOKENS / max_tokens)
-            load = row.load_time_s if row.load_time_s is not None else 0.0
-            start = load + SERVER_OVERHEAD_S + warmup * warm
-            return Estimate(start + requests * per_request, source, start, per_request)
+        max_tokens = self._max_tokens()
+        rounds = math.ceil(requests / concurrency)     # N streams take N requests at a time
+
+        def made_of(known: Known, source: str, *, factor: float = 1.0, decode_speedup: float = 1.0) -> Estimate | None:
+            per_request = known.request_s(max_tokens, decode_speedup, made_at=max_tokens)
+            if per_request is None:
+                return None
+            warm = known.request_s(min(max_tokens, WARMUP_TOKENS), decode_speedup, made_at=max_tokens) or 0.0
+            load = known.row.load_time_s if known.row.load_time_s is not None else 0.0
+            fixed = load + SERVER_OVERHEAD_S + factor * warmup * warm
+            return Estimate(fixed + factor * rounds * per_request, source, fixed, factor * per_request)
+
+        candidates: list[Estimate | None] = []
+        exact = self._get(role, target, draft, draft_max, concurrency, level)
+        if exact:
+            candidates.append(made_of(exact, "measured"))
+        if concurrency != 1 and (alone := self._get(role, target, draft, draft_max, 1, level)):
+            candidates.append(made_of(alone, "one stream", factor=self._slowdown(target, concurrency)))
+        if role == Role.CEILING.value and (real := self._get(Role.SPECULATIVE.value, target, draft, draft_max, 1)):
+            candidates.append(made_of(real, "real run", decode_speedup=_full_acceptance_gain(real.row, level)))
+        if role in (Role.SPECULATIVE.value, Role.CONTROL.value, Role.CEILING.value):
+            base = self._baseline(target, concurrency)
+            factor = self._candidate_factor(target, concurrency) if role != Role.CONTROL.value else 1.0
+            if base:
+                candidates.append(made_of(base, "baseline", factor=factor))
+            elif concurrency != 1 and (alone := self._baseline(target, 1)):
+                candidates.append(made_of(alone, "baseline", factor=factor * self._slowdown(target, concurrency)))
+        if target in self.probed:
+            candidates.append(made_of(self.probed[target], "probe", factor=float(concurrency)))
+        found = next((e for e in candidates if e is not None), None)
+        if found is not None:
+            return found
         size = _size(target_path)
         if not size:
             return Estimate(0.0, "unknown")
         tps = ASSUMED_BANDWIDTH_GBPS * 1e9 / size
-        start = size / (ASSUMED_LOAD_GBPS * 1e9) + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
-        return Estimate(start + requests * max_tokens / tps, "model size", start, max_tokens / tps)
+        fixed = size / (ASSUMED_LOAD_GBPS * 1e9) + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
+        return Estimate(fixed + requests * max_tokens / tps, "model size", fixed, max_tokens / tps)
 
     def parts(self, estimate: Estimate, combo) -> tuple[float, float]:
-        """(one server's start, one request) of ``estimate``: what a schedule's step costs."""
-        return estimate.load_s, estimate.per_request_s
+        """(one server's start, one request) of ``estimate``: what a schedule's step costs (sweep/passes.py)."""
+        return estimate.fixed_s, estimate.request_s
+
+
+def _full_acceptance_gain(real: Row, level: str | None) -> float:
+    """A ceiling run at full acceptance yields k+1 tokens per verify step where the real run yielded its
+    mean accepted length: its decode runs that much faster (at its measured acceptance: the same)."""
+    k = len(real.accepted_per_pos) if real.accepted_per_pos else real.draft_max
+    if level != FULL or not k or not real.mean_accepted_len:
+        return 1.0
+    return max(1.0, (k + 1) / real.mean_accepted_len)
+
+
+def _whole(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _size(path: str | None) -> int | None:
@@ -130,8 +239,9 @@ def _size(path: str | None) -> int | None:
 def estimate_of(estimator: Estimator, combo) -> Estimate:
     """The estimate for a ``sweep.plan.Combination`` (duck-typed: this module sits below the sweep)."""
     cand = combo.candidate
+    level = (combo.synthetic or {}).get("level") if combo.role == Role.CEILING else None
     return estimator.combination(combo.role.value, combo.target.label, cand.label if cand else None,
-                                 combo.draft_max, combo.target.path, combo.concurrency)
+                                 combo.draft_max, combo.target.path, combo.concurrency, level)
 
 
 def total_s(estimator: Estimator, combos) -> float | None:

@@ -14,6 +14,7 @@ their status and reason), so a resumed race rebuilds its state from the results 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -22,6 +23,7 @@ from typing import Protocol
 from ..analysis.comparison import check_counters
 from ..analysis.decision import confirmed_winner
 from ..analysis.pairing import Pair, pairs
+from ..analysis.race_outcome import LEADER_NOT_CONFIRMED, NOT_A_SPEEDUP, UNRESOLVED, RaceOutcome
 from ..analysis.racing import Look, RaceRules, Standing, judge
 from ..analysis.verdict import analyze
 from ..config.prompts import Prompt
@@ -35,13 +37,13 @@ from .estimate import Estimator
 from .passes import TargetPasses, confirm, in_passes, step_seconds, target_passes
 from .plan import Combination, shows_k
 from .runner import CombinationRunner
-from .schedule import Design, Kind, Request, Side, Step, pass_steps, sweep_steps
+from .schedule import Design, Kind, Request, Side, Step, confirmation_steps, pass_steps, sweep_steps
 from .steps import StepRunner
 
+# What the race decided about each contender (``race.decision``); analysis/race_outcome.py reads them
 DECISIONS = {Standing.LEADER: "winner", Standing.TIED: "tied with the winner",
-             Standing.RESOLVED: "not better than the winner by the noise floor",
-             Standing.UNRESOLVED: "unresolved: the planned requests could not separate it from the leader",
-             Standing.OPEN: "not separated"}
+             Standing.RESOLVED: "within the noise floor of the winner",
+             Standing.UNRESOLVED: UNRESOLVED, Standing.OPEN: "not separated"}
 
 
 class RowStore(Protocol):
@@ -75,15 +77,14 @@ def decision_of(name: str, look: Look) -> str:
     if standing is None:
         return "eliminated" if name in look.eliminated else "not separated"
     if standing is Standing.LEADER:
-        return "winner" if look.winner == name else "leader, not confirmed faster than the baseline by the noise floor"
+        return "winner" if look.winner == name else LEADER_NOT_CONFIRMED
     if look.winner is None and standing is not Standing.OPEN:
-        return {Standing.TIED: "tied with the leader", Standing.RESOLVED: "not better than the leader by the noise "
-                "floor", Standing.UNRESOLVED: DECISIONS[Standing.UNRESOLVED]}[standing]
+        return {Standing.TIED: "tied with the leader", Standing.RESOLVED: "within the noise floor of the leader",
+                Standing.UNRESOLVED: UNRESOLVED}[standing]
     return DECISIONS[standing]
 
 
-OPEN_DECISIONS = ("running", "not separated", DECISIONS[Standing.OPEN],
-                  "leader, not confirmed faster than the baseline by the noise floor")
+OPEN_DECISIONS = ("running", "not separated", DECISIONS[Standing.OPEN], LEADER_NOT_CONFIRMED)
 
 
 def may_continue(row: Row) -> bool:
@@ -111,6 +112,7 @@ class AdaptiveSearch:
         self.sweep_started = clock()
         self.estimator = estimator
         self.call_started: float | None = None
+        self.looks: dict[str, list[dict]] = {}     # name -> every look at it (race.looks: the report's history)
 
     # ------------------------------------------------------------------ the sweep
     def run(self, combos: list[Combination]) -> bool:
@@ -155,6 +157,10 @@ class AdaptiveSearch:
             self._steps(passes, {}).run(passes.groups[0].steps)
             return True
         steps = self._steps(passes, contenders)
+        steps.at_most = True
+        for label, combo in contenders.items():      # a resumed race keeps the looks it recorded
+            recorded = ((row.race or {}).get("looks") if (row := self.store.current().row(combo.key)) else None)
+            self.looks[label] = [dict(lk) for lk in recorded or () if isinstance(lk, dict)]
         n_blocks = len(passes.block_pairs)
         rules = RaceRules(len(contenders), n_blocks, self.noise_floor)
         self.reporter.race(f"{target}: adaptive search over {len(contenders)} candidates — the probe is block 1 of "
@@ -167,7 +173,9 @@ class AdaptiveSearch:
             steps.run([Step(Kind.BASELINE, None, None, tuple(_alone(every)))])
         look: Look | None = None
         unprobed = 0
-        planned = len(sweep_steps(passes.design, passes.block_pairs, list(contenders)))
+        # the most steps the race may run: every block of every candidate, then the confirmation
+        planned = len(sweep_steps(passes.design, passes.block_pairs, list(contenders))) + \
+            len(confirmation_steps(passes.design, n_blocks, steps.confirmation, "selected"))
         for k in range(n_blocks):
             names = self._next(contenders, look, steps, k)
             if not names:
@@ -250,19 +258,35 @@ class AdaptiveSearch:
 
     def _look(self, passes: TargetPasses, contenders: dict[str, Combination], rules: RaceRules,
               looks_done: int) -> Look:
-        look = judge(self._pairs(contenders), rules, looks_done)
+        measured = self._pairs(contenders)
+        look = judge(measured, rules, looks_done)
+        for name, matched in measured.items():
+            self._note_look(name, len(matched), look)
         for name, why in look.eliminated.items():
             row = self.store.current().row(contenders[name].key)
             if row is not None and row.status != Status.ELIMINATED:
-                race = dict(self._race_fields(row, rules, passes), decision="eliminated", bound=why.bound.to_dict())
+                race = dict(self._race_fields(name, row, rules, passes), decision="eliminated", bound=why.bound.to_dict())
                 self._save(replace(row, status=Status.ELIMINATED, reason=why.reason, race=race))
         return look
 
-    def _race_fields(self, row: Row, rules: RaceRules, passes: TargetPasses) -> dict:
+    def _note_look(self, name: str, n: int, look: Look) -> None:
+        """Remember one look at a candidate (once per sample size): its bounds and where it stood."""
+        history = self.looks.setdefault(name, [])
+        if history and history[-1]["requests"] == n:
+            return
+        bound = look.vs_base.get(name)
+        standing = "eliminated" if name in look.eliminated else look.standing.get(name, Standing.OPEN).value
+        history.append({"requests": n, "ratio": round(bound.ratio, 4) if bound else None,
+                        "low": round(bound.low, 4) if bound else None,
+                        "high": round(bound.high, 4) if bound and math.isfinite(bound.high) else None,
+                        "standing": standing})
+
+    def _race_fields(self, name: str, row: Row, rules: RaceRules, passes: TargetPasses) -> dict:
         planned = sum(len(b) for b in passes.block_pairs)
+        looks = list(self.looks.get(name) or ())
         return {**(row.race or {}), "loads": len({r.session for r in row.requests if r.session}),
                 "requests": len(row.requests), "planned": planned, "probe": len(passes.block_pairs[0]),
-                "method": rules.method}
+                "method": rules.method, **({"looks": looks} if looks else {})}
 
     def _spent(self, target: str) -> bool:
         """Measuring time of this target's rows (and of the pass in progress) against the budget."""
@@ -286,19 +310,25 @@ class AdaptiveSearch:
             if row is None or row.status == Status.ELIMINATED:
                 continue
             decision = ("inactive" if row.speculation_active is False else
-                        "not a speed-up: faster than its counters allow" if name not in measured else
+                        NOT_A_SPEEDUP if name not in measured else
                         decision_of(name, look))
             bound = look.vs_base.get(name)
-            race = dict(self._race_fields(row, rules, passes), decision=decision,
+            race = dict(self._race_fields(name, row, rules, passes), decision=decision,
                         **({"bound": bound.to_dict()} if bound else {}))
             if race != row.race:
                 self.store.record(replace(row, race=race))
         spent = " (the budget ran out)" if self._spent(target) else ""
         outcome = look.outcome()
-        if look.winner:
+        # The outcome in the verdict's words: one decision, made with the verdict (analysis/race_outcome.py)
+        entry: dict = next((e for e in (self.store.current().summary or {}).get("targets", [])
+                            if e.get("target") == target), {})
+        said = RaceOutcome.from_dict(entry["race"]) if isinstance(entry.get("race"), dict) else None
+        if said is not None:
+            self.reporter.race(said.sentence()[:-1] + spent)
+        elif look.winner:
             extra = [f"tied with it (within the noise floor either way): {', '.join(outcome['tied'])}"
                      if outcome["tied"] else "",
-                     f"not better than it by the noise floor: {', '.join(outcome['resolved'])}"
+                     f"within the noise floor of it: {', '.join(outcome['resolved'])}"
                      if outcome["resolved"] else "",
                      f"unresolved (the planned requests could not separate them): {', '.join(outcome['unresolved'])}"
                      if outcome["unresolved"] else ""]

@@ -46,6 +46,13 @@ def public_settings(config: SweepConfig) -> dict:
     return dict(config.settings, extra_args=redact_args(config.settings.get("extra_args")))
 
 
+def measured_with(results: ResultsFile, label: str) -> bool:
+    """Does any row hold a measurement made with this model? A path fixed after its rows were skipped
+    (the file was missing or broken) changes nothing measured: those rows are simply run again."""
+    return any(label in (row.target, row.draft, (row.candidate or {}).get("draft") if isinstance(row.candidate, dict)
+                         else None) and (row.measured or row.requests) for row in results.results)
+
+
 def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend, path: Path) -> None:
     """Refuse to mix rows from another config into a results file."""
     fix = (f"use --results with a new file name to start a separate sweep, or restore the config "
@@ -69,7 +76,7 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
             then = old_entries.get(ref.label)
             if then is None:
                 continue
-            if then.get("path") != ref.path:
+            if then.get("path") != ref.path and measured_with(existing, ref.label):
                 differences.append(f"{kind} {ref.label!r} points to {ref.path} now, {then.get('path')} then")
             # rows measured on another split would be compared with these: a different machine
             if list(then.get("rpc") or []) != list(ref.rpc):

@@ -32,6 +32,7 @@ from ..results.topology import describe as describe_topology
 from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
+from .preflight import combination_problem
 
 
 @dataclass(frozen=True)
@@ -127,19 +128,14 @@ class CombinationRunner:
         if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
             return Row(status=Status.SKIPPED, reason=reason.splitlines()[0], **base)
-        for ref in (combo.target, combo.draft):
-            problem = self.backend.model_problem(ref.path) if ref else None
-            if problem:
-                # A model that is not there yet is skipped (add it and resume); a broken one is an error.
-                return Row(status=(Status.SKIPPED if problem.missing else Status.ERROR).value, reason=str(problem),
-                           **base)
-        if combo.draft is not None and combo.role in (Role.SPECULATIVE, Role.CEILING):
-            problem = self.backend.pair_problem(combo.target.path, combo.draft.path,
-                                                combo.candidate.method if combo.candidate else ())
-            if problem:
-                return Row(status=Status.SKIPPED, reason=str(problem),
-                           **dict(base, speculation_active=False))
-        return None
+        found = combination_problem(self.backend, combo)     # the checks --dry-run makes (preflight.py)
+        if found is None:
+            return None
+        problem, about_the_pair = found
+        if about_the_pair:
+            return Row(status=Status.SKIPPED, reason=str(problem), **dict(base, speculation_active=False))
+        # A model that is not there yet is skipped (add it and resume); a broken one is an error.
+        return Row(status=Status.SKIPPED if problem.missing else Status.ERROR, reason=str(problem), **base)
 
     def error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
                    started: float, records: tuple = ()) -> Row:

@@ -27,6 +27,7 @@ from .estimate import Estimator, total_s
 from .passes import in_passes, run_passes
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch, may_continue
+from .race_plan import race_costs
 from .resume import open_results
 from .runner import CombinationRunner
 
@@ -71,6 +72,7 @@ class Sweep:
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
         # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
+        adaptive = settings.get("search") == "adaptive"
         open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
         n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
         n_open = sum(1 for c in combos if c.key in open_rows)
@@ -86,7 +88,7 @@ class Sweep:
         save_results(self.results, self.results_path)
         interrupted, complete = False, True
         try:
-            if settings.get("search") == "adaptive":
+            if adaptive and self._race_pays(combos, prompts, options):
                 estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
                 complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
                                           estimator=estimator).run(combos)
@@ -104,6 +106,16 @@ class Sweep:
         self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
         # Eliminated candidates are a finished race's outcome, not a failure.
         return EXIT_INCOMPLETE if not complete or any(not r.measured for r in results.results) else EXIT_OK
+
+    def _race_pays(self, combos: list[Combination], prompts: list, options: MeasureOptions) -> bool:
+        """Race only where it can save time (see race_plan.py); a race already under way goes on."""
+        assert self.results is not None
+        if any(r.race for r in self.results.results):
+            return True
+        costs = race_costs(self.config, self.backend, combos, prompts, options.runs, self.results_path)
+        if not costs.race_saves_time:
+            self.reporter.note(f"adaptive search: {costs.describe()}")
+        return costs.race_saves_time
 
     def current(self) -> ResultsFile:
         assert self.results is not None

@@ -94,6 +94,7 @@ class StepRunner:
         self.dead: dict[str, str] = {}                  # candidates not measured further in this sweep, and why
         self.sessions = itertools.count(next_session_number(store.current()))
         self.step_number = 0
+        self.at_most = False          # a race numbers its steps out of the most it may run
         self.show_k = show_k
 
     # ------------------------------------------------------------------ what is left
@@ -178,7 +179,10 @@ class StepRunner:
     def _run_step(self, step: Step, total: int | None, before: str | None) -> str | None:
         """Measure one step and record its rows; the baseline session it measured (None: none)."""
         self.step_number += 1
-        self.reporter.combination_started(self.step_number, total or self.step_number, self._title(step))
+        if self.at_most and total:
+            self.reporter.combination_started(self.step_number, total, self._title(step), at_most=True)
+        else:
+            self.reporter.combination_started(self.step_number, total or self.step_number, self._title(step))
         candidate = self.candidates[step.candidate] if step.candidate is not None else None
         if step.kind is not Kind.CANDIDATE and not self._may_start(self.baseline):
             return None

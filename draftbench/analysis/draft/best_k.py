@@ -6,16 +6,27 @@ draft at k = j; the target accepts a prefix of them. The per-position counts mea
 
     τ(k) = 1 + Σ_{i<k} accepted_at(i) / steps           tokens per verify step
 
-The cost of a step is modelled as linear in the tokens drafted,
+The cost of a step is modelled as a fixed part and a part linear in the tokens drafted,
 
-    T(k) = t_target + c · k̄(k),    k̄(k) = (drafted / steps) · k / k_max
+    T(k) = t_target + o + c · k̄(k)
 
-where t_target is the target's time per token alone (its baseline, on the same prompts) and c,
-the cost of one more drafted token (drafting it plus verifying it), is fitted to this row's own
-decode time: time = (steps + plain steps) · t_target + c · drafted (plain steps: where nothing was
-drafted; the same number is assumed at every k). Times are the server's own
-(llama.cpp ``timings``) where every request has them, else the client's. The prediction is
-anchored to the measured row: predicted tok/s(k) = measured tok/s · (τ(k)/T(k)) / (τ(k_max)/T(k_max)).
+where t_target is the target's time per token alone (its baseline, on the same prompts), o the
+step's own overhead and c the cost of one more drafted token (drafting it plus verifying it).
+Both are fitted to this row's requests by least squares: time = (steps + plain steps) · t_target +
+o · steps + c · drafted (plain steps: where nothing was drafted; the same number is assumed at
+every k). Where every request drafted the same share per step, o and c cannot be told apart and o
+is taken as 0. k̄(k), the tokens drafted per step at k, is what was measured:
+
+* without a p-min (drafts run to k_max, or to the end of the answer): k̄(k) = (drafted / steps) · k / k_max;
+* with a p-min above 0 in the row's command (``--spec-draft-p-min``: drafting stops where the draft is
+  unsure) and drafts shorter than k_max on average: a draft of length L is cut at k, and L is taken to
+  reach one position past the accepted prefix, whose distribution the per-position counts give:
+  k̄(k) ∝ 1 + Σ_{i<k−1} accepted_at(i) / steps, scaled to the measured mean;
+* a minimum draft length (``--spec-draft-n-min``) bounds k from below: smaller k are not predicted.
+
+Times are the server's own (llama.cpp ``timings``) where every request has them, else the client's.
+The prediction is anchored to the measured row: predicted tok/s(k) = measured tok/s · (τ(k)/T(k)) /
+(τ(k_max)/T(k_max)).
 
 Linear cost is exact when verifying grows linearly with the batch (CPUs) or not at all (GPUs
 below their knee, where c is the draft's own cost); a GPU whose verify cost jumps at some batch
@@ -25,9 +36,14 @@ beside its prediction with the error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Sequence
 
 from ...results.file import RequestRecord, Row
+
+FULL_DRAFTS = 0.9        # mean drafted per step at least this share of k_max: drafts run to k_max
+DRAFT_MIN_FLAGS = ("--spec-draft-n-min", "--draft-min", "--draft-n-min")
+P_MIN_FLAGS = ("--spec-draft-p-min", "--draft-p-min")
 
 
 def tok_s(value: float) -> str:
@@ -81,6 +97,7 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
     if not t_target:
         return None
     time_s, tokens, s, a, d = 0.0, 0, 0, 0, 0
+    equations = []          # per request: (verify steps, drafted, time beyond the target's own)
     for r in _ok(row):
         t = _decode_time_s(r, server)
         if t is None or r.verify_steps is None or r.draft_n is None or r.draft_n_accepted is None:
@@ -88,22 +105,25 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
         time_s += t
         tokens += (r.completion_tokens or 1) - 1
         s, a, d = s + r.verify_steps, a + r.draft_n_accepted, d + r.draft_n
+        plain_r = max(0, (r.completion_tokens or 1) - 1 - r.verify_steps - r.draft_n_accepted)
+        equations.append((r.verify_steps, r.draft_n, t - (r.verify_steps + plain_r) * t_target))
     if not s or not d:
         return None
     plain_steps = max(0, tokens - s - a)        # steps where nothing was drafted (1 token at t_target)
-    cost = max(0.0, (time_s - (s + plain_steps) * t_target) / d)
+    overhead, cost = step_costs(equations, (time_s - (s + plain_steps) * t_target), s, d)
     k_max = len(per_pos)
-    drafted_per_step = d / s
+    cut_short = (command_value(row, P_MIN_FLAGS) or 0.0) > 0 and d / s < FULL_DRAFTS * k_max
+    drafted = drafted_model(per_pos, steps, d / s, cut_short=cut_short)
+    k_min = max(1, int(command_value(row, DRAFT_MIN_FLAGS) or 0))
 
     def rate(k: int) -> float:
         """Tokens per second at k for this row's workload (its speculative and plain steps)."""
         tokens_k = s * (1 + sum(per_pos[:k]) / steps) + plain_steps
-        # Drafts shorter than k_max (cut at the end of an answer) are assumed cut in proportion at k.
-        return tokens_k / ((s + plain_steps) * t_target + cost * s * drafted_per_step * k / k_max)
+        return tokens_k / ((s + plain_steps) * t_target + s * (overhead + cost * drafted(k)))
 
     anchor = rate(k_max)
     per_k = []
-    for k in range(1, k_max + 1):
+    for k in range(k_min, k_max + 1):
         tps = row.mean_tps * rate(k) / anchor
         per_k.append({"k": k, "tokens_per_step": round(1 + sum(per_pos[:k]) / steps, 4),
                       "predicted_tps": round(tps, 3), "predicted_speedup": round(tps / baseline.mean_tps, 4),
@@ -112,10 +132,59 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
     pays = best["predicted_tps"] > baseline.mean_tps
     return {"from_k": k_max, "times": "server" if server else "client",
             "target_s_per_token": round(t_target, 6), "cost_per_drafted_token_s": round(cost, 6),
-            "drafted_per_step": round(drafted_per_step, 3), "baseline_tps": baseline.mean_tps,
+            "cost_per_step_s": round(overhead, 6), "drafted_per_step": round(d / s, 3),
+            "drafts": "cut short" if cut_short else "full", "baseline_tps": baseline.mean_tps,
             "per_k": per_k, "recommended_k": best["k"] if pays else None,
             "recommended_tps": best["predicted_tps"] if pays else None, "mean_abs_error_pct": None,
             "compared": 0}
+
+
+def step_costs(equations: Sequence[tuple[int, int, float]], extra_s: float, steps: int,
+               drafted: int) -> tuple[float, float]:
+    """(o, c): seconds per verify step beyond the target's own token, and per drafted token, fitted
+    by least squares to each request's (steps, drafted, extra time); o = 0 where every request
+    drafted the same share per step (the two cannot be told apart), and neither below 0."""
+    ratios = [dr / st for st, dr, _ in equations if st]
+    spread = statistics.pstdev(ratios) / statistics.fmean(ratios) if len(ratios) >= 3 and statistics.fmean(ratios)         else 0.0
+    if spread >= 0.1:
+        sxx = sum(st * st for st, _, _ in equations)
+        sxy = sum(st * dr for st, dr, _ in equations)
+        syy = sum(dr * dr for _, dr, _ in equations)
+        bx = sum(st * e for st, _, e in equations)
+        by = sum(dr * e for _, dr, e in equations)
+        det = sxx * syy - sxy * sxy
+        if det > 0:
+            o, c = (bx * syy - by * sxy) / det, (by * sxx - bx * sxy) / det
+            if o >= 0 and c >= 0:
+                return o, c
+            if c < 0:
+                return max(0.0, extra_s / steps), 0.0
+    return 0.0, max(0.0, extra_s / drafted)
+
+
+def drafted_model(per_pos: Sequence[int], steps: int, mean_drafted: float, *, cut_short: bool):
+    """k → tokens drafted per step at k (see the module's docstring)."""
+    k_max = len(per_pos)
+    if not cut_short:
+        return lambda k: mean_drafted * k / k_max       # full drafts; ends of answers cut in proportion
+
+    def reach_len(k: int) -> float:     # E[min(L, k)] with L one past the accepted prefix
+        return 1 + sum(per_pos[: k - 1]) / steps
+    scale = mean_drafted / reach_len(k_max)
+    return lambda k: min(float(k), scale * reach_len(k))
+
+
+def command_value(row: Row, flags: Sequence[str]) -> float | None:
+    """The number the row's server command gives one of ``flags`` (the last one wins), None when unset."""
+    command = (row.server or {}).get("command") or []
+    value = None
+    for i, arg in enumerate(command[:-1]):
+        if arg in flags:
+            try:
+                value = float(command[i + 1])
+            except ValueError:
+                continue
+    return value
 
 
 def siblings(row: Row, rows: Iterable[Row]) -> list[Row]:

@@ -10,8 +10,8 @@ the counts never grow with i, and over a row
                                                                target's own token plus the accepted drafts)
 
 Early rejections (position 0 rarely accepted) point at a mismatch between draft and target —
-tokenizer or chat template —; late ones at a draft that loses the thread, where a smaller k
-does as well for less work.
+tokenizer or chat template —; late ones at a draft that loses the thread. What that means for the
+draft length k is said in one place, :mod:`k_advice`, with the other evidence about k.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from ...results.findings import Code, Finding
 EARLY_REJECTION_BELOW = 0.4
 # Positions accepted on fewer than this share of steps are drafted mostly in vain.
 WORTH_DRAFTING_FROM = 0.25
-K_SETTING = "draft_max (settings.draft_max, or the candidate's params.draft_max)"
 
 
 def row_positions(records: Iterable[RequestRecord]) -> tuple[list[int] | None, list[Finding]]:
@@ -59,25 +58,29 @@ def reach(per_pos: Sequence[int], steps: int) -> list[float]:
     return [a / steps for a in per_pos] if steps else []
 
 
-def diagnose(per_pos: Sequence[int] | None, steps: int | None, *, best_k: int | None = None) -> Finding | None:
-    """One line on where this draft's tokens are rejected, or None without per-position counts.
-    ``best_k``: the k the one-run prediction finds fastest (see :mod:`kpredict`), when known."""
+def diagnose(per_pos: Sequence[int] | None, steps: int | None, *, model_free: bool = False) -> Finding | None:
+    """Where a row's drafted tokens are rejected, in one line of facts (no advice about k: what to do
+    about the draft length is decided in one place, :mod:`k_advice`, from every source at once); None
+    without per-position counts. ``model_free``: n-gram proposals, which share no tokenizer to check."""
     if not per_pos or not steps:
         return None
     shares = reach(per_pos, steps)
     k = len(shares)
     if shares[0] < EARLY_REJECTION_BELOW:
+        if model_free:
+            return Finding(Code.EARLY_REJECTIONS, f"its proposals are mostly rejected: only {shares[0]:.0%} of verify "
+                           "steps accept even the first proposed token")
         return Finding(Code.EARLY_REJECTIONS, f"rejections are early: only {shares[0]:.0%} of verify steps accept "
                        "even the first drafted token — check that draft and target share the tokenizer and chat "
                        "template (same model family and version)")
-    kept = next((i for i, share in enumerate(shares) if share < WORTH_DRAFTING_FROM), k)
+    kept = first_in_vain(shares)
     if kept < k:
-        if best_k is not None and best_k >= k:
-            advice = f"though k={k} is still predicted fastest"
-        else:
-            advice = f"a smaller k will do (k={best_k if best_k is not None else kept}"
-            advice += " predicted fastest)" if best_k is not None else ")"
         return Finding(Code.ACCEPTANCE_DECAYS, f"acceptance decays after position {kept}: only {shares[kept]:.0%} of "
-                       f"verify steps get to position {kept + 1} of {k}; {advice}", setting=K_SETTING)
+                       f"verify steps get to position {kept + 1} of {k}")
     return Finding(Code.ACCEPTANCE_HOLDS, f"acceptance holds to the last position: {shares[-1]:.0%} of verify steps "
-                   f"accept all {k} drafted tokens; a larger k may pay", setting=K_SETTING)
+                   f"accept all {k} drafted tokens")
+
+
+def first_in_vain(shares: Sequence[float]) -> int:
+    """The first position accepted on fewer than :data:`WORTH_DRAFTING_FROM` of the steps (len: none)."""
+    return next((i for i, share in enumerate(shares) if share < WORTH_DRAFTING_FROM), len(shares))

@@ -45,6 +45,7 @@ from ..base import (
     url_host,
 )
 from ..executables import same_file
+from ..how_to_run import Plumbing
 from ..http.client import probe_json
 from ..http.server_values import MAX_TOKENS, counter_difference
 from ..slots import SlotState
@@ -60,7 +61,7 @@ from .command import (
 )
 from .memory import side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints
-from .stats import StatsLog
+from .stats import VERBOSITY_FLAGS, StatsLog
 from .topology import proven_topology, read_log
 
 # --------------------------------------------------------------------------- failures
@@ -236,6 +237,10 @@ class LlamaCppBackend(Backend):
     path_settings = ("llama_bin",)
     default_draft_method = "draft-simple"
     synthetic_acceptance = True       # --spec-synth-len / --spec-synth-rates (settings.ceiling)
+    # Ours: the address and port we chose, the counters and trace log we read, one slot for single-stream
+    # numbers (several slots were measured as such and stay).
+    plumbing = Plumbing(valued=("--host", "--port", "-np", "--parallel", *VERBOSITY_FLAGS), switches=("--metrics",),
+                        only_values={"-np": ("1",), "--parallel": ("1",)})
     rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
     settings_schema: ClassVar[dict[str, Field]] = {
         "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
@@ -286,6 +291,7 @@ class LlamaCppBackend(Backend):
     def check_ready_to_run(self, settings: dict) -> None:
         binary = find_llama_server(settings.get("llama_bin"))
         capabilities(binary)
+
 
     def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
         """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""

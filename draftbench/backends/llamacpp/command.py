@@ -12,6 +12,7 @@ import re
 from ...common.errors import BinaryNotFoundError, Problem, ServerError, ServerErrorKind
 from ...common.files import atomic_write_text, cache_dir
 from ...common.reading import SMALL_LIMIT, UnreadableFile, read_limited
+from ...common.suggest import closest, did_you_mean
 from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
 from ...lifetime.capture import run_capped
 from ..base import LaunchSpec
@@ -299,8 +300,10 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
                 problems.append(Problem(f"{s.where}.method", f"{binary} has no --spec-type, so it cannot run {m!r} "
                                         "(only a plain draft model)", "use a newer llama.cpp build"))
             elif m not in offered:
+                near = closest(m, offered)
                 problems.append(Problem(f"{s.where}.method", f"{m!r} is not a speculative type this llama-server "
-                                        f"offers", f"use one of: {', '.join(offered)} (from {binary} --help)"))
+                                        f"offers", (f"did you mean {near[0]!r}? " if near else "")
+                                        + f"use one of: {', '.join(offered)} (from {binary} --help)"))
         types = list(s.method) or (["draft-simple"] if s.draft else [])
         if s.draft is None and any(t in DRAFT_TYPES_NEEDING_A_MODEL for t in types):
             problems.append(Problem(s.where, f"{', '.join(t for t in types if t.startswith('draft-'))} needs a "
@@ -329,7 +332,7 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
                                         "acceptance as rows of their own"))
                 continue
             if name not in tunable_params(caps):
-                known = tunable_params(caps)
+                known = [DRAFT_MAX, *tunable_params(caps)]
                 problems.append(Problem(f"{s.where}.params.{name}", f"this llama-server has no {param_flag(name)}",
-                                        f"use one of: draft_max, {', '.join(known)}"))
+                                        did_you_mean(name, known, show_known=len(known))))
     return problems

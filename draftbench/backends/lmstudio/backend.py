@@ -17,9 +17,12 @@ from typing import ClassVar
 
 from ...common.errors import ModelProblem, Problem, UsageError
 from ...common.files import PathProblem
+from ...common.suggest import did_you_mean
 from ...config.candidates import DRAFT_MAX, CandidateSpec
 from ...config.settings import Field, default_settings
+from ...results.file import Row
 from ..base import Backend, LaunchSpec, Server
+from ..how_to_run import RunAdvice, shell_line, without_plumbing
 from . import choice as lmstudio_choice
 from .lms import DEFAULT_PORT, IDENTIFIER, find_lms, load_command
 from .rest import (
@@ -38,6 +41,10 @@ __all__ = ["DEFAULT_PORT", "ENDPOINTS", "IDENTIFIER", "LMStudioBackend", "LMStud
 
 # Candidate parameters the SDK path applies per request (besides the draft model itself).
 SDK_PARAMS = (DRAFT_MAX, "draft_p_min", "min_draft_length")
+# ... and their names in LM Studio's prediction config (see sdk_predict.py)
+SDK_CONFIG_NAMES = {DRAFT_MAX: "speculativeDecodingNumDraftTokensExact",
+                    "draft_p_min": "speculativeDecodingMinContinueDraftingProbability",
+                    "min_draft_length": "speculativeDecodingMinDraftLengthToConsider"}
 
 
 def _is_number(value: object) -> bool:
@@ -77,6 +84,29 @@ class LMStudioBackend(Backend):
     def model_problem(self, ref: str) -> ModelProblem | None:
         return None                    # checked against LM Studio's list of models when it answers
 
+    def settings_advice(self, row: Row, settings: dict) -> RunAdvice | None:
+        """How to run a row (see how_to_run.py): LM Studio is an app, so the settings to choose there."""
+        target = row.target_path or row.target
+        command = (row.server or {}).get("command")
+        if isinstance(command, list) and command:
+            # our identifier for the loaded instance is plumbing; the model key, context and GPU are not
+            load = f"load {target} (`{shell_line(without_plumbing(command, valued=('--identifier',)))}`)"
+        else:
+            load = f"load {target}"
+        if not row.is_speculative or not row.draft_path:
+            return RunAdvice("settings", f"{load} with no draft model (Speculative Decoding off).")
+        params = (row.candidate or {}).get("params") if isinstance(row.candidate, dict) else None
+        applied = {"draft_p_min": settings.get("draft_p_min"), "min_draft_length":
+                   settings.get("lmstudio_min_draft_length"), **(params or {})}
+        tuned = {SDK_CONFIG_NAMES[k]: v for k, v in applied.items() if k in SDK_CONFIG_NAMES and v is not None}
+        if row.draft_max is not None:
+            tuned[SDK_CONFIG_NAMES[DRAFT_MAX]] = row.draft_max
+        text = (f"{load}, then choose {row.draft_path} as its draft model (Speculative Decoding; over the API: "
+                f"\"draft_model\": \"{row.draft_path}\")")
+        if tuned:
+            text += "; prediction config " + ", ".join(f"{k} = {v}" for k, v in sorted(tuned.items()))
+        return RunAdvice("settings", text + ".")
+
     def validate_settings(self, settings: dict) -> list[Problem]:
         problems = []
         gpu = settings.get("lmstudio_gpu")
@@ -110,7 +140,7 @@ class LMStudioBackend(Backend):
                 values = value if isinstance(value, list) else [value]
                 if name not in SDK_PARAMS:
                     problems.append(Problem(at, "is not a parameter LM Studio's SDK sets per request",
-                                            f"use one of: {', '.join(SDK_PARAMS)}"))
+                                            did_you_mean(name, SDK_PARAMS)))
                 elif name == "draft_p_min" and not all(_is_number(v) and 0 <= v <= 1 for v in values):
                     problems.append(Problem(at, "must be a probability from 0 to 1 (or a list of them)",
                                             "e.g. 0.75, or [0.5, 0.9]"))

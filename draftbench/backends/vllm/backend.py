@@ -31,6 +31,7 @@ import requests
 
 from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ...common.files import PathProblem, cache_dir, expand_path
+from ...common.suggest import did_you_mean
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import bind_host
 from ...config.settings import Field, default_settings
@@ -46,6 +47,7 @@ from ..base import (
     launch_process,
     url_host,
 )
+from ..how_to_run import Plumbing
 from ..http.client import probe_json
 from ..http.server_values import counter_difference, server_count
 from .command import (
@@ -199,6 +201,10 @@ class VLLMBackend(Backend):
     aliases = ("vllm",)
     default_port = 8000
     path_settings = ("vllm_bin",)
+    # Ours: the address and port, per-request counters, and the prefix cache turned off so a repeated prompt
+    # cannot flatter TTFT (a server for people wants it on).
+    plumbing = Plumbing(valued=("--host", "--port", "--per-request-spec-decode-metrics"),
+                        switches=("--no-enable-prefix-caching",))
     settings_schema: ClassVar[dict[str, Field]] = {
         "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
         "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
@@ -221,6 +227,7 @@ class VLLMBackend(Backend):
         if looks_like_path(raw) or os.path.exists(candidate):
             return expand_path(raw, base_dir)
         return raw, None
+
 
     def model_problem(self, ref: str) -> ModelProblem | None:
         if os.path.isabs(ref) and not os.path.exists(ref):
@@ -256,7 +263,7 @@ class VLLMBackend(Backend):
             for m in s.method:
                 if m not in METHODS:
                     problems.append(Problem(f"{s.where}.method", f"{m!r} is not a vLLM speculative method",
-                                            f"use one of: {', '.join(METHODS)}"))
+                                            did_you_mean(m, METHODS, quote=True)))
                 elif m not in MODEL_FREE_METHODS and s.draft is None:
                     problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
                                             "from drafts (an id or folder)"))

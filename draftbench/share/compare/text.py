@@ -21,15 +21,20 @@ def times(x: float) -> str:
 
 
 def describe_change(c: Change | None) -> str:
-    """'1.10x faster [1.05x, 1.15x]', 'not significant (0.99x [0.95x, 1.03x])', or '1.93x faster (no CI)'
-    where the data give no interval (see :func:`no_interval_reasons`)."""
+    """'1.10x faster [1.05x, 1.15x]', '1.91x slower [1.61x, 2.27x]' (the point and its interval in the same
+    direction), 'not significant (0.99x [0.95x, 1.03x])', or '1.93x faster (no CI)' where the data give no
+    interval (see :func:`no_interval_reasons`)."""
     if c is None:
         return "—"
     r = c.ratio
     ratio = r.ratio
-    ci = f" [{times(r.ci95_low)}, {times(r.ci95_high)}]" if r.ci95_low is not None and r.ci95_high is not None else ""
+    low, high = r.ci95_low, r.ci95_high
+    ci = f" [{times(low)}, {times(high)}]" if low is not None and high is not None else ""
     direction = f"{times(ratio)} faster" if ratio >= 1 else f"{times(1 / ratio)} slower"
     if c.significant is True:
+        if ratio < 1 and low and high:
+            # "slower" inverts the point: the interval is inverted with it (its ends swap)
+            return direction + f" [{times(1 / high)}, {times(1 / low)}]"
         return direction + ci
     if c.significant is False:
         return f"not significant ({times(ratio)}{ci})"

@@ -3,6 +3,8 @@ numbers right-aligned, the combination in backticks."""
 
 from __future__ import annotations
 
+import re
+
 from .table import Table
 
 
@@ -15,4 +17,18 @@ def export_markdown(table: Table) -> str:
     lines = ["| " + " | ".join(cell(h.title) for h in table.headings) + " |",
              "|" + "|".join(":---" if h.align == "left" else "---:" for h in table.headings) + "|"]
     lines += ["| " + " | ".join(cell(t) for t in row) + " |" for row in table.text]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + _verdicts(table.meta.get("verdicts") or [])
+
+
+def _verdicts(verdicts: list[dict]) -> str:
+    """Each target's verdict, ending with the command that runs it (one code block per line)."""
+    if not verdicts:
+        return ""
+    out = ["", "## Verdict", ""]
+    for entry in verdicts:
+        out += [str(entry.get("verdict") or entry.get("target")), ""]    # the verdict names its target
+        for run in entry.get("run") or []:
+            text = str(run.get("line"))
+            fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+            out += [f"{cell(str(run.get('what')))}:", "", fence, text, fence, ""]
+    return "\n".join(out)

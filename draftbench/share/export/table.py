@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from ...analysis.winning_command import run_commands
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
@@ -43,8 +45,14 @@ class Table:
     columns: tuple[str, ...]        # record keys, in order (the CSV header)
     records: tuple[Record, ...]
     headings: tuple[Heading, ...]
-    text: tuple[tuple[str, ...], ...]          # one tuple of cell texts per record, one text per heading
+    cells: Callable[[], tuple[tuple[str, ...], ...]]   # makes :attr:`text` (only the Markdown exporter needs it)
     meta: dict = field(default_factory=dict)   # where the data came from (the JSON export's header)
+
+    @cached_property
+    def text(self) -> tuple[tuple[str, ...], ...]:
+        """One tuple of cell texts per record, one text per heading (made on first use: a tenth of a CSV
+        export of 50k rows went into text no CSV shows)."""
+        return self.cells()
 
 
 # --------------------------------------------------------------------------- one results file
@@ -133,13 +141,18 @@ RESULT_MARKDOWN = (
 
 
 def results_table(results: ResultsFile, source: str) -> Table:
-    """One record per row of an analysed results file (see :func:`analysis.analyze`)."""
+    """One record per row of an analysed results file: its measured figures and speed-up (what
+    :func:`analysis.verdict.analyze_speedups` recomputes; :func:`analysis.verdict.analyze` does too)."""
     meta = {"source": source, "name": results.name, "hardware": results.hardware, "backend": results.backend,
             "model_family": results.model_family, "timestamp": results.timestamp,
-            "schema_version": results.schema_version}
+            "schema_version": results.schema_version,
+            # each target's verdict and the command that runs it (the Markdown export ends with them)
+            "verdicts": [{"target": e.get("target"), "verdict": e.get("verdict"),
+                          "run": [{"what": lead, "line": line} for lead, line in run_commands(e)]}
+                         for e in (results.summary or {}).get("targets", []) if isinstance(e, dict)]}
     records = tuple(result_record(r) for r in results.results)
     return Table("results", RESULT_COLUMNS, records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
-                 tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta)
+                 lambda: tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta)
 
 
 # --------------------------------------------------------------------------- a comparison
@@ -203,4 +216,4 @@ def comparison_table(comparison: Comparison) -> Table:
     meta = {"files": [{"letter": f.letter, "source": f.path, "name": f.results.name, "hardware": f.results.hardware,
                        "backend": f.results.backend} for f in comparison.files],
             "differences": [d.message(letters) for d in comparison.differences]}
-    return Table("comparison", tuple(columns), tuple(records), tuple(headings), text, meta)
+    return Table("comparison", tuple(columns), tuple(records), tuple(headings), lambda: text, meta)
