@@ -62,7 +62,7 @@ class HalfWay(Reporter):
         self.hog, self.busy_first = hog, busy_first
         self.switched = False
 
-    def combination_started(self, index: int, total: int, title: str) -> None:
+    def combination_started(self, index: int, total: int, title: str, at_most: bool = False) -> None:
         if not self.switched and index > total / 2:
             self.switched = True
             self.hog.stop() if self.busy_first else self.hog.start()
