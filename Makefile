@@ -52,7 +52,7 @@ setup: venv llama-server models prompt-sets
 # The suite fails (rather than skips) when llama-server or the browser is missing: `make test`
 # has just installed them, so their absence is a real problem.
 lint: $(STAMP)
-	$(PY) -m ruff check draftbench tests
+	$(PY) -m ruff check draftbench tests tools benchmarks
 
 typecheck: $(STAMP)
 	$(PY) -m mypy

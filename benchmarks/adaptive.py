@@ -229,10 +229,11 @@ def live(args) -> int:
     from draftbench.sweep import Sweep
     from draftbench.sweep.config_file import load_config
     from draftbench.sweep.console import Reporter
+
     from forge import ensure_family
 
     class Dots(Reporter):
-        def combination_started(self, index, total, title):
+        def combination_started(self, index, total, title, at_most=False):
             print(f"    [{index}/{total}] {title}", flush=True)
 
     models = {k: str(v) for k, v in ensure_family(which="all", quiet=True).items()}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU benchmark behind the README's "Benchmarks" section, for a machine without internet
+# The GPU benchmark behind docs/benchmarks.md ("A real speed-up on a GPU"), for a machine without internet
 # (the lent device): the llama.cpp sdist, the SmolLM2 GGUF (in parts) and the gguf wheel are
 # brought along under .carry/. Steps: build  → start a CUDA build of llama-server in the background
 #                                          wait   → wait for it
@@ -31,7 +31,7 @@ sweep)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     python3 sweep.py --config benchmarks/gpu_sweep.json --results "${OUT:-results}/gpu_sweep.json" --no-chart;;
 inside)
-    # after `sweep` (the models are forged); the report goes beside the results, for the README figure
+    # after `sweep` (the models are forged); the report goes beside the results, for the docs/benchmarks.md figure
     python3 sweep.py --config benchmarks/gpu_inside.json --results "${OUT:-results}/gpu_inside.json" --ceiling;;
 rpc)
     # after `sweep` (the models are forged). A CUDA build's ggml-rpc-server exposes the GPU by default:

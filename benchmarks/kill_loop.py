@@ -31,8 +31,9 @@ import requests
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from forge import ensure_family  # noqa: E402
 from draftbench.lifetime.process import free_port  # noqa: E402
+
+from forge import ensure_family  # noqa: E402
 
 LIMIT_S = 5.0
 

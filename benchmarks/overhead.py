@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.analysis.verdict import analyze  # noqa: E402
-from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results  # noqa: E402
-from draftbench.results.kinds import Role  # noqa: E402
-from draftbench.sweep.console import Reporter  # noqa: E402
+from draftbench.analysis.verdict import analyze
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
+from draftbench.results.kinds import Role
+from draftbench.sweep.console import Reporter
 
 
 class Stopwatch(Reporter):
@@ -64,9 +64,10 @@ def spans(events, start: str, end: str) -> float:
 
 
 def live_sweep(folder: Path) -> int:
-    from draftbench.sweep.config_file import load_config
-    from forge import ensure_family
     from draftbench.sweep import Sweep
+    from draftbench.sweep.config_file import load_config
+
+    from forge import ensure_family
     models = {k: str(v) for k, v in ensure_family(which="test", quiet=True).items()}
     config_path = folder / "overhead.json"
     config_path.write_text(json.dumps({

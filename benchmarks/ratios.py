@@ -5,7 +5,7 @@ predicted speed-up, and client vs server decode tok/s (how much the measurement 
     python benchmarks/ratios.py results/<file>.json
 
 Ratios, not absolute timings: they carry over between machines of the same kind and are what
-the README's benchmark section quotes.
+docs/benchmarks.md quotes.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from draftbench.analysis.verdict import analyze  # noqa: E402
-from draftbench.results.file import load_results  # noqa: E402
-from draftbench.results.kinds import Role  # noqa: E402
-from draftbench.analysis.stats import describe_speedup  # noqa: E402
+from draftbench.analysis.stats import describe_speedup
+from draftbench.analysis.verdict import analyze
+from draftbench.results.file import load_results
+from draftbench.results.kinds import Role
 
 
 def main(argv: list[str]) -> int:

@@ -27,14 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from draftbench.analysis.stats import describe_speedup, speedup
 from draftbench.backends.base import LaunchSpec, Server
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
-from draftbench.measure.sequential import MeasureOptions, run_prompts
 from draftbench.common.files import cache_dir
-from draftbench.lifetime.process import free_port
 from draftbench.config.prompts import METHOD_PROMPTS
 from draftbench.config.settings import default_settings
-from draftbench.analysis.stats import describe_speedup, speedup
+from draftbench.lifetime.process import free_port
+from draftbench.measure.sequential import MeasureOptions, run_prompts
 
 PROMPT = next(p for p in METHOD_PROMPTS if p.category == "code-edit")
 

@@ -139,12 +139,15 @@ def describe_with_bound(row: Row) -> str:
 
 def session_spreads(results: ResultsFile) -> dict[tuple[str, int], SessionVariance]:
     """Per (target, streams): σ²_session pooled over its comparisons (a property of the machine)."""
+    compared: dict[tuple[str, int], list[Row]] = {}
+    for r in results.results:          # grouped once: a lookup per row, not a scan per target
+        group = compared.setdefault((r.target, r.concurrency), [])
+        if r.measured and r.role in ("speculative", "control"):
+            group.append(r)
     out = {}
-    for target, n in dict.fromkeys((r.target, r.concurrency) for r in results.results):
+    for (target, n), rows in compared.items():
         baseline = results.baseline_for(target, n)
         if baseline is not None:
-            rows = [r for r in results.results if r.target == target and r.concurrency == n and r.measured
-                    and r.role in ("speculative", "control")]
             out[(target, n)] = session_spread(rows, baseline)
     return out
 

@@ -135,7 +135,7 @@ def _entry(row: Row) -> Entry:
 
 def race_outcome(results: ResultsFile, target: str, entry: dict) -> RaceOutcome | None:
     """The race of ``target``, decided together with its verdict ``entry``; None when it was not raced."""
-    raced = [r for r in results.results if r.target == target and r.role == "speculative" and r.race
+    raced = [r for r in results.rows_of(target) if r.role == "speculative" and r.race
              and r.concurrency == 1]
     if not raced:
         return None

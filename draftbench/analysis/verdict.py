@@ -309,8 +309,8 @@ def recommend(results: ResultsFile) -> dict:
         level = primary_level(results, target)
         at_level = [r for r in results.rows_of(target) if r.concurrency == level]
         baseline = results.baseline_for(target, level)
-        candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        raced = [r for r in at_level if r.target == target and r.role is Role.SPECULATIVE and r.race]
+        candidates = [r for r in at_level if r.counts_as_speedup() and r.speedup]
+        raced = [r for r in at_level if r.role is Role.SPECULATIVE and r.race]
         confirming = decision.confirmed_row(candidates)
         winners = decision.winners(candidates, raced, noise_floor)
         inactive = [r.draft or "" for r in at_level
@@ -412,7 +412,7 @@ def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> Non
     if prediction and entry.get("speedup"):
         entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
                                                              "mean_abs_error_pct", "compared")}
-    row = next((r for r in results.results if r.target == target and r.draft == rec and r.concurrency == 1
+    row = next((r for r in results.rows_of(target) if r.draft == rec and r.concurrency == 1
                 and r.draft_max == entry.get("draft_max") and r.role == "speculative"), None) if rec else None
     advice = k_advice.advise(row, results.results) if row is not None and entry.get("speedup") else None
     if advice is not None and advice.k is not None and advice.k != (row.draft_max if row else None):

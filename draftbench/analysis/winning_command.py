@@ -32,7 +32,7 @@ def _row(results: ResultsFile, target: str, draft: str | None, draft_max: int | 
     """The measured row of a configuration at ``level`` streams (the target alone when ``draft`` is None)."""
     if draft is None:
         return results.baseline_for(target, level)
-    rows = [r for r in results.results if r.target == target and r.role == "speculative" and r.draft == draft
+    rows = [r for r in results.rows_of(target) if r.role == "speculative" and r.draft == draft
             and r.ok and r.concurrency == level]
     exact = next((r for r in rows if r.draft_max == draft_max), None)
     # a verdict that names no k (significance unknown) means the fastest of that label's rows

@@ -11,7 +11,7 @@ implementation (``common_speculative_print_stats`` in common/speculative.cpp, bu
 The counters are *cumulative* over the server's life (the warm-up included), so a request's own
 figures are the difference between the lines after it and the lines before it. ``#acc rate/pos``
 is accepted tokens at each draft position per accept call, printed with three decimals: per-request
-values are reconstructed from it and are therefore approximate (documented in the README).
+values are reconstructed from it and are therefore approximate (documented in docs/candidates.md, "Per-method statistics").
 """
 
 from __future__ import annotations

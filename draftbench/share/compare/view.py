@@ -1,6 +1,6 @@
 """The comparison: each combination's tok/s in every file, and each file against the first that has it.
 
-Pairing (see README "Comparing results files"): within one file a speculative request is paired
+Pairing (see docs/comparing.md): within one file a speculative request is paired
 with the baseline request for the same prompt and repetition. Across files the same pairing is
 used only when both files ran the same requests — the same prompt ids with the same prompt
 token counts (the server's own count, so the same text and chat template), and the same
