@@ -4,10 +4,10 @@
 Each trial draws the truth of one sweep (per-prompt effects around each candidate's true speed-up)
 and runs it twice on the same simulated machine: an exhaustive sweep and an adaptive race. The
 requests go through the sweep's own code (``benchmarks/simulation/sweeps.py``: plan, runner, request
-records, ``analyze``/``recommend``, ``AdaptiveSearch`` and ``racing.judge``); only the servers and
-the clock are simulated (``benchmarks/simulation/world.py``), in the order a schedule function gives
-(``benchmarks/simulation/schedule.py``: today's sequential design). Per scenario and strategy it
-prints:
+records, ``analyze``/``recommend``, ``AdaptiveSearch`` and ``racing.judge``), in the order the sweep's
+own schedule gives (``draftbench/sweep/schedule.py``, ``--design``: interleaved by default, as on a
+CPU); only the servers and the clock are simulated (``benchmarks/simulation/world.py``). Per
+scenario and strategy it prints:
 
   recommends     share of sweeps whose verdict recommends a candidate
   false ≤1.00    … one whose true speed-up on prompts like these is at most 1.00
@@ -38,7 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from simulation.grids import Scenario, prompts, scenarios
-from simulation.schedule import SCHEDULES
 from simulation.score import score, summary
 from simulation.sweeps import Setup, exhaustive, race
 from simulation.world import draw_truth
@@ -47,7 +46,10 @@ STRATEGIES = ("exhaustive", "race")
 QUICK_TRIALS = 2
 
 
-def run_scenario(scenario: Scenario, trials: int, seed: int, schedule: str = "sequential") -> dict[str, dict]:
+DESIGNS = ("interleaved", "bracketed", "sequential")
+
+
+def run_scenario(scenario: Scenario, trials: int, seed: int, design: str = "interleaved") -> dict[str, dict]:
     """Both strategies on the same drawn truths; each gets its own noise (its own sweep of the machine)."""
     rng = random.Random(f"{seed}:{scenario.name}")
     listed = prompts(scenario.n_prompts)
@@ -62,9 +64,10 @@ def run_scenario(scenario: Scenario, trials: int, seed: int, schedule: str = "se
             if setup is None:
                 setup = setups[(g, strategy)] = Setup.of(
                     grid, listed, runs=scenario.runs, max_tokens=scenario.max_tokens,
-                    noise_floor=scenario.noise_floor, search="adaptive" if strategy == "race" else "exhaustive")
+                    noise_floor=scenario.noise_floor, search="adaptive" if strategy == "race" else "exhaustive",
+                    design=design)
             world = setup.world(grid, scenario.machine, truth, random.Random(rng.getrandbits(64)))
-            sweep = race(setup, world) if strategy == "race" else exhaustive(setup, world, SCHEDULES[schedule])
+            sweep = race(setup, world) if strategy == "race" else exhaustive(setup, world)
             scores[strategy].append(score(sweep, truth, setup.prompts, scenario.noise_floor))
     return {s: summary(v) for s, v in scores.items()}
 
@@ -93,8 +96,8 @@ def main(argv: list[str]) -> int:
                    help=f"run only this scenario (repeatable): {', '.join(known)}")
     p.add_argument("--quick", action="store_true", help=f"{QUICK_TRIALS} trials per scenario: seconds, not minutes "
                    "(checks that everything runs; the rates are far too coarse to quote)")
-    p.add_argument("--schedule", choices=sorted(SCHEDULES), default="sequential",
-                   help="the exhaustive sweep's measurement design (default: sequential, today's)")
+    p.add_argument("--design", choices=DESIGNS, default="interleaved",
+                   help="the sweeps' measurement design (sweep/schedule.py; default: interleaved, a CPU's)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", metavar="FILE", help="also write the figures there")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
@@ -107,17 +110,17 @@ def main(argv: list[str]) -> int:
         p.error("--trials must be at least 1")
     trials = QUICK_TRIALS if args.quick else args.trials
     chosen = [known[n] for n in args.scenario] if args.scenario else list(known.values())
-    print(f"{trials} trials per scenario, seed {args.seed}, schedule {args.schedule}")
+    print(f"{trials} trials per scenario, seed {args.seed}, design {args.design}")
     print(HEADER)
     out = {}
     for scenario in chosen:
         start = time.perf_counter()
-        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.schedule)
+        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design)
         for strategy in STRATEGIES:
             print(line(scenario.name, strategy, figures[strategy]), flush=True)
         print(f"{'':<24} ({scenario.about}; {time.perf_counter() - start:.0f} s)", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"trials": trials, "seed": args.seed, "schedule": args.schedule,
+        Path(args.json).write_text(json.dumps({"trials": trials, "seed": args.seed, "design": args.design,
                                                "scenarios": out}, indent=2) + "\n")
     return 0
 

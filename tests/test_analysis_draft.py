@@ -17,7 +17,7 @@ from draftbench.backends.llamacpp.command import candidate_problems
 from draftbench.common.errors import ConfigError, ResultsFileError
 from draftbench.config.candidates import CandidateSpec
 from draftbench.report import build_figures, render_report
-from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results
+from draftbench.results.file import SCHEMA_VERSION, RequestRecord, ResultsFile, Row, load_results
 from draftbench.results.findings import Code
 from draftbench.results.kinds import Role
 from draftbench.results.schema import first_problem
@@ -230,7 +230,9 @@ def test_synthetic_acceptance_is_never_a_candidate():
 def test_ceiling_runs_read_the_measured_length_and_are_never_candidates(tmp_path):
     backend = FakeBackend(script())
     out = io.StringIO()
-    code, path = run_sweep(tmp_path, backend, config(tmp_path, ceiling=True, draft_max=4), Console(out))
+    # upstream's order (each combination on one server), so the launches below are one per ceiling run
+    code, path = run_sweep(tmp_path, backend, config(tmp_path, ceiling=True, draft_max=4, design="sequential"),
+                           Console(out))
     assert code == 0
     saved = load_results(path)
     good = saved.row(("speculative", "7B", "good", 4))
@@ -265,7 +267,7 @@ def test_the_verdict_says_when_no_draft_can_pay(tmp_path):
 
 def test_a_ceiling_is_skipped_when_its_draft_has_no_measurement(tmp_path):
     backend = FakeBackend(script(inactive={BAD}))
-    _code, path = run_sweep(tmp_path, backend, config(tmp_path, ceiling=True, draft_max=4))
+    _code, path = run_sweep(tmp_path, backend, config(tmp_path, ceiling=True, draft_max=4, design="sequential"))
     saved = load_results(path)
     for level in ("measured", "full"):
         row = saved.row(("ceiling", "7B", "bad", 4, level))
@@ -276,7 +278,7 @@ def test_a_ceiling_is_skipped_when_its_draft_has_no_measurement(tmp_path):
 def test_a_schema_2_file_resumes_into_schema_3_with_ceiling_runs(tmp_path):
     """A sweep saved by the previous version (no per-position counts, no ceiling rows) resumed with
     --ceiling: only the ceiling runs start, their k comes from the config, and the file becomes schema 3."""
-    cfg = config(tmp_path, draft_max=4)
+    cfg = config(tmp_path, draft_max=4, design="sequential")
     _code, path = run_sweep(tmp_path, FakeBackend(script()), cfg)
     data = json.loads(path.read_text())
     data["schema_version"] = 2
@@ -287,11 +289,11 @@ def test_a_schema_2_file_resumes_into_schema_3_with_ceiling_runs(tmp_path):
             r.pop("accepted_per_pos", None)
     path.write_text(json.dumps(data))
     again = FakeBackend(script())
-    code, _path = run_sweep(tmp_path, again, config(tmp_path, draft_max=4, ceiling=True))
+    code, _path = run_sweep(tmp_path, again, config(tmp_path, draft_max=4, ceiling=True, design="sequential"))
     assert code == 0 and [s.spec.params for s in again.servers] == [{"synth_len": 4.2}, {"synth_len": 5.0},
                                                                      {"synth_len": 1.1}, {"synth_len": 5.0}]
     saved = load_results(path)
-    assert saved.schema_version == 3
+    assert saved.schema_version == SCHEMA_VERSION
     full = saved.row(("ceiling", "7B", "good", 4, "full"))
     assert full.synthetic["k"] == 4 and full.accepted_per_pos == [40, 40, 40, 40]   # 4 requests, all accepted
     old = saved.row(("speculative", "7B", "good", 4))
@@ -348,7 +350,7 @@ def test_report_says_not_reported_by_this_server(tmp_path):
 def test_schema_3_fields_are_declared_and_checked_on_load(tmp_path):
     _code, path = run_sweep(tmp_path, FakeBackend(script()), config(tmp_path, ceiling=True, draft_max=[2, 4]))
     data = json.loads(path.read_text())
-    assert data["schema_version"] == 3 and first_problem(data) is None
+    assert data["schema_version"] == SCHEMA_VERSION and first_problem(data) is None
     spec = next(r for r in data["results"] if r["role"] == "speculative" and r["draft_max"] == 4)
     assert spec["k_prediction"]["per_k"] and spec["ceiling"]["full_tps"] and spec["diagnosis"]["code"]
     assert data["summary"]["targets"][0]["no_draft_can_pay"] is False

@@ -102,7 +102,7 @@ def test_paired_log_ratio_interval_on_known_data():
     logs = [math.log(r) for r in ratios]
     mean, sd = statistics.fmean(logs), statistics.stdev(logs)
     half = 2.776 * sd / math.sqrt(5)
-    assert s.method == "paired-t-log" and s.n_pairs == 5
+    assert s.method == "paired-log-by-prompt" and s.n_pairs == 5 and s.question == "prompts like these"
     assert s.ratio == pytest.approx(math.exp(mean), abs=1e-4)             # geometric mean of the ratios
     assert s.ratio == pytest.approx(statistics.geometric_mean(ratios), abs=1e-4)
     assert s.ci95_low == pytest.approx(math.exp(mean - half), abs=1e-4)
@@ -143,6 +143,25 @@ def test_significance_needs_the_noise_floor_too():
     # the same data with a 0.5% floor is significant
     s = speedup(*paired([10] * 6, [1.010, 1.011, 1.009, 1.010, 1.012, 1.008]), noise_floor=0.005)
     assert s.significant is True and s.noise_floor == 0.005
+
+
+def test_the_noise_floor_is_a_test_not_a_point_filter():
+    # +5% on average, but the interval reaches below +2%: the floor is not cleared, so not significant
+    s = speedup(*paired([10] * 5, [1.01, 1.09, 1.03, 1.07, 1.05]))
+    assert s.ratio > 1.04 and 1.0 < s.ci95_low < 1.02
+    assert s.significant is False
+
+
+def test_runs_of_one_prompt_are_not_independent_evidence_about_prompts():
+    # two prompts, five runs each: the interval is about prompts like these (df = 1), far wider
+    # than 10 independent pairs would give
+    b = {(p, r): 10.0 for p in "ab" for r in range(5)}
+    c = {(p, r): 10.0 * (1.3 if p == "a" else 1.1) * (1 + 0.001 * r) for p in "ab" for r in range(5)}
+    s = speedup(b, c)
+    assert s.question == "prompts like these" and s.prompts == 2 and s.df == pytest.approx(1.0)
+    assert s.ci95_low < 1.0 < 1.15 < s.ratio < s.ci95_high and s.significant is False
+    one = speedup({("a", r): 10.0 for r in range(5)}, {("a", r): 13.0 * (1 + 0.01 * r) for r in range(5)})
+    assert one.question == "these prompts" and one.prompts == 1 and one.df == pytest.approx(4.0)
 
 
 def test_significant_slowdown():
@@ -240,6 +259,11 @@ def test_findings_are_typed_and_name_the_setting():
 
 def test_a_clean_run_has_no_warnings():
     assert quiet() == []
+
+
+def test_many_prompts_with_one_run_each_is_a_design_not_a_warning():
+    assert quiet(runs=1, n_prompts=12) == []                      # the interval comes from the prompts
+    assert any("only one run per prompt" in w for w in quiet(runs=1, n_prompts=2))
 
 
 def test_warnings_name_config_keys_by_default():

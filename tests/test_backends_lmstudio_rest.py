@@ -198,7 +198,8 @@ def test_sweep_rows_with_good_ignored_and_refused_drafts(lms, tmp_path, monkeypa
         "drafts": [{"label": "0.5B", "path": DRAFT}, {"label": "llama 1B", "path": "llama-3.2-1b-instruct"},
                    {"label": "coder", "path": "qwen2.5-coder-0.5b"}],
         "settings": {"lms_bin": str(lms.bin), "lmstudio_port": lms.port, "runs": 1, "warmup": 1, "max_tokens": 24,
-                     "prompts": ["code", "json"], "ctx_size": 2048, "port": 0, "lmstudio_client": "rest"},
+                     "prompts": ["code", "json"], "ctx_size": 2048, "port": 0, "lmstudio_client": "rest",
+                     "design": "sequential"},          # one server per row, so the starts below are one per row
     }
     path = tmp_path / "lmstudio.json"
     path.write_text(json.dumps(config))

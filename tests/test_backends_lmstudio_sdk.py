@@ -319,7 +319,7 @@ def test_candidates_set_k_and_p_min_per_request_and_a_clamped_k_is_said(lm_studi
               "candidates": [{"label": "0.5B tuned", "draft": "0.5B",
                               "params": {"draft_max": 8, "draft_p_min": [0.5, 0.95], "min_draft_length": 1}}],
               "settings": {"lmstudio_port": studio.port, "runs": 1, "warmup": 0, "max_tokens": 16,
-                           "prompts": ["code"]}}
+                           "prompts": ["code"], "design": "sequential"}}     # one server per row
     path = tmp_path / "candidates.json"
     path.write_text(json.dumps(config))
     results = tmp_path / "out.json"

@@ -226,7 +226,8 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
         "drafts": [{"label": "0.6B", "path": DRAFT}, {"label": "ignored", "path": "org/no-spec-draft"},
                    {"label": "never drafts", "path": "org/zero-draft"}],
         "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 1, "max_tokens": 24, "draft_max": 4,
-                     "port": 0, "prompts": ["code", "json"], "startup_timeout_s": 30},
+                     "port": 0, "prompts": ["code", "json"], "startup_timeout_s": 30,
+                     "design": "sequential"},     # one server per row: the counts below are per row
     }
     path = tmp_path / "vllm.json"
     path.write_text(json.dumps(config))

@@ -1,4 +1,4 @@
-"""benchmarks/verdicts.py, the whole-sweep simulator: its mechanics, not today's failure rates.
+"""benchmarks/verdicts.py, the whole-sweep simulator: its mechanics, and one seeded subset of its rates.
 
 The simulated machine sits behind the backend contract, so these sweeps run the sweep's own plan,
 runner, analysis and race; the checks are on what the simulator feeds them (truth, sessions,
@@ -8,35 +8,38 @@ simulated."""
 from __future__ import annotations
 
 import random
+import statistics
 import sys
 from pathlib import Path
-
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import verdicts
 from simulation.grids import Scenario, prompts, scenarios
-from simulation.schedule import Step, sequential
 from simulation.sweeps import Setup, exhaustive, race
 from simulation.world import Cand, Grid, Machine, draw_truth
 
 QUIET = Machine(run_sd=0.0)
 
 
-def one_sweep(grid: Grid, machine: Machine, *, search: str = "exhaustive", schedule=sequential, n_prompts: int = 6,
-              runs: int = 2, seed: int = 3):
+def one_sweep(grid: Grid, machine: Machine, *, search: str = "exhaustive", design: str = "sequential",
+              n_prompts: int = 6, runs: int = 2, seed: int = 3):
     listed = prompts(n_prompts)
     rng = random.Random(seed)
     truth = draw_truth(grid, n_prompts, rng)
-    setup = Setup.of(grid, listed, runs=runs, max_tokens=64, noise_floor=0.02, search=search)
+    setup = Setup.of(grid, listed, runs=runs, max_tokens=64, noise_floor=0.02, search=search, design=design)
     world = setup.world(grid, machine, truth, rng)
-    sweep = race(setup, world) if search == "adaptive" else exhaustive(setup, world, schedule)
+    sweep = race(setup, world) if search == "adaptive" else exhaustive(setup, world)
     return sweep, truth, world
 
 
 def mean_tps(sweep) -> dict[str | None, float]:
     return {r.draft: r.mean_tps for r in sweep.results.results}
+
+
+def stage_tps(sweep) -> dict[str | None, float]:
+    """Mean tok/s of each row's planned blocks (a confirmation block, measured last, left out)."""
+    return {r.draft: statistics.fmean(q.decode_tps for q in r.requests if q.run < 2) for r in sweep.results.results}
 
 
 def test_a_null_grid_without_noise_never_recommends():
@@ -47,29 +50,30 @@ def test_a_null_grid_without_noise_never_recommends():
         assert figures[strategy]["coverage_these"] == 1.0 and figures[strategy]["within_2pct"] == 1.0
 
 
-def test_drift_is_applied_in_schedule_order():
+def test_drift_is_applied_in_schedule_order_and_the_interleaved_design_cancels_it():
     grid = Grid("flat", tuple(Cand(f"d{i}", 1.0) for i in range(3)), prompt_sd=0.0)
     drifting = Machine(run_sd=0.0, drift=0.3)
-
-    def backwards(n_rows, order):
-        return tuple(Step(n_rows - 1 - row, n_rows - 1 - row, run, p) for row in range(n_rows) for run, p in order)
-
-    forward, _, _ = one_sweep(grid, drifting)
-    speeds = list(mean_tps(forward).values())          # plan order: baseline, d0, d1, d2
+    sequential, _, _ = one_sweep(grid, drifting)
+    speeds = list(stage_tps(sequential).values())      # plan order: baseline, d0, d1, d2, one after another
     assert speeds == sorted(speeds) and speeds[-1] > speeds[0] * 1.15
-    reverse, _, _ = one_sweep(grid, drifting, schedule=backwards)
-    speeds = list(mean_tps(reverse).values())          # rows are still listed in plan order
-    assert speeds == sorted(speeds, reverse=True) and speeds[0] > speeds[-1] * 1.15
-    assert reverse.results.summary["targets"][0]["recommended_draft"] is None   # slower by drift alone
+    # the one that looked fastest is measured again on fresh requests, beside a fresh baseline: not confirmed
+    assert sequential.results.summary["targets"][0]["recommended_draft"] is None
+    interleaved, _, _ = one_sweep(grid, drifting, design="interleaved")
+    rows = [r for r in interleaved.results.results if r.role == "speculative"]
+    # each pair is measured seconds apart: the drift hits both sides, so every ratio stays near 1.00
+    assert all(abs(r.speedup.ratio - 1) < 0.02 for r in rows)
+    assert interleaved.results.summary["targets"][0]["recommended_draft"] is None
 
 
 def test_a_session_offset_is_shared_by_every_request_of_the_session():
     grid = Grid("flat", (Cand("d0", 1.0), Cand("d1", 1.0)))
     sweep, _, world = one_sweep(grid, Machine(run_sd=0.0, session_sd=0.05))
-    assert len(world.sessions) == 3 and sweep.loads == 3
+    # sequential: the baseline and each draft once, then (if one looked faster) a confirmation's two servers
+    assert len(world.sessions) == sweep.loads and sweep.loads in (3, 5)
     base, *rows = sweep.results.results
+    first = {(b.prompt_id, b.run): b.decode_tps for b in base.requests if b.run < 2}
     for row in rows:
-        ratios = {round(r.decode_tps / b.decode_tps, 4) for r, b in zip(row.requests, base.requests)}
+        ratios = {round(r.decode_tps / first[(r.prompt_id, r.run)], 4) for r in row.requests if r.run < 2}
         assert len(ratios) == 1 and ratios != {1.0}    # one offset per session, and the sessions differ
 
 
@@ -103,17 +107,22 @@ def test_the_race_is_the_sweeps_own_race():
     assert score.recommended and not score.false_1 and score.within_2pct and score.pick_covered is not None
 
 
-def test_a_schedule_that_interleaves_sessions_is_refused_with_the_reason():
-    def abab(n_rows, order):
-        return tuple(Step(row, row, run, p) for run, p in order for row in range(n_rows))
-
-    with pytest.raises(ValueError, match="interleaves"):
-        one_sweep(Grid("g", (Cand("d0", 1.0),)), QUIET, schedule=abab)
-
-
 def test_the_command_line_runs_a_seeded_scenario(capsys, tmp_path):
     out = tmp_path / "figures.json"
     assert verdicts.main(["--scenario", "null-quiet", "--trials", "1", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "null-quiet" in printed and "false ≤1.00" in printed and out.read_text().startswith("{")
     assert isinstance(scenarios()[0], Scenario)
+
+
+def test_seeded_rates_on_the_drifting_null_grid_keep_the_promise():
+    """Issue 23's null grid (six useless drafts, a 3% session effect, the machine 5% faster by the end),
+    30 seeded sweeps of each strategy: a fast subset of the 200-sweep figures in docs/statistics.md.
+    Seeded, so the figures are fixed; the bounds leave room for a change of seed-to-draw order, not for a
+    rule that stops keeping its promise (the old rules recommended a useless draft in 80-91% of sweeps)."""
+    scenario = next(s for s in scenarios() if s.name == "null-session-3-drift")
+    figures = verdicts.run_scenario(scenario, trials=30, seed=1)
+    for strategy in ("exhaustive", "race"):
+        rates = figures[strategy]
+        assert rates["false_1"] <= 0.10, (strategy, rates)           # 1.0-1.5% over 200 sweeps
+        assert rates["coverage_like"] >= 0.85, (strategy, rates)     # 95% over 200 sweeps

@@ -228,11 +228,15 @@ def test_per_request_counters_are_checked_against_the_servers_totals():
 # --------------------------------------------------------------------------- sweeps and the crossover
 
 def test_a_concurrency_sweep_finds_the_crossover_and_keeps_one_stream_results_as_before(tmp_path):
-    one_stream = json.loads(sweep(tmp_path / "a", FakeBackend(crossover_script()), config(tmp_path)).read_text())
+    # upstream's order, so that the levels' servers start as listed below
+    one_stream = json.loads(sweep(tmp_path / "a", FakeBackend(crossover_script()),
+                                  config(tmp_path, design="sequential")).read_text())
     backend = FakeBackend(crossover_script())
-    path = sweep(tmp_path / "b", backend, config(tmp_path, concurrency=[1, 2, 4]))
+    path = sweep(tmp_path / "b", backend, config(tmp_path, concurrency=[1, 2, 4], design="sequential"))
     data = json.loads(path.read_text())
-    assert [s.concurrency for s in backend.specs] == [1, 1, 1, 2, 2, 2, 4, 4, 4]
+    # one stream: the baseline, both candidates, then the best confirmed on fresh requests (its own
+    # baseline block first); then the other levels, on a server each
+    assert [s.concurrency for s in backend.specs] == [1] * 5 + [2, 2, 2, 4, 4, 4]
     by_key = {(r["role"], r["draft"], r["concurrency"]): r for r in data["results"]}
     assert len(by_key) == 9
     # one-stream rows: as a one-stream sweep writes them, apart from the new fields

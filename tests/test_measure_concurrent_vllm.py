@@ -18,7 +18,7 @@ def sweep(fake, tmp_path, **settings) -> dict:  # noqa: F811
         "targets": [{"label": "8B", "path": TARGET}], "drafts": [{"label": "0.6B", "path": DRAFT}],
         "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 1, "max_tokens": 24, "draft_max": 4,
                      "port": 0, "prompts": ["code", "json", "list", "prose"], "startup_timeout_s": 30,
-                     "concurrency": [1, 2], **settings},
+                     "concurrency": [1, 2], "design": "sequential", **settings},    # one server per level
     }
     path = tmp_path / "vllm.json"
     path.write_text(json.dumps(config))

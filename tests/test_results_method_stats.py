@@ -194,7 +194,7 @@ def test_one_best_configuration_everywhere_needs_no_per_category_sentence():
 def test_speedups_resting_on_a_looping_baseline_are_flagged_once_everywhere():
     looping = {"edit": LOOP}
     base = _row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}, text_for=looping)
-    fast = _row("ngram-mod", "speculative", {"code-edit": 3.0, "chat": 1.5, "prose": 1.5}, text_for=looping,
+    fast = _row("ngram-mod", "speculative", {"code-edit": 2.0, "chat": 1.5, "prose": 1.5}, text_for=looping,
                 candidate=NGRAM)
     res = analyze(_results(base, fast))                                   # analysed twice: one finding, not two
     baseline, row = res.results
@@ -204,7 +204,7 @@ def test_speedups_resting_on_a_looping_baseline_are_flagged_once_everywhere():
     assert flagged[0].setting == "settings.prompts"
     info = row.degenerate_output
     assert info["looping_requests"] == 3 and info["prompts"] == ["edit"]
-    assert abs(info["speedup_without_loops"]["ratio"] - 1.5) < 0.02        # without the loops: +50%, not +100%
+    assert abs(info["speedup_without_loops"]["ratio"] - 1.5) < 0.02        # without the loops: +50%, not +59%
     assert "Caution: the target's own output loops on 3 of 9 requests" in res.summary["targets"][0]["verdict"]
     out = io.StringIO()
     Console(out).row_recorded(row)

@@ -13,7 +13,8 @@ from draftbench.results.file import RequestRecord, ResultsFile, Row, load_result
 from draftbench.results.speedup import Speedup, plain, rank
 from draftbench.results.theory import Theory, evaluate
 
-PAIRED_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent", "noise_floor"]
+PAIRED_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent", "noise_floor",
+               "question", "se_log", "df", "prompts", "sessions"]
 SINGLE_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent"]
 THEORY_KEYS = ["formula", "alpha", "k_mean", "tokens_per_step", "tokens_per_step_source", "cost_ratio", "cost_source",
                "predicted_speedup", "best_k", "predicted_at_best_k", "measured_speedup"]

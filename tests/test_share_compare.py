@@ -72,7 +72,7 @@ def test_same_requests_are_paired_and_a_real_difference_is_significant(tmp_path)
     base = row_titled(comp, f"{TARGET} (baseline)")
     change = base.changes[0]
     assert (change.index, change.reference, change.paired) == (1, 0, True)
-    assert change.ratio.method == "paired-t-log" and change.ratio.n_pairs == 9
+    assert change.ratio.method == "paired-log-by-prompt" and change.ratio.n_pairs == 9
     assert change.significant is True and change.ratio.ratio == pytest.approx(1.5, rel=0.01)
     assert re.match(r"1\.5\dx faster \[1\.\d\dx, 1\.\d\dx\]$", describe_change(change))
 

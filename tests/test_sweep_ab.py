@@ -48,7 +48,7 @@ def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_pat
     assert all(s.stopped for s in backend.servers)
     baseline, spec = results.results
     assert (baseline.role, spec.role) == ("baseline", "speculative")
-    assert spec.speedup.method == "paired-t-log" and spec.speedup.significant is True
+    assert spec.speedup.method == "paired-log-by-prompt" and spec.speedup.significant is True
     assert spec.equivalence["compared"] == 6
     text = screen(results, plan())
     for item in ("baseline ", "speculative ", "multiplier ", "acceptance ", "mean accepted len", "output ",
@@ -86,7 +86,8 @@ def test_a_failed_baseline_starts_no_second_server(tmp_path):
 
 
 def test_warnings_name_bench_flags_not_config_keys(tmp_path):
-    one_run = replace(plan(), options=MeasureOptions(runs=1, max_tokens=64))
+    # one run on two prompts: no spread to measure (with three or more prompts, one run each is a design)
+    one_run = replace(plan(), prompts=tuple(BUILTIN_PROMPTS[:2]), options=MeasureOptions(runs=1, max_tokens=64))
     results = run_ab(one_run, FakeBackend(Script()), "llamacpp", tmp_path / "logs", Reporter())
     messages = [w.message for r in results.results for w in r.warnings]
     assert any("raise --runs to 3" in m for m in messages) and not any("settings.runs" in m for m in messages)

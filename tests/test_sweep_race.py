@@ -5,11 +5,14 @@ The race against real llama-servers is in test_sweep_race_llama.py."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from draftbench.analysis.racing import RaceRules, Standing, Why, judge, log_ratios, pooled, race_bound, request_order
+from draftbench.analysis.pairing import Pair
+from draftbench.analysis.racing import RaceRules, Standing, Why, judge, race_bound
+from draftbench.analysis.replication import SessionVariance, Unit
 from draftbench.analysis.student_t import t_quantile
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.measure.sequential import MeasureOptions
@@ -19,6 +22,7 @@ from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Combina
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.race import AdaptiveSearch, MemoryStore
+from draftbench.sweep.schedule import blocks
 
 from fakes.inprocess import FakeBackend, Script
 from helpers import run_cli, tiny_gguf
@@ -31,7 +35,7 @@ DRAFTS = (("best", BEST), ("good", GOOD), ("bad", BAD), ("slow", SLOW))
 def config(tmp_path: Path, drafts=DRAFTS, **settings):
     data = {"name": "race", "hardware": "box", "backend": "llamacpp", "targets": [{"label": "7B", "path": TARGET}],
             "drafts": [{"label": label, "path": path} for label, path in drafts],
-            "settings": {"runs": 3, "max_tokens": 64, "prompts": ["code", "json"], "port": 0, "search": "adaptive",
+            "settings": {"runs": 3, "max_tokens": 64, "prompts": "builtin", "port": 0, "search": "adaptive",
                          **settings}}
     return validate_config(data, source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
 
@@ -59,85 +63,102 @@ def launches(backend: FakeBackend) -> list:
 
 # --------------------------------------------------------------------------- the rules
 
-def test_t_quantiles_match_the_table():
+def pairs_of(ratios: dict[str, float], *, runs: int = 1, wobble: float = 0.0, session: str = "s",
+             shift: int = 0) -> list[Pair]:
+    """Paired log ratios: one per prompt and repetition, each repetition its own session (block);
+    ``wobble``: a deterministic ±spread, its pattern moved by ``shift``."""
+    return [Pair(p, p, run, f"{session}{run}", math.log(r) + wobble * ((i + shift) % 3 - 1 + (i + run) % 2 - 0.5),
+                 None, None) for run in range(runs) for i, (p, r) in enumerate(ratios.items())]
+
+
+SIX = "abcdef"
+
+
+def test_t_quantiles_are_exact():
     assert t_quantile(0.975, 5) == pytest.approx(2.5706, abs=1e-4)
     assert t_quantile(0.9995, 3) == pytest.approx(12.924, abs=1e-3)
     assert t_quantile(0.975, 10_000) == pytest.approx(1.960, abs=1e-3)
 
 
-def test_the_error_rate_is_split_over_every_look_of_every_candidate():
-    rules = RaceRules(n_candidates=4, n_prompts=6, runs=3, n_categories=6)
-    assert rules.probe_requests == 6 and rules.looks == (6, 12, 18)
+def test_alpha_is_spent_over_every_look_of_every_candidate():
+    rules = RaceRules(n_candidates=4, n_looks=3)
     assert rules.error == pytest.approx(0.05 / 12)
-    small = RaceRules(n_candidates=2, n_prompts=2, runs=3, n_categories=2)
-    assert small.probe_requests == 3 and small.looks == (3, 4, 6)       # a probe needs 3 requests
-    assert small.look_size(2) is None and small.look_size(5) == 4
+    assert "bonferroni-over-looks" in rules.method and "futility" in rules.method
 
 
-def test_the_probe_covers_every_category_first():
-    prompts = [p for p in BUILTIN_PROMPTS] + [BUILTIN_PROMPTS[0]]
-    order = request_order(prompts, 2)
-    first = [prompts[i].category for _, i in order[:6]]
-    assert sorted(first) == sorted({p.category for p in BUILTIN_PROMPTS}) and len(order) == 14
+def test_the_probe_is_the_first_block_and_covers_every_prompt():
+    categories = [p.category for p in BUILTIN_PROMPTS] + ["code"]
+    first = blocks(categories, runs=3)[0]
+    assert sorted(i for _, i in first) == list(range(7))                   # every prompt, once
+    assert {categories[i] for _, i in first[:6]} == set(categories)         # categories interleaved
+    halves = blocks(categories, runs=1)
+    assert {categories[i] for _, i in halves[0]} == set(categories) - {"summarisation"} or len(halves[0]) == 4
+    assert sorted(i for h in halves for _, i in h) == list(range(7))        # one run: two halves, each prompt once
 
 
 def test_eliminations_pair_candidates_with_the_leader_prompt_by_prompt():
-    rules = RaceRules(n_candidates=4, n_prompts=4, runs=1, n_categories=4, pooled=False)
-    base = {(p, 0): 10.0 for p in "abcd"}
-    hard = {"a": 1.0, "b": 1.4, "c": 0.8, "d": 1.2}       # how each prompt suits speculation: shared by all
-    tps = {"leader": {(p, 0): 20.0 * f for p, f in hard.items()},
-           "behind": {(p, 0): 19.0 * f for p, f in hard.items()},     # 5% slower on every prompt
-           "useless": {(p, 0): 10.1 for p in hard}}                         # +1% on every prompt
-    look = judge(tps, base, rules)
+    rules = RaceRules(n_candidates=3, n_looks=3)
+    hard = dict(zip(SIX, (1.0, 1.4, 0.8, 1.2, 1.1, 0.9)))  # how each prompt suits speculation: shared by all
+    look = judge({"leader": pairs_of({p: 2.0 * f for p, f in hard.items()}, runs=3, wobble=0.002),
+                  "behind": pairs_of({p: 1.5 * f for p, f in hard.items()}, runs=3, wobble=0.002),
+                  "useless": pairs_of({p: 1.01 for p in SIX}, runs=3, wobble=0.002)}, rules, looks_done=3)
     out = look.eliminated
     assert set(out) == {"behind", "useless"}
-    assert out["behind"].why is Why.BELOW_LEADER and "5.0% slower than leader on the same prompts" in \
+    assert out["behind"].why is Why.BELOW_LEADER and "25.0% slower than leader on the same prompts" in \
         out["behind"].reason
     assert out["useless"].why is Why.BELOW_FLOOR and "noise floor of +2.0%" in out["useless"].reason
-    alone = judge({"leader": tps["leader"]}, base, rules)
-    assert alone.leader == "leader" and alone.separated()
-    assert look.leader == "leader" and look.separated()     # nobody can beat it by more than the floor
-    close = {(p, 0): 20.3 * f * (1.05 if p in "ab" else 0.96) for p, f in hard.items()}
-    assert not judge({"leader": tps["leader"], "close": close}, base, rules).separated()
+    assert look.leader == "leader" and look.decided and look.winner == "leader"
+    assert look.outcome()["winner"] == "leader" and set(look.outcome()["eliminated"]) == {"behind", "useless"}
 
 
-def test_a_pooled_spread_narrows_a_short_probe_but_never_a_noisier_candidate():
-    base = {("p", r): 10.0 for r in range(3)}
-    quiet = {("p", 0): 12.0, ("p", 1): 12.6, ("p", 2): 11.5}
-    noisy = {("p", 0): 9.0, ("p", 1): 16.0, ("p", 2): 12.0}
-    pool = pooled([log_ratios(base, t) for t in (quiet, quiet, quiet, noisy)])
-    assert pool is not None and pool.df == 8
-    own, shared = race_bound(base, quiet, 0.001), race_bound(base, quiet, 0.001, pool)
-    assert shared.df == 8 and own.df == 2 and shared.high < own.high          # 8 degrees of freedom, not 2
-    alone, with_pool = race_bound(base, noisy, 0.001), race_bound(base, noisy, 0.001, pool)
-    assert with_pool == alone          # noisier than the pool: it keeps its own, wider bound
+def test_at_the_probe_an_unmeasured_session_spread_is_assumed():
+    """With one session each, nothing can measure the session-to-session spread: the assumed 5% keeps a
+    candidate 15% behind the leader in the race at the probe, but not after three sessions show little."""
+    rules = RaceRules(n_candidates=2, n_looks=3)
+    hard = dict(zip(SIX, (1.0, 1.2, 0.9, 1.1, 1.05, 0.95)))
+    probe = judge({"leader": pairs_of({p: 1.5 * f for p, f in hard.items()}, wobble=0.003),
+                   "close": pairs_of({p: 1.3 * f for p, f in hard.items()}, wobble=0.003)}, rules, looks_done=1)
+    assert probe.vs_leader["close"].df > 100 and not probe.eliminated       # the assumed spread, known
+    later = judge({"leader": pairs_of({p: 1.5 * f for p, f in hard.items()}, runs=3, wobble=0.003),
+                   "close": pairs_of({p: 1.3 * f for p, f in hard.items()}, runs=3, wobble=0.003)}, rules,
+                  looks_done=3)
+    assert set(later.eliminated) == {"close"}
 
 
-def test_a_contender_the_planned_requests_cannot_separate_is_tied():
-    rules = RaceRules(n_candidates=2, n_prompts=3, runs=2, n_categories=3)
-    base = {(p, r): 10.0 for p in "abc" for r in range(2)}
-    wobble = {"a": 1.0, "b": 1.1, "c": 0.9}
-    leader = {(p, 0): 20.0 * f for p, f in wobble.items()}
+def test_tied_is_an_equivalence_and_the_rest_is_resolved_unresolved_or_open():
+    rules = RaceRules(n_candidates=2, n_looks=3)
+    hard = dict(zip(SIX, (1.0, 1.2, 0.9, 1.1, 1.05, 0.95)))
+    lead = pairs_of({p: 1.5 * f for p, f in hard.items()}, runs=3, wobble=0.001)
 
-    def behind(spread):      # 1% slower than the leader, with this much scatter prompt by prompt
-        return {(p, 0): 19.8 * f * {"a": 1 + spread, "b": 1 - spread, "c": 1.0}[p] for p, f in wobble.items()}
+    def other(factor, wobble=0.001):
+        return pairs_of({p: 1.5 * factor * f for p, f in hard.items()}, runs=3, wobble=wobble, session="t", shift=1)
 
-    look = judge({"leader": leader, "twin": behind(0.04)}, base, rules)
-    assert look.leader == "leader" and look.standing["twin"] is Standing.TIED and look.decided
-    assert not look.separated()         # tied is not "shown to be slower"
-    # as scattered, but one standard error up it would beat the leader by the floor: keep measuring it
-    look = judge({"leader": leader, "wide": behind(0.12)}, base, rules)
-    assert look.standing["wide"] is Standing.OPEN and not look.decided
-    look = judge({"leader": leader, "twin": behind(0.04)}, base, replace(rules, futility=False))
-    assert look.standing["twin"] is Standing.OPEN
+    tied = judge({"leader": lead, "twin": other(0.998)}, rules, 3)
+    assert tied.standing["twin"] is Standing.TIED and tied.outcome()["tied"] == ["twin"]
+    behind = judge({"leader": lead, "behind": other(0.99, wobble=0.01)}, rules, 3)   # not better, maybe worse
+    assert behind.standing["behind"] is Standing.RESOLVED and behind.vs_leader["behind"].low < 1 / 1.02
+    noisy = judge({"leader": lead, "noisy": other(0.985, wobble=0.08)}, rules, 3)    # the last look: cannot tell
+    assert noisy.standing["noisy"] is Standing.UNRESOLVED and noisy.outcome()["unresolved"] == ["noisy"]
+    early = judge({"leader": lead[:6], "noisy": other(0.998, wobble=0.08)[:6]}, rules, 1)
+    assert early.standing["noisy"] is Standing.OPEN and not early.decided
+    two = {"leader": lead[:12], "noisy": other(0.96, wobble=0.08)[:12]}     # look 2 of 3, the spread still assumed
+    assert judge(two, rules, 2).standing["noisy"] is Standing.UNRESOLVED            # futility: stop now
+    assert judge(two, replace(rules, futility=False), 2).standing["noisy"] is Standing.OPEN   # or measure on
 
 
-def test_a_bound_pairs_requests_and_widens_with_confidence():
-    base = {("p", r): 10.0 for r in range(4)}
-    cand = {("p", 0): 12.0, ("p", 1): 13.0, ("p", 2): 11.0, ("p", 3): 12.5, ("q", 0): 99.0}
-    narrow, wide = race_bound(base, cand, 0.025), race_bound(base, cand, 0.0005)
-    assert narrow.n_pairs == 4 and wide.low < narrow.low < narrow.ratio < narrow.high < wide.high
-    assert race_bound(base, {("p", 0): 12.0}, 0.95) is None
+def test_the_winner_needs_the_spent_boundary_not_a_plain_95_percent():
+    """+9% on six prompts: a plain 95% interval clears +2%, the race's boundary at 0.05 / (1 × 3 looks) does not."""
+    rules = RaceRules(n_candidates=1, n_looks=3)
+    ratios = dict(zip(SIX, (1.00, 1.16, 1.05, 1.13, 1.09, 1.09)))
+    units = [Unit(p, math.log(r), "s0") for p, r in ratios.items()]
+    plain = race_bound(units, 0.025, SessionVariance(0.0, 10))
+    spent = race_bound(units, rules.error, SessionVariance(0.0, 10))
+    assert plain.low > 1.02 > spent.low
+    for looks in (1, 2, 3):         # the same boundary at every look: repeating the prompts does not lower it
+        look = judge({"one": pairs_of(ratios, runs=looks)}, rules, looks)
+        assert look.leader == "one" and look.decided and look.winner is None
+    clear = judge({"one": pairs_of({p: 1.3 * r for p, r in ratios.items()})}, rules, 1)
+    assert clear.winner == "one"                                                 # +41%: wins at the probe
 
 
 # --------------------------------------------------------------------------- the race in a sweep
@@ -151,58 +172,68 @@ def test_adaptive_search_picks_the_exhaustive_winner_with_fewer_requests(tmp_pat
     rows = by_draft(raced)
     for label in ("good", "bad", "slow"):
         row = rows[label]
-        assert row.status == "eliminated" and row.reason.startswith("eliminated by the race after 3 requests")
-        assert len(row.requests) == 3 and row.mean_tps and row.speedup and row.race["decision"] == "eliminated"
+        assert row.status == "eliminated" and row.reason.startswith("eliminated by the race after 6 requests")
+        assert len(row.requests) == 6 and row.mean_tps and row.speedup and row.race["decision"] == "eliminated"
         assert not row.counts_as_speedup()
     assert "25.0% slower than best on the same prompts" in rows["good"].reason and "noise floor" in rows["bad"].reason
-    assert rows["best"].ok and rows["best"].race["decision"] == "winner"
+    best = rows["best"]
+    assert best.ok and best.race["decision"] == "winner" and best.confirmed.significant
+    # the probe (block 1), then the leader measured once more on fresh requests (the confirmation block)
+    assert [r.block for r in best.requests] == [0] * 6 + [3] * 6 and len({r.session for r in best.requests}) == 2
+    # the probe is block 1 of 3: every prompt once, each candidate beside a baseline server of its own
+    assert {r.prompt_id for r in rows["best"].requests} == {p.id for p in BUILTIN_PROMPTS}
+    assert raced.summary["server_loads"] == 8 + 2 == len(launches(adaptive_backend))
     measured = sum(len(r.requests) for r in raced.results)
-    assert measured < sum(len(r.requests) for r in full.results)
-    assert raced.summary["server_loads"] == 5 == len(launches(adaptive_backend))
+    assert measured < sum(len(r.requests) for r in full.results) / 2
+    assert raced.summary["targets"][0]["race"]["best"] == "best"
 
 
-def test_close_candidates_are_measured_further_on_a_second_server(tmp_path):
+def test_close_candidates_are_measured_further_and_the_rest_stop(tmp_path):
     backend = FakeBackend(script(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97},
-                                 noise={BEST: 0.3, GOOD: 0.3}))
+                                 noise={BEST: 0.1, GOOD: 0.1}))
     code, results = sweep(tmp_path, backend)
     assert code == EXIT_OK
     rows = by_draft(results)
     for label in ("best", "good"):
         row = rows[label]
-        assert row.ok and len(row.requests) == 6 and row.race["loads"] == 2
-        assert [(r.prompt_id, r.run) for r in row.requests][:3] == [("code-bst", 0), ("json-users", 0), ("code-bst", 1)]
-    # 3% apart with 30% noise: six requests cannot separate them, so they are tied, not "best is better"
-    assert rows["best"].race["decision"] == "winner" and rows["good"].race["decision"] == "tied with the winner"
-    assert launches(backend).count(BEST) == 2 and launches(backend).count(BAD) == 1
-    assert results.summary["server_loads"] == 1 + 2 + 2 + 1 + 2     # slow: the noisy pool kept it for a look
+        assert len(row.requests) > 6 and row.race["loads"] == len(row.requests) // 6
+        assert [r.block for r in row.requests] == sorted(r.block for r in row.requests)   # block after block
+    assert rows["bad"].status == rows["slow"].status == "eliminated" and len(rows["bad"].requests) == 6
+    decisions = {rows[label].race["decision"] for label in ("best", "good")}
+    assert decisions & {"winner", "leader, not shown faster than the baseline by the noise floor"}
+    assert launches(backend).count(BAD) == 1
 
 
 def test_a_race_resumes_without_measuring_again(tmp_path):
-    class StopAtExtension(Reporter):
+    class StopAtSecondBlock(Reporter):
         def combination_started(self, index, total, title, at_most=False):
-            if "race: requests" in title:
+            if "block 2/3" in title:
                 raise KeyboardInterrupt
 
     cfg = config(tmp_path)
-    noisy = dict(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.3, GOOD: 0.3})
-    code, first = sweep(tmp_path, FakeBackend(script(**noisy)), cfg, reporter=StopAtExtension())
+    noisy = dict(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.1, GOOD: 0.1})
+    code, first = sweep(tmp_path, FakeBackend(script(**noisy)), cfg, reporter=StopAtSecondBlock())
     assert code == EXIT_INTERRUPTED
-    assert by_draft(first)["bad"].status == "eliminated" and len(by_draft(first)["best"].requests) == 3
+    assert by_draft(first)["bad"].status == "eliminated" and len(by_draft(first)["best"].requests) == 6
     again = FakeBackend(script(**noisy))
     code, resumed = sweep(tmp_path, again, cfg)
     assert code == EXIT_OK
-    assert sorted(launches(again), key=str) == [BEST, GOOD, SLOW]    # no baseline, no probe again
+    assert BAD not in launches(again) and SLOW not in launches(again)       # no probe again
     rows = by_draft(resumed)
-    assert rows["bad"].status == "eliminated" and len(rows["best"].requests) == 6 and rows["best"].race["loads"] == 2
-    assert rows["best"].requests[:3] == by_draft(first)["best"].requests
+    assert rows["bad"].status == "eliminated" and len(rows["best"].requests) > 6
+    assert rows["best"].requests[:6] == by_draft(first)["best"].requests
 
 
-def test_every_candidate_eliminated_says_so_in_the_verdict(tmp_path):
+def test_a_race_where_nothing_pays_confirms_nothing_and_says_so(tmp_path):
     backend = FakeBackend(script(speedup={BEST: 0.7, GOOD: 0.8, BAD: 0.6, SLOW: 0.9}))
     code, results = sweep(tmp_path, backend)
-    assert code == EXIT_OK and all(r.status == "eliminated" for r in results.results if r.role == "speculative")
+    rows = by_draft(results)
+    assert code == EXIT_OK and all(rows[d].status == "eliminated" for d in ("best", "good", "bad"))
+    # the leader (-10%) stays, decided: its estimate is below the floor, so nothing is confirmed
+    assert rows["slow"].ok and rows["slow"].confirmed is None and len(rows["slow"].requests) == 6
+    assert rows["slow"].race["decision"] == "leader, not confirmed faster than the baseline by the noise floor"
     verdict = results.summary["targets"][0]["verdict"]
-    assert "eliminated every candidate" in verdict and "best probe: slow" in verdict
+    assert "not recommended" in verdict and "best: slow" in verdict
 
 
 def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
@@ -244,8 +275,8 @@ def test_the_results_file_keeps_race_fields_and_strict_json(tmp_path):
     sweep(tmp_path, FakeBackend(script()))
     data = json.loads((tmp_path / "r.json").read_text())
     row = next(r for r in data["results"] if r["draft"] == "good")
-    assert row["status"] == "eliminated" and row["race"]["bound"]["n_pairs"] == 3 and row["race"]["loads"] == 1
-    assert data["summary"]["server_loads"] == 5
+    assert row["status"] == "eliminated" and row["race"]["bound"]["n_pairs"] == 6 and row["race"]["loads"] == 1
+    assert data["summary"]["server_loads"] == 8 + 2
 
 
 def test_budget_without_adaptive_search_is_a_usage_error(tmp_path):
@@ -281,22 +312,31 @@ def test_adaptive_search_with_concurrency_levels_is_refused(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-def test_the_simulator_runs_the_same_race_as_the_sweep(tmp_path):
-    """benchmarks/adaptive.py mirrors sweep/race.py: on the same data it measures the same requests."""
+def test_the_replay_simulator_runs_the_same_passes_as_the_sweep(tmp_path):
+    """benchmarks/adaptive.py replays the race's passes (block k for those still in it, a look after each)
+    with racing.judge: on the sweep's own data it measures the same blocks and eliminates the same."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from adaptive import Grid, race
 
-    noisy = dict(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.3, GOOD: 0.3, SLOW: 0.1})
+    noisy = dict(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.1, GOOD: 0.1})
     _, full = sweep(tmp_path, FakeBackend(script(**noisy)), config(tmp_path, search="exhaustive"), name="ex.json")
     _, raced = sweep(tmp_path, FakeBackend(script(**noisy)))
+    baseline = next(r for r in full.results if r.role == "baseline")
     data = {(r.draft or ""): {(q.prompt_id, q.run): q.decode_tps for q in r.requests} for r in full.results}
-    grid = Grid("fake", ["best", "good", "bad", "slow"], ["code-bst", "json-users"], lambda rng, runs: (data, {}))
-    outcome = race(grid, data, 3, lambda n, prompts: RaceRules(n, prompts, 3, prompts, 0.02))
+    # the exhaustive sweep measured a baseline beside every candidate: replay against the first one's
+    first = {r.session for r in by_draft(full)["best"].requests}
+    data[""] = {(q.prompt_id, q.run): q.decode_tps for q in baseline.requests
+                if any(q.session in (c.compared_with or []) for c in by_draft(full)["best"].requests)}
+    assert first
+    for table in data.values():          # the replay confirms on repetition 3: the sweep's own, or its last again
+        table.update({(pid, 3): v for (pid, run), v in list(table.items()) if run == 2 and (pid, 3) not in table})
+    grid = Grid("fake", ["best", "good", "bad", "slow"], [p.id for p in BUILTIN_PROMPTS], lambda rng, runs: (data, {}))
+    outcome = race(grid, data, 3, lambda n, looks: RaceRules(n, looks, 0.02))
     rows = by_draft(raced)
-    assert outcome.measured == {label: len(rows[label].requests) for label in grid.candidates}
     assert outcome.eliminated == {label for label in grid.candidates if rows[label].status == "eliminated"}
-    assert outcome.loads == sum(rows[label].race["loads"] for label in grid.candidates)
+    assert outcome.measured == {label: sum(r.block != 3 for r in rows[label].requests) for label in grid.candidates}
+    assert (outcome.pick is not None) == (raced.summary["targets"][0]["recommended_draft"] is not None)
 
 
 def test_a_candidate_that_never_speculates_is_not_raced(tmp_path):
@@ -339,7 +379,8 @@ def _history(tmp_path: Path, *, load_s: float, request_s: float) -> None:
 
 
 def test_the_race_does_not_start_where_it_cannot_save_time(tmp_path):
-    """Slow loads, quick requests: probes and second loads would cost more than the requests skipped."""
+    """Slow loads, quick requests, the sequential design (a candidate measured fully takes one server, a
+    raced one a server per block): the race's extra loads would cost more than the requests skipped."""
     _history(tmp_path, load_s=60.0, request_s=0.5)
     notes = []
 
@@ -348,11 +389,20 @@ def test_the_race_does_not_start_where_it_cannot_save_time(tmp_path):
             notes.append(text)
 
     backend = FakeBackend(script())
-    code, results = sweep(tmp_path, backend, reporter=Recorder())
+    code, results = sweep(tmp_path, backend, config(tmp_path, design="sequential"), reporter=Recorder())
     assert code == EXIT_OK and not any(r.race for r in results.results)        # measured exhaustively
-    assert len(launches(backend)) == 5                                          # one server per combination
+    # one server per combination, then the best confirmed on fresh requests (its own baseline block first)
+    assert len(launches(backend)) == 5 + 2
     assert any(n.startswith("adaptive search: exhaustive ~") and "the race cannot save time here" in n
                for n in notes), notes
+
+
+def test_in_a_design_with_a_server_per_block_the_race_only_saves(tmp_path):
+    """Interleaved or bracketed, every block is a server session either way: the race runs the same
+    steps minus those of the candidates it has decided about, so even slow loads do not stop it."""
+    _history(tmp_path, load_s=60.0, request_s=0.5)
+    code, results = sweep(tmp_path, FakeBackend(script()))
+    assert code == EXIT_OK and any(r.race for r in results.results)
 
 
 def test_the_race_starts_where_it_saves_time_and_dry_run_shows_both_plans(tmp_path):
@@ -363,7 +413,7 @@ def test_the_race_starts_where_it_saves_time_and_dry_run_shows_both_plans(tmp_pa
                                 "drafts": [{"label": n, "path": str(tiny_gguf(tmp_path / f"{n}.gguf"))}
                                            for n in ("a", "b", "c", "d")],
                                 "settings": {"runs": 3, "max_tokens": 64, "prompts": ["code", "json"],
-                                             "search": "adaptive"}}))
+                                             "search": "adaptive", "design": "sequential"}}))
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "new.json"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     plans = next(line for line in proc.stdout.splitlines() if line.startswith("Plans: "))
@@ -397,9 +447,10 @@ def test_the_race_and_the_verdict_say_one_thing(tmp_path):
     assert race["sentence"].startswith(f"7B: best of the race: {race['best']}, but not significantly faster than "
                                        "the target alone")
     assert events[-1] == race["sentence"][:-1]               # the console says the stored sentence
-    # rows print in the order their servers start, out of the most the race may start
+    # steps print in the order they run, out of the most the race may run: every block of every candidate
+    # (3 blocks × 4 candidates, each a baseline and a candidate server side by side) and the confirmation
     assert [i for i, _, _ in started] == list(range(1, len(started) + 1))
-    assert all(at_most and total == 1 + 2 * 4 for _, total, at_most in started)
+    assert all(at_most and total == 3 * 4 + 1 for _, total, at_most in started)
 
 
 def test_the_verdicts_choice_is_the_best_of_the_race_and_each_candidate_has_its_history(tmp_path):
@@ -413,10 +464,11 @@ def test_the_verdicts_choice_is_the_best_of_the_race_and_each_candidate_has_its_
         assert entries[name]["decision"] == "eliminated" and entries[name]["why"].startswith("eliminated by the race")
         assert entries[name]["looks"][-1]["standing"] == "eliminated"
     first = entries["best"]["looks"][0]
-    assert first["requests"] == 3 and first["low"] <= first["ratio"] <= first["high"]    # the probe's look
+    # the probe's look: block 1, every built-in prompt once
+    assert first["requests"] == 6 and first["low"] <= first["ratio"] <= first["high"]
     rows = by_draft(results)
     assert rows["best"].race["looks"] == entries["best"]["looks"]                        # kept in the results file
     from draftbench.report import render_report
     page = render_report(results, cdn=True)
     assert '<section id="race">' in page and race["sentence"] in page.replace("&#x27;", "'")
-    assert "after 3: +100.0%" in page
+    assert "after 6: +100.0%" in page

@@ -149,14 +149,21 @@ def test_a_sweep_measures_everything_and_recommends_the_good_draft(tmp_path):
     assert verdict["recommended_draft"] == "good" and "bad" in verdict["verdict"]     # rarely-accepting draft named
 
 
-def test_resume_runs_only_what_is_missing(tmp_path):
+@pytest.mark.parametrize("design,launched", [
+    # upstream's order: the missing candidate alone
+    ("sequential", [(TARGET, BAD)]),
+    # interleaved: each of its two blocks (runs: 2) beside a fresh baseline server
+    ("interleaved", [(TARGET, None), (TARGET, BAD)] * 2),
+    # bracketed: a baseline block before and after each of its blocks
+    ("bracketed", [(TARGET, None), (TARGET, BAD), (TARGET, None)] * 2)])
+def test_resume_runs_only_what_is_missing(tmp_path, design, launched):
     backend = FakeBackend(script(missing={BAD}))
-    code, path = sweep(tmp_path, backend)
+    code, path = sweep(tmp_path, backend, config(tmp_path, design=design))
     assert code == EXIT_INCOMPLETE
     backend2 = FakeBackend(script())
-    code, _ = sweep(tmp_path, backend2)
+    code, _ = sweep(tmp_path, backend2, config(tmp_path, design=design))
     assert code == EXIT_OK
-    assert [entry[:3] for entry in backend2.log if entry[0] == "launch"] == [("launch", TARGET, BAD)]
+    assert [entry[1:3] for entry in backend2.log if entry[0] == "launch"] == launched
     assert rows(path)[("speculative", "bad", None)]["status"] == "ok"
 
 
@@ -168,7 +175,8 @@ def test_a_path_fixed_after_its_rows_were_skipped_resumes(tmp_path):
     backend = FakeBackend(script())
     code, _ = sweep(tmp_path, backend, config(tmp_path, drafts=(("good", GOOD),)))
     assert code == EXIT_OK
-    assert [entry[:3] for entry in backend.log if entry[0] == "launch"] == [("launch", TARGET, GOOD)]
+    # only the fixed candidate: its two blocks and its confirmation, each beside a fresh baseline server
+    assert [entry[1:3] for entry in backend.log if entry[0] == "launch"] == [(TARGET, None), (TARGET, GOOD)] * 3
     assert rows(path)[("speculative", "good", None)]["draft_path"] == GOOD
     # a path whose rows hold measurements still makes another sweep
     with pytest.raises(ResultsFileError, match=re.escape("points to /m/other.gguf now, /m/good.gguf then")):
@@ -195,7 +203,12 @@ def test_the_console_says_what_happened(tmp_path):
     out = io.StringIO()
     sweep(tmp_path, FakeBackend(script(missing={BAD})), reporter=Console(out))
     text = out.getvalue()
-    assert "[1/3] 7B (baseline)" in text and "Starting server ... ready (0.0 s)" in text
+    assert "[1/4] 7B + good [block 1/2, alternating with a baseline server]" in text
+    assert "Starting server ... ready (0.0 s)" in text and "7B: interleaved (baseline and candidate" in text
+    sequential = io.StringIO()
+    sweep(tmp_path / "seq", FakeBackend(script(missing={BAD})), config(tmp_path, design="sequential"),
+          reporter=Console(sequential))
+    assert "[1/3] 7B (baseline)\n" in sequential.getvalue()
     assert "Speed-up vs baseline: +" in text and "Skipped: model file /m/bad.gguf does not exist" in text
     assert "=== Sweep complete ===" in text and "Verdict:" in text
 

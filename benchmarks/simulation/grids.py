@@ -114,4 +114,10 @@ def scenarios() -> list[Scenario]:
                  session2),
         Scenario("reference-72b", "upstream Qwen2.5-72B grid (2 targets × 31 drafts), adaptive.py's noise model, "
                  "session effect 2%", reference_grids(REFERENCE["72b"], **adaptive_noise), session2),
+        # Many distinct prompts, one run each (a standard set sampled per category): the unit of "prompts
+        # like these" is the prompt, so more of them, not more runs, is what narrows the interval.
+        Scenario("reference-7b-24x1", "the reference-7b scenario with 24 prompts × 1 run instead of 6 × 3",
+                 reference_grids(REFERENCE["7b"], **adaptive_noise), session2, n_prompts=24, runs=1),
+        Scenario("reference-72b-24x1", "the reference-72b scenario with 24 prompts × 1 run instead of 6 × 3",
+                 reference_grids(REFERENCE["72b"], **adaptive_noise), session2, n_prompts=24, runs=1),
     ]

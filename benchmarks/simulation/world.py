@@ -118,7 +118,8 @@ class World:
         self.sessions: list[str] = []                     # the candidate (or "" for the target) of each load
         self.requests = 0                                 # measured and warm-up
         # which request a server is asked for, from its seed (as the sweep derives it): warm-ups have run -1
-        self.by_seed = {request_seed(seed, run, i): (run, i) for i in range(len(prompts)) for run in range(runs)}
+        # (repetition ``runs`` is the confirmation block a sweep measures for its selected candidate)
+        self.by_seed = {request_seed(seed, run, i): (run, i) for i in range(len(prompts)) for run in range(runs + 1)}
         self.by_seed.update({request_seed(seed, -1, i): (-1, i % len(prompts)) for i in range(warmup)})
         self.model_free = {c.name for c in grid.candidates if c.model_free}
 

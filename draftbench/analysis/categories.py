@@ -2,35 +2,17 @@
 
 Methods differ most by workload: an n-gram method can double the speed of a code edit (the answer
 repeats the prompt) and do nothing for a story, while a draft model helps both a little. So every
-row's requests are also compared with the baseline's per category, and the verdict names the best
+row's requests are also compared with the baseline's per category (``analysis/comparison.py``), and the verdict names the best
 configuration per category when they differ ("for code-edit: ngram-mod; for chat: 135M (k=4)").
 """
 
 from __future__ import annotations
 
 from ..results.file import ResultsFile, Row
-from ..results.speedup import Speedup, rank
+from ..results.speedup import rank
 from .degenerate import looping_requests
 from .session import category_label
-from .stats import TOO_FEW, describe_subset, speedup, too_few_to_tell
-
-
-def _tps(row: Row, category: str) -> dict[tuple[str, int], float]:
-    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests
-            if r.error is None and r.decode_tps and r.category == category}
-
-
-def category_speedups(row: Row, baseline: Row, *, noise_floor: float) -> dict[str, Speedup] | None:
-    """category → the speed-up on that category's requests (see :func:`stats.speedup`); None when the
-    row has no per-request data."""
-    if not row.requests or not baseline.requests:
-        return None
-    out = {}
-    for category in dict.fromkeys(r.category for r in row.requests):
-        speed = speedup(_tps(baseline, category), _tps(row, category), noise_floor=noise_floor)
-        if speed:
-            out[category] = speed
-    return out or None
+from .stats import TOO_FEW, describe_subset, too_few_to_tell
 
 
 def never_drafted(row: Row, category: str) -> bool:

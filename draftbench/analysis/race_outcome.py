@@ -4,7 +4,10 @@ The race and the verdict used to speak separately ("ngram-mod wins the race", th
 decoding not recommended"). Here the outcome is built from the rows the race recorded (``race.decision``,
 eliminated rows' reasons, each look's bound) *and* the verdict's own entry: the best of the race is
 the configuration the verdict recommends where it recommends one, otherwise the race's leader, said to
-be not significantly faster than the target alone. The console and the report both render
+be not significantly faster than the target alone (the race's winner is the leader confirmed on fresh
+requests: ``analysis/decision.py``, so the two agree). The others: within the noise floor of it
+(resolved), tied (an equivalence: two one-sided tests against ± the floor), unresolved (the planned
+requests could not tell; no claim), eliminated. The console and the report both render
 :meth:`RaceOutcome.sentence` and :meth:`RaceOutcome.history` from this one object, stored in the
 verdict's summary entry (``race``).
 """
@@ -17,6 +20,11 @@ from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup
 from .categories import candidate_name
 from .stats import describe_speedup
+
+# The race's decisions (``race.decision`` in a row) beyond winner / tied / within the noise floor / eliminated:
+UNRESOLVED = "unresolved: the planned requests could not separate it from the leader"
+LEADER_NOT_CONFIRMED = "leader, not confirmed faster than the baseline by the noise floor"
+NOT_A_SPEEDUP = "not a speed-up: faster than its counters allow"
 
 
 @dataclass(frozen=True)
@@ -49,11 +57,12 @@ class RaceOutcome:
     best: str | None
     significant: bool            # the best is significantly faster than the target alone (the verdict's test)
     best_speedup: str | None
-    tied: tuple[str, ...]
-    resolved: tuple[str, ...]
+    tied: tuple[str, ...]            # equivalent to the best within ± the noise floor (two one-sided tests)
+    resolved: tuple[str, ...]        # cannot beat the best by more than the noise floor
     eliminated: tuple[str, ...]
     not_separated: tuple[str, ...]
     entries: tuple[Entry, ...]
+    unresolved: tuple[str, ...] = ()  # the planned requests could not separate it from the best (no claim)
 
     def sentence(self) -> str:
         """The race's outcome in the verdict's words."""
@@ -70,7 +79,9 @@ class RaceOutcome:
         if self.resolved:
             text += f"; within the noise floor of it: {', '.join(self.resolved)}"
         if self.tied:
-            text += f"; tied with it (the planned requests could not separate them): {', '.join(self.tied)}"
+            text += f"; tied with it (equal within the noise floor either way): {', '.join(self.tied)}"
+        if self.unresolved:
+            text += f"; not separated from it (the planned requests could not tell): {', '.join(self.unresolved)}"
         if self.eliminated:
             text += f"; eliminated: {', '.join(self.eliminated)}"
         return text + "."
@@ -84,7 +95,8 @@ class RaceOutcome:
         try:
             entries = tuple(Entry(**{**e, "looks": tuple(Look(**lk) for lk in e.get("looks") or ())})
                             for e in data.get("entries") or ())
-            fields = {k: tuple(data.get(k) or ()) for k in ("tied", "resolved", "eliminated", "not_separated")}
+            fields = {k: tuple(data.get(k) or ()) for k in ("tied", "resolved", "eliminated", "not_separated",
+                                                            "unresolved")}
             return cls(target=str(data["target"]), best=data.get("best"), significant=bool(data.get("significant")),
                        best_speedup=data.get("best_speedup"), entries=entries, **fields)
         except (KeyError, TypeError, AttributeError):
@@ -104,10 +116,16 @@ def _entry(row: Row) -> Entry:
     race = row.race or {}
     decision = str(race.get("decision") or row.status)
     why = row.reason if decision == "eliminated" and row.reason else {
-        "winner": "the leader when no candidate was left open",
+        "winner": "the leader when no candidate was left open, confirmed on fresh requests",
         "within the noise floor of the winner": "it cannot beat the winner by more than the noise floor",
-        "tied with the winner": "it did not look better than the winner, and the planned requests could not "
-                                "separate them",
+        "within the noise floor of the leader": "it cannot beat the leader by more than the noise floor",
+        "tied with the winner": "equal to the winner within the noise floor either way (two one-sided tests)",
+        "tied with the leader": "equal to the leader within the noise floor either way (two one-sided tests)",
+        UNRESOLVED: "it did not look better than the leader, and even every planned request would not separate "
+                    "them",
+        LEADER_NOT_CONFIRMED: "the leader, but fresh requests did not confirm it faster than the target by the "
+                              "noise floor",
+        NOT_A_SPEEDUP: "its server's counters cannot explain its speed: the machine's speed changed",
         "not separated": "the race ended (budget) before it was separated from the others",
         "inactive": "the server did not speculate with it",
         "running": "still being measured"}.get(decision, row.reason or "")
@@ -139,11 +157,15 @@ def race_outcome(results: ResultsFile, target: str, entry: dict) -> RaceOutcome 
         best, significant = (candidate_name(top) if top else None), False
         best_speed = top.speedup if top else None
     not_best = [n for n in by_decision.get("winner", []) if n != best]      # the verdict decides: one best
+
+    def named(*decisions: str) -> tuple[str, ...]:
+        return tuple(n for d in decisions for n in by_decision.get(d, []) if n != best)
     return RaceOutcome(
         target=target, best=best, significant=significant,
         best_speedup=describe_speedup(best_speed) if best_speed else None,
-        tied=tuple(n for n in by_decision.get("tied with the winner", []) + not_best if n != best),
-        resolved=tuple(n for n in by_decision.get("within the noise floor of the winner", []) if n != best),
-        eliminated=tuple(n for n in by_decision.get("eliminated", []) if n != best),
+        tied=named("tied with the winner", "tied with the leader"),
+        resolved=named("within the noise floor of the winner", "within the noise floor of the leader"),
+        eliminated=named("eliminated"),
         not_separated=tuple(by_decision.get("not separated", []) + by_decision.get("running", [])),
-        entries=tuple(_entry(r) for r in raced))
+        entries=tuple(_entry(r) for r in raced),
+        unresolved=named(UNRESOLVED, LEADER_NOT_CONFIRMED) + tuple(not_best))

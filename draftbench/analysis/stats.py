@@ -1,15 +1,16 @@
 """Summaries, confidence intervals, significance and stability warnings.
 
-No SciPy: Student-t quantiles are exact (:mod:`student_t`), at any degrees of freedom, Welch's
-fractional ones included.
+No SciPy: Student-t quantiles are exact (:mod:`student_t`), at any degrees of freedom, Welch's and
+Satterthwaite's fractional ones included.
 
-Speed-up (see README "Statistics"): requests are paired by (prompt, repetition) — the same
+Speed-up (see docs/statistics.md): requests are paired by (prompt, repetition) — the same
 prompt and seed on the baseline server and on the speculative server. The speed-up is the
-geometric mean of the paired ratios ``tps_spec / tps_base`` with a 95% Student-t interval
-computed on their logarithms. Without pairs (old results, failed requests) it falls back to
-Welch's t-interval on the log tok/s of the two groups. A speed-up is *significant* only when
-the interval excludes 1.0 *and* the estimate differs from 1.0 by at least the noise floor
-(``settings.noise_floor``, default 2%).
+geometric mean of the paired ratios ``tps_spec / tps_base``, averaged per prompt first, with a
+Student-t interval whose replication unit is the prompt (:mod:`replication`: the claim is about
+"prompts like these"; with one prompt, about that prompt). Without pairs (old results, failed
+requests) it falls back to Welch's t-interval on the log tok/s of the two groups. A speed-up is
+*significant* only when the whole interval clears the noise floor (``settings.noise_floor``,
+default 2%): above 1 + floor for a gain, below 1 / (1 + floor) for a loss.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TypeGuard
 from ..common.percent import percent_change
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup
+from .replication import Estimate, SessionVariance, Unit, estimate
 from .student_t import t_quantile
 
 
@@ -54,14 +56,45 @@ def _positive(v: object) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def _sample_variance(values: list[float]) -> float:
-    """statistics.variance in floats (two passes, compensated sums): the same figures to ~1e-15, without the
-    exact fractions that made it a fifth of analysing a large results file."""
-    mean = math.fsum(values) / len(values)
-    return math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+def clears_floor(low: float | None, high: float | None, noise_floor: float) -> bool | None:
+    """Significance as a test: the whole interval is above 1 + floor (a gain) or below 1 / (1 + floor)
+    (a loss). None without an interval."""
+    if low is None or high is None:
+        return None
+    return low > 1.0 + noise_floor or high < 1.0 / (1.0 + noise_floor)
 
 
-def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *, noise_floor: float = 0.02) -> Speedup | None:
+def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence: float = 0.95) -> Speedup:
+    """The :class:`Speedup` of an :class:`replication.Estimate` (log scale) at ``confidence``."""
+    low, high = est.bounds(confidence)
+    ratio = math.exp(est.mean)
+    lo = round(math.exp(low), 4) if math.isfinite(low) else 0.0
+    hi = round(math.exp(high), 4) if math.isfinite(high) else None
+    method = "paired-log-by-prompt" if est.prompts >= 2 else "paired-t-log"
+    if hi is None:      # no finite interval (a variance with no degrees of freedom): not judged
+        return Speedup(ratio=round(ratio, 4), method=method, n_pairs=n_pairs, percent=percent_change(ratio),
+                       noise_floor=noise_floor, question=est.question, prompts=est.prompts, sessions=est.sessions)
+    return Speedup(ratio=round(ratio, 4), ci95_low=lo, ci95_high=hi,
+                   significant=clears_floor(lo, hi, noise_floor), method=method, n_pairs=n_pairs,
+                   percent=percent_change(ratio), noise_floor=noise_floor, question=est.question,
+                   se_log=round(est.se, 6), df=round(est.df, 3), prompts=est.prompts, sessions=est.sessions)
+
+
+def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,
+                     sessions: SessionVariance | None = None) -> Speedup | None:
+    """Speed-up from paired log ratios (see :mod:`replication`); a bare ratio from a single one."""
+    if not units:
+        return None
+    est = estimate(units, sessions)
+    if est is None:
+        ratio = math.exp(units[0].value)
+        return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=len(units),
+                       percent=percent_change(ratio))
+    return from_estimate(est, noise_floor=noise_floor, n_pairs=len(units))
+
+
+def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *,
+            noise_floor: float = 0.02) -> Speedup | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
     # (the plain float first, in the comprehension itself: this runs for every row and category of a file)
     base = {k: v for k, v in baseline.items() if (type(v) is float and v > 0 and v - v == 0) or _positive(v)}
@@ -70,30 +103,22 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
         return None
     keys = sorted(set(base) & set(cand))
     if len(keys) >= 2:
-        logs = [math.log(cand[k] / base[k]) for k in keys]
-        n = len(logs)
-        mean = statistics.fmean(logs)
-        sd = math.sqrt(_sample_variance(logs))
-        half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
-        method, n_pairs, df = "paired-t-log", n, float(n - 1)
-    else:
-        lb = [math.log(v) for v in base.values()]
-        lc = [math.log(v) for v in cand.values()]
-        if len(lb) < 2 or len(lc) < 2:
-            ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
-            return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
-                           percent=percent_change(ratio))
-        mean = statistics.fmean(lc) - statistics.fmean(lb)
-        va, vb = _sample_variance(lc) / len(lc), _sample_variance(lb) / len(lb)
-        se = math.sqrt(va + vb)
-        df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
-        half = t_quantile(0.975, df) * se
-        method, n_pairs = "welch-t-log", 0
+        return speedup_of_units([Unit(str(k[0]), math.log(cand[k] / base[k])) for k in keys], noise_floor=noise_floor)
+    lb = [math.log(v) for v in base.values()]
+    lc = [math.log(v) for v in cand.values()]
+    if len(lb) < 2 or len(lc) < 2:
+        ratio = statistics.fmean(cand.values()) / statistics.fmean(base.values())
+        return Speedup(ratio=round(ratio, 4), method="single-sample", n_pairs=0,
+                       percent=percent_change(ratio))
+    mean = statistics.fmean(lc) - statistics.fmean(lb)
+    va, vb = statistics.variance(lc) / len(lc), statistics.variance(lb) / len(lb)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
+    half = t_quantile(0.975, df) * se
     ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
-    excludes_one = low > 1.0 or high < 1.0
-    significant = excludes_one and abs(ratio - 1.0) >= noise_floor
-    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4), significant=significant,
-                   method=method, n_pairs=n_pairs, percent=percent_change(ratio), noise_floor=noise_floor)
+    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4),
+                   significant=clears_floor(low, high, noise_floor), method="welch-t-log", n_pairs=0,
+                   percent=percent_change(ratio), noise_floor=noise_floor)
 
 
 # A subset's interval (one prompt category, the requests without loops) is worth printing only from
@@ -108,8 +133,11 @@ def too_few_to_tell(s: Speedup | None) -> bool:
     """True when a speed-up rests on too few requests for an interval worth printing."""
     if s is None or s.method == "ratio-of-means":
         return False
-    if s.method == "single-sample" or (s.method == "paired-t-log" and (s.n_pairs or 0) < MIN_PAIRS_TO_TELL):
+    if s.method == "single-sample":
         return True
+    if s.method in ("paired-t-log", "paired-log-by-prompt") and ((s.n_pairs or 0) < MIN_PAIRS_TO_TELL
+                                                                 or s.ci95_high is None):
+        return True          # too few pairs, or no finite interval (nothing to estimate a spread from)
     if s.ci95_low is not None and s.ci95_high is not None:
         return s.ci95_low <= 0 or s.ci95_high / s.ci95_low > MAX_USEFUL_SPAN
     return False
@@ -162,17 +190,18 @@ BENCH_FLAGS: dict[str, str] = {"runs": "--runs", "warmup": "--warmup", "max_toke
 
 def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float | None],
                        completion_tokens: list[int | None], max_tokens: int,
-                       flags: Mapping[str, str] | None = None) -> list[Finding]:
+                       flags: Mapping[str, str] | None = None, n_prompts: int | None = None) -> list[Finding]:
     """Findings in the pyperf/hyperfine spirit: each names the setting to change.
 
     ``flags`` maps "runs", "warmup", "max_tokens" and "prompts" to how the user changes them:
     config keys for a sweep (:data:`SETTINGS_FLAGS`, the default) or command-line options for
     ``bench.py`` (:data:`BENCH_FLAGS`). Missing entries fall back to the config keys.
-    ``tps_values`` are in request order (the first one is the first measured request).
+    ``tps_values`` are in request order (the first one is the first measured request). One run per
+    prompt is a design, not a problem, where the interval comes from the prompts (``n_prompts`` ≥ 3).
     """
     f = {**SETTINGS_FLAGS, **(flags or {})}
     out = []
-    if runs < 2:
+    if runs < 2 and (n_prompts is None or n_prompts < 3):
         out.append(Finding(Code.ONE_RUN, f"only one run per prompt: timing noise cannot be measured — raise "
                            f"{f['runs']} to 3", f["runs"]))
     if run_cv is not None and run_cv > 0.10:

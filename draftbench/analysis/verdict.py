@@ -12,15 +12,16 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..common.bulk import collector_paused
-from ..common.percent import percent, percent_change
+from ..common.percent import percent
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
 from ..results.speedup import Speedup, plain, rank
 from ..results.theory import Theory
-from . import stats
-from .categories import best_per_category, category_sentence, category_speedups
+from . import decision, stats
+from .categories import best_per_category, category_sentence
+from .comparison import compare, judged, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .crossover import with_crossover
 from .degenerate import assess as assess_loops
@@ -29,7 +30,7 @@ from .draft import ceiling, k_advice
 from .draft import positions as perpos
 from .race_outcome import race_outcome
 from .racing import server_loads
-from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary, tps_by_key
+from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
 from .winning_command import add_how_to_run
 
 
@@ -74,7 +75,7 @@ def summarize_records(records: list[RequestRecord], *, max_tokens: int, runs: in
         by_category[category] = {"n": len(group), "mean_tps": _round(_mean(r.decode_tps for r in group), 2),
                                  "acceptance_rate": cat_rate}
     run_cv = stats.run_to_run_cv(by_prompt)
-    warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv,
+    warnings = stats.stability_warnings(runs=runs, n_requests=len(ok), run_cv=run_cv, n_prompts=len(by_prompt),
                                         tps_values=[r.decode_tps for r in ok],
                                         completion_tokens=[r.completion_tokens for r in ok], max_tokens=max_tokens,
                                         flags=flags) + per_pos_findings
@@ -125,15 +126,9 @@ def _round(x, digits):
 
 
 def compare_to_baseline(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
-    """Speed-up with a CI, on fresh prompts (a session's requests are apart: see session.py); falls back
-    to the summary means for upstream rows (no CI there)."""
-    if row.requests and baseline.requests:
-        return stats.speedup(tps_by_key(baseline.requests, session=False), tps_by_key(row.requests, session=False),
-                             noise_floor=noise_floor)
-    if row.mean_tps and baseline.mean_tps:
-        ratio = row.mean_tps / baseline.mean_tps
-        return Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0, percent=percent_change(ratio))
-    return None
+    """Speed-up with a CI (its own session spread; fresh prompts only, see comparison.py); the summary
+    means' ratio for upstream rows (no CI there)."""
+    return compare(row, baseline, noise_floor=noise_floor).speedup
 
 
 def equivalence(row: Row, baseline: Row, *, temperature: float) -> dict | None:
@@ -223,17 +218,18 @@ def analyze(results: ResultsFile) -> ResultsFile:
 
 
 def analyze_speedups(results: ResultsFile) -> ResultsFile:
-    """Only every row's speed-up, recomputed from its measurements exactly as :func:`analyze` does (the
-    same drift and noise-floor rules): what an export shows, at a quarter of the cost. The summary (the
-    verdict) is dropped; the rows' other derived fields (theory, per-category speed-ups, predictions)
-    stay as the file holds them, so nothing but a per-row speed-up may be read from the result."""
+    """Only every row's speed-up, recomputed exactly as :func:`analyze` does (the same drift, noise-floor
+    and counter rules): what a CSV export shows, at a fraction of the cost. The summary (the verdict) is
+    dropped; the rows' other derived fields stay as the file holds them: read nothing but the speed-up."""
     with collector_paused():
         noise_floor, drift = _floor_and_drift(results)
+        spreads = session_spreads(results)
         rows = []
         for row in results.results:
             baseline = results.baseline_for(row.target, row.concurrency)
             if baseline is not None and _compared(row):
-                row = _evolve(row, speedup=_speedup_against(row, baseline, noise_floor, drift)[0])
+                found = judged(row, baseline, noise_floor, drift, spreads, results.is_upstream)[0]
+                row = _evolve(row, speedup=found.speedup)
             rows.append(row)
         return replace(results, results=tuple(rows), summary=None)
 
@@ -251,25 +247,10 @@ def _compared(row: Row) -> bool:
     return row.measured and row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING)
 
 
-def _speedup_against(row: Row, baseline: Row, noise_floor: float,
-                     drift: dict[tuple[str, int], float]) -> tuple[Speedup | None, float]:
-    """The row's speed-up over ``baseline``, and the noise floor it was judged with."""
-    floor = noise_floor
-    if row.role is Role.SPECULATIVE and drift.get((row.target, row.concurrency), 0.0) > noise_floor:
-        # The same baseline measured twice differed by this much: a smaller "speed-up" is
-        # indistinguishable from the machine's own drift, however tight its CI.
-        floor = drift[(row.target, row.concurrency)]
-    speed = compare_to_baseline(row, baseline, noise_floor=floor)
-    if speed and floor > noise_floor:
-        speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured ({floor:.1%})")
-    if row.role is Role.SPECULATIVE and row.speculation_active is False and speed:
-        speed = replace(speed, significant=False, note="speculation was not active: not a speed-up")
-    return speed, floor
-
-
 def _analyze(results: ResultsFile) -> ResultsFile:
     noise_floor, drift = _floor_and_drift(results)
     temperature = (results.settings or {}).get("temperature") or 0.0
+    spreads = session_spreads(results)
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
     by_target: dict[str, list[Row]] = {}
@@ -282,12 +263,13 @@ def _analyze(results: ResultsFile) -> ResultsFile:
     for row in results.results:
         baseline = results.baseline_for(row.target, row.concurrency)
         if baseline is not None and _compared(row):
-            speed, floor = _speedup_against(row, baseline, noise_floor, drift)
+            found, floor = judged(row, baseline, noise_floor, drift, spreads, results.is_upstream)
+            speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
-            row = _evolve(row, speedup=speed, equivalence=None if row.role is Role.CEILING else
+            row = _evolve(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
+                          equivalence=None if row.role is Role.CEILING else
                           equivalence(row, baseline, temperature=temperature),
-                          speedup_by_category=None if row.role is Role.CEILING else
-                          category_speedups(row, baseline, noise_floor=floor),
+                          speedup_by_category=None if row.role is Role.CEILING else by_category,
                           speedup_in_session=None if row.role is Role.CEILING else
                           session_speedup(row, baseline, noise_floor=floor))
             if row.role is Role.SPECULATIVE and row.concurrency == 1:   # the theory models one stream
@@ -320,14 +302,17 @@ def recommend(results: ResultsFile) -> dict:
     """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
     concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
     targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
+    configured_floor = (results.settings or {}).get("noise_floor")
+    noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
     per_target = []
     for target in targets:
         level = primary_level(results, target)
         at_level = [r for r in results.rows_of(target) if r.concurrency == level]
         baseline = results.baseline_for(target, level)
-        candidates = [r for r in at_level if r.target == target and r.counts_as_speedup() and r.speedup]
-        winners = sorted((r for r in candidates if r.speedup and r.speedup.significant and r.speedup.ratio > 1),
-                         key=lambda r: rank(r.speedup), reverse=True)     # the surest gain first
+        candidates = [r for r in at_level if r.counts_as_speedup() and r.speedup]
+        raced = [r for r in at_level if r.role is Role.SPECULATIVE and r.race]
+        confirming = decision.confirmed_row(candidates)
+        winners = decision.winners(candidates, raced, noise_floor)
         inactive = [r.draft or "" for r in at_level
                     if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
         entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
@@ -338,11 +323,14 @@ def recommend(results: ResultsFile) -> dict:
         elif winners:
             best = winners[0]
             label = (best.draft or best.target) + (f" (k={best.draft_max})" if best.draft_max else "")
-            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=best.speedup,
+            quoted = best.confirmed or best.speedup
+            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=quoted,
                          acceptance_rate=best.acceptance_rate)
-            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(best.speedup)} "
+            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(quoted)} "
                                 f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                                f"{percent(best.acceptance_rate)} of drafted tokens accepted).")
+                                f"{percent(best.acceptance_rate)} of drafted tokens accepted)"
+                                + (decision.confirmed_text(best, len(candidates)) if best.confirmed else
+                                   decision.at_least_text(best, len(candidates))) + ".")
             if best.degenerate_output:
                 entry["verdict"] += (f" Caution: the target's own output loops on "
                                      f"{best.degenerate_output['looping_requests']} of "
@@ -361,6 +349,8 @@ def recommend(results: ResultsFile) -> dict:
                 entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
                                     f"faster than the baseline (best: {best.draft}, "
                                     f"{stats.describe_speedup(best.speedup)}).")
+                if confirming is not None:
+                    entry["verdict"] += decision.not_confirmed_text(confirming)
                 if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
                     entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time "
                                          "goes into verifying them: the target is likely compute-bound on this hardware "
@@ -396,8 +386,8 @@ def recommend(results: ResultsFile) -> dict:
             entry["within_session"] = in_session
             entry["verdict"] += " " + session_sentence(in_session)
         add_how_to_run(entry, results, target, level)
-        if (raced := race_outcome(results, target, entry)) is not None:
-            entry["race"] = raced.to_dict()       # one decision: the race said in the verdict's words
+        if (outcome := race_outcome(results, target, entry)) is not None:
+            entry["race"] = outcome.to_dict()       # one decision: the race said in the verdict's words
         per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
     # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
     # itself is JSON, as loaded from a file: each speed-up becomes its object here.
@@ -406,7 +396,9 @@ def recommend(results: ResultsFile) -> dict:
 
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
     """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
-    cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target)
+    floor = (results.settings or {}).get("noise_floor")
+    cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target,
+                                          float(floor) if isinstance(floor, (int, float)) else 0.02)
     speed: Speedup | None = entry.get("speedup")
     if speed and speed.significant and speed.ratio > 1:
         cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it

@@ -27,6 +27,7 @@ from ..sweep.cap import cap_problem, count
 from ..sweep.config_file import ceiling_problems, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
+from ..sweep.passes import describe_cost, in_passes, step_seconds, target_passes
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
 from ..sweep.race_plan import race_costs
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "view) instead of embedding it")
     p.add_argument("--search", choices=("exhaustive", "adaptive"), help="override settings.search: exhaustive "
                    "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
+    p.add_argument("--design", choices=("auto", "interleaved", "bracketed", "sequential"), help="override "
+                   "settings.design: how candidates are measured against the baseline (see README \"How the numbers "
+                   "are made\")")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
                    "measuring per target for --search adaptive")
     p.add_argument("--init", metavar="MODELS_DIR", help="write one config per model family found in this folder "
@@ -102,10 +106,12 @@ SOURCES = {"measured": "measured before", "baseline": "from its target's baselin
 
 
 def with_overrides(config, args):
-    """The config with --search / --budget applied (they win over the file's settings)."""
+    """The config with --search / --design / --budget applied (they win over the file's settings)."""
     settings = dict(config.settings)
     if getattr(args, "search", None):
         settings["search"] = args.search
+    if getattr(args, "design", None):
+        settings["design"] = args.design
     budget = getattr(args, "budget", None)
     if budget is not None:
         if not math.isfinite(budget) or budget < 1:
@@ -174,10 +180,20 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
             print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
         if len(shown) < len(runs):
             print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
-        total = total_s(estimator, runs)
+        prompts = list(prompts_for(config.settings).prompts)
+        total = total_s(estimator, [c for c in runs if not in_passes(c)])
+        for target in config.targets:
+            passes = target_passes(config, backend, runs, target.label, prompts, config.settings.get("runs") or 1)
+            if passes is None:
+                continue
+            print(safe_text(f"Design for {target.label}: {passes.design.label} — {passes.why}."))
+            print(safe_text(f"  {len(passes.block_pairs)} block(s) per candidate, each on a server session of its "
+                            f"own; {describe_cost(passes, config.settings.get('warmup') or 0)}"))
+            seconds = sum(step_seconds(estimator, g.combos, s, passes.baseline) for g in passes.groups for s in g.steps)
+            total = (total or 0.0) + seconds if seconds else total
         if config.settings.get("search") == "adaptive":     # both plans; the sweep runs the cheaper
-            prompts = prompts_for(config.settings).prompts
-            costs = race_costs(config, runs, prompts, config.settings.get("runs") or 1, results_path, estimator)
+            costs = race_costs(config, backend, runs, prompts, config.settings.get("runs") or 1, results_path,
+                               estimator)
             print(safe_text(f"Plans: {costs.describe()}"))
         elif total is not None:
             print(f"Estimated duration: ~{format_duration(total)}")

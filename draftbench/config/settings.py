@@ -165,6 +165,11 @@ COMMON_SETTINGS: dict[str, Field] = {
                          min=0, max=1),
     "control_baseline": Field("bool", False, "run each target's baseline again after its drafts "
                               "(an A/A check that measures drift over the sweep)"),
+    "design": Field("str", "auto", "how candidates are measured against the baseline so that a change in the "
+                    "machine's speed hits both sides: \"interleaved\" (both servers up, requests in ABBA order), "
+                    "\"bracketed\" (a baseline block before and after every candidate block), \"sequential\" "
+                    "(upstream's order; drift-prone) or \"auto\" (interleaved where both fit in memory, else "
+                    "bracketed)", choices=("auto", "interleaved", "bracketed", "sequential"), measured=True),
     "search": Field("str", "exhaustive", "\"exhaustive\" measures every candidate fully (upstream); \"adaptive\" "
                     "races them and stops measuring the ones that cannot win (see README \"Adaptive search\")",
                     choices=("exhaustive", "adaptive"), measured=True),

@@ -1,4 +1,10 @@
-"""Run the prompt set against a ready server: warm-up first, then ``runs`` repetitions."""
+"""Run the prompt set against a ready server: warm-up first, then ``runs`` repetitions.
+
+The warm-up never uses a measured prompt (``config.prompt_sets.warmup_prompts``): a method that
+remembers answers across requests (``ngram-mod``) would otherwise answer the first measured
+request from memory. :func:`measure_one` and :func:`warm_up` are the pieces the sweep's design
+(``sweep/steps.py``) sends requests with.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +35,14 @@ class MeasureOptions:
     @classmethod
     def from_settings(cls, settings: dict) -> MeasureOptions:
         return cls(**{k: settings[k] for k in cls.__dataclass_fields__ if settings.get(k) is not None})
+
+
+def warm_up(server: Server, prompts: Sequence[Prompt], options: MeasureOptions) -> list[Prompt]:
+    """Send the warm-up requests (prompts outside the measured set); the prompts used."""
+    used = warmup_prompts(prompts, options.warmup)
+    for i, prompt in enumerate(used):
+        measure_one(server, prompt, options, seed=request_seed(options.seed, -1, i), max_tokens=min(options.max_tokens, 64))
+    return used
 
 
 def request_seed(base_seed: int, run: int, prompt_index: int) -> int:
@@ -70,12 +84,10 @@ def run_prompts(server: Server, prompts: list[Prompt], options: MeasureOptions,
         order = [(run, index) for run in range(options.runs) for index in range(len(prompts))]
     known = dict(answers or {})
     try:
-        for i, prompt in enumerate(warmup_prompts(prompts, options.warmup)):
-            _one(server, prompt, options, seed=request_seed(options.seed, -1, i),
-                 max_tokens=min(options.max_tokens, 64))
+        warm_up(server, prompts, options)
         for run, index in order:
-            record = _one(server, with_context(prompts[index], known), options,
-                          seed=request_seed(options.seed, run, index), max_tokens=options.max_tokens, run=run)
+            record = measure_one(server, with_context(prompts[index], known), options,
+                                 seed=request_seed(options.seed, run, index), max_tokens=options.max_tokens, run=run)
             if answers is None and record.text is not None:
                 known.setdefault(record.prompt_id, record.text)
             records.append(record)
@@ -101,8 +113,9 @@ def explain_failure(server: Server, exc: RequestError | ServerError) -> RequestE
     return exc
 
 
-def _one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, max_tokens: int,
-         run: int = -1) -> RequestRecord:
+def measure_one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed: int, max_tokens: int,
+                run: int = -1) -> RequestRecord:
+    """One streamed request, as the results file records it."""
     body = server.request_body([dict(m) for m in prompt.messages], max_tokens=max_tokens,
                                temperature=options.temperature, seed=seed)
     before = server.before_request()

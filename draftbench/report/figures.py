@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..analysis.comparison import describe_with_bound
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
 from ..common.percent import percent, percent_change, signed_change
@@ -87,7 +88,7 @@ def _bar_hover(cell: Cell | None) -> list[str]:
     if cell is None:
         return ["", "", "", "", ""]
     row = cell.measured
-    return [plotly_text(cell.col.label), num(row.mean_tps, ".1f", " tok/s"), _speedup_text(row.speedup),
+    return [plotly_text(cell.col.label), num(row.mean_tps, ".1f", " tok/s"), plotly_text(describe_with_bound(row)),
             percent(row.acceptance_rate), plotly_text(cell.col.size)]
 
 
@@ -175,7 +176,9 @@ def _cell_text(cell: Cell) -> str:
         return cell.state.value
     speed = cell.speedup
     text = signed_change(speed.ratio)
-    if speed.significant is False:
+    if (cell.measured.counter_bound or {}).get("speed_changed"):
+        text += " (above its counters: speed changed)"
+    elif speed.significant is False:
         text += " (n.s.)"
     text += f"<br>acc {percent(cell.measured.acceptance_rate)}"
     return text + ("<br>loops" if cell.measured.degenerate_output else "")
@@ -187,7 +190,7 @@ def _cell_hover(cell: Cell) -> list[str]:
         return head + [plotly_text(cell.state.value), plotly_text(cell.note), "", "", ""]
     r = cell.measured
     ttft = r.mean_ttft if r.mean_ttft is not None else (r.ttft_s or {}).get("mean")
-    return head + [_speedup_text(r.speedup), num(r.mean_tps, ".1f", " tok/s"), percent(r.acceptance_rate, 1),
+    return head + [plotly_text(describe_with_bound(r)), num(r.mean_tps, ".1f", " tok/s"), percent(r.acceptance_rate, 1),
                    num(ttft * 1000 if ttft is not None else None, ".0f", " ms"), ""]
 
 

@@ -38,7 +38,9 @@ __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "Resu
 
 # 2: warnings are objects ({code, message, setting}); requests record where their draft counts came from.
 # 3: ceiling rows (role "ceiling": synthetic acceptance); acceptance by draft position, diagnosis, k prediction.
-SCHEMA_VERSION = 3
+# 4: the measurement design (rows' ``design``; requests' ``session``, ``block``, ``seen_before``, ``compared_with``)
+#    and what the server's counters allow (rows' ``counter_bound``).
+SCHEMA_VERSION = 4
 TOOL = "draftbench"
 
 

@@ -51,7 +51,9 @@ from .value_shapes import (
     BY_CATEGORY,
     CANDIDATE,
     CEILING,
+    COUNTER_BOUND,
     DEGENERATE,
+    DESIGN,
     DRAFT_DETAILS,
     DRAFT_FRAGMENTS,
     EQUIVALENCE,
@@ -113,6 +115,11 @@ class RequestRecord:
     finish_reason: str | None = declare(STR)
     text: str | None = declare(STR)
     error: str | None = declare(STR)
+    # where it was measured (schema 4; sweep/schedule.py), left out when None so older files write back as they were
+    session: str | None = declare(STR, omit_when_none=True)       # the server session (one process) that answered
+    block: int | None = declare(Int(minimum=0), omit_when_none=True)   # the schedule's block (a repetition or half)
+    seen_before: bool | None = declare(BOOL, omit_when_none=True)  # the method's state could have seen this prompt
+    compared_with: list | None = declare(ListOf(Str(nullable=False)), omit_when_none=True)  # its baseline sessions
 
     def to_dict(self) -> dict:
         return write_fields(self)
@@ -172,6 +179,7 @@ class Row:
     speedup: Speedup | None = declare(SPEEDUP)        # vs the target's baseline (analysis.stats.speedup)
     speedup_by_category: dict[str, Speedup] | None = declare(MapOf(SPEEDUP))  # category -> speed-up on its requests
     speedup_in_session: Speedup | None = declare(SPEEDUP)   # the session workload's, kept out of speedup (session.py)
+    confirmed: Speedup | None = declare(SPEEDUP)      # on the confirmation block alone: fresh requests (decision.py)
     method_stats: dict | None = declare(METHOD_STATS)   # speculative implementation -> its counters (results.method_stats)
     degenerate_output: dict | None = declare(DEGENERATE)   # requests resting on the target's looping output
     equivalence: dict | None = declare(EQUIVALENCE)   # output vs the baseline's at temperature 0
@@ -180,6 +188,8 @@ class Row:
     topology: dict | None = declare(TOPOLOGY)         # where the models ran: RPC endpoints and buffers, vLLM parallelism
     started_at: str | None = declare(STR, "ISO 8601")
     race: dict | None = declare(RACE)                 # adaptive search: loads, requests planned, interval, decision
+    design: dict | None = declare(DESIGN)             # how it was measured against its baseline (sweep/schedule.py)
+    counter_bound: dict | None = declare(COUNTER_BOUND, "×")   # the most its counters allow (analysis.comparison)
     concurrency: int = declare(Int(nullable=False, minimum=1, maximum=MAX_TOKENS), "streams", default=1)  # requests in flight at once; 1 in older files
     load: dict | None = declare(LOAD)                 # N > 1: what the N streams did together (measure.concurrent)
     # new fields go above this line: findings and requests end the row
@@ -274,7 +284,7 @@ def _make_typed(values: dict, speedup_of: Callable[[dict], Speedup], theory_of: 
     diagnosis = values["diagnosis"]
     if diagnosis is not None and not isinstance(diagnosis, Finding):
         values["diagnosis"] = Finding.from_value(diagnosis)
-    for name in ("speedup", "speedup_in_session"):
+    for name in ("speedup", "speedup_in_session", "confirmed"):
         speed = values[name]
         if speed is not None and not isinstance(speed, Speedup):
             values[name] = speedup_of(speed)

@@ -37,12 +37,19 @@ class Speedup:
     ci95_low: float | None = declare(NUM, "×")
     ci95_high: float | None = declare(NUM, "×")
     significant: bool | None = declare(BOOL)      # None: too few requests to judge (or an upstream file)
-    method: str | None = declare(STR)             # paired-t-log, welch-t-log, single-sample, ratio-of-means
+    method: str | None = declare(STR)             # paired-log-by-prompt, paired-t-log, welch-t-log, single-sample, …
     n_pairs: int | None = declare(Int(minimum=0), "requests")
     percent: float | None = declare(NUM, "%")   # (ratio - 1) * 100, rounded to 2 decimals
     # not written when None (single-sample and ratio-of-means never had them):
     noise_floor: float | None = declare(NUM, "×", omit_when_none=True)
     note: str | None = declare(STR, omit_when_none=True)   # why significance was overridden
+    # What the interval answers and how it was built (analysis/replication.py); schema 4, not written
+    # when None, so files from before they existed read and write back unchanged.
+    question: str | None = declare(STR, omit_when_none=True)     # "prompts like these" or "these prompts"
+    se_log: float | None = declare(Num(minimum=0), "log", omit_when_none=True)   # standard error of the mean
+    df: float | None = declare(Num(minimum=0), omit_when_none=True)   # its degrees of freedom (Satterthwaite)
+    prompts: int | None = declare(Int(minimum=0), "prompts", omit_when_none=True)   # prompts it averages over
+    sessions: int | None = declare(Int(minimum=0), "sessions", omit_when_none=True)  # the candidate's sessions
 
     def __post_init__(self) -> None:
         check_fields(self, "speed-up")

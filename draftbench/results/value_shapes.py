@@ -56,6 +56,11 @@ CEILING = Obj({                                        # analysis.draft.ceiling.
     "full_tps": NUM, "full_speedup": SPEEDUP, "at_measured_tps": NUM, "at_measured_speedup": SPEEDUP, "reach": NUM,
     "full_synth_len": NUM, "measured_synth_len": NUM, "text": STR})
 # sweep.race: an adaptive search's loads, requests and decision
+DESIGN = Obj({"name": STR, "drift_prone": BOOL, "blocks": INT, "planned": INT, "sessions": INT,   # sweep.schedule
+              "stateful": BOOL, "confirmation_block": INT})
+INTERVAL = Obj({"ratio": NUM, "low": NUM, "high": NUM, "requests": INT})
+COUNTER_BOUND = Obj({"ratio": NUM, "requests": INT, "excess": INTERVAL, "no_drafts": INTERVAL,   # analysis.comparison
+                     "speed_changed": BOOL, "text": STR})
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
             "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM}),
             # every look at the candidate (analysis.race_outcome): the report's race history

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
+from ..analysis.comparison import describe_with_bound
 from ..analysis.draft import best_k as kpredict
 from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
@@ -86,7 +87,7 @@ class Console(Reporter):
                   f"{'s' if n_drafts != 1 else ''}{more} = {n_runs} runs")
         self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
         if resumed_from:
-            racing = f", {n_open} of them left open by the adaptive race (it may measure them further)" \
+            racing = f", {n_open} of them with blocks still to measure (or left open by an adaptive race)" \
                 if n_open else ""
             self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining{racing}")
         self.line("=" * 60)
@@ -159,7 +160,12 @@ class Console(Reporter):
         elif row.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and row.speedup:
             label = {Role.CONTROL: "Drift vs first baseline", Role.CEILING: "Synthetic speed-up vs baseline (not a "
                      "candidate)"}.get(Role(row.role), "Speed-up vs baseline")
-            self.line(f"  {label}: {describe_speedup(row.speedup)}")
+            self.line(f"  {label}: {describe_with_bound(row) if row.role == Role.SPECULATIVE else describe_speedup(row.speedup)}")
+            bound = row.counter_bound or {}
+            if bound.get("speed_changed"):
+                self.line(f"  ! Not a speed-up: {bound.get('text')}")
+            if row.confirmed:
+                self.line(f"  Confirmed on fresh requests (the verdict's figure): {describe_speedup(row.confirmed)}")
         if row.role is Role.SPECULATIVE and not inactive and len(row.speedup_by_category or {}) > 1:
             self.line("  Speed-up by prompt category: " + ", ".join(
                 f"{category_label(category)} {speed.ratio - 1:+.1%}" + (" (significant)" if speed.significant else "")

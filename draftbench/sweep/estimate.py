@@ -211,6 +211,10 @@ class Estimator:
         fixed = size / (ASSUMED_LOAD_GBPS * 1e9) + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
         return Estimate(fixed + requests * max_tokens / tps, "model size", fixed, max_tokens / tps)
 
+    def parts(self, estimate: Estimate, combo) -> tuple[float, float]:
+        """(one server's start, one request) of ``estimate``: what a schedule's step costs (sweep/passes.py)."""
+        return estimate.fixed_s, estimate.request_s
+
 
 def _full_acceptance_gain(real: Row, level: str | None) -> float:
     """A ceiling run at full acceptance yields k+1 tokens per verify step where the real run yielded its

@@ -46,6 +46,16 @@ class Combination:
         return key if self.concurrency == 1 else (*key, self.concurrency)
 
     @property
+    def name(self) -> str:
+        """Its name among a target's candidates (unique per target: the row key's label and k)."""
+        if self.role == Role.CONTROL:
+            return "baseline again (A/A)"
+        label = self.candidate.label if self.candidate else self.target.label
+        level = (self.synthetic or {}).get("level")
+        return (label + (f" (k={self.draft_max})" if self.draft_max is not None else "")
+                + (f" [synthetic: {level}]" if level else ""))
+
+    @property
     def is_speculative(self) -> bool:
         return self.candidate is not None
 

@@ -1,12 +1,15 @@
 """Race or measure everything? The adaptive search only starts where it can save time.
 
-A race saves the requests of the candidates it eliminates, and pays for them with server loads:
-every candidate is loaded once for its probe, and each survivor once more to finish. With few
-candidates, few requests each or models that load slowly, that trade loses (a five-candidate race
-once took 169 s against the exhaustive 148 s: 8 server loads against 6). Both plans are costed
-with the estimator ``--dry-run`` uses; the race at its best (its probes leave one candidate, which
-finishes), so a race that would not save time even then is not started: the exhaustive search runs
-instead, and says why. A race already under way in the results file is always continued.
+A race runs the same passes as the exhaustive search (``sweep/schedule.py``) and drops the
+candidates it has decided about after each one, so it saves the blocks they would have had. In the
+interleaved and bracketed designs each block is a server session either way, so the race can only
+save; in the sequential design a candidate measured fully takes one server, but a raced one takes
+one per block, and with few candidates, few requests or slow loads that trade loses. Both plans are
+costed with the estimator ``--dry-run`` uses, step by step through the schedule; the race at its
+best (the probe leaves one candidate, the cheapest to finish), so a race that would not save
+:data:`MIN_SAVING` of the time even then is not started: the exhaustive search runs instead, and
+says why. A race already under way in the results file is always continued. (Both plans then
+confirm their choice on one block of fresh requests: the same cost, left out of both.)
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analysis.racing import RaceRules
+from ..backends.base import Backend
 from ..results.kinds import Role
 from .config_file import SweepConfig
 from .console import format_duration
 from .estimate import Estimator, estimate_of
+from .passes import TargetPasses, step_seconds, target_passes
 from .plan import Combination
+from .schedule import Design, Kind, Request, Side, Step, cost, pass_steps
 
 MIN_SAVING = 0.10     # the race must promise at least this share of the exhaustive time
 
@@ -49,42 +54,56 @@ class PlanCosts:
                 f"one candidate per target) → {verdict}{guess}")
 
 
-def plan_costs(combos: list[Combination], estimator: Estimator, n_prompts: int, runs: int, noise_floor: float,
-               n_categories: int) -> PlanCosts:
-    """Both plans' cost for ``combos`` (one stream: the race runs at one stream only)."""
+def race_steps(passes: TargetPasses, finisher: str) -> list[Step]:
+    """The race's steps at its best: the probe (block 0) of every candidate, then the other blocks of
+    ``finisher`` alone; the A/A control and the ceiling runs as in the exhaustive search."""
+    group = passes.groups[0]
+    racing = [n for n, c in group.combos.items() if c.role == Role.SPECULATIVE]
+    rest = {n for g in passes.groups for n, c in g.combos.items() if c.role != Role.SPECULATIVE}
+    steps: list[Step] = []
+    if passes.design is Design.SEQUENTIAL:     # the baseline once, then a server per candidate block
+        every = tuple(sorted(pair for block in passes.block_pairs for pair in block))
+        steps.append(Step(Kind.BASELINE, None, None, tuple(Request(Side.BASELINE, r, p) for r, p in every)))
+        for k, block in enumerate(passes.block_pairs):
+            for name in racing if k == 0 else [finisher]:
+                steps.append(Step(Kind.CANDIDATE, name, k, tuple(Request(Side.CANDIDATE, r, p) for r, p in block)))
+    else:
+        for k, block in enumerate(passes.block_pairs):
+            steps += pass_steps(passes.design, k, block, racing if k == 0 else [finisher])
+    steps += [s for g in passes.groups for s in g.steps if s.candidate in rest]
+    return steps
+
+
+def plan_costs(passes_by_target: list[TargetPasses], estimator: Estimator) -> PlanCosts:
+    """Both plans' cost for each target's passes (one stream: the race runs at one stream only)."""
     exhaustive = race = 0.0
     loads_e = loads_r = 0
     known = False
-    targets = dict.fromkeys(c.target.label for c in combos)
-    for target in targets:
-        group = [c for c in combos if c.target.label == target]
-        candidates = [c for c in group if c.role == Role.SPECULATIVE]
-        rules = RaceRules(len(candidates), n_prompts, runs, n_categories, noise_floor)
-        finishing = []
-        for combo in group:
-            estimate = estimate_of(estimator, combo)
-            known |= estimate.source not in ("unknown", "model size")     # measured, not guessed
-            exhaustive += estimate.seconds
-            loads_e += 1
-            if combo.role != Role.SPECULATIVE or len(candidates) < 2:
-                race += estimate.seconds          # measured as in an exhaustive sweep
-                loads_r += 1
-                continue
-            race += estimate.fixed_s + rules.probe_requests * estimate.request_s
-            loads_r += 1
-            rest = rules.total_requests - rules.probe_requests
-            if rest > 0:
-                finishing.append(estimate.fixed_s + rest * estimate.request_s)
-        if finishing:     # at best one survivor finishes: the cheapest to finish
-            race += min(finishing)
-            loads_r += 1
+    for passes in passes_by_target:
+        combos = {n: c for g in passes.groups for n, c in g.combos.items()}
+        for combo in [passes.baseline, *combos.values()]:
+            known |= estimate_of(estimator, combo).source not in ("unknown", "model size")   # measured, not guessed
+
+        def seconds(steps: list[Step], combos: dict = combos, passes: TargetPasses = passes) -> float:
+            return sum(step_seconds(estimator, combos, s, passes.baseline) for s in steps)
+        every = [s for g in passes.groups for s in g.steps]
+        exhaustive += seconds(every)
+        loads_e += cost(every).loads
+        racing = [n for n, c in passes.groups[0].combos.items() if c.role == Role.SPECULATIVE]
+        if len(racing) < 2:
+            race += seconds(every)
+            loads_r += cost(every).loads
+            continue
+        best = min((race_steps(passes, name) for name in racing), key=seconds)   # the cheapest to finish
+        race += seconds(best)
+        loads_r += cost(best).loads
     return PlanCosts(exhaustive, race, loads_e, loads_r, known)
 
 
-def race_costs(config: SweepConfig, combos: list[Combination], prompts: list, runs: int, results_path: Path,
-               estimator: Estimator | None = None) -> PlanCosts:
+def race_costs(config: SweepConfig, backend: Backend, combos: list[Combination], prompts: list, runs: int,
+               results_path: Path, estimator: Estimator | None = None) -> PlanCosts:
     """:func:`plan_costs` for a sweep, from the results files the estimator reads (as ``--dry-run`` does)."""
     estimator = estimator or Estimator.for_results_path(config, len(prompts), results_path)
-    floor = config.settings.get("noise_floor")
-    return plan_costs(combos, estimator, len(prompts), runs, floor if isinstance(floor, (int, float)) else 0.02,
-                      len({p.category for p in prompts}))
+    passes = [p for target in config.targets
+              if (p := target_passes(config, backend, combos, target.label, prompts, runs)) is not None]
+    return plan_costs(passes, estimator)

@@ -111,7 +111,7 @@ class CombinationRunner:
         self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
 
     # ------------------------------------------------------------------ rows
-    def _base(self, combo: Combination) -> dict:
+    def base_fields(self, combo: Combination) -> dict:
         if combo.role is Role.DRAFT_ALONE:
             return dict(target=combo.target.label, draft=None, role=combo.role.value, target_path=combo.target.path,
                         concurrency=combo.concurrency)
@@ -122,9 +122,9 @@ class CombinationRunner:
                     started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
                     synthetic=combo.synthetic)
 
-    def _skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
+    def skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
-        base = self._base(combo)
+        base = self.base_fields(combo)
         if combo.role in (Role.SPECULATIVE, Role.CONTROL, Role.CEILING) and combo.target.label in failed_baselines:
             reason = f"skipped: the baseline of {combo.target.label} failed ({failed_baselines[combo.target.label]})"
             return Row(status=Status.SKIPPED, reason=reason.splitlines()[0], **base)
@@ -137,7 +137,7 @@ class CombinationRunner:
         # A model that is not there yet is skipped (add it and resume); a broken one is an error.
         return Row(status=Status.SKIPPED if problem.missing else Status.ERROR, reason=str(problem), **base)
 
-    def _error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
+    def error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
                    started: float, records: tuple = ()) -> Row:
         tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server else "")
         fix = getattr(exc, "fix", None)
@@ -153,25 +153,25 @@ class CombinationRunner:
         """Measure ``combo`` on a new server: every request, or those of ``schedule`` (whose earlier
         records are kept in the row, before the new ones). ``results``: the rows so far (a ceiling
         run reads its draft's measured acceptance there)."""
-        early = self._skipped_or_broken(combo, failed_baselines)
+        early = self.skipped_or_broken(combo, failed_baselines)
         if early is not None:
             return early
         if combo.role is Role.CEILING:
             combo, why_not = resolve(combo, results)
             if why_not:
-                return Row(status=Status.SKIPPED, reason=why_not, **self._base(combo))
-        base = self._base(combo)
+                return Row(status=Status.SKIPPED, reason=why_not, **self.base_fields(combo))
+        base = self.base_fields(combo)
         answers, no_context = self._context(combo, results)
         if no_context:
             return Row(status=Status.ERROR, reason=no_context, **base)
         log_path = self.logs_dir / f"{index:03d}-{log_slug(combo.title(True))}.log"
-        spec = self._spec(combo, 0, log_path)
-        spec = replace(spec, port=self._choose_port(spec.host))
+        spec = self.launch_spec(combo, 0, log_path)
+        spec = replace(spec, port=self.choose_port(spec.host))
         started = self.clock()
         server: Server | None = None
         self.reporter.server_starting()
         try:
-            server = self._launch(spec)
+            server = self.launch(spec)
             self.reporter.server_ready(server.load_time_s)
             if server.topology:
                 self.reporter.note(f"topology: {describe_topology(server.topology)}")
@@ -216,10 +216,10 @@ class CombinationRunner:
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
         except MeasurementFailed as failure:
-            return self._error_row(base, failure.error, server, log_path, spec.port, started,
+            return self.error_row(base, failure.error, server, log_path, spec.port, started,
                                    (*(schedule.earlier if schedule else ()), *failure.records))
         except DraftbenchError as exc:
-            return self._error_row(base, exc, server, log_path, spec.port, started)
+            return self.error_row(base, exc, server, log_path, spec.port, started)
         finally:
             if server is not None:
                 server.stop()
@@ -258,7 +258,7 @@ class CombinationRunner:
                                        keep_going=(lambda new: keep_going([*earlier, *new])) if keep_going else None,
                                        answers=answers)], None
 
-    def _spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
+    def launch_spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
         extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
                  + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
@@ -272,7 +272,7 @@ class CombinationRunner:
                           concurrency=combo.concurrency, rpc=combo.target.rpc,
                           draft_placement=cand.draft_placement if cand else None)
 
-    def _launch(self, spec: LaunchSpec) -> Server:
+    def launch(self, spec: LaunchSpec) -> Server:
         try:
             return self.backend.launch(spec)
         except ServerError as exc:
@@ -283,7 +283,7 @@ class CombinationRunner:
         self.reporter.port_retry(spec.port, retry.port)
         return self.backend.launch(retry)
 
-    def _choose_port(self, host: str) -> int:
+    def choose_port(self, host: str) -> int:
         port = self.settings["port"]
         if not self.backend.owns_port:
             return port          # the backend reuses its own server and port (LM Studio)

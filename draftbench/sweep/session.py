@@ -24,6 +24,7 @@ from ..results.output_paths import logs_dir_for
 from .config_file import SweepConfig
 from .console import Console, Reporter
 from .estimate import Estimator, total_s
+from .passes import in_passes, run_passes
 from .plan import Combination, plan, shows_k
 from .race import AdaptiveSearch, may_continue
 from .race_plan import race_costs
@@ -70,10 +71,9 @@ class Sweep:
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
-        # An adaptive race resumes the rows it left open: they are not "done" (it measured them further
-        # after saying "0 remaining").
+        # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
         adaptive = settings.get("search") == "adaptive"
-        open_rows = {r.key for r in results.results if adaptive and may_continue(r)}
+        open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
         n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
         n_open = sum(1 for c in combos if c.key in open_rows)
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
@@ -93,7 +93,7 @@ class Sweep:
                 complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
                                           estimator=estimator).run(combos)
             else:
-                self._run_pending(combos, done, runner)
+                self._run_exhaustive(combos, done, runner, prompts, options)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -112,7 +112,7 @@ class Sweep:
         assert self.results is not None
         if any(r.race for r in self.results.results):
             return True
-        costs = race_costs(self.config, combos, prompts, options.runs, self.results_path)
+        costs = race_costs(self.config, self.backend, combos, prompts, options.runs, self.results_path)
         if not costs.race_saves_time:
             self.reporter.note(f"adaptive search: {costs.describe()}")
         return costs.race_saves_time
@@ -126,6 +126,14 @@ class Sweep:
         self.results = analyze(self.current().with_row(row))
         save_results(self.results, self.results_path)
         return self.results.row(row.key) or row
+
+    def _run_exhaustive(self, combos: list[Combination], done: set, runner: CombinationRunner,
+                        prompts: list, options: MeasureOptions) -> None:
+        """Each target's one-stream candidates in the design's passes (``schedule.py``), then what runs
+        on its own (other concurrency levels, drafts alone) in plan order."""
+        estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
+        run_passes(self.config, self.backend, combos, self, self.reporter, runner, list(prompts), options, estimator)
+        self._run_pending([c for c in combos if not in_passes(c)], done, runner)
 
     def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
         """Run what is not measured yet into ``self.results``; the file is rewritten after every row,

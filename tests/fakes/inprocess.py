@@ -132,6 +132,9 @@ class FakeBackend(Backend):
     def size_label(self, ref: str) -> str | None:
         return None
 
+    def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
+        return None            # in-process servers: any number fit (the interleaved design)
+
     def launch(self, spec: LaunchSpec) -> FakeServer:
         self.log.append(("launch", spec.target, spec.draft, spec.draft_max, spec.port))
         self.specs.append(spec)

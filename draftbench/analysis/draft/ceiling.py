@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ...results.file import Row
 from ...results.kinds import CeilingLevel, Role
-from ...results.speedup import Speedup, plain, rank
+from ...results.speedup import Speedup, plain
 from ..stats import describe_speedup
 from .best_k import tok_s
 
@@ -94,17 +94,18 @@ def describe(summary: dict) -> str:
     return "; ".join(parts)
 
 
-def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str) -> str | None:
+def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str, noise_floor: float = 0.02) -> str | None:
     """The verdict's sentence when even the draft with the highest ceiling (at equal k, the cheapest),
-    with every drafted token accepted, is not faster than the target alone (None otherwise, or
-    without full-acceptance rows)."""
+    with every drafted token accepted, is shown not to beat the target alone by the noise floor: the
+    upper end of its interval is below 1 + floor (None otherwise — a ceiling not shown below it is no
+    evidence that nothing can pay — or without full-acceptance rows)."""
     fulls = [r for r in rows if r.role is Role.CEILING and r.ok and r.target == target and _level(r) == Level.FULL.value
              and r.speedup and r.speculation_active is not False]
     if not fulls:
         return None
-    best = max(fulls, key=lambda r: rank(r.speedup))     # the one surest to pay
+    best = max(fulls, key=lambda r: r.speedup.ci95_high or r.speedup.ratio if r.speedup else 0.0)
     speed = best.speedup
-    if speed is not None and speed.ratio > 1 and speed.significant is not False:
+    if speed is None or speed.ci95_high is None or speed.ci95_high >= 1.0 + noise_floor:
         return None
     k = f", k={best.draft_max}" if best.draft_max else ""
     return (f"No draft can pay on this hardware: even the draft with the highest ceiling ({best.draft}{k}), with every "

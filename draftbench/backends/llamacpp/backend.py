@@ -59,6 +59,7 @@ from .command import (
     spec_types,
     stats_lines_expected,
 )
+from .memory import side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints
 from .stats import VERBOSITY_FLAGS, StatsLog
 from .topology import proven_topology, read_log
@@ -283,6 +284,9 @@ class LlamaCppBackend(Backend):
             return None
         return ModelProblem(f"the draft cannot speculate for this target (its vocabulary differs: {why}); llama-server would run without "
                             "speculation", "use a draft from the same model family (the same tokenizer)")
+
+    def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
+        return side_by_side_problem(settings, target, draft)
 
     def check_ready_to_run(self, settings: dict) -> None:
         binary = find_llama_server(settings.get("llama_bin"))

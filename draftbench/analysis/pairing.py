@@ -1,0 +1,84 @@
+"""A row's requests paired with its baseline's, the way the design measured them.
+
+Every candidate request is compared with the baseline requests for the same prompt and
+repetition. Which baseline requests: those of the sessions it records in ``compared_with``
+(the baseline server that ran beside it, or the baseline blocks measured just before and just
+after it: see ``sweep/schedule.py``); in files without that field (older files, the sequential
+design), every baseline request for the same prompt and repetition. Several matches are
+averaged on the log scale (a bracket's two sides).
+
+Each pair also carries what the server's own counters allow: a verify step costs at least one
+target step, so a request that generated n tokens with ``accepted`` of them drafted cannot be
+faster than (n − 1) / (n − 1 − accepted) times the target alone (its decode time covers the
+n − 1 tokens after the first).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from ..results.file import RequestRecord, Row
+from .replication import Unit
+
+
+@dataclass(frozen=True)
+class Pair:
+    prompt_id: str
+    category: str
+    run: int
+    session: str | None
+    log_ratio: float                 # log(candidate tok/s / baseline tok/s)
+    log_bound: float | None          # log of the most the counters allow (None: no counters)
+    drafted: int | None              # tokens the method drafted on this request
+    block: int | None = None         # the schedule's block (sweep/schedule.py)
+
+
+def _rate(r: RequestRecord) -> float | None:
+    v = r.decode_tps
+    if r.error is not None or not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    return float(v) if math.isfinite(v) and v > 0 else None
+
+
+def request_bound(r: RequestRecord) -> float | None:
+    """The largest speed-up this request's counters allow, (n − 1) / (n − 1 − accepted); None without counts."""
+    n, accepted = r.completion_tokens, r.draft_n_accepted
+    if n is None or accepted is None or n < 2:
+        return None
+    steps = n - 1 - accepted
+    return (n - 1) / steps if steps >= 1 else None
+
+
+def pairs(row: Row, baseline: Row) -> list[Pair]:
+    """Every measured request of ``row`` with its baseline counterpart(s)."""
+    by_key: dict[tuple, list[RequestRecord]] = {}
+    for b in baseline.requests:
+        if _rate(b) is not None:
+            by_key.setdefault((b.prompt_id, b.run), []).append(b)
+    out = []
+    for r in row.requests:
+        rate = _rate(r)
+        matches = by_key.get((r.prompt_id, r.run), [])
+        if r.compared_with is not None:
+            wanted = set(r.compared_with)
+            matches = [b for b in matches if b.session in wanted]
+        if rate is None or not matches:
+            continue
+        base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)
+        bound = request_bound(r) if row.role != "ceiling" else None
+        out.append(Pair(r.prompt_id, r.category, r.run, r.session, math.log(rate) - base,
+                        math.log(bound) if bound is not None else None, r.draft_n, r.block))
+    return out
+
+
+def units(items: Iterable[Pair], value: Callable[[Pair], float | None] = lambda p: p.log_ratio) -> list[Unit]:
+    """The replication units of some pairs (see :mod:`replication`), valued by ``value``."""
+    out = []
+    for p in items:
+        v = value(p)
+        if v is not None:
+            out.append(Unit(p.prompt_id, v, p.session, p.category))
+    return out

@@ -1,0 +1,75 @@
+"""No replayed answers, on the real llama-server: ngram-mod remembers earlier answers on the same server
+(a /slots erase does not reset it), so a repetition of a prompt on one server is served from memory.
+The sweep's design gives every repetition a fresh server, and its counts then match first exposure.
+Mechanics, not speed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from draftbench.backends.llamacpp.backend import LlamaCppBackend
+from draftbench.config.prompts import resolve_prompts
+from draftbench.measure.sequential import MeasureOptions, run_prompts
+from draftbench.sweep import CombinationRunner, Sweep, plan
+from draftbench.sweep.config_file import validate_config
+from draftbench.sweep.console import Reporter
+
+NGRAM_MOD = {"ngram_mod_n_match": 4, "ngram_mod_n_min": 2, "ngram_mod_n_max": 16}
+PROMPTS = ["code-edit", "prose"]
+
+
+def config(models, tmp_path, **settings):
+    return validate_config({
+        "name": "replay", "backend": "llamacpp", "targets": [{"label": "135M", "path": models["base"]}],
+        "candidates": [{"label": "ngram-mod", "method": "ngram-mod", "params": NGRAM_MOD}],
+        "settings": {"runs": 3, "warmup": 1, "max_tokens": 48, "prompts": PROMPTS, "gpu_layers": 0,
+                     "ctx_size": 1024, "port": 0, "startup_timeout_s": 300, **settings}},
+        source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
+
+
+@pytest.mark.llama
+def test_ngram_mod_counts_on_every_repetition_match_first_exposure(models, tmp_path):
+    path = tmp_path / "r.json"
+    Sweep(config(models, tmp_path), path, None, reporter=Reporter()).run()
+    rows = {r["draft"]: r for r in json.loads(path.read_text())["results"]}
+    ngram = rows["ngram-mod"]
+    assert ngram["status"] == "ok", ngram["reason"]
+    assert ngram["design"]["name"] == "interleaved" and ngram["design"]["stateful"] is True
+    by_prompt: dict[str, list[dict]] = {}
+    for r in ngram["requests"]:
+        by_prompt.setdefault(r["prompt_id"], []).append(r)
+    compared = 0
+    for pid, reqs in by_prompt.items():
+        assert len(reqs) == 3 and len({r["session"] for r in reqs}) == 3          # a fresh server per repetition
+        assert all(r["seen_before"] is False for r in reqs)
+        first = reqs[0]
+        for again in reqs[1:]:
+            if again["text"] == first["text"]:          # the same answer: the same drafts, as on first exposure
+                assert (again["draft_n"], again["draft_n_accepted"]) == (first["draft_n"], first["draft_n_accepted"]), pid
+                compared += 1
+    assert compared >= 2
+    assert sum(r["draft_n"] for r in ngram["requests"]) > 0, "ngram-mod drafted nothing: the prompts no longer show it"
+    # the baseline ran beside it, one fresh server per block, never speculating
+    baseline = rows[None]
+    assert baseline["active_methods"] == [] and len({r["session"] for r in baseline["requests"]}) == 3
+
+
+@pytest.mark.llama
+def test_one_server_replays_what_it_has_seen(models, tmp_path):
+    """The mechanism the design avoids: on one server, the second exposure of the code-edit prompt
+    drafts more than the first (ngram-mod answers from memory)."""
+    cfg = config(models, tmp_path)
+    combo = next(c for c in plan(cfg) if c.candidate is not None)
+    prompts = resolve_prompts(["code-edit"])
+    options = MeasureOptions(runs=2, warmup=0, max_tokens=48)
+    runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, prompts, options, tmp_path / "logs")
+    spec = runner.launch_spec(combo, 0, tmp_path / "one.log")
+    server = runner.launch(replace(spec, port=runner.choose_port(spec.host)))
+    try:
+        first, again = run_prompts(server, prompts, options)
+    finally:
+        server.stop()
+    assert first.text == again.text
+    assert again.draft_n_accepted > first.draft_n_accepted, (first.draft_n_accepted, again.draft_n_accepted)
