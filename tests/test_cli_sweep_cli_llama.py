@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -159,10 +160,13 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
 
     # The same real rows, with the control made exactly 1.5x its baseline request by request (a drift
     # no noise can hide): the verdict names it and the speed-up's floor rises to it.
-    baseline_tps = {(r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
+    # Each control request is paired with the baseline session(s) it was measured beside or between
+    # (compared_with: the design's pairing), so it is made 1.5x exactly those baseline requests.
+    baseline_tps = {(r.session, r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
     control_row = loaded.row(("control", "241M Q4_1", None, None))
     drifted = loaded.with_row(replace(control_row, requests=tuple(
-        replace(r, decode_tps=baseline_tps[(r.prompt_id, r.run)] * 1.5) for r in control_row.requests)))
+        replace(r, decode_tps=1.5 * statistics.fmean(baseline_tps[(s, r.prompt_id, r.run)] for s in r.compared_with))
+        for r in control_row.requests)))
     save_results(analyze(drifted), results)
     again = run_cli("sweep.py", "--chart-only", "--results", str(results), "--chart", str(tmp_path / "aa.html"))
     assert again.returncode == 0, again.stderr
