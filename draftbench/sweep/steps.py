@@ -112,10 +112,12 @@ class StepRunner:
         wanted = {(r.run, r.prompt) for r in step.requests}
         return not wanted <= measured
 
-    def _baseline_lacks(self, step: Step) -> bool:
-        """A paired step whose baseline side measured none of its requests yet (the baseline not failed)."""
+    def _baseline_lacks(self, step: Step, later: Sequence[Step]) -> bool:
+        """A paired step whose baseline side measured none of its requests, and no later pair of that block
+        will (the baseline not failed): its baseline side is then measured alone."""
         return step.kind is Kind.PAIRED and self.baseline.target.label not in self.failed_baselines and \
-            not {(r.run, r.prompt) for r in step.requests} & self.measured_pairs(self.baseline)
+            not {(r.run, r.prompt) for r in step.requests} & self.measured_pairs(self.baseline) and \
+            not any(s.kind is Kind.PAIRED and s.block == step.block and self.pending(s) for s in later)
 
     def blocks_done(self, name: str) -> set[int]:
         return complete_blocks(self.measured_pairs(self.candidates[name]), self.block_pairs)
@@ -135,7 +137,7 @@ class StepRunner:
                 return
             if stop is not None and step.kind is not Kind.BASELINE and stop():
                 return
-            ran = False
+            ran, later = False, steps[position + 1:]
             if step.kind is Kind.BASELINE:
                 if self.design is Design.BRACKETED:     # only as the bracket of a candidate block that runs
                     needed = waiting is not None or any(
@@ -150,11 +152,11 @@ class StepRunner:
                 self._run_step(step, total, before=before)
                 if self.design is Design.BRACKETED and step.candidate not in self.dead:
                     waiting = (step.candidate or "", step.block)
-                if step.candidate in self.dead and self._baseline_lacks(step):   # it died before any baseline
-                    self.step_number -= 1           # request: the same step, its baseline side alone
+                if step.candidate in self.dead and self._baseline_lacks(step, later):   # it died before any
+                    self.step_number -= 1           # baseline request: the same step, its baseline side alone
                     self._run_step(step.baseline_alone(), total, before=None)
                 before, ran = None, True
-            elif self._baseline_lacks(step):        # a dead candidate's pair: its baseline side is still due
+            elif self._baseline_lacks(step, later):        # a dead candidate's pair: its baseline side is still due
                 before, ran = None, self._run_step(step.baseline_alone(), total, before=None) is not None
             else:
                 before = None
