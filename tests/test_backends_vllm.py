@@ -241,12 +241,13 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert good["status"] == "ok" and good["mean_tps"] > 0
     assert good["speculation_active"] is True
     assert good["acceptance_rate"] == 0.5
-    # bracketed: one server at a time, 2 blocks of 1 prompt, then the confirmation's 2 fresh requests; the
-    # row sums the counters of every request (the stand-in: 32 drafted, 16 accepted, 8 verify steps each)
+    # bracketed: one server at a time, 2 blocks of 1 prompt, then — when it is selected, which depends on the
+    # measured speed — the confirmation's 2 fresh requests; the row sums the counters of every request
+    # (the stand-in: 32 drafted, 16 accepted, 8 verify steps each)
     assert good["design"]["name"] == "bracketed" and base["design"]["name"] == "bracketed"
-    n = len(good["requests"])
-    assert n == good["design"]["planned"] + 2 and {r["block"] for r in good["requests"]} == {0, 1, 2}
-    assert len({r["session"] for r in good["requests"]}) == 3                      # a server per block
+    n, blocks = len(good["requests"]), {r["block"] for r in good["requests"]}
+    assert (n, blocks) in ((2, {0, 1}), (4, {0, 1, 2})) and good["design"]["planned"] == 2
+    assert len({r["session"] for r in good["requests"]}) == len(blocks)            # a server per block
     assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (32 * n, 16 * n, 8 * n)
     assert good["mean_accepted_len"] == 3.0
     assert good["accepted_per_pos"] == [6 * n, 4 * n, 4 * n, 2 * n]
