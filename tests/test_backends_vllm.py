@@ -226,8 +226,7 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
         "drafts": [{"label": "0.6B", "path": DRAFT}, {"label": "ignored", "path": "org/no-spec-draft"},
                    {"label": "never drafts", "path": "org/zero-draft"}],
         "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 1, "max_tokens": 24, "draft_max": 4,
-                     "port": 0, "prompts": ["code", "json"], "startup_timeout_s": 30,
-                     "design": "sequential"},     # one server per row: the counts below are per row
+                     "port": 0, "prompts": ["code", "json"], "startup_timeout_s": 30},   # default: bracketed
     }
     path = tmp_path / "vllm.json"
     path.write_text(json.dumps(config))
@@ -242,9 +241,17 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert good["status"] == "ok" and good["mean_tps"] > 0
     assert good["speculation_active"] is True
     assert good["acceptance_rate"] == 0.5
-    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (64, 32, 16)   # 2 requests
+    # bracketed: one server at a time, 2 blocks of 1 prompt, then — when it is selected, which depends on the
+    # measured speed — the confirmation's 2 fresh requests; the row sums the counters of every request
+    # (the stand-in: 32 drafted, 16 accepted, 8 verify steps each)
+    assert good["design"]["name"] == "bracketed" and base["design"]["name"] == "bracketed"
+    n, blocks = len(good["requests"]), {r["block"] for r in good["requests"]}
+    assert (n, blocks) in ((2, {0, 1}), (4, {0, 1, 2})) and good["design"]["planned"] == 2
+    assert len({r["session"] for r in good["requests"]}) == len(blocks)            # a server per block
+    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (32 * n, 16 * n, 8 * n)
     assert good["mean_accepted_len"] == 3.0
-    assert good["accepted_per_pos"] == [12, 8, 8, 4] and sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
+    assert good["accepted_per_pos"] == [6 * n, 4 * n, 4 * n, 2 * n]
+    assert sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
     assert good["diagnosis"]["code"] == "acceptance_holds"
     # best k from one run works from vLLM's counters too (client times: vLLM reports no decode timings)
     assert good["k_prediction"]["from_k"] == 4 and good["k_prediction"]["times"] == "client"
@@ -260,7 +267,9 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert "speculation was not active, so this is the target alone" in proc.stdout
     assert data["summary"]["targets"][0]["recommended_draft"] != "never drafts"
     assert "Speculation is not active" in proc.stdout
-    assert len(fake.argv()) == 4
+    # one model server at a time, each a session of the rows, + the ignored draft's that measured nothing
+    sessions = {r["session"] for row in data["results"] for r in row["requests"]}
+    assert len(fake.argv()) == len(sessions) + 1
 
 
 # --------------------------------------------------------------------------- failures

@@ -37,6 +37,7 @@ if "--version" in args:
     sys.exit(0)
 port, model = int(args[args.index("--port") + 1]), args[args.index("-m") + 1]
 ready = "{mode}" != "never-ready"
+speculating = "-md" in args      # as the real one: /slots says speculative only where a draft was loaded
 if {grandchild}:
     import subprocess
     subprocess.Popen(["sleep", "600"])   # a helper process of its own
@@ -48,7 +49,7 @@ def stall(call):
 
 StubServer({{"GET /health": (200 if ready else 503, {{"status": "ok" if ready else "loading"}}),
             "GET /props": (200, {{"model_path": model, "build_info": "fake"}}),
-            "GET *": (200, [{{"speculative": False}}]), "POST *": stall}}, port=port).serve_forever()
+            "GET *": (200, [{{"speculative": speculating}}]), "POST *": stall}}, port=port).serve_forever()
 '''
 
 
@@ -81,20 +82,25 @@ def start_sweep(config: Path, results: Path) -> subprocess.Popen:
 
 def test_server_killed_mid_request(models, tmp_path):
     config = write_config(tmp_path, models, drafts=("good", "bad"), runs=1, max_tokens=96)
-    port = json.loads(config.read_text())["settings"]["port"]
     results = tmp_path / "crash.json"
     before = llama_server_pids()
     sweep = start_sweep(config, results)
     try:
-        wait_for(lambda: len(results_rows(results)) >= 1, timeout=600)      # bounds against a hang, not speed
-
-        def busy_server():
-            try:
-                slots = requests.get(f"http://127.0.0.1:{port}/slots", timeout=1).json()
-                return slots[0].get("is_processing") and (llama_server_pids() - before)
-            except (requests.RequestException, ValueError, IndexError, KeyError):
-                return False
-        victims = wait_for(busy_server, timeout=300, interval=0.02)
+        # The default design runs the baseline server (on the configured port) beside each candidate's:
+        # the victim is the first candidate's server ("good": it has -md) while it answers a request.
+        def busy_candidate():
+            for pid in llama_server_pids() - before:
+                try:
+                    args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+                    if "-md" not in args:
+                        continue
+                    slots = requests.get(f"http://127.0.0.1:{args[args.index('--port') + 1]}/slots", timeout=1).json()
+                    if slots[0].get("is_processing"):
+                        return {pid}
+                except (OSError, requests.RequestException, ValueError, IndexError, KeyError):
+                    continue
+            return False
+        victims = wait_for(busy_candidate, timeout=600, interval=0.02)      # bounds against a hang, not speed
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         out, _ = sweep.communicate(timeout=900)
@@ -103,8 +109,10 @@ def test_server_killed_mid_request(models, tmp_path):
             sweep.kill()
     assert sweep.returncode == 3, out
     rows = results_rows(results)
-    assert [r["status"] for r in rows] == ["ok", "error", "ok"]  # baseline kept, crash recorded, sweep went on
-    crashed = rows[1]
+    by_draft = {r["draft"]: r for r in rows}
+    # baseline measured, crash recorded, sweep went on (rows are in the order they were first recorded)
+    assert [by_draft[d]["status"] for d in (None, "135M Q4_1", "57M trunc8")] == ["ok", "error", "ok"]
+    crashed = by_draft["135M Q4_1"]
     assert "the server died during the benchmark (exit code -9)" in crashed["reason"]
     assert crashed["server"]["log_tail"]
 
@@ -130,7 +138,14 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
     rows = results_rows(results)  # valid JSON, every completed row present
     assert rows and rows[0]["status"] == "ok"
     resumed = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
-    assert resumed.returncode == 0 and "1 done, 1 remaining" in resumed.stdout
+    # Rows are measured in blocks: the resume finishes the blocks the signal cut, and measures nothing twice.
+    assert resumed.returncode == 0 and f"Resuming {results}" in resumed.stdout, resumed.stdout
+    for row in results_rows(results):
+        assert row["status"] == "ok"
+        measured = [(r["run"], r["prompt_id"], r["block"], r["session"]) for r in row["requests"]]
+        assert len(set(measured)) == len(measured)
+        done = {(r["run"], r["prompt_id"]) for r in row["requests"] if r["block"] < row["design"]["blocks"]}
+        assert len(done) == row["design"]["planned"]
 
 
 def test_busy_port_moves_to_a_free_one_and_never_benchmarks_the_foreign_server(models, tmp_path, http_stub):

@@ -96,6 +96,11 @@ class Step:
     def loads(self) -> int:
         return 2 if self.kind is Kind.PAIRED else 1
 
+    def baseline_alone(self) -> Step:
+        """A paired step's baseline side on its own: the target's speed in that block is still measured
+        when the candidate beside it cannot run (a broken model, a candidate that failed or stopped)."""
+        return Step(Kind.BASELINE, None, self.block, tuple(r for r in self.requests if r.side is Side.BASELINE))
+
 
 def prompt_order(categories: Sequence[str]) -> list[int]:
     """Prompt indexes with categories interleaved (one of each in turn), so any prefix covers them."""
@@ -202,3 +207,4 @@ def block_of(block_pairs: Sequence[Sequence[tuple[int, int]]]) -> dict[tuple[int
 def complete_blocks(measured: set[tuple[int, int]], block_pairs: Sequence[Sequence[tuple[int, int]]]) -> set[int]:
     """The blocks every (run, prompt index) of which is in ``measured``."""
     return {k for k, pairs in enumerate(block_pairs) if pairs and all(p in measured for p in pairs)}
+

@@ -12,7 +12,6 @@ steps, so an interrupted or failed sweep resumes at the first block not measured
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,6 +35,7 @@ from .console import Reporter
 from .plan import Combination
 from .runner import CombinationRunner, ServerInfo, first_line, log_slug, speculation_outcome
 from .schedule import Design, Kind, Side, Step, block_of, complete_blocks, confirmation_pairs, is_stateful
+from .step_records import acceptance_of, last_session, mean_of, next_session_number
 
 
 class RowStore(Protocol):
@@ -43,13 +43,6 @@ class RowStore(Protocol):
 
     def current(self) -> ResultsFile: ...
     def record(self, row: Row) -> Row: ...
-
-
-def next_session_number(results: ResultsFile) -> int:
-    """Session ids are ``s<N>``, unique in a results file: the next free N."""
-    numbers = [int(m.group(1)) for row in results.results for r in row.requests
-               if r.session and (m := re.fullmatch(r"s(\d+)", r.session))]
-    return max(numbers, default=0) + 1
 
 
 @dataclass
@@ -119,6 +112,13 @@ class StepRunner:
         wanted = {(r.run, r.prompt) for r in step.requests}
         return not wanted <= measured
 
+    def _baseline_lacks(self, step: Step, later: Sequence[Step]) -> bool:
+        """A paired step whose baseline side measured none of its requests, and no later pair of that block
+        will (the baseline not failed): its baseline side is then measured alone."""
+        return step.kind is Kind.PAIRED and self.baseline.target.label not in self.failed_baselines and \
+            not {(r.run, r.prompt) for r in step.requests} & self.measured_pairs(self.baseline) and \
+            not any(s.kind is Kind.PAIRED and s.block == step.block and self.pending(s) for s in later)
+
     def blocks_done(self, name: str) -> set[int]:
         return complete_blocks(self.measured_pairs(self.candidates[name]), self.block_pairs)
 
@@ -137,7 +137,7 @@ class StepRunner:
                 return
             if stop is not None and step.kind is not Kind.BASELINE and stop():
                 return
-            ran = False
+            ran, later = False, steps[position + 1:]
             if step.kind is Kind.BASELINE:
                 if self.design is Design.BRACKETED:     # only as the bracket of a candidate block that runs
                     needed = waiting is not None or any(
@@ -152,7 +152,12 @@ class StepRunner:
                 self._run_step(step, total, before=before)
                 if self.design is Design.BRACKETED and step.candidate not in self.dead:
                     waiting = (step.candidate or "", step.block)
+                if step.candidate in self.dead and self._baseline_lacks(step, later):   # it died before any
+                    self.step_number -= 1           # baseline request: the same step, its baseline side alone
+                    self._run_step(step.baseline_alone(), total, before=None)
                 before, ran = None, True
+            elif self._baseline_lacks(step, later):        # a dead candidate's pair: its baseline side is still due
+                before, ran = None, self._run_step(step.baseline_alone(), total, before=None) is not None
             else:
                 before = None
                 self.step_number += 1
@@ -199,8 +204,11 @@ class StepRunner:
             if candidate is not None:
                 opened[Side.CANDIDATE] = self._open(candidate, step, Side.CANDIDATE, records)
             self.reporter.benchmarking()
-            for o in opened.values():
-                o.seen.update(w.id for w in warm_up(o.server, self.prompts, self.options))
+            for side, o in opened.items():          # a warm-up that fails names its own side's server
+                try:
+                    o.seen.update(w.id for w in warm_up(o.server, self.prompts, self.options))
+                except (RequestError, ServerError) as exc:
+                    raise StepFailed(side, explain_failure(o.server, exc), records) from None
             self._send(step, opened, records, before)
             for o in opened.values():
                 o.methods = o.server.active_methods()
@@ -208,14 +216,10 @@ class StepRunner:
                     self.reporter.note(note)
                     o.notes.append(Finding(Code.SERVER_NOTE, note))
             shown = records[Side.CANDIDATE] or records[Side.BASELINE]
-            self.reporter.measured(_mean(r.decode_tps for r in shown), _acceptance(shown), candidate is not None
+            self.reporter.measured(mean_of(r.decode_tps for r in shown), acceptance_of(shown), candidate is not None
                                    and candidate.is_speculative)
         except StepFailed as failure:
             self._failed(step, failure, opened, started)
-            return None
-        except (RequestError, ServerError) as exc:          # a warm-up failed
-            side = Side.CANDIDATE if Side.CANDIDATE in opened else Side.BASELINE
-            self._failed(step, StepFailed(side, explain_failure(opened[side].server, exc), records), opened, started)
             return None
         finally:
             for o in opened.values():
@@ -225,12 +229,7 @@ class StepRunner:
         if Side.BASELINE in opened:
             self._record(self.baseline, records[Side.BASELINE], opened[Side.BASELINE], wall)
         if candidate is not None and self.baseline.target.label in self.failed_baselines:
-            why = self.failed_baselines[self.baseline.target.label]
-            prior = self.row(candidate)
-            row = Row(status=Status.SKIPPED, reason=f"skipped: the baseline of {candidate.target.label} failed "
-                      f"({why})", requests=(*(prior.requests if prior else ()), *records[Side.CANDIDATE]),
-                      design=self._design(candidate, records[Side.CANDIDATE]), **self.runner.base_fields(candidate))
-            self.reporter.row_recorded(self.store.record(row))
+            self._skipped(candidate, records[Side.CANDIDATE])
         elif candidate is not None:
             row = self._record(candidate, records[Side.CANDIDATE], opened[Side.CANDIDATE], wall)
             if self.measured_pairs(candidate) >= {pair for pairs in self.block_pairs for pair in pairs}:
@@ -362,7 +361,7 @@ class StepRunner:
             return
         requests = tuple(replace(r, compared_with=[*(r.compared_with or []), after])
                          if r.block == block and r.compared_with is not None and after not in r.compared_with
-                         and r.session == _last_session(row, block) else r for r in row.requests)
+                         and r.session == last_session(row, block) else r for r in row.requests)
         self.store.record(replace(row, requests=requests))
 
     def _failed(self, step: Step, failure: StepFailed, opened: dict[Side, _Open], started: float) -> None:
@@ -382,11 +381,24 @@ class StepRunner:
             self._give_up(self.baseline, reason)
         if candidate is None:
             return
+        if self.baseline.target.label in self.failed_baselines:     # nothing to compare it with: skipped, as
+            self._skipped(candidate, failure.records[Side.CANDIDATE])   # upstream (whichever side failed first)
+            self._give_up(candidate, reason)
+            return
         if failure.side is Side.BASELINE:
             reason = f"the baseline server beside it failed: {reason}"
         self._error(candidate, reason, failure, opened.get(Side.CANDIDATE) or failure.opened, wall,
                     inactive=failure.inactive)
         self._give_up(candidate, reason)
+
+    def _skipped(self, candidate: Combination, new: Sequence[RequestRecord]) -> None:
+        """The baseline of the candidate's target failed: its row is 'skipped', keeping what it measured."""
+        prior = self.row(candidate)
+        records = (*(prior.requests if prior else ()), *new)
+        row = Row(status=Status.SKIPPED, reason=f"skipped: the baseline of {candidate.target.label} failed "
+                  f"({self.failed_baselines[self.baseline.target.label]})", requests=records,
+                  design=self._design(candidate, records), **self.runner.base_fields(candidate))
+        self.reporter.row_recorded(self.store.record(row))
 
     def _error(self, combo: Combination, reason: str, failure: StepFailed, o: _Open | None, wall: float,
                inactive: bool = False) -> None:
@@ -403,18 +415,3 @@ class StepRunner:
         self.store.record(Row(status=Status.ERROR, reason=reason, requests=records, server=info, topology=topology,
                               wall_time=rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3),
                               design=self._design(combo, records), **base))
-
-
-def _mean(values) -> float | None:
-    vals = [v for v in values if v]
-    return sum(vals) / len(vals) if vals else None
-
-
-def _acceptance(records: Sequence[RequestRecord]) -> float | None:
-    drafted = sum(r.draft_n or 0 for r in records)
-    return sum(r.draft_n_accepted or 0 for r in records) / drafted if drafted else None
-
-
-def _last_session(row: Row, block: int | None) -> str | None:
-    sessions = [r.session for r in row.requests if r.block == block and r.session]
-    return sessions[-1] if sessions else None

@@ -1,0 +1,31 @@
+"""Small facts the steps (``sweep/steps.py``) read from what they recorded: session ids, and the
+figures shown after a step."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..results.file import RequestRecord, ResultsFile, Row
+
+
+def next_session_number(results: ResultsFile) -> int:
+    """Session ids are ``s<N>``, unique in a results file: the next free N."""
+    numbers = [int(m.group(1)) for row in results.results for r in row.requests
+               if r.session and (m := re.fullmatch(r"s(\d+)", r.session))]
+    return max(numbers, default=0) + 1
+
+
+def mean_of(values) -> float | None:
+    vals = [v for v in values if v]
+    return sum(vals) / len(vals) if vals else None
+
+
+def acceptance_of(records: Sequence[RequestRecord]) -> float | None:
+    drafted = sum(r.draft_n or 0 for r in records)
+    return sum(r.draft_n_accepted or 0 for r in records) / drafted if drafted else None
+
+
+def last_session(row: Row, block: int | None) -> str | None:
+    sessions = [r.session for r in row.requests if r.block == block and r.session]
+    return sessions[-1] if sessions else None
