@@ -78,10 +78,12 @@ def test_one_run_prediction_against_measured_k_then_the_ceiling(models, tmp_path
     proc = run_cli("sweep.py", "--config", str(_config(tmp_path, models, "inside", 8)), "--results", str(results),
                    "--ceiling", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("Starting server") == 2
+    # issue 23's default (interleaved) design: each ceiling run is measured beside a baseline server of its own
+    assert proc.stdout.count("Starting server") == 2 * 2 and proc.stdout.count("alternating with a baseline") == 2
     data = json.loads(results.read_text())
     by_level = {r["synthetic"]["level"]: r for r in data["results"] if r["role"] == "ceiling"}
     real = next(r for r in data["results"] if r["role"] == "speculative" and r["draft_max"] == 8)
+    assert real["requests"] == rows[("speculative", 8)]["requests"]      # the measured k=8 row is not measured again
     full, measured = by_level["full"], by_level["measured"]
     # the ceiling runs record their settings, and the server got exactly those
     assert full["synthetic"] == {"level": "full", "synth_len": 9.0, "k": 8, "from_mean_accepted_len":

@@ -3,6 +3,7 @@ stand-in that speaks the RPC protocol), the topology read from real log lines, r
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import struct
@@ -10,6 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from draftbench.backends import REGISTRY
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.llamacpp.command import build_command
 from draftbench.backends.llamacpp.rpc import CMD_DEVICE_COUNT, CMD_HELLO, CONN_CAPS_SIZE, device_names, probe_endpoint
@@ -21,7 +23,9 @@ from draftbench.results.file import ResultsFile, Row
 from draftbench.results.schema import first_problem
 from draftbench.results.topology import describe
 from draftbench.sweep.config_file import validate_config
+from draftbench.sweep.passes import choose_design
 from draftbench.sweep.plan import plan
+from draftbench.sweep.schedule import Design
 
 from helpers import default_settings, run_cli
 
@@ -102,6 +106,28 @@ def test_rpc_settings_that_cannot_apply_are_refused():
     assert problems(config(extra_args=["--rpc", EP1]))[0].path == "$.settings.extra_args[0]"
     bad_param = {**config(), "candidates": [{"label": "c", "draft": "1B", "params": {"draft_placement": "far"}}]}
     assert any(p.path == "$.candidates[0].params.draft_placement" for p in problems(bad_param))
+
+
+def test_design_auto_brackets_a_split_target_and_interleaves_the_one_here():
+    """Two llama-servers cannot share a ggml-rpc-server (it serves one client at a time): issue 23's
+    interleaved design failed every candidate of a split target on the RPC handshake."""
+    cfg = validate_config(config())
+    on_cpu = dict(cfg.settings, gpu_layers=0)        # the target here fits twice: it would be interleaved
+    for target, expected in (("70B split", Design.BRACKETED), ("7B here", Design.INTERLEAVED)):
+        mine = [c for c in plan(cfg) if c.target.label == target]
+        baseline = next(c for c in mine if c.candidate is None)
+        design, why = choose_design(on_cpu, REGISTRY["llamacpp"], baseline, [c for c in mine if c.candidate])
+        assert design is expected, why
+        assert ("RPC endpoints" in why) is (expected is Design.BRACKETED)
+    assert problems(config(design="interleaved"))[0].path == "$.settings.design"     # asked for in the config
+
+
+def test_design_interleaved_asked_on_the_command_line_for_a_split_target_is_refused(tmp_path):
+    path = tmp_path / "rpc.json"
+    path.write_text(json.dumps(config()))
+    proc = run_cli("sweep.py", "--config", str(path), "--design", "interleaved", "--dry-run", timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: --design interleaved"), proc.stderr
+    assert "serves one at a time" in proc.stderr and "Traceback" not in proc.stderr
 
 
 # --------------------------------------------------------------------------- command

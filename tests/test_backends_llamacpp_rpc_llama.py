@@ -115,8 +115,10 @@ class KillsAnEndpoint(Reporter):
 
 def test_an_endpoint_dying_mid_row_ends_that_row_and_a_resume_measures_it(models, rpc_servers, tmp_path):
     first, second = rpc_servers(), rpc_servers()
+    # runs=2: each block (a server session of its own; the design is bracketed, as for any split target) sends
+    # both prompts, so the endpoint dies between two requests of one session: mid-row, mid-block
     config = load_config(write_config(tmp_path, models, [first.endpoint, second.endpoint], prompts=2,
-                                      control_baseline=True))
+                                      control_baseline=True, runs=2))
     results = tmp_path / "out.json"
     reporter = KillsAnEndpoint(second)
     code = Sweep(config, results, None, reporter=reporter).run()

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +48,10 @@ def test_full_sweep_measures_truthfully(models, tmp_path):
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results))
     assert proc.returncode == 3, proc.stdout + proc.stderr  # finished, one combination skipped
     out = proc.stdout
-    assert "[1/4] 241M Q4_1 (baseline)" in out and "[2/4] 241M Q4_1 + 135M Q4_1" in out
+    # the default (interleaved) design: no baseline step of its own; each draft is measured in two blocks
+    # (runs=2), each with a baseline server beside it, so 3 drafts x 2 blocks = 6 steps
+    assert "[1/6] 241M Q4_1 + 135M Q4_1 [block 1/2, alternating with a baseline server]" in out
+    assert "[6/6] 241M Q4_1 + 135M Q4_1 [block 2/2" in out
     assert "Starting server ... ready" in out and "Server stopped" in out
     assert re.search(r"Benchmarking \.\.\. \.+ [0-9.]+ tok/s \(acceptance: \d+%\)", out)
     rows = rows_by_draft(results)
@@ -95,15 +99,28 @@ def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
     assert "Resume with the same command" in out
     wait_for(lambda: not (llama_server_pids() - before), timeout=5)
     saved = json.loads(results.read_text())["results"]
-    first_two = {(r["target"], r["draft"]): r["started_at"] for r in saved[:2]}
+    first_started = {(r["target"], r["draft"]): r["started_at"] for r in saved}
+
+    def measured(rows) -> dict:
+        return {(r["target"], r["draft"]): {(q["session"], q["prompt_id"], q["run"], q["decode_tps"])
+                                            for q in r["requests"]} for r in rows}
 
     again = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "2 done, 1 remaining" in again.stdout
-    assert "[1/3]" not in again.stdout and "[2/3]" not in again.stdout and "[3/3]" in again.stdout
+    # The default (interleaved) design, one run of two prompts: each draft in two blocks of one prompt, each
+    # beside a baseline server: 4 steps. The first (good draft, block 1: the baseline and the good draft's
+    # rows) was saved before Ctrl-C; those rows are open (a block still to measure), so the resume goes on
+    # from step 2 and never measures step 1 again.
+    assert re.search(r"Resuming .*: \d done, \d remaining, \d of them with blocks still to measure", again.stdout)
+    assert "[1/4]" not in again.stdout and "[2/4]" in again.stdout and "[4/4]" in again.stdout, again.stdout
     final = json.loads(results.read_text())["results"]
     assert len(final) == 3 and all(r["status"] == "ok" for r in final)
-    assert {(r["target"], r["draft"]): r["started_at"] for r in final[:2]} == first_two
+    assert all(len(r["requests"]) >= r["design"]["planned"] for r in final)
+    # nothing measured before the interrupt is lost or measured again, and a row keeps when it started
+    before_interrupt, after_resume = measured(saved), measured(final)
+    assert all(requests <= after_resume[key] for key, requests in before_interrupt.items())
+    assert {(r["target"], r["draft"]): r["started_at"] for r in final
+            if (r["target"], r["draft"]) in first_started} == first_started
 
 
 def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_path):
@@ -143,10 +160,13 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
 
     # The same real rows, with the control made exactly 1.5x its baseline request by request (a drift
     # no noise can hide): the verdict names it and the speed-up's floor rises to it.
-    baseline_tps = {(r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
+    # Each control request is paired with the baseline session(s) it was measured beside or between
+    # (compared_with: the design's pairing), so it is made 1.5x exactly those baseline requests.
+    baseline_tps = {(r.session, r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
     control_row = loaded.row(("control", "241M Q4_1", None, None))
     drifted = loaded.with_row(replace(control_row, requests=tuple(
-        replace(r, decode_tps=baseline_tps[(r.prompt_id, r.run)] * 1.5) for r in control_row.requests)))
+        replace(r, decode_tps=1.5 * statistics.fmean(baseline_tps[(s, r.prompt_id, r.run)] for s in r.compared_with))
+        for r in control_row.requests)))
     save_results(analyze(drifted), results)
     again = run_cli("sweep.py", "--chart-only", "--results", str(results), "--chart", str(tmp_path / "aa.html"))
     assert again.returncode == 0, again.stderr

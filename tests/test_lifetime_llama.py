@@ -55,14 +55,17 @@ def test_sigkill_of_sweep_mid_request_leaves_no_server(models, tmp_path):
                               str(results), "--no-chart"], cwd=str(REPO), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=dict(os.environ, **PORTABLE))
     try:
-        server = wait_for(lambda: (llama_server_pids() - before) if slot_busy(port) else None, timeout=120,
-                          interval=0.02)
-        (pid,) = server
-        pgid = leader_of_its_group(pid)
+        # The default (interleaved) design: the baseline server (on the configured port) and the draft's
+        # server are up together, requests alternating; both must go when sweep.py is killed.
+        servers = wait_for(lambda: (llama_server_pids() - before) if slot_busy(port) else None, timeout=120,
+                           interval=0.02)
+        assert len(servers) == 2, f"expected the baseline and the candidate server, found {sorted(servers)}"
+        groups = {pid: leader_of_its_group(pid) for pid in servers}
         sweep.kill()
         sweep.wait()
-        assert_group_gone_within(pgid, 5, "after SIGKILL of sweep.py")
-        assert not is_alive(pid)
+        for pid, pgid in groups.items():
+            assert_group_gone_within(pgid, 5, f"after SIGKILL of sweep.py (llama-server {pid})")
+            assert not is_alive(pid)
     finally:
         if sweep.poll() is None:
             sweep.kill()

@@ -174,7 +174,10 @@ def judged(row: Row, baseline: Row, noise_floor: float, drift: dict[tuple[str, i
         # The same baseline measured twice differed by this much: a smaller "speed-up" is
         # indistinguishable from the machine's own drift, however tight its CI.
         floor = drift[(row.target, row.concurrency)]
-    found = compare(row, baseline, noise_floor=floor, sessions=spreads.get((row.target, row.concurrency)))
+    # A control is judged on its own session spread, as measured_drift() judges it to raise the floor: the
+    # pooled spread (the candidates' sessions) would call "not significant" a drift that raised the floor.
+    pooled = None if row.role is Role.CONTROL else spreads.get((row.target, row.concurrency))
+    found = compare(row, baseline, noise_floor=floor, sessions=pooled)
     speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
     if speed and floor > noise_floor:
         speed = replace(speed, note=f"noise floor raised to the drift the control baseline measured ({floor:.1%})")

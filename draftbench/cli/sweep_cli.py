@@ -112,6 +112,11 @@ def with_overrides(config, args):
         settings["search"] = args.search
     if getattr(args, "design", None):
         settings["design"] = args.design
+        split = [t.label for t in config.targets if t.rpc]
+        if args.design == "interleaved" and split:     # the config's own design is checked with the config
+            raise UsageError(f"--design interleaved runs two llama-servers at once, but {', '.join(split)} is split "
+                             "over RPC endpoints and a ggml-rpc-server serves one at a time",
+                             "use --design auto (bracketed for a split target) or --design bracketed")
     budget = getattr(args, "budget", None)
     if budget is not None:
         if not math.isfinite(budget) or budget < 1:

@@ -137,6 +137,11 @@ def sweep_problems(rpc_by_target: dict[str, tuple[str, ...]], settings: dict, *,
         problems.append(Problem("$.settings.gpu_layers", "is 0, which keeps every layer on this machine: the RPC "
                                 "endpoints of " + ", ".join(split) + " would hold nothing",
                                 "set gpu_layers to 99 (all layers offloaded to the RPC devices), or remove rpc"))
+    if split and settings.get("design") == "interleaved":
+        problems.append(Problem("$.settings.design", "is \"interleaved\", but a ggml-rpc-server serves one "
+                                "llama-server at a time: the baseline and candidate servers of " + ", ".join(split)
+                                + " cannot both use its endpoints", "use \"auto\" (bracketed for a target split "
+                                "over RPC) or \"bracketed\""))
     if wants_placement and not split:
         problems.append(Problem("$.settings.draft_placement" if settings.get(DRAFT_PLACEMENT) is not None
                                 else f"{next(iter(candidate_placements))}.params.draft_placement",

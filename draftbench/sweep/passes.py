@@ -37,6 +37,9 @@ def choose_design(settings: dict, backend: Backend, target: Combination, candida
     asked = settings.get("design") or "auto"
     if asked != "auto":
         return Design(asked), f"settings.design is {asked!r}"
+    if target.target.rpc:     # an rpc-server serves one client at a time, on the same remote devices
+        return Design.BRACKETED, (f"the target is split over RPC endpoints ({', '.join(target.target.rpc)}), "
+                                  "which serve one llama-server at a time")
     drafts = [c.draft.path for c in candidates if c.draft is not None]
     biggest = max(drafts, key=_size, default=None)
     # A backend that can run a baseline server and a candidate server together says so with

@@ -328,11 +328,11 @@ class StepRunner:
 
     def _record(self, combo: Combination, new: list[RequestRecord], o: _Open, wall: float) -> Row:
         prior = self.row(combo)
-        earlier = prior.requests if prior is not None else ()
-        records = [*earlier, *new]
+        records = [*(prior.requests if prior is not None else ()), *new]
         fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
                                    flags=self.runner.flags)
-        base = self.runner.base_fields(combo)
+        # a row measured in blocks started with its first block (and keeps that time on resume)
+        base = {**self.runner.base_fields(combo), **({"started_at": prior.started_at} if prior else {})}
         wall_time = rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3)
         common: dict[str, Any] = dict(server=o.info, load_time_s=rounded(o.server.load_time_s, 3),
                                       topology=o.server.topology, requests=tuple(records),
@@ -409,9 +409,9 @@ class StepRunner:
         tail = getattr(failure.error, "log_tail", "") or (server.log_tail(20) if server else "")
         info = ServerInfo.of(self.runner.backend_name, server, log=o.info.get("log") if o else None,
                              port=o.info.get("port") if o else None, log_tail=tail).to_dict()
-        base = self.runner.base_fields(combo)
-        if inactive:
-            base["speculation_active"] = False
-        self.store.record(Row(status=Status.ERROR, reason=reason, requests=records, server=info,
+        base = {**self.runner.base_fields(combo), **({"started_at": prior.started_at} if prior else {}),
+                **({"speculation_active": False} if inactive else {})}
+        topology = server.topology if server is not None else (prior.topology if prior is not None else None)  # split
+        self.store.record(Row(status=Status.ERROR, reason=reason, requests=records, server=info, topology=topology,
                               wall_time=rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3),
                               design=self._design(combo, records), **base))
