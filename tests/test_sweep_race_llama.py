@@ -22,7 +22,7 @@ def write_config(folder: Path, models: dict) -> Path:
         "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
         "drafts": [{"label": "135M Q4_1", "path": models["base"]}, {"label": "57M trunc8", "path": models["draft-trunc"]}],
         "candidates": [{"label": "ngram-mod", "method": "ngram-mod"}],
-        "settings": {"runs": 2, "max_tokens": 32, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
+        "settings": {"runs": 2, "max_tokens": 16, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
                      "prompts": ["code", "json"], "draft_max": [2, 4]},
     }
     path = folder / "race.json"
