@@ -243,7 +243,7 @@ def test_results_from_another_config_are_refused(models, tmp_path):
     before = results.read_text()
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert proc.returncode == 1
-    assert "made with a different config: settings.max_tokens 32 vs 64" in proc.stderr
+    assert "made with a different config: settings.max_tokens 16 vs 64" in proc.stderr
     assert results.read_text() == before
 
 
