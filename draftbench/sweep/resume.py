@@ -67,6 +67,9 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
     old = existing.config or {}
     old_measure = old.get("measurement") or {}
     new_measure = config_snapshot(config, backend)["measurement"]
+    if old_measure and "design" not in old_measure and existing.results:
+        # written before settings.design existed (issue 23): measured in upstream's sequential order
+        old_measure = dict(old_measure, design="sequential")
     for key in measurement_keys():
         if key in old_measure and old_measure[key] != new_measure[key]:
             differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
