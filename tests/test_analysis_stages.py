@@ -13,7 +13,9 @@ from draftbench.analysis.settle import projection
 from draftbench.analysis.spending import Spending
 from draftbench.analysis.stage_evidence import (
     ASSUMED,
+    ASSUMED_SPREAD,
     MachineSpread,
+    Spread,
     StageSample,
     contrast,
     crossed,
@@ -69,10 +71,10 @@ def test_two_candidates_are_compared_prompt_by_prompt_within_the_stages_both_mea
 def test_the_session_spread_is_the_machines_pooled_over_comparisons_and_known_only_from_what_came_before():
     rng = random.Random(3)
     comparisons = [draw(rng, 0.0, 4, session_sd=0.04, prompt_sd=0.01, start=10 * c) for c in range(6)]
-    spread = MachineSpread(comparisons)
-    assert spread.at(0) is ASSUMED                       # nothing had two stages yet
-    assert spread.at(1) is ASSUMED and spread.at(2).df < spread.at(None).df   # one comparison's stages, then all
-    final = spread.at(None)
+    spread = MachineSpread({("T", f"c{i}"): s for i, s in enumerate(comparisons)})
+    assert spread.at(0) == ASSUMED_SPREAD                       # nothing had two stages yet
+    assert spread.at(1).pair is ASSUMED and spread.at(2).pair.df < spread.at(None).pair.df   # one, then all
+    final = spread.at(None).pair
     assert final.variance == pytest.approx(0.04 ** 2, rel=0.6) and final.df <= 18
     one = estimate(comparisons[0], final)
     own_only = estimate(comparisons[0], SessionVariance(0.0, 1e9))
@@ -95,6 +97,10 @@ def test_the_same_prompts_at_every_stage_answer_for_these_prompts():
 
 # --------------------------------------------------------------------------- one look
 
+def spread(variance: float, df: float) -> Spread:
+    return Spread(SessionVariance(variance, df), SessionVariance(variance, df))
+
+
 def rule(candidates: int, horizon: int = 6, eliminate: bool = True) -> Rule:
     return Rule(Spending(horizon, candidates), eliminate=eliminate)
 
@@ -103,7 +109,7 @@ def test_a_clear_gain_is_recommended_and_the_slower_candidates_leave():
     rng = random.Random(1)
     series = {"fast": draw(rng, math.log(1.5), 2, start=0), "slow": draw(rng, math.log(0.8), 2, start=2),
               "same": draw(rng, 0.0, 2, start=4)}
-    look = judge(series, SessionVariance(0.0004, 30), rule(3), 2)
+    look = judge(series, spread(0.0004, 30), rule(3), 2)
     assert look.outcome is Outcome.RECOMMEND and look.pick == "fast"
     assert look.eliminated["slow"].why is Why.BELOW_FLOOR
     assert look.vs_base["fast"].low > 1.02
@@ -111,7 +117,7 @@ def test_a_clear_gain_is_recommended_and_the_slower_candidates_leave():
 
 def test_no_recommendation_before_every_candidate_was_probed():
     rng = random.Random(1)
-    look = judge({"fast": draw(rng, math.log(1.5), 2)}, SessionVariance(0.0004, 30), rule(3), 2, waiting=True)
+    look = judge({"fast": draw(rng, math.log(1.5), 2)}, spread(0.0004, 30), rule(3), 2, waiting=True)
     assert look.outcome is Outcome.CONTINUE and look.pick is None
 
 
@@ -120,7 +126,7 @@ def test_a_near_tie_at_the_top_is_a_shortlist_not_a_pick():
     shared = [[rng.gauss(0, 0.05) for _ in range(6)] for _ in range(6)]
     series = {"a": draw(rng, math.log(1.4), 6, shared=shared, start=0),
               "b": draw(rng, math.log(1.395), 6, shared=shared, start=10)}
-    look = judge(series, SessionVariance(0.0008, 60), rule(2), 6)
+    look = judge(series, spread(0.0008, 60), rule(2), 6)
     assert look.pick is None and set(look.clearing) == {"a", "b"}
     assert look.outcome is Outcome.SHORTLIST
 
@@ -128,9 +134,9 @@ def test_a_near_tie_at_the_top_is_a_shortlist_not_a_pick():
 def test_nothing_gains_when_every_candidate_is_shown_below_the_floor():
     rng = random.Random(2)
     series = {n: draw(rng, math.log(0.7), 3, start=3 * i, session_sd=0.005) for i, n in enumerate("abc")}
-    look = judge(series, SessionVariance(0.00003, 30), rule(3), 3)
+    look = judge(series, spread(0.00003, 30), rule(3), 3)
     assert look.outcome is Outcome.NOTHING_GAINS and not look.survivors
-    kept = judge(series, SessionVariance(0.00003, 30), rule(3, eliminate=False), 3)
+    kept = judge(series, spread(0.00003, 30), rule(3, eliminate=False), 3)
     assert kept.outcome is Outcome.NOTHING_GAINS and set(kept.survivors) == {"a", "b", "c"}
 
 
@@ -139,8 +145,7 @@ def test_nothing_gains_when_every_candidate_is_shown_below_the_floor():
 def test_the_replay_stops_at_the_look_that_decided_and_keeps_who_left_when():
     rng = random.Random(4)
     series = {"good": draw(rng, math.log(1.6), 3, start=0), "bad": draw(rng, math.log(0.5), 1, start=3)}
-    spread = MachineSpread(series.values())
-    played = replay(series, spread, rule(2))
+    played = replay(series, MachineSpread({("T", n): s for n, s in series.items()}), rule(2))
     assert played.looks[0].eliminated.keys() == {"bad"}
     assert played.outcome is Outcome.RECOMMEND and played.last is not None and played.last.pick == "good"
     assert len(played.looks) <= 3
@@ -151,7 +156,8 @@ def test_a_null_grid_is_never_recommended_in_seeded_trials():
     for trial in range(40):
         rng = random.Random(trial)
         series = {f"d{i}": draw(rng, 0.0, 6, start=6 * i, session_sd=0.03) for i in range(6)}
-        played = replay(series, MachineSpread(series.values()), rule(6, eliminate=trial % 2 == 0))
+        played = replay(series, MachineSpread({("T", n): s for n, s in series.items()}),
+                        rule(6, eliminate=trial % 2 == 0))
         recommended += played.outcome is Outcome.RECOMMEND
     assert recommended == 0
 
@@ -169,3 +175,16 @@ def test_the_projection_says_how_many_more_stages_would_show_a_gain():
     at_the_floor = Estimate(math.log(1.0201), est.se, est.df, est.prompts, est.sessions, est.question)
     hopeless = projection(at_the_floor, 1.02, Spending(6, 4), 6, "a gain")
     assert hopeless.stages is None and "more than" in hopeless.describe(6)
+
+
+def test_two_candidates_of_one_stage_share_its_baseline_server_so_their_difference_does_not_carry_it():
+    rng = random.Random(11)
+    comparisons = {}
+    for k in range(5):                           # one baseline server per stage, shared by both candidates
+        base = rng.gauss(0, 0.05)
+        for name in ("a", "b"):
+            comparisons.setdefault(("T", name), []).append(
+                stage(k, [-base + rng.gauss(0, 0.01) + rng.gauss(0, 0.005) for _ in range(6)], 2 * k + (name == "b")))
+    spread = MachineSpread({key: tuple(v) for key, v in comparisons.items()}).at(None)
+    assert spread.pair.variance > 0.0005                  # each against the target alone carries the baseline's offset
+    assert spread.between.variance < spread.pair.variance / 3

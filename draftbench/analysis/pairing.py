@@ -33,7 +33,8 @@ class Pair:
     log_ratio: float                 # log(candidate tok/s / baseline tok/s)
     log_bound: float | None          # log of the most the counters allow (None: no counters)
     drafted: int | None              # tokens the method drafted on this request
-    block: int | None = None         # the schedule's block (sweep/schedule.py)
+    block: int | None = None         # the schedule's block, or the stage (sweep/schedule.py)
+    order: int = 0                   # the last server session it used (s<N> of either side): when it was known
 
 
 def _rate(r: RequestRecord) -> float | None:
@@ -70,8 +71,15 @@ def pairs(row: Row, baseline: Row) -> list[Pair]:
         base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)
         bound = request_bound(r) if row.role != "ceiling" else None
         out.append(Pair(r.prompt_id, r.category, r.run, r.session, math.log(rate) - base,
-                        math.log(bound) if bound is not None else None, r.draft_n, r.block))
+                        math.log(bound) if bound is not None else None, r.draft_n, r.block,
+                        session_order(r.session, *(b.session for b in matches))))
     return out
+
+
+def session_order(*sessions: str | None) -> int:
+    """The latest of some server sessions (``s<N>``: numbered in the order they started; 0 for none)."""
+    numbers = [int(s[1:]) for s in sessions if s and s[:1] == "s" and s[1:].isdigit()]
+    return max(numbers, default=0)
 
 
 def units(items: Iterable[Pair], value: Callable[[Pair], float | None] = lambda p: p.log_ratio) -> list[Unit]:

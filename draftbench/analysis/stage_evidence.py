@@ -10,12 +10,13 @@ So for one candidate against the target alone, a stage's mean over its n prompts
 one server pair's offset (the machine's session effect, both servers' share). Stages are independent
 (new prompts, new servers), so over S stages and N prompts in all the mean's variance is
 
-    V = σ²_w / N  +  k · τ² · Σ_s (n_s / N)²
+    V = σ²_w / N  +  τ² · Σ_s (n_s / N)²
 
-with k = 1 against the baseline and k = 2 between two candidates (two server pairs). σ²_w comes from
-the spread inside the stages (df = Σ (n_s − 1)); τ² is the machine's, not a candidate's, so it is pooled
-over every comparison the sweep measured before the look (:class:`MachineSpread`): with C candidates and
-S stages its degrees of freedom are about C·(S − 1), not the 1–2 of one row's sessions.
+and between two candidates of one stage the spread of their difference, where what the stage shares (its
+baseline server, its prompts) cancels. σ²_w comes from the spread inside the stages (df = Σ (n_s − 1));
+the session spreads are the machine's, not a candidate's, so they are pooled over every comparison the
+sweep measured before the look (:class:`MachineSpread`): with C candidates and S stages their degrees of
+freedom are about C·(S − 1), not the 1–2 of one row's sessions.
 
 When a prompt set is too small for fresh prompts at every stage, every stage measures the same prompts
 (on fresh servers): the question becomes "on these prompts" and prompt effects are fixed, so the
@@ -27,7 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance
@@ -139,9 +140,9 @@ def _two_way_residual(series: Series) -> tuple[float, int] | None:
     return ss / df, df
 
 
-def estimate(series: Series, machine: SessionVariance, pairs: int = 1) -> Estimate | None:
+def estimate(series: Series, session: SessionVariance) -> Estimate | None:
     """The mean log ratio over the series' prompts, its standard error and degrees of freedom.
-    ``machine``: τ² of one server pair; ``pairs``: server pairs in the comparison (2 between candidates)."""
+    ``session``: the spread one stage's server sessions add to its mean (:class:`Spread`)."""
     values = [v for s in series for v in s.values]
     n_all = len(values)
     if n_all < 2:
@@ -157,9 +158,9 @@ def estimate(series: Series, machine: SessionVariance, pairs: int = 1) -> Estima
         est_var, df = spread / n_all, float(n_all - 1)
     else:
         prompt_term = within[0] / n_all
-        session_term = pairs * machine.variance * share
+        session_term = session.variance * share
         est_var = prompt_term + session_term
-        df = satterthwaite([(prompt_term, within[1]), (session_term, machine.df)])
+        df = satterthwaite([(prompt_term, within[1]), (session_term, session.df)])
     prompts = len({p for s in series for p in s.prompts})
     question = THESE_PROMPTS if fixed or prompts < 2 else PROMPTS_LIKE_THESE
     return Estimate(mean, math.sqrt(max(0.0, est_var)), df, prompts, len(series), question)
@@ -178,25 +179,26 @@ def one_sided(est: Estimate, error: float) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class _Moments:
-    """One comparison's one-way analysis of variance over its stages: τ² by the method of moments."""
+    """A variance component by the method of moments, not truncated (pooled before truncating)."""
 
-    component: float      # (MS_between − MS_within) / n0, not truncated (pooled before truncating)
-    df: int               # stages − 1
+    component: float
+    df: int
     variance: float       # of the component (for Satterthwaite's degrees of freedom)
 
 
 def _moments(series: Series) -> _Moments | None:
-    if len(series) < 2 or crossed(series):
-        return _crossed_moments(series) if len(series) >= 2 else None
+    """One comparison's one-way analysis of variance over its stages: τ² of one server pair."""
+    if len(series) < 2:
+        return None
+    if crossed(series):
+        return _crossed_moments(series)
     within, df_w = _within(series)
     n = sum(s.n for s in series)
     k = len(series)
     grand = statistics.fmean(v for s in series for v in s.values)
     ms_b = sum(s.n * (s.mean - grand) ** 2 for s in series) / (k - 1)
     n0 = (n - sum(s.n ** 2 for s in series) / n) / (k - 1)
-    if n0 <= 0:
-        return None
-    if df_w == 0:               # one prompt per stage: σ²_w cannot be told from τ²
+    if n0 <= 0 or df_w == 0:          # one prompt per stage: σ²_w cannot be told from τ²
         return None
     variance = (2 * ms_b ** 2 / (k - 1) + 2 * within ** 2 / df_w) / n0 ** 2
     return _Moments((ms_b - within) / n0, k - 1, variance)
@@ -216,37 +218,95 @@ def _crossed_moments(series: Series) -> _Moments | None:
     return _Moments((ms_stage - residual[0]) / p_n, k - 1, variance)
 
 
-class MachineSpread:
-    """τ² (one server pair's offset) pooled over every comparison with the baseline a sweep measured, as it
-    stood after any server session: ``at(order)`` uses only stages whose servers started by session
-    ``order`` — what the sweep knew at that look — so a look replayed from the file decides as it did live."""
+def _between_moments(table: Sequence[Series]) -> _Moments | None:
+    """The session spread of a candidate − candidate stage contrast, from one target's table of stage means
+    (candidates × stages, two-way: what the stage shares — its baseline server, its prompts — cancels):
+    residual mean square less the prompts' share of it, times two. The largest complete table is used."""
+    best: tuple[int, list[Series]] | None = None
+    for k in range(2, max((len(s) for s in table), default=0) + 1):
+        rows = [s[:k] for s in table if len(s) >= k]
+        df = (len(rows) - 1) * (k - 1)
+        if len(rows) >= 2 and df > (best[0] if best else 0) and \
+                all(tuple(x.stage for x in r) == tuple(x.stage for x in rows[0]) for r in rows):
+            best = (df, rows)
+    if best is None:
+        return None
+    df, rows = best
+    means = [[x.mean for x in r] for r in rows]
+    c_n, s_n = len(rows), len(rows[0])
+    grand = statistics.fmean(m for r in means for m in r)
+    row_m = [statistics.fmean(r) for r in means]
+    col_m = [statistics.fmean(means[c][j] for c in range(c_n)) for j in range(s_n)]
+    ms = sum((means[c][j] - row_m[c] - col_m[j] + grand) ** 2 for c in range(c_n) for j in range(s_n)) / df
+    noise = []
+    for r in rows:
+        within, df_w = _within(r)
+        if df_w == 0:
+            return None
+        noise += [within / x.n for x in r]
+    component = 2 * (ms - statistics.fmean(noise))
+    return _Moments(component, df, 4 * 2 * ms ** 2 / df)
 
-    def __init__(self, comparisons: Iterable[Series]):
-        comparisons_list = list(comparisons)
-        events = sorted((s.order, i, j) for i, series in enumerate(comparisons_list) for j, s in enumerate(series))
-        latest: dict[int, _Moments] = {}
+
+@dataclass(frozen=True)
+class Spread:
+    """The machine's session spread at a look: of one candidate's stage mean against the target alone
+    (``pair``), and of one stage's difference between two candidates (``between``)."""
+
+    pair: SessionVariance
+    between: SessionVariance
+
+
+ASSUMED_SPREAD = Spread(ASSUMED, SessionVariance(2 * ASSUMED.variance, math.inf))
+
+
+class MachineSpread:
+    """The session spread pooled over every comparison a sweep measured, as it stood after any server
+    session: ``at(order)`` uses only stages whose servers started by session ``order`` — what the sweep knew
+    at that look — so a look replayed from the file decides as it did live. ``comparisons``: each
+    (target, candidate)'s stages against the target alone."""
+
+    def __init__(self, comparisons: Mapping[tuple[str, str], Series]):
+        keys = list(comparisons)
+        events = sorted((s.order, i, j) for i, key in enumerate(keys) for j, s in enumerate(comparisons[key]))
+        grown = {key: 0 for key in keys}
+        by_target: dict[str, list[tuple[str, str]]] = {}
+        for key in keys:
+            by_target.setdefault(key[0], []).append(key)
+        pair_parts: dict[tuple[str, str], _Moments] = {}
+        between_parts: dict[str, _Moments] = {}
         self._orders: list[int] = []
-        self._values: list[SessionVariance] = []
+        self._values: list[Spread] = []
         for order, i, j in events:
-            moments = _moments(comparisons_list[i][: j + 1])
-            if moments is None:
-                latest.pop(i, None)
-            else:
-                latest[i] = moments
-            value = pool(latest.values())
+            key = keys[i]
+            grown[key] = j + 1
+            _update(pair_parts, key, _moments(comparisons[key][: j + 1]))
+            table = [comparisons[k][: grown[k]] for k in by_target[key[0]] if grown[k]]
+            _update(between_parts, key[0], _between_moments(table))
+            pair = pool(pair_parts.values())
+            between = pool(between_parts.values())
+            value = Spread(pair, between if between is not ASSUMED else
+                           SessionVariance(2 * pair.variance, pair.df))
             if self._orders and self._orders[-1] == order:
                 self._values[-1] = value
             else:
                 self._orders.append(order)
                 self._values.append(value)
 
-    def at(self, order: int | None = None) -> SessionVariance:
-        """The pooled τ² from the stages measured by session ``order`` (None: all); the assumed one while no
-        comparison has two stages."""
+    def at(self, order: int | None = None) -> Spread:
+        """The pooled spread from the stages measured by session ``order`` (None: all); the assumed one while
+        no comparison has two stages."""
         if not self._orders:
-            return ASSUMED
+            return ASSUMED_SPREAD
         index = len(self._orders) - 1 if order is None else bisect.bisect_right(self._orders, order) - 1
-        return self._values[index] if index >= 0 else ASSUMED
+        return self._values[index] if index >= 0 else ASSUMED_SPREAD
+
+
+def _update(parts: dict, key, moments: _Moments | None) -> None:
+    if moments is None:
+        parts.pop(key, None)
+    else:
+        parts[key] = moments
 
 
 def pool(parts: Iterable[_Moments]) -> SessionVariance:
@@ -267,4 +327,3 @@ def pool(parts: Iterable[_Moments]) -> SessionVariance:
 def quantile(error: float, df: float) -> float:
     """The one-sided t quantile for ``error`` (the normal one for a known spread)."""
     return t_quantile(1.0 - error, min(df, 1e6))
-

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .replication import Estimate, SessionVariance
+from .replication import Estimate
 from .spending import Spending
-from .stage_evidence import MachineSpread, Series, contrast, estimate, one_sided, quantile, up_to
+from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
 
 MARGIN = 0.02          # the pick is within this of the best
 
@@ -103,17 +103,17 @@ class Look:
     not_separated: dict[str, Bound] = field(default_factory=dict)   # leader − survivor, where not settled
 
 
-def _vs(first: Series, second: Series, machine: SessionVariance, error: float) -> Bound | None:
-    est = estimate(contrast(first, second), machine, pairs=2)
+def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
+    est = estimate(contrast(first, second), machine.between)
     return Bound.of(est, error) if est is not None else None
 
 
-def judge(series: Mapping[str, Series], machine: SessionVariance, rule: Rule, look: int,
+def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
           waiting: bool = False) -> Look:
     """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
     so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
     error = rule.spending.error(look)
-    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine)) is not None}
+    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
     leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
     eliminated = _eliminations(series, vs_base, leader, machine, rule, look) if rule.eliminate else {}
     survivors = tuple(n for n in series if n not in eliminated)
@@ -147,7 +147,7 @@ def _futile(versus: Bound, rule: Rule, look: int) -> bool:
 
 
 def _eliminations(series: Mapping[str, Series], vs_base: Mapping[str, Bound], leader: str | None,
-                  machine: SessionVariance, rule: Rule, look: int) -> dict[str, Elimination]:
+                  machine: Spread, rule: Rule, look: int) -> dict[str, Elimination]:
     out: dict[str, Elimination] = {}
     for name, bound in vs_base.items():
         if bound.high < rule.floor:
@@ -160,7 +160,7 @@ def _eliminations(series: Mapping[str, Series], vs_base: Mapping[str, Bound], le
 
 
 def _pick(series: Mapping[str, Series], vs_base: Mapping[str, Bound], clearing: Sequence[str],
-          survivors: Sequence[str], machine: SessionVariance, rule: Rule,
+          survivors: Sequence[str], machine: Spread, rule: Rule,
           error: float) -> tuple[str | None, dict[str, Bound]]:
     """The best-estimate clearing candidate that no survivor beats by more than the margin; else the leader's
     comparisons not settled yet."""
