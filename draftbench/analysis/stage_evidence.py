@@ -166,6 +166,19 @@ def estimate(series: Series, session: SessionVariance) -> Estimate | None:
     return Estimate(mean, math.sqrt(max(0.0, est_var)), df, prompts, len(series), question)
 
 
+def predicted(series: Series, session: SessionVariance, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Where the next prompt like these falls, on a server pair of its own (log scale, two-sided): the
+    mean's uncertainty plus one prompt's spread and one pair's session offset."""
+    est = estimate(series, session)
+    if est is None:
+        return None
+    within = _within(series)
+    spread = within[0] if within[1] else statistics.variance([v for s in series for v in s.values])
+    half = t_quantile(1 - (1 - confidence) / 2, min(max(est.df, 1.0), 1e6)) * math.sqrt(
+        est.se ** 2 + spread + session.variance)
+    return est.mean - half, est.mean + half
+
+
 def one_sided(est: Estimate, error: float) -> tuple[float, float]:
     """(lower, upper) bounds on the log scale, each wrong with probability ``error``."""
     if est.se == 0.0:

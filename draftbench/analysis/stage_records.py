@@ -19,7 +19,7 @@ from .categories import candidate_name
 from .comparison import check_counters
 from .pairing import Pair, pairs
 from .spending import Spending
-from .stage_evidence import MachineSpread, Series, series_from
+from .stage_evidence import MachineSpread, Series, Spread, series_from
 from .stage_rule import Replay, Rule, replay
 
 
@@ -66,6 +66,7 @@ class TargetStages:
     rows: dict[str, Row]                 # every candidate row, by name
     left_out: dict[str, str]             # candidates in no comparison, and why
     replay: Replay
+    spread: Spread                       # the machine's session spread at the last look
 
     @property
     def unprobed(self) -> tuple[str, ...]:
@@ -105,6 +106,7 @@ def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool)
         series = {candidate_name(r): comparisons[(target, candidate_name(r))] for r in rows
                   if candidate_name(r) not in left_out}
         played = replay(series, spread, rule, unprobed=[n for n, w in left_out.items() if w == "not probed"])
+        last = max((s[-1].order for s in series.values() if s), default=None)
         out[target] = TargetStages(target, rule, int(design.get("per_stage") or 0), series,
-                                   {candidate_name(r): r for r in rows}, left_out, played)
+                                   {candidate_name(r): r for r in rows}, left_out, played, spread.at(last))
     return out

@@ -208,3 +208,49 @@ def complete_blocks(measured: set[tuple[int, int]], block_pairs: Sequence[Sequen
     """The blocks every (run, prompt index) of which is in ``measured``."""
     return {k for k, pairs in enumerate(block_pairs) if pairs and all(p in measured for p in pairs)}
 
+
+
+# --------------------------------------------------------------------------- stages (sweep/stages.py)
+
+@dataclass(frozen=True)
+class StageStep:
+    """Servers up together during part of a stage, and the requests they answer in order. ``baseline``: which
+    of the stage's baseline servers is up (a slot, numbered from 0 in the stage; None: none); ``compared_with``:
+    the baseline slots a candidate's requests are compared with."""
+
+    candidate: str | None
+    baseline: int | None
+    requests: tuple[Request, ...]
+    compared_with: tuple[int, ...] = ()
+
+
+def stage_steps(design: Design, stage: int, prompts: Sequence[int], run: int,
+                candidates: Sequence[str]) -> list[StageStep]:
+    """One stage's steps: every candidate measures ``prompts`` once (repetition ``run``), in the design's order,
+    the candidates' order reversed on odd stages (a drift over the stage hits early and late ones alike).
+
+    * interleaved: one baseline server for the stage; each candidate's server beside it in turn, requests in
+      ABBA order (each candidate request has a baseline request for the same prompt seconds apart, and what
+      the stage's baseline server shares cancels between candidates);
+    * bracketed: one server at a time, a baseline server before and after every candidate (B C1 B C2 B);
+    * sequential: one baseline server, then each candidate (drift-prone: upstream's order).
+    """
+    names = list(candidates) if stage % 2 == 0 else list(reversed(candidates))
+    pairs = [(run, p) for p in prompts]
+    if design is Design.INTERLEAVED:
+        return [StageStep(name, 0, abba(pairs), (0,)) for name in names]
+    base = _alone(Side.BASELINE, pairs)
+    cand = _alone(Side.CANDIDATE, pairs)
+    steps = [StageStep(None, 0, base)]
+    for i, name in enumerate(names):
+        if design is Design.BRACKETED:
+            steps += [StageStep(name, None, cand, (i, i + 1)), StageStep(None, i + 1, base)]
+        else:
+            steps.append(StageStep(name, None, cand, (0,)))
+    return steps
+
+
+def stage_cost(steps: Sequence[StageStep], warmup: int = 1) -> Cost:
+    """Server loads (each baseline slot once, each candidate step once), measured requests, warm-ups."""
+    loads = len({s.baseline for s in steps if s.baseline is not None}) + sum(1 for s in steps if s.candidate)
+    return Cost(loads, sum(len(s.requests) for s in steps), loads * warmup)
