@@ -3,9 +3,10 @@
 Every candidate request is compared with the baseline requests for the same prompt and
 repetition. Which baseline requests: those of the sessions it records in ``compared_with``
 (the baseline server that ran beside it, or the baseline blocks measured just before and just
-after it: see ``sweep/schedule.py``); in files without that field (older files, the sequential
-design), every baseline request for the same prompt and repetition. Several matches are
-averaged on the log scale (a bracket's two sides).
+after it: see ``sweep/schedule.py``); of a baseline server shared by a stage's candidates, the
+request measured beside this candidate's server (``beside``); in files without those fields
+(older files, the sequential design), every baseline request for the same prompt and
+repetition. Several matches are averaged on the log scale (a bracket's two sides).
 
 Each pair also carries what the server's own counters allow: a verify step costs at least one
 target step, so a request that generated n tokens with ``accepted`` of them drafted cannot be
@@ -66,6 +67,8 @@ def pairs(row: Row, baseline: Row) -> list[Pair]:
         if r.compared_with is not None:
             wanted = set(r.compared_with)
             matches = [b for b in matches if b.session in wanted]
+            beside = [b for b in matches if b.beside == r.session]
+            matches = beside or [b for b in matches if b.beside is None]   # the request measured beside it
         if rate is None or not matches:
             continue
         base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)

@@ -9,7 +9,7 @@ a request's ``block`` is its stage.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..config.workloads import SESSION_CATEGORY
@@ -82,8 +82,10 @@ def _candidates(results: ResultsFile, target: str) -> list[Row]:
             if r.role is Role.SPECULATIVE and r.concurrency == 1 and (is_staged(r) or r.status is Status.NOT_PROBED)]
 
 
-def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool) -> dict[str, TargetStages]:
-    """Every target measured in stages, decided as the sweep decides (``eliminate``: the adaptive race)."""
+def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool,
+                   before: Mapping[str, int] | None = None) -> dict[str, TargetStages]:
+    """Every target measured in stages, decided as the sweep decides (``eliminate``: the adaptive race);
+    ``before``: per target, only its stages before that one (what the sweep knew when it planned it)."""
     found: dict[str, tuple[list[Row], Row]] = {}
     for target in dict.fromkeys(r.target for r in results.results):
         baseline = results.baseline_for(target)
@@ -94,7 +96,9 @@ def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool)
     matched_by: dict[tuple[str, str], list[Pair]] = {}
     for target, (rows, baseline) in found.items():
         for row in rows:
-            matched_by[(target, candidate_name(row))] = matched = staged_pairs(row, baseline)
+            cut = (before or {}).get(target)
+            matched = [p for p in staged_pairs(row, baseline) if cut is None or (p.block or 0) < cut]
+            matched_by[(target, candidate_name(row))] = matched
             comparisons[(target, candidate_name(row))] = series_of(matched)
     spread = MachineSpread({key: s for key, s in comparisons.items() if s})
     out = {}

@@ -58,11 +58,11 @@ def stratified_order(categories: Sequence[str], groups: Sequence[str], seed: int
     for members in units.values():
         by_category.setdefault(categories[members[0]], []).append(tuple(members))
     keyed: list[tuple[float, str, tuple[int, ...]]] = []
-    for category, members in by_category.items():
+    for category, units_of in by_category.items():
         rng = random.Random(f"{seed}:{category}")
-        rng.shuffle(members)
+        rng.shuffle(units_of)
         offset = rng.random()
-        keyed += [((i + offset) / len(members), category, unit) for i, unit in enumerate(members)]
+        keyed += [((i + offset) / len(units_of), category, unit) for i, unit in enumerate(units_of)]
     return [unit for _, _, unit in sorted(keyed)]
 
 
