@@ -1,0 +1,197 @@
+"""One whole sweep on any backend, from Python: plan → stages → analysis (pyperf's ``Runner`` is the model).
+
+    from draftbench.sweep import load_config, run_sweep
+
+    config = load_config("configs/demo_sweep.json")
+    outcome = run_sweep(config)                      # or run_sweep(config, backend=MyBackend())
+    for verdict in outcome.verdicts.values():       # typed, per target (analysis/stage_verdict.py)
+        print(verdict.verdict, verdict.best, verdict.quote.text() if verdict.quote else "")
+    outcome.results                                  # the analysed results file (save_results writes it)
+
+``backend`` is any object implementing the backend contract (``draftbench/backends/base.py``: launch a
+server for a ``LaunchSpec``, stream completions, report draft counters); by default the config's own
+(llama.cpp, vLLM or LM Studio). ``store`` receives every row as it is measured (the command line's saves
+the file after each; the default keeps them in memory); ``clock`` times the budget (a simulator passes
+its own). ``more``: stages beyond the plan for every target left unresolved (``--more``).
+
+The loops are the call depth: :func:`run_sweep` → :meth:`SweepRun.target` (one target's stages, under its
+budget: ``sweep/stages.py``) → ``StageRunner.run`` (one stage) → a candidate's step → a request. The
+command line (``cli/sweep_cli.py`` through ``sweep/session.py``) and the simulator
+(``benchmarks/verdicts.py``) both run sweeps through here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..analysis.stage_records import TargetStages, staged_targets
+from ..analysis.stage_verdict import StagedVerdict, staged_verdict
+from ..analysis.verdict import analyze
+from ..backends import get_backend
+from ..backends.base import Backend
+from ..config.prompts import Prompt, prompts_for
+from ..measure.sequential import MeasureOptions
+from ..results.file import SCHEMA_VERSION, ResultsFile
+from ..results.kinds import Role, Status
+from .config_file import SweepConfig
+from .console import Reporter, format_duration
+from .estimate import Estimator
+from .launcher import Launcher, next_session_number
+from .plan import Combination, plan, shows_k
+from .runner import CombinationRunner
+from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
+from .stage_runner import StageRunner, TargetPlan
+from .stages import Budget, Ending, StageLoop
+from .target_plan import target_plan
+
+
+class MemoryStore:
+    """A :class:`RowStore` without a file (analysed once at the end: the stages decide on raw rows)."""
+
+    def __init__(self, results: ResultsFile):
+        self.results = results
+
+    def current(self) -> ResultsFile:
+        return self.results
+
+    def record(self, row):
+        self.results = self.results.with_row(row)
+        return row
+
+
+def empty_results(config: SweepConfig) -> ResultsFile:
+    return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
+                       model_family=config.model_family, settings=config.settings.to_dict(),
+                       schema_version=SCHEMA_VERSION)
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What :func:`run_sweep` returns: the analysed results, each staged target's verdict and how it ended."""
+
+    results: ResultsFile
+    verdicts: dict[str, StagedVerdict] = field(default_factory=dict)
+    endings: dict[str, Ending] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned candidate was measured (a budget stop leaves some not probed: exit code 3)."""
+        return not any(r.status is Status.NOT_PROBED for r in self.results.results)
+
+
+def run_sweep(config: SweepConfig, backend: Backend | None = None, *, store: RowStore | None = None,
+              reporter: Reporter | None = None, clock: Callable[[], float] = time.perf_counter,
+              logs_dir: Path | None = None, more: int = 0) -> SweepOutcome:
+    """Run the whole sweep ``config`` describes on ``backend`` and return it analysed."""
+    run = SweepRun(config, backend or get_backend(config.backend), store or MemoryStore(empty_results(config)),
+                   reporter or Reporter(), clock)
+    return run.all(logs_dir or Path("results") / "logs", more)
+
+
+class SweepRun:
+    """The sweep's loop over its targets, then the combinations measured on their own."""
+
+    def __init__(self, config: SweepConfig, backend: Backend, store: RowStore, reporter: Reporter,
+                 clock: Callable[[], float]):
+        self.config, self.backend, self.store, self.reporter, self.clock = config, backend, store, reporter, clock
+        self.eliminate = config.settings.search == "adaptive"
+        self.endings: dict[str, Ending] = {}
+
+    def all(self, logs_dir: Path, more: int) -> SweepOutcome:
+        settings = self.config.settings
+        combos = plan(self.config)
+        prompts = prompts_for(settings).prompts
+        options = MeasureOptions.from_settings(settings)
+        runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options, logs_dir,
+                                   self.reporter, clock=self.clock)
+        launcher = Launcher(runner, self.reporter, self.clock, next_session_number(self.store.current()))
+        for target in self.config.targets:
+            found = target_plan(settings, self.backend, combos, target.label, prompts, self.store.current())
+            if found is not None:
+                self.endings[target.label] = self.target(found, launcher, options, more)
+        self.plain([c for c in combos if not in_stages(c)], runner, prompts)
+        results = analyze(self.store.current())
+        decided = staged_targets(results, noise_floor=settings.noise_floor, eliminate=self.eliminate)
+        return SweepOutcome(results, {t: staged_verdict(s) for t, s in decided.items()}, dict(self.endings))
+
+    # ------------------------------------------------------------------ one target
+    def target(self, plan: TargetPlan, launcher: Launcher, options: MeasureOptions, more: int) -> Ending:
+        rows = RowWriter(self.store, launcher.runner, StagedDesign(plan.design, plan.stages.horizon,
+                                                                   plan.stages.size, plan.stages.fixed))
+        runner = StageRunner(launcher, plan, rows, self.reporter, options)
+        runner.total = plan.stages.horizon * (len(plan.candidates) + 1)
+        self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
+        settings = self.config.settings
+        loop = StageLoop(plan, runner, rows, self._decider(plan.label), self.eliminate)
+        budget = Budget(settings.budget_s, self.clock, self._spent(plan), self.clock())
+        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, stage, budget))
+        if ending is Ending.BUDGET:
+            self._not_probed(plan, rows, budget)
+        if ending is Ending.BASELINE_FAILED:
+            self._skip_unmeasured(plan, rows)
+        return ending
+
+    def _decider(self, label: str) -> Callable[[int], TargetStages | None]:
+        floor = self.config.settings.noise_floor
+
+        def decide(stage: int) -> TargetStages | None:
+            return staged_targets(self.store.current(), noise_floor=floor, eliminate=self.eliminate,
+                                  before={label: stage}).get(label)
+        return decide
+
+    def _spent(self, plan: TargetPlan) -> float:
+        """Measuring time the target's staged rows recorded before this run (a resumed budget goes on)."""
+        return sum(r.wall_time or 0.0 for r in self.store.current().rows_of(plan.label)
+                   if r.concurrency == 1 and r.design and r.design.get("horizon"))
+
+    def _looked(self, plan: TargetPlan, stage: int, budget: Budget) -> None:
+        """After a stage: the look in words, and the time left (never more than the budget allows)."""
+        known = self._decider(plan.label)(stage + 1)
+        if known is not None and known.replay.last is not None:
+            verdict = staged_verdict(known, finished=False)
+            left = ", ".join(f"{n} ({why})" for n, why in verdict.eliminated.items())
+            self.reporter.race(f"{plan.label}: look {stage + 1} — best so far {verdict.best}: "
+                               f"{verdict.quote.interval() if verdict.quote else 'n/a'}"
+                               + (f"; left: {left}" if left else ""))
+        remaining = budget.left()
+        self.reporter.progress(budget.spent(), remaining, at_most=True)
+
+    def _not_probed(self, plan: TargetPlan, rows: RowWriter, budget: Budget) -> None:
+        why = (f"not probed: the budget of {format_duration(budget.seconds or 0)} was spent first — run the same "
+               "command with a larger budget_s (or --more) to continue")
+        for combo in plan.candidates.values():
+            if rows.row(combo) is None:
+                self.reporter.row_recorded(rows.not_probed(combo, why))
+        self.reporter.race(f"{plan.label}: the budget of {format_duration(budget.seconds or 0)} was spent; "
+                           "run the same command with a larger budget_s (or --more) to continue")
+
+    def _skip_unmeasured(self, plan: TargetPlan, rows: RowWriter) -> None:
+        """The baseline failed before measuring anything: its candidates are skipped (as upstream)."""
+        baseline = rows.row(plan.baseline)
+        if baseline is not None and baseline.requests:
+            return
+        why = f"skipped: the baseline of {plan.label} failed ({baseline.reason if baseline else 'not measured'})"
+        for combo in plan.candidates.values():
+            self.reporter.row_recorded(rows.skipped(combo, why.splitlines()[0]))
+
+    # ------------------------------------------------------------------ on their own
+    def plain(self, combos: list[Combination], runner: CombinationRunner, prompts: list[Prompt]) -> None:
+        """Other concurrency levels, drafts alone and ceiling runs: each on a server of its own, in plan order."""
+        failed: dict[str, str] = {}
+        show_k = shows_k(self.config)
+        for index, combo in enumerate(combos, 1):
+            row = self.store.current().row(combo.key)
+            if row is not None and row.measured:
+                continue
+            self.reporter.combination_started(index, len(combos), combo.title(show_k))
+            row = self.store.record(runner.run(combo, index, failed, results=self.store.current()))
+            if combo.role is Role.BASELINE and not row.ok:
+                failed[combo.target.label] = row.reason or row.status
+            self.reporter.row_recorded(row)
+
+
+def estimator_for(config: SweepConfig, prompts: int, results_path: Path) -> Estimator:
+    return Estimator.for_results_path(config, prompts, results_path)
