@@ -161,7 +161,7 @@ def test_second_turns_need_the_one_stream_baseline():
         validate_config(base(prompts=["mt-bench:math"], concurrency=[2, 4]))
     (problem,) = err.value.problems
     assert problem.path == "$.settings.concurrency" and "add 1: [1, 2, 4]" in (problem.fix or "")
-    assert validate_config(base(prompts=["humaneval"], concurrency=[2])).settings["concurrency"] == [2]
+    assert validate_config(base(prompts=["humaneval"], concurrency=[2])).settings.concurrency == [2]
     with pytest.raises(ConfigError, match="prompts_per_category"):
         validate_config(base(prompts=["humaneval"], prompts_per_category=0))
 
@@ -348,6 +348,6 @@ def test_a_config_is_checked_without_fetching_a_set(tmp_path, monkeypatch):
         raise AssertionError(f"{data.set_name} fetched while checking a config")
     monkeypatch.setattr(prompt_data, "fetch", no_fetch)
     config = validate_config(base(prompts=["mt-bench", "humaneval", "code"], prompts_per_category=2, runs=3))
-    assert config.settings["prompts_per_category"] == 2
+    assert config.settings.prompts_per_category == 2
     assert prompt_count(["mt-bench"], 2) == 32 and prompt_count(["humaneval"]) == 164
     assert prompt_count(["mt-bench:math", "session", "code"], 1) == 2 + 3 + 1
