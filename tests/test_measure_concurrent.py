@@ -14,6 +14,7 @@ from draftbench.backends.base import Server
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.common.errors import ConfigError, ResultsFileError
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.measure.concurrent import describe_level, level_fields, run_pool, run_streams
 from draftbench.measure.sequential import MeasurementFailed, MeasureOptions
 from draftbench.report import CHARTS, build_figures, render_report, write_report
@@ -55,7 +56,8 @@ def sweep(tmp_path, backend, cfg) -> Path:
 # --------------------------------------------------------------------------- settings and planning
 
 def test_levels_and_their_validation(tmp_path):
-    assert levels({}) == (1,) and levels({"concurrency": 4}) == (4,) and levels({"concurrency": [4, 1, 2]}) == (1, 2, 4)
+    assert levels(Settings()) == (1,) and levels(Settings(concurrency=4)) == (4,)
+    assert levels(Settings(concurrency=[4, 1, 2])) == (1, 2, 4)
     assert config(tmp_path).settings.concurrency == [1]
     with pytest.raises(ConfigError) as err:
         config(tmp_path, concurrency=[1, 0, "2", 2, 2])

@@ -84,7 +84,11 @@ class ResultsFile:
     def recorded_settings(self, keys: Iterable[str]) -> dict[str, Any]:
         """Those of ``keys`` the file's settings hold, as written there (to show what a file says; to use
         the settings, :meth:`read_settings`)."""
-        return {key: self.settings[key] for key in keys if key in (self.settings or {})}
+        return {key: self.settings[key] for key in keys if self.records_setting(key)}
+
+    def records_setting(self, key: str) -> bool:
+        """Whether the file's settings hold ``key`` (an older or upstream file may not)."""
+        return key in (self.settings or {})
 
     def row(self, key: tuple) -> Row | None:
         return next((r for r in self.results if r.key == key), None)

@@ -119,7 +119,8 @@ class Estimator:
 
     def add(self, results: ResultsFile) -> None:
         """Learn from a results file (later files win: the current sweep is added last)."""
-        max_tokens = _whole(results.read_settings().max_tokens)
+        # a file that does not say was made at this config's max_tokens (see Known.request_s)
+        max_tokens = _whole(results.read_settings().max_tokens) if results.records_setting("max_tokens") else None
         for row in results.results:
             if row.measured and (row.mean_total_time or row.requests):
                 level = (row.synthetic or {}).get("level") if row.role == Role.CEILING.value else None
