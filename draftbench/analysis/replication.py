@@ -30,6 +30,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .moments import variance
 from .student_t import t_quantile
 
 PROMPTS_LIKE_THESE = "prompts like these"
@@ -82,7 +83,7 @@ class Estimate:
 
 
 def _var(values: Sequence[float]) -> float:
-    return statistics.variance(values) if len(values) >= 2 else 0.0
+    return variance(values)
 
 
 def _by(units: Iterable[Unit], key) -> dict:

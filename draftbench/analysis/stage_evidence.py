@@ -31,6 +31,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .moments import variance
 from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance
 from .student_t import t_quantile
 
@@ -154,7 +155,7 @@ def estimate(series: Series, session: SessionVariance) -> Estimate | None:
         within = _within(series)
     share = sum((s.n / n_all) ** 2 for s in series)
     if within[1] == 0:          # one prompt per stage: the stages' spread holds both parts
-        spread = statistics.variance(values)
+        spread = variance(values)
         est_var, df = spread / n_all, float(n_all - 1)
     else:
         prompt_term = within[0] / n_all
@@ -173,7 +174,7 @@ def predicted(series: Series, session: SessionVariance, confidence: float = 0.95
     if est is None:
         return None
     within = _within(series)
-    spread = within[0] if within[1] else statistics.variance([v for s in series for v in s.values])
+    spread = within[0] if within[1] else variance([v for s in series for v in s.values])
     half = t_quantile(1 - (1 - confidence) / 2, min(max(est.df, 1.0), 1e6)) * math.sqrt(
         est.se ** 2 + spread + session.variance)
     return est.mean - half, est.mean + half
@@ -183,8 +184,7 @@ def one_sided(est: Estimate, error: float) -> tuple[float, float]:
     """(lower, upper) bounds on the log scale, each wrong with probability ``error``."""
     if est.se == 0.0:
         return est.mean, est.mean
-    df = min(est.df, 1e6)
-    half = t_quantile(1.0 - error, df) * est.se if df >= 1 else math.inf
+    half = quantile(error, est.df) * est.se if est.df >= 1 else math.inf
     return est.mean - half, est.mean + half
 
 
@@ -226,9 +226,9 @@ def _crossed_moments(series: Series) -> _Moments | None:
         common &= set(s.prompts)
     means = [statistics.fmean(dict(zip(s.prompts, s.values))[p] for p in common) for s in series]
     k, p_n = len(series), len(common)
-    ms_stage = p_n * statistics.variance(means)
-    variance = (2 * ms_stage ** 2 / (k - 1) + 2 * residual[0] ** 2 / residual[1]) / p_n ** 2
-    return _Moments((ms_stage - residual[0]) / p_n, k - 1, variance)
+    ms_stage = p_n * variance(means)
+    spread = (2 * ms_stage ** 2 / (k - 1) + 2 * residual[0] ** 2 / residual[1]) / p_n ** 2
+    return _Moments((ms_stage - residual[0]) / p_n, k - 1, spread)
 
 
 def _between_moments(table: Sequence[Series]) -> _Moments | None:
@@ -338,5 +338,11 @@ def pool(parts: Iterable[_Moments]) -> SessionVariance:
 
 
 def quantile(error: float, df: float) -> float:
-    """The one-sided t quantile for ``error`` (the normal one for a known spread)."""
-    return t_quantile(1.0 - error, min(df, 1e6))
+    """The one-sided t quantile for ``error`` (the normal one for a known spread). Satterthwaite's degrees of
+    freedom are continuous: they are rounded (to 0.1 below 30, to a whole number above) so that the looks of a
+    sweep share their quantiles — it moves a quantile by less than 0.1%."""
+    return t_quantile(1.0 - error, _rounded_df(df))
+
+
+def _rounded_df(df: float) -> float:
+    return 1e6 if df >= 1e4 else float(round(df)) if df >= 30 else max(1.0, round(df, 1)) if df >= 1 else df

@@ -165,17 +165,22 @@ def _pick(series: Mapping[str, Series], vs_base: Mapping[str, Bound], clearing: 
     """The best-estimate clearing candidate that no survivor beats by more than the margin; else the leader's
     comparisons not settled yet."""
     unsettled: dict[str, Bound] = {}
-    for name in sorted(clearing, key=lambda n: vs_base[n].ratio, reverse=True):
+    # the strongest rivals first: a candidate fails at its first unsettled comparison (only the first
+    # candidate's are all needed: they say whether the stages left could settle it)
+    rivals = sorted(survivors, key=lambda n: vs_base[n].ratio if n in vs_base else -math.inf, reverse=True)
+    for rank, name in enumerate(sorted(clearing, key=lambda n: vs_base[n].ratio, reverse=True)):
         open_ = {}
-        for other in survivors:
+        for other in rivals:
             if other == name:
                 continue
             versus = _vs(series[name], series[other], machine, error)
             if versus is None or versus.low <= 1.0 / (1.0 + rule.margin):
                 open_[other] = versus
+                if rank:
+                    break
         if not open_:
             return name, {}
-        if not unsettled:
+        if not rank:
             unsettled = {k: v for k, v in open_.items() if v is not None}
     return None, unsettled
 

@@ -64,12 +64,18 @@ class Quote:
     def interval(self) -> str:
         return f"{pct(self.ratio)} [{pct(self.low)}, {pct(self.high)}]"
 
+    def what(self) -> str:
+        """What the interval is: '95% over 6 candidates and 3 looks together, for the average on prompts like
+        these'."""
+        looks = f"{self.looks} look{'s' if self.looks != 1 else ''}"
+        together = (f" over {self.candidates} candidates and {looks} together" if self.candidates > 1
+                    else f" over {looks} together" if self.looks > 1 else "")
+        return f"95%{together}, for the average on {self.question}"
+
     def text(self) -> str:
-        """'+12.3% [+4.1%, +21.0%] (95% over 6 candidates and 3 looks together, the average on prompts like
-        these; next prompt: −2.0% to +27.5%)'."""
-        what = (f"95% over {self.candidates} candidates and {self.looks} look(s) together" if self.candidates > 1
-                or self.looks > 1 else "95%")
-        text = f"{self.interval()} ({what}, the average on {self.question}"
+        """'+12.3% [+4.1%, +21.0%] (95% over 6 candidates and 3 looks together, for the average on prompts like
+        these; your next prompt: −2.0% to +27.5%, 95%)'."""
+        text = f"{self.interval()} ({self.what()}"
         if self.next_prompt is not None:
             text += f"; your next prompt: {pct(self.next_prompt[0])} to {pct(self.next_prompt[1])}, 95%"
         text += ")"
@@ -101,6 +107,24 @@ class StagedVerdict:
     horizon: int = 0
     candidates: int = 1
 
+    def to_dict(self) -> dict:
+        """As the summary entry keeps it (``stages``): what the report and the exports show."""
+        q = self.quote
+        return {"decision": self.verdict.value, "pick": self.pick, "best": self.best,
+                "quote": None if q is None else {"ratio": round(q.ratio, 4), "low": round(q.low, 4),
+                                                 "high": round(q.high, 4), "measured": round(q.measured, 4),
+                                                 "bound": q.bound, "interval": q.what(),
+                                                 "next_prompt": [round(x, 4) for x in q.next_prompt]
+                                                 if q.next_prompt else None},
+                "shortlist": list(self.shortlist), "equivalent": list(self.equivalent),
+                "eliminated": dict(self.eliminated), "left_out": dict(self.left_out),
+                "not_probed": list(self.not_probed),
+                "settle": None if self.settle is None else {"stages": self.settle.stages, "prompts": self.settle.prompts,
+                                                            "about": self.settle.about,
+                                                            "text": self.settle.describe(self.stage_size or 1)},
+                "stages": self.stages, "horizon": self.horizon, "per_stage": self.stage_size,
+                "candidates": self.candidates}
+
     def sentence(self, baseline_tps: float | None, row: Row | None) -> str:
         head = self.target + ": "
         quote = self.quote.text() if self.quote else "n/a"
@@ -108,8 +132,9 @@ class StagedVerdict:
             speeds = (f" ({baseline_tps:.1f} → {row.mean_tps:.1f} tok/s, {percent(row.acceptance_rate)} of drafted "
                       "tokens accepted)" if baseline_tps and row.mean_tps else "")
             among = f"chosen among {self.candidates} candidates " if self.candidates > 1 else ""
-            text = (f"{head}use {self.pick} — expect {quote}{speeds}; {among}after {self.stages} stage(s) of fresh "
-                    "server pairs" + (", no other shown more than 2% faster (95%)." if self.candidates > 1 else "."))
+            stages = f"{self.stages} stage{'s' if self.stages != 1 else ''}"
+            text = (f"{head}use {self.pick} — expect {quote}{speeds}; {among}after {stages} of fresh server pairs"
+                    + (", no other shown more than 2% faster (95%)." if self.candidates > 1 else "."))
         elif self.verdict is Verdict.NOTHING_GAINS:
             text = (f"{head}speculative decoding not recommended — every candidate was shown to gain less than the "
                     f"noise floor (best: {self.best}, {quote}).")

@@ -24,10 +24,10 @@ from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, d
 from ..sweep.config_file import load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
-from ..sweep.passes import describe_cost, in_passes, step_seconds, target_passes
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
-from ..sweep.race_plan import race_costs
+from ..sweep.stage_rows import in_stages
+from ..sweep.target_plan import describe_cost, stages_seconds, target_plan
 from . import run_main
 from .init_cli import run_init
 from .share_cli import add_share_arguments, run_share, wants_share
@@ -53,12 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
     p.add_argument("--search", choices=("exhaustive", "adaptive"), help="override settings.search: exhaustive "
-                   "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
+                   "measures every candidate at every stage until the verdict decides; adaptive races them (see "
+                   "docs/adaptive.md)")
     p.add_argument("--design", choices=("auto", "interleaved", "bracketed", "sequential"), help="override "
                    "settings.design: how candidates are measured against the baseline (see README \"How the numbers "
                    "are made\")")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
-                   "measuring per target for --search adaptive")
+                   "measuring per target; when spent the target is unresolved, and the same command with a larger "
+                   "budget continues it")
+    p.add_argument("--more", type=int, metavar="STAGES", default=0, help="continue every target left unresolved "
+                   "(or with a shortlist) for this many stages beyond those planned, keeping every measurement")
     p.add_argument("--init", metavar="MODELS_DIR", help="write one config per model family found in this folder "
                    "of GGUF files into --config-dir (targets, the drafts that share their vocabulary, the n-gram "
                    "methods and heads this llama-server offers); existing files are never overwritten")
@@ -155,22 +159,20 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         if len(shown) < len(runs):
             print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
         prompts = list(prompts_for(config.settings).prompts)
-        total = total_s(estimator, [c for c in runs if not in_passes(c)])
+        total = total_s(estimator, [c for c in runs if not in_stages(c)])
         for target in config.targets:
-            passes = target_passes(config, backend, runs, target.label, prompts, config.settings.runs)
-            if passes is None:
+            found = target_plan(config.settings, backend, runs, target.label, prompts)
+            if found is None:
                 continue
-            print(safe_text(f"Design for {target.label}: {passes.design.label} — {passes.why}."))
-            print(safe_text(f"  {len(passes.block_pairs)} block(s) per candidate, each on a server session of its "
-                            f"own; {describe_cost(passes, config.settings.warmup)}"))
-            seconds = sum(step_seconds(estimator, g.combos, s, passes.baseline) for g in passes.groups for s in g.steps)
+            print(safe_text(f"Design for {target.label}: {found.design.label} — {found.why}."))
+            print(safe_text(f"  {describe_cost(found, config.settings.warmup)}"))
+            seconds = stages_seconds(found, estimator)
             total = (total or 0.0) + seconds if seconds else total
-        if config.settings.search == "adaptive":     # both plans; the sweep runs the cheaper
-            costs = race_costs(config, backend, runs, prompts, config.settings.runs, results_path,
-                               estimator)
-            print(safe_text(f"Plans: {costs.describe()}"))
-        elif total is not None:
-            print(f"Estimated duration: ~{format_duration(total)}")
+        if total is not None:
+            budget = config.settings.budget_s
+            print(f"Estimated duration: at most ~{format_duration(total)} (less where a target is decided early"
+                  + (" or the race leaves candidates behind" if config.settings.search == "adaptive" else "")
+                  + (f"; the budget caps each target at {format_duration(budget)}" if budget else "") + ")")
         print("Models (each checked: readable, and each draft's vocabulary against its targets):")
         for ref in config.targets + config.drafts:
             print(safe_text(f"  {ref.label}: {ref.path}"))
@@ -179,7 +181,7 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         return EXIT_OK
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):
-        return Sweep(config, results_path, chart_path, cdn=args.cdn).run()
+        return Sweep(config, results_path, chart_path, cdn=args.cdn, more=args.more).run()
 
 
 def run_config_dir(folder: str, args) -> int:

@@ -107,12 +107,22 @@ class Settings:
         "(interleaved where both fit in memory, else bracketed)",
         choices=("auto", "interleaved", "bracketed", "sequential"), measured=True, older="sequential")
     search: str = setting(
-        "str", "exhaustive", "\"exhaustive\" measures every candidate fully (upstream); \"adaptive\" races them and "
-        "stops measuring the ones that cannot win (see README \"Adaptive search\")",
-        choices=("exhaustive", "adaptive"), measured=True)
+        "str", "exhaustive", "\"exhaustive\" measures every candidate at every stage until the verdict decides; "
+        "\"adaptive\" races them: a candidate shown slower than another, or unable to gain the noise floor, leaves "
+        "(see docs/adaptive.md)", choices=("exhaustive", "adaptive"), measured=True)
+    # A file written before this key existed was measured in blocks (issue 23), not in stages: not resumed.
+    stages: int = setting(
+        "int", 6, "stages planned per target: each measures fresh prompts (settings.prompts_per_stage) on fresh "
+        "servers for every candidate still in, and the verdict looks after each (docs/statistics.md); --more runs "
+        "stages beyond them", min=1, max=1000, measured=True, older=0)
+    prompts_per_stage: int = setting(
+        "int", 6, "prompts each stage measures, drawn fresh from the prompt set without replacement, stratified by "
+        "category (a set smaller than two stages' worth is measured whole at every stage)", min=1, max=100_000,
+        measured=True, older=0)
     budget_s: float | None = setting(
-        "float", None, "adaptive search: seconds of measuring per target, after which the race stops (null = no "
-        "limit)", min=1, max=10_000_000)
+        "float", None, "seconds of measuring per target: when they are spent the target's verdict is unresolved "
+        "(with what more would settle it) and running the same command with a larger budget continues it "
+        "(null = no limit)", min=1, max=10_000_000)
     draft_alone: bool = setting("bool", False, "benchmark each draft alone too, to measure its cost ratio c for "
                                 "the theory column")
     ceiling: bool = setting(

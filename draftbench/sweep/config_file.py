@@ -30,7 +30,7 @@ from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
 from ..config.settings import FROM_FILE, BackendSettings, Origin, Override, Settings
-from ..config.settings_check import budget_problems, check_settings, refusal
+from ..config.settings_check import check_settings, refusal
 from .cap import cap_problem, count
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
@@ -294,9 +294,14 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         settings = backend.settled(settings)       # e.g. LM Studio's client "auto" → the path it takes
         problems.extend(ceiling_problems(backend, settings, origin))
     _check_server_args(data, settings, problems, warnings)
+    if settings.runs > 1:
+        warnings.append(Problem(origin.where("runs"), f"runs is {settings.runs}, but repeating prompts no longer adds "
+                                "precision to the verdict: each stage measures fresh prompts once on fresh servers, "
+                                "so precision comes from more stages (settings.stages, budget_s, --more); runs still "
+                                "repeats the prompts of other concurrency levels, drafts alone and ceiling runs",
+                                "remove settings.runs, or raise settings.stages"))
     prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
-    problems.extend(budget_problems(settings, origin))
     problems.extend(second_turn_problems(settings))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}

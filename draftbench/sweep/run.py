@@ -125,9 +125,10 @@ class SweepRun:
         runner.total = plan.stages.horizon * (len(plan.candidates) + 1)
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
-        loop = StageLoop(plan, runner, rows, self._decider(plan.label), self.eliminate)
+        decide = self._decider(plan.label)
+        loop = StageLoop(plan, runner, rows, decide, self.eliminate)
         budget = Budget(settings.budget_s, self.clock, self._spent(plan), self.clock())
-        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, stage, budget))
+        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, decide(stage + 1), budget))
         if ending is Ending.BUDGET:
             self._not_probed(plan, rows, budget)
         if ending is Ending.BASELINE_FAILED:
@@ -135,11 +136,18 @@ class SweepRun:
         return ending
 
     def _decider(self, label: str) -> Callable[[int], TargetStages | None]:
+        """The looks on a target's stages before a given one (asked twice per stage on the same rows: kept)."""
         floor = self.config.settings.noise_floor
+        seen: dict[int, tuple[ResultsFile, TargetStages | None]] = {}
 
         def decide(stage: int) -> TargetStages | None:
-            return staged_targets(self.store.current(), noise_floor=floor, eliminate=self.eliminate,
-                                  before={label: stage}).get(label)
+            results = self.store.current()
+            if stage in seen and seen[stage][0] is results:
+                return seen[stage][1]
+            found = staged_targets(results, noise_floor=floor, eliminate=self.eliminate,
+                                   before={label: stage}).get(label)
+            seen[stage] = (results, found)
+            return found
         return decide
 
     def _spent(self, plan: TargetPlan) -> float:
@@ -147,13 +155,12 @@ class SweepRun:
         return sum(r.wall_time or 0.0 for r in self.store.current().rows_of(plan.label)
                    if r.concurrency == 1 and r.design and r.design.get("horizon"))
 
-    def _looked(self, plan: TargetPlan, stage: int, budget: Budget) -> None:
+    def _looked(self, plan: TargetPlan, known: TargetStages | None, budget: Budget) -> None:
         """After a stage: the look in words, and the time left (never more than the budget allows)."""
-        known = self._decider(plan.label)(stage + 1)
         if known is not None and known.replay.last is not None:
             verdict = staged_verdict(known, finished=False)
             left = ", ".join(f"{n} ({why})" for n, why in verdict.eliminated.items())
-            self.reporter.race(f"{plan.label}: look {stage + 1} — best so far {verdict.best}: "
+            self.reporter.race(f"{plan.label}: look {known.replay.last.number} — best so far {verdict.best}: "
                                f"{verdict.quote.interval() if verdict.quote else 'n/a'}"
                                + (f"; left: {left}" if left else ""))
         remaining = budget.left()

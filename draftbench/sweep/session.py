@@ -1,13 +1,12 @@
-"""The sweep: every planned combination, saved after each one, resumable, interruptible.
+"""The sweep on the command line: the results file saved after every row, resumable, interruptible.
 
-Order and console output follow upstream draftbench. The session owns the results file: it
-opens (or resumes) it, hands each pending combination to the runner, re-analyses and rewrites
-the file atomically after every row, and writes the report at the end — also after Ctrl-C.
+The session owns the results file: it opens (or resumes) it, runs the sweep through
+:func:`draftbench.sweep.run.run_sweep` with itself as the row store (every row re-analysed and
+the file rewritten atomically), and writes the report at the end — also after Ctrl-C.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,19 +16,14 @@ from ..backends.base import Backend
 from ..common.errors import ConfigError
 from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
-from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile, Row, save_results
-from ..results.kinds import Role
+from ..results.kinds import Status
 from ..results.output_paths import logs_dir_for
 from .config_file import SweepConfig
 from .console import Console, Reporter
-from .estimate import Estimator, total_s
-from .passes import in_passes, run_passes
-from .plan import Combination, plan, shows_k
-from .race import AdaptiveSearch, may_continue
-from .race_plan import race_costs
+from .plan import plan
 from .resume import open_results
-from .runner import CombinationRunner
+from .run import run_sweep
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -42,13 +36,14 @@ def default_paths(config: SweepConfig, results: str | None, chart: str | None) -
 
 class Sweep:
     def __init__(self, config: SweepConfig, results_path: Path, chart_path: Path | None, *,
-                 reporter: Reporter | None = None, cdn: bool = False, backend: Backend | None = None):
+                 reporter: Reporter | None = None, cdn: bool = False, backend: Backend | None = None, more: int = 0):
         self.config = config
         self.results_path = results_path
         self.chart_path = chart_path
         self.reporter = reporter if reporter is not None else Console()
         self.cdn = cdn
         self.backend = backend if backend is not None else get_backend(config.backend)
+        self.more = more
         self.results: ResultsFile | None = None
 
     def run(self) -> int:
@@ -64,36 +59,22 @@ class Sweep:
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
-        done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
-        prompts = selection.prompts
         results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
-        options = MeasureOptions.from_settings(settings)
-        runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
-                                   logs_dir_for(self.results_path), self.reporter)
-        # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
-        adaptive = settings.search == "adaptive"
-        open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
-        n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
-        n_open = sum(1 for c in combos if c.key in open_rows)
+        done = {r.key for r in results.results if r.measured}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
-                                   n_candidates=len(self.config.candidates),
-                                   n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
-                                   max_tokens=options.max_tokens, backend=self.config.backend,
-                                   resumed_from=str(self.results_path) if n_done or n_open else None, n_done=n_done,
-                                   n_open=n_open)
+                                   n_candidates=len(self.config.candidates), n_runs=len(combos),
+                                   n_prompts=len(selection.prompts), runs=settings.runs,
+                                   max_tokens=settings.max_tokens, backend=self.config.backend,
+                                   resumed_from=str(self.results_path) if done else None, n_done=len(done), n_open=0)
         for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
             self.reporter.note(note)
         self.results = analyze(results)
         save_results(self.results, self.results_path)
-        interrupted, complete = False, True
+        interrupted = False
         try:
-            if adaptive and self._race_pays(combos, prompts, options):
-                estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
-                complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
-                                          estimator=estimator).run(combos)
-            else:
-                self._run_exhaustive(combos, done, runner, prompts, options)
+            run_sweep(self.config, self.backend, store=self, reporter=self.reporter,
+                      logs_dir=logs_dir_for(self.results_path), more=self.more)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -104,18 +85,10 @@ class Sweep:
         if interrupted:
             return EXIT_INTERRUPTED
         self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
-        # Eliminated candidates are a finished race's outcome, not a failure.
-        return EXIT_INCOMPLETE if not complete or any(not r.measured for r in results.results) else EXIT_OK
-
-    def _race_pays(self, combos: list[Combination], prompts: list, options: MeasureOptions) -> bool:
-        """Race only where it can save time (see race_plan.py); a race already under way goes on."""
-        assert self.results is not None
-        if any(r.race for r in self.results.results):
-            return True
-        costs = race_costs(self.config, self.backend, combos, prompts, options.runs, self.results_path)
-        if not costs.race_saves_time:
-            self.reporter.note(f"adaptive search: {costs.describe()}")
-        return costs.race_saves_time
+        # Eliminated candidates are a finished race's outcome, not a failure; not probed ones are.
+        unmeasured = any(not r.measured for r in results.results)
+        return EXIT_INCOMPLETE if unmeasured or any(r.status is Status.NOT_PROBED for r in results.results) \
+            else EXIT_OK
 
     def current(self) -> ResultsFile:
         assert self.results is not None
@@ -126,36 +99,6 @@ class Sweep:
         self.results = analyze(self.current().with_row(row))
         save_results(self.results, self.results_path)
         return self.results.row(row.key) or row
-
-    def _run_exhaustive(self, combos: list[Combination], done: set, runner: CombinationRunner,
-                        prompts: list, options: MeasureOptions) -> None:
-        """Each target's one-stream candidates in the design's passes (``schedule.py``), then what runs
-        on its own (other concurrency levels, drafts alone) in plan order."""
-        estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
-        run_passes(self.config, self.backend, combos, self, self.reporter, runner, list(prompts), options, estimator)
-        self._run_pending([c for c in combos if not in_passes(c)], done, runner)
-
-    def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
-        """Run what is not measured yet into ``self.results``; the file is rewritten after every row,
-        so an interruption (the caller catches it) loses at most the combination in progress."""
-        failed_baselines: dict[str, str] = {}
-        estimator = Estimator.for_results_path(self.config, len(runner.prompts), self.results_path)
-        sweep_start = time.perf_counter()
-        show_k = shows_k(self.config)
-        for index, combo in enumerate(combos, 1):
-            if combo.key in done:
-                continue
-            self.reporter.combination_started(index, len(combos), combo.title(show_k))
-            row = runner.run(combo, index, failed_baselines, results=self.results)
-            if combo.role is Role.BASELINE and not row.ok:
-                failed_baselines[combo.target.label] = row.reason or row.status
-            assert self.results is not None      # set by run() before the loop starts
-            self.results = analyze(self.results.with_row(row))
-            save_results(self.results, self.results_path)
-            self.reporter.row_recorded(self.results.row(row.key) or row)
-            estimator.add(self.results)     # the ETA is --dry-run's estimate, learning from this sweep's rows
-            eta = total_s(estimator, [c for c in combos[index:] if c.key not in done])
-            self.reporter.progress(time.perf_counter() - sweep_start, eta)
 
     def _write_chart(self, results: ResultsFile) -> bool:
         from ..report import write_report

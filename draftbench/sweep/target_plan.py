@@ -17,8 +17,9 @@ from ..config.settings import Settings
 from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile
 from ..results.kinds import Role
+from .estimate import Estimator, estimate_of
 from .plan import Combination
-from .schedule import Design, stage_cost, stage_steps
+from .schedule import Design, Side, stage_cost, stage_steps
 from .stage_plan import plan_stages
 from .stage_rows import in_stages
 from .stage_runner import TargetPlan
@@ -96,3 +97,19 @@ def describe_cost(plan: TargetPlan, warmup: int) -> str:
             f"{one.requests * plan.stages.horizon} requests, fewer when it is decided early"
             + (" or a race leaves candidates behind" if names else ""))
 
+
+
+def stages_seconds(plan: TargetPlan, estimator: Estimator) -> float:
+    """The most a target's stages may take: every planned stage with every candidate (each server's load and
+    warm-up, and its requests), as ``--dry-run``'s estimator sees them."""
+    n = len(plan.stages.stage(0))
+    base_load, base_request = estimator.parts(estimate_of(estimator, plan.baseline), plan.baseline)
+    steps = stage_steps(plan.design, 0, plan.stages.stage(0), 0, list(plan.candidates))
+    seconds = base_load * len({s.baseline for s in steps if s.baseline is not None})
+    for step in steps:
+        seconds += base_request * sum(1 for r in step.requests if r.side is Side.BASELINE)
+        if step.candidate is not None:
+            combo = plan.candidates[step.candidate]
+            load, per_request = estimator.parts(estimate_of(estimator, combo), combo)
+            seconds += load + per_request * n
+    return seconds * plan.stages.horizon
