@@ -67,6 +67,7 @@ class TargetStages:
     left_out: dict[str, str]             # candidates in no comparison, and why
     replay: Replay
     spread: Spread                       # the machine's session spread at the last look
+    fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
 
     @property
     def unprobed(self) -> tuple[str, ...]:
@@ -112,5 +113,6 @@ def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool,
         played = replay(series, spread, rule, unprobed=[n for n, w in left_out.items() if w == "not probed"])
         last = max((s[-1].order for s in series.values() if s), default=None)
         out[target] = TargetStages(target, rule, int(design.get("per_stage") or 0), series,
-                                   {candidate_name(r): r for r in rows}, left_out, played, spread.at(last))
+                                   {candidate_name(r): r for r in rows}, left_out, played, spread.at(last),
+                                   bool(design.get("fixed_prompts")))
     return out

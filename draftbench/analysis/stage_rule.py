@@ -98,9 +98,10 @@ class Look:
     survivors: tuple[str, ...]
     outcome: Outcome
     pick: str | None = None
-    clearing: tuple[str, ...] = ()          # survivors whose lower bound clears 1 + floor
+    clearing: tuple[str, ...] = ()          # contenders (survivors not shown behind the leader) clearing 1 + floor
     equivalent: tuple[str, ...] = ()        # survivors within ± the floor of the target alone (TOST)
     not_separated: dict[str, Bound] = field(default_factory=dict)   # leader − survivor, where not settled
+    contenders: tuple[str, ...] = ()        # survivors not shown behind the leader (the race keeps only these)
 
 
 def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
@@ -115,22 +116,26 @@ def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
     error = rule.spending.error(look)
     vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
     leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
-    eliminated = _eliminations(series, vs_base, leader, machine, rule, look) if rule.eliminate else {}
+    behind = _eliminations(series, vs_base, leader, machine, rule, look)   # the exhaustive search keeps them
+    eliminated = behind if rule.eliminate else {}
     survivors = tuple(n for n in series if n not in eliminated)
-    clearing = tuple(n for n in survivors if n in vs_base and vs_base[n].low > rule.floor)
+    contenders = [n for n in survivors if n not in behind]                  # not shown behind the leader
+    clearing = tuple(n for n in contenders if n in vs_base and vs_base[n].low > rule.floor)
     equivalent = tuple(n for n in survivors if n in vs_base and vs_base[n].high < rule.floor
                        and vs_base[n].low > 1.0 / rule.floor)
     if not survivors or all(n in vs_base and vs_base[n].high < rule.floor for n in survivors):
         return Look(look, error, vs_base, leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
-                    equivalent)
+                    equivalent, contenders=tuple(contenders))
     pick, open_ = (None, {}) if waiting else _pick(series, vs_base, clearing, survivors, machine, rule, error)
     if pick is not None:
         outcome = Outcome.RECOMMEND
-    elif not waiting and len(clearing) == len(survivors) and all(_futile(b, rule, look) for b in open_.values()):
+    elif not waiting and clearing and len(clearing) == len(contenders) and \
+            all(_futile(b, rule, look) for n, b in open_.items() if n in contenders):
         outcome = Outcome.SHORTLIST
     else:
         outcome = Outcome.CONTINUE
-    return Look(look, error, vs_base, leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_)
+    return Look(look, error, vs_base, leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_,
+                tuple(contenders))
 
 
 def _futile(versus: Bound, rule: Rule, look: int) -> bool:

@@ -22,6 +22,7 @@ from enum import Enum
 
 from ..common.percent import percent
 from ..results.file import Row
+from .replication import THESE_PROMPTS
 from .settle import Projection, projection
 from .stage_evidence import contrast, estimate, predicted
 from .stage_records import TargetStages
@@ -167,7 +168,7 @@ def _quote(stages: TargetStages, name: str, bound: Bound, looks: int) -> Quote:
     series = stages.series.get(name)
     next_prompt = predicted(series, stages.spread.pair) if series else None
     return Quote(ratio, low, high, bound.ratio, cap, stages.rule.spending.candidates, looks,
-                 bound.estimate.question,
+                 THESE_PROMPTS if stages.fixed else bound.estimate.question,
                  (math.exp(next_prompt[0]), math.exp(next_prompt[1])) if next_prompt else None)
 
 
@@ -188,8 +189,8 @@ def staged_verdict(stages: TargetStages, *, finished: bool = True) -> StagedVerd
     outcome = played.outcome
     verdict = {Outcome.RECOMMEND: Verdict.RECOMMEND, Outcome.NOTHING_GAINS: Verdict.NOTHING_GAINS,
                Outcome.SHORTLIST: Verdict.SHORTLIST}.get(outcome, Verdict.UNRESOLVED)
-    if verdict is Verdict.UNRESOLVED and finished and last.survivors and len(last.clearing) == len(last.survivors):
-        verdict = Verdict.SHORTLIST         # every candidate left gains, the stages ran out before one was picked
+    if verdict is Verdict.UNRESOLVED and finished and last.clearing and set(last.clearing) >= set(last.contenders):
+        verdict = Verdict.SHORTLIST         # every contender left gains, the stages ran out before one was picked
     shortlist = tuple(sorted(last.clearing, key=lambda n: -last.vs_base[n].ratio)) if verdict is Verdict.SHORTLIST \
         else ()
     settle = _settle(stages, best, shortlist) if verdict in (Verdict.UNRESOLVED, Verdict.SHORTLIST) else None

@@ -78,7 +78,7 @@ def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence
     return Speedup(ratio=round(ratio, 4), ci95_low=lo, ci95_high=hi,
                    significant=clears_floor(lo, hi, noise_floor), method=method, n_pairs=n_pairs,
                    percent=percent_change(ratio), noise_floor=noise_floor, question=est.question,
-                   se_log=round(est.se, 6), df=round(est.df, 3), prompts=est.prompts, sessions=est.sessions)
+                   se_log=round(est.se, 6), df=round(min(est.df, 1e6), 3), prompts=est.prompts, sessions=est.sessions)
 
 
 def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,

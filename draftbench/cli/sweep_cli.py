@@ -26,6 +26,7 @@ from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, estimate_of, total_s
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
+from ..sweep.session import RunOptions
 from ..sweep.stage_rows import in_stages
 from ..sweep.target_plan import describe_cost, stages_seconds, target_plan
 from . import run_main
@@ -181,7 +182,7 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         return EXIT_OK
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):
-        return Sweep(config, results_path, chart_path, cdn=args.cdn, more=args.more).run()
+        return Sweep(config, results_path, chart_path, options=RunOptions(cdn=args.cdn, more=args.more)).run()
 
 
 def run_config_dir(folder: str, args) -> int:

@@ -94,6 +94,14 @@ def _header(results: ResultsFile) -> str:
 # --------------------------------------------------------------------------- verdict
 
 def _best_draft_cell(entry: dict) -> str:
+    best = entry.get("best") if isinstance(entry.get("best"), dict) else None
+    if best is not None and best.get("name"):          # measured in stages: the one best the verdict names
+        decision = best.get("decision")
+        css, note = {"recommend": ("good", ""), "shortlist": ("", " (leads the shortlist)"),
+                     "nothing gains": ("", " (best measured; nothing gains)")}.get(str(decision),
+                                                                                   ("", " (best so far)"))
+        return (f"<span class=\"{css}\">{esc(best['name'])}</span>" if css else esc(best["name"])) + \
+            (f" <span class=\"muted\">{esc(note.strip())}</span>" if note else "")
     rec = entry.get("recommended_draft")
     speed = Speedup.from_value(entry.get("speedup"))
     if rec and speed and speed.significant:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..analysis.stage_records import TargetStages, staged_targets
@@ -99,6 +99,7 @@ class SweepRun:
         self.config, self.backend, self.store, self.reporter, self.clock = config, backend, store, reporter, clock
         self.eliminate = config.settings.search == "adaptive"
         self.endings: dict[str, Ending] = {}
+        self._looks_before: dict[str, int] = {}      # looks a target had before this run (a resumed sweep)
 
     def all(self, logs_dir: Path, more: int) -> SweepOutcome:
         settings = self.config.settings
@@ -126,9 +127,11 @@ class SweepRun:
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
         decide = self._decider(plan.label)
+        before = decide(10 ** 6)
+        self._looks_before[plan.label] = len(before.replay.looks) if before is not None else 0
         loop = StageLoop(plan, runner, rows, decide, self.eliminate)
         budget = Budget(settings.budget_s, self.clock, self._spent(plan), self.clock())
-        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, decide(stage + 1), budget))
+        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, decide(stage + 1), rows, budget))
         if ending is Ending.BUDGET:
             self._not_probed(plan, rows, budget)
         if ending is Ending.BASELINE_FAILED:
@@ -155,16 +158,27 @@ class SweepRun:
         return sum(r.wall_time or 0.0 for r in self.store.current().rows_of(plan.label)
                    if r.concurrency == 1 and r.design and r.design.get("horizon"))
 
-    def _looked(self, plan: TargetPlan, known: TargetStages | None, budget: Budget) -> None:
-        """After a stage: the look in words, and the time left (never more than the budget allows)."""
-        if known is not None and known.replay.last is not None:
-            verdict = staged_verdict(known, finished=False)
-            left = ", ".join(f"{n} ({why})" for n, why in verdict.eliminated.items())
-            self.reporter.race(f"{plan.label}: look {known.replay.last.number} — best so far {verdict.best}: "
-                               f"{verdict.quote.interval() if verdict.quote else 'n/a'}"
-                               + (f"; left: {left}" if left else ""))
-        remaining = budget.left()
-        self.reporter.progress(budget.spent(), remaining, at_most=True)
+    def _looked(self, plan: TargetPlan, known: TargetStages | None, rows: RowWriter, budget: Budget) -> None:
+        """After a stage: the look in words, the candidates it left behind marked so (with why), and the time
+        left — at most the stages still planned at the pace so far, and never more than the budget."""
+        if known is None or known.replay.last is None:
+            return
+        verdict = staged_verdict(known, finished=False)
+        for name, why in verdict.eliminated.items():
+            row = rows.row(plan.candidates[name]) if name in plan.candidates else None
+            if row is not None and row.status is Status.OK:
+                self.store.record(replace(row, status=Status.ELIMINATED, reason=f"eliminated: {why}"))
+        left = ", ".join(f"{n} ({why})" for n, why in verdict.eliminated.items())
+        look = known.replay.last.number
+        self.reporter.race(f"{plan.label}: look {look} — best so far {verdict.best}: "
+                           f"{verdict.quote.interval() if verdict.quote else 'n/a'} (95% over the candidates and "
+                           "looks together)" + (f"; left the race: {left}" if left else ""))
+        spent = budget.spent()
+        pace = (spent - budget.spent_before) / max(1, look - self._looks_before.get(plan.label, 0))
+        remaining = pace * max(0, plan.stages.horizon - look)
+        if budget.left() is not None:
+            remaining = min(remaining, budget.left() or 0.0)
+        self.reporter.progress(spent, remaining, at_most=True)
 
     def _not_probed(self, plan: TargetPlan, rows: RowWriter, budget: Budget) -> None:
         why = (f"not probed: the budget of {format_duration(budget.seconds or 0)} was spent first — run the same "

@@ -7,9 +7,12 @@ the file rewritten atomically), and writes the report at the end — also after 
 
 from __future__ import annotations
 
-from dataclasses import replace
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..analysis.stage_records import staged_targets
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
@@ -24,6 +27,7 @@ from .console import Console, Reporter
 from .plan import plan
 from .resume import open_results
 from .run import run_sweep
+from .stages import final
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -34,16 +38,26 @@ def default_paths(config: SweepConfig, results: str | None, chart: str | None) -
     return results_path, chart_path
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How the command line runs a sweep: plotly.js from its CDN, stages beyond the plan (``--more``), the
+    clock the budget runs on."""
+
+    cdn: bool = False
+    more: int = 0
+    clock: Callable[[], float] = time.perf_counter
+
+
 class Sweep:
     def __init__(self, config: SweepConfig, results_path: Path, chart_path: Path | None, *,
-                 reporter: Reporter | None = None, cdn: bool = False, backend: Backend | None = None, more: int = 0):
+                 reporter: Reporter | None = None, backend: Backend | None = None,
+                 options: RunOptions = RunOptions()):
         self.config = config
         self.results_path = results_path
         self.chart_path = chart_path
         self.reporter = reporter if reporter is not None else Console()
-        self.cdn = cdn
         self.backend = backend if backend is not None else get_backend(config.backend)
-        self.more = more
+        self.options = options
         self.results: ResultsFile | None = None
 
     def run(self) -> int:
@@ -62,19 +76,25 @@ class Sweep:
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
         results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
         done = {r.key for r in results.results if r.measured}
+        undecided = {t for t, s in staged_targets(results, noise_floor=settings.noise_floor,
+                                                   eliminate=settings.search == "adaptive").items()
+                     if not final(s.replay.outcome, self.options.more)}
+        open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates), n_runs=len(combos),
                                    n_prompts=len(selection.prompts), runs=settings.runs,
                                    max_tokens=settings.max_tokens, backend=self.config.backend,
-                                   resumed_from=str(self.results_path) if done else None, n_done=len(done), n_open=0)
+                                   resumed_from=str(self.results_path) if done else None,
+                                   n_done=len(done - open_rows), n_open=len(open_rows),
+                                   per_stage=settings.prompts_per_stage)
         for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
             self.reporter.note(note)
         self.results = analyze(results)
         save_results(self.results, self.results_path)
         interrupted = False
         try:
-            run_sweep(self.config, self.backend, store=self, reporter=self.reporter,
-                      logs_dir=logs_dir_for(self.results_path), more=self.more)
+            run_sweep(self.config, self.backend, store=self, reporter=self.reporter, clock=self.options.clock,
+                      logs_dir=logs_dir_for(self.results_path), more=self.options.more)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -104,7 +124,7 @@ class Sweep:
         from ..report import write_report
         assert self.chart_path is not None
         try:
-            write_report(results, self.chart_path, cdn=self.cdn)
+            write_report(results, self.chart_path, cdn=self.options.cdn)
             return True
         except Exception as exc:  # the results are what matter; never lose them over a chart
             self.reporter.warning(f"could not write the report {self.chart_path}: {exc}; regenerate it with "

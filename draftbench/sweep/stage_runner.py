@@ -60,6 +60,7 @@ class StageRunner:
         self.launcher, self.plan, self.rows, self.reporter, self.options = launcher, plan, rows, reporter, options
         self.steps_run = 0
         self.total: int | None = None
+        self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row with its requests
 
     def run(self, stage: int, names: Sequence[str], stop: Callable[[], bool]) -> Outcome:
         """Measure stage ``stage`` for the candidates ``names``; ``stop`` is asked before each candidate step."""
@@ -102,13 +103,21 @@ class StageRunner:
 
     def _open_baseline(self, slot: int, slots: dict[int, Session], ids: dict[int, str]) -> Session:
         if slot not in slots:
+            started = self.launcher.clock()
             try:
                 slots[slot] = self.launcher.open(self.plan.baseline)
                 self.launcher.warm(slots[slot], self.plan.prompts, self.options)
             except LaunchFailed as failed:
                 self._baseline_failure(failed.error, failed.session, [])
+            finally:
+                self.opening_s += self.launcher.clock() - started
             ids[slot] = slots[slot].id
         return slots[slot]
+
+    def _baseline_rows(self, session: Session, records: list[RequestRecord], wall: float) -> None:
+        """The baseline's requests of a step added to its row, with the time its server took to start."""
+        self.rows.measured(self.plan.baseline, session, records, wall + self.opening_s)
+        self.opening_s = 0.0
 
     def _baseline_step(self, stage: int, step: StageStep, slots: dict[int, Session], ids: dict[int, str]) -> None:
         self._announce(stage, None)
@@ -120,7 +129,7 @@ class StageRunner:
             self._send(stage, step, {Side.BASELINE: session}, records, [])
         except _RequestFailed as failed:
             self._baseline_failure(failed.error, session, records[Side.BASELINE])
-        self.rows.measured(self.plan.baseline, session, records[Side.BASELINE], self.launcher.clock() - started)
+        self._baseline_rows(session, records[Side.BASELINE], self.launcher.clock() - started)
 
     def _candidate_step(self, stage: int, step: StageStep, slots: dict[int, Session], ids: dict[int, str],
                         outcome: Outcome) -> None:
@@ -150,7 +159,7 @@ class StageRunner:
                 self.launcher.stop(opened)
         wall = self.launcher.clock() - started
         if base is not None and records[Side.BASELINE]:
-            self.rows.measured(self.plan.baseline, base, records[Side.BASELINE], 0.0)
+            self._baseline_rows(base, records[Side.BASELINE], 0.0)
         row = self.rows.measured(combo, opened, records[Side.CANDIDATE], wall)
         shown = records[Side.CANDIDATE]
         self.reporter.measured(_mean(r.decode_tps for r in shown), _acceptance(shown), combo.is_speculative)
@@ -193,7 +202,7 @@ class StageRunner:
         one of the candidate's own ends its part in them."""
         wall = self.launcher.clock() - started
         if base is not None and records[Side.BASELINE]:
-            self.rows.measured(self.plan.baseline, base, records[Side.BASELINE], 0.0)
+            self._baseline_rows(base, records[Side.BASELINE], 0.0)
         if isinstance(failed, _RequestFailed) and failed.side is Side.BASELINE:
             if opened is not None and records[Side.CANDIDATE]:
                 self.rows.measured(combo, opened, records[Side.CANDIDATE], wall)
@@ -214,7 +223,7 @@ class StageRunner:
         reason = self._report(error)
         row = self.rows.row(self.plan.baseline)
         if new and session is not None:
-            self.rows.measured(self.plan.baseline, session, new, 0.0)
+            self._baseline_rows(session, new, 0.0)
         elif row is None or not row.requests:
             self.rows.failed(self.plan.baseline, reason, session, new, 0.0)
         raise _BaselineFailed(reason)

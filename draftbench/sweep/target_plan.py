@@ -89,10 +89,11 @@ def target_plan(settings: Settings, backend: Backend, combos: Sequence[Combinati
 
 
 def describe_cost(plan: TargetPlan, warmup: int) -> str:
-    """'interleaved: at most 6 stages, each 5 server loads and 48 requests (a stage: 6 fresh prompts …)'."""
+    """'up to 6 stage(s) of 6 fresh prompt(s) each, …; a stage with every candidate: 5 server loads, 48 requests —
+    at most 30 loads and 288 requests, …'."""
     names = list(plan.candidates)
     one = stage_cost(stage_steps(plan.design, 0, plan.stages.stage(0), 0, names), warmup)
-    return (f"{plan.design.value}: {plan.stages.describe()}; a stage with every candidate: {one.loads} server "
+    return (f"{plan.stages.describe()}; a stage with every candidate: {one.loads} server "
             f"loads, {one.requests} requests — at most {one.loads * plan.stages.horizon} loads and "
             f"{one.requests * plan.stages.horizon} requests, fewer when it is decided early"
             + (" or a race leaves candidates behind" if names else ""))
