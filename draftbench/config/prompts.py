@@ -79,8 +79,8 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
     A prompt file is read now, so a bad one is reported with the other config problems,
     before any server starts.
     """
-    if value in (None, "builtin"):
-        return "builtin"
+    if value in (None, "builtin", STANDARD):
+        return value or STANDARD
     if isinstance(value, list):
         _check_selectors(path, value, problems)
         return list(value)
@@ -253,6 +253,11 @@ def _from_list(items: Sequence[str]) -> tuple[list[Prompt], list[str]]:
 
 def prompt_count(setting, per_category: int | None = None) -> int:
     """How many prompts :func:`select_prompts` gives, without fetching a standard set's data."""
+    if setting == STANDARD:
+        mt_bench = len(prompt_sets.MT_BENCH_CATEGORIES) * min(per_category or prompt_sets.MT_BENCH_QUESTIONS_PER_CATEGORY,
+                                                              prompt_sets.MT_BENCH_QUESTIONS_PER_CATEGORY)
+        return len(sample(list(BUILTIN_PROMPTS), per_category, 0)) + mt_bench + min(per_category or STANDARD_HUMANEVAL,
+                                                                                   STANDARD_HUMANEVAL)
     if isinstance(setting, list):
         built_in, _ = _from_list([v for v in setting if v not in SET_SELECTORS])
         return len(sample(built_in, per_category, 0)) + sum(set_size(v, per_category) for v in setting
@@ -266,9 +271,26 @@ def resolve_prompts(setting, per_category: int | None = None, seed: int = 42) ->
     return select_prompts(setting, per_category, seed).prompts
 
 
+# The default workload (issue 32): enough prompts for every stage to draw fresh ones — the built-in six,
+# the first turn of every MT-Bench question (80, eight categories) and a seeded sample of HumanEval.
+STANDARD = "standard"
+STANDARD_HUMANEVAL = 16
+
+
+def standard_pool(seed: int = 42) -> tuple[list[Prompt], list[str]]:
+    """The built-in prompts, MT-Bench's first turns and ``STANDARD_HUMANEVAL`` HumanEval problems, and the sets
+    used (their data are fetched into the cache on first use, as for ``"mt-bench"``)."""
+    first_turns = [p for p in load_set(prompt_sets.MT_BENCH) if not p.context_from]
+    first_turns = [Prompt(p.id, p.category, p.messages) for p in first_turns]      # a question of its own
+    humaneval = sample(load_set(prompt_sets.HUMANEVAL), STANDARD_HUMANEVAL, seed)
+    return list(BUILTIN_PROMPTS) + first_turns + humaneval, [prompt_sets.MT_BENCH, prompt_sets.HUMANEVAL]
+
+
 def select_prompts(setting, per_category: int | None = None, seed: int = 42) -> PromptSelection:
     names: list[str] = []
-    if setting in (None, "builtin"):
+    if setting == STANDARD:
+        prompts, names = standard_pool(seed)
+    elif setting in (None, "builtin"):
         prompts = list(BUILTIN_PROMPTS)
     elif isinstance(setting, list):
         prompts, names = _from_list(setting)

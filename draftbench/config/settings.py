@@ -81,8 +81,10 @@ class Settings:
     extra_args: list[str] = setting("str_list", [], "extra arguments appended to every server command",
                                     measured=True)
     prompts: str | list[str] = setting(
-        "any", "builtin", "prompt set: \"builtin\", a list of built-in categories and standard sets (\"mt-bench\", "
-        "\"mt-bench:coding\", \"humaneval\"), or a path to a .txt/.jsonl prompt file", measured=True)
+        "any", "standard", "prompt set: \"standard\" (the default: the built-in six, MT-Bench's 80 first turns and 16 "
+        "HumanEval problems — enough for every stage to draw fresh prompts), \"builtin\" (upstream's six), a list of "
+        "built-in categories and standard sets (\"mt-bench\", \"mt-bench:coding\", \"humaneval\"), or a path to a "
+        ".txt/.jsonl prompt file", measured=True, older="builtin")
     prompts_per_category: int | None = setting(
         "int", None, "take this many prompts (conversations: an MT-Bench question with both its turns) of each "
         "category, a sample drawn with settings.seed; null = all", min=1, max=100_000, measured=True)

@@ -27,6 +27,7 @@ from .figures import CHARTS, Chart, Figure, has_data
 from .inside import inside_table
 from .methods_table import methods_section
 from .race_table import race_section
+from .stages_table import stages_section
 from .text import date_text, displayable, esc, num
 from .theme import CSS
 from .topology_table import topology_section
@@ -342,6 +343,7 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
         inside_table(data),
         methods_section(data),
         topology_section(data),
+        stages_section(data),
         race_section(data),
         _problems(data),
         _theory(data),
