@@ -34,6 +34,7 @@ class Score:
     shortlist_false: bool | None      # … holds a candidate that gains at most the floor
     leader_within: bool | None        # … its leader is within 2% of the true best
     false_nothing: bool               # "nothing gains" while the true best gains more than the floor
+    stages: int                       # stages measured: where it decided (the power curve), or all it was given
     requests: int
     loads: int
     wall_s: float
@@ -61,7 +62,7 @@ def score(sweep: Sweep, truth: Truth, noise_floor: float) -> Score:
                  any(x <= floor for x in shortlist) if shortlist else None,
                  within_2pct(lead, best) if shortlist and lead is not None else None,
                  decision == Verdict.NOTHING_GAINS.value and best > floor,
-                 sweep.requests, sweep.loads, sweep.wall_s)
+                 v.stages if v is not None else 0, sweep.requests, sweep.loads, sweep.wall_s)
 
 
 def _label(name: str | None) -> str:
@@ -88,6 +89,10 @@ def summary(scores: list[Score]) -> dict:
             "shortlist_false": rate(s.shortlist_false for s in scores),
             "leader_within": rate(s.leader_within for s in scores),
             "false_nothing": rate(s.false_nothing for s in scores),
+            "decided_by_stage": {k: sum(s.decision in ("recommend", "nothing gains") and s.stages <= k
+                                        for s in scores) / len(scores) for k in range(1, 1 + max(s.stages for s in scores))},
+            "paying_by_stage": {k: sum(s.decision in ("recommend", "nothing gains", "shortlist") and s.stages <= k
+                                       for s in scores) / len(scores) for k in range(1, 1 + max(s.stages for s in scores))},
             "requests": statistics.fmean(s.requests for s in scores),
             "loads": statistics.fmean(s.loads for s in scores),
             "wall_s": statistics.fmean(s.wall_s for s in scores)}
