@@ -97,13 +97,12 @@ class Sweep:
 
 def sweep(setup: Setup, backend: Backend) -> Sweep:
     """``run_sweep`` on ``backend`` (simulated time when it has a ``clock``)."""
-    clock = getattr(backend, "clock", None)
     world = getattr(backend, "world", None)
-    outcome = run_sweep(setup.config, backend, clock=clock or (world.clock if world is not None else _wall()),
-                        logs_dir=LOGS)
+    clock = getattr(backend, "clock", None) or (world.clock if world is not None else None)
+    outcome = run_sweep(setup.config, backend, clock=clock or _wall(), logs_dir=LOGS)
     results = outcome.results
     sessions = {r.session for row in results.results for r in row.requests if r.session}
-    wall = world.now if world is not None else 0.0
+    wall = clock() if clock is not None else 0.0
     return Sweep(results, outcome.verdicts.get("target"), sum(len(r.requests) for r in results.results),
                  len(sessions), wall)
 
