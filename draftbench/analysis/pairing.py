@@ -54,12 +54,28 @@ def request_bound(r: RequestRecord) -> float | None:
     return (n - 1) / steps if steps >= 1 else None
 
 
-def pairs(row: Row, baseline: Row) -> list[Pair]:
-    """Every measured request of ``row`` with its baseline counterpart(s)."""
+# A baseline's requests by (prompt, repetition), for the last few baseline rows seen: a target's every
+# candidate is paired with the same baseline row (rows are immutable; identity says it is the same).
+_INDEXED: dict[int, tuple[Row, dict[tuple, list[RequestRecord]]]] = {}
+
+
+def _index(baseline: Row) -> dict[tuple, list[RequestRecord]]:
+    kept = _INDEXED.get(id(baseline))
+    if kept is not None and kept[0] is baseline:
+        return kept[1]
     by_key: dict[tuple, list[RequestRecord]] = {}
     for b in baseline.requests:
         if _rate(b) is not None:
             by_key.setdefault((b.prompt_id, b.run), []).append(b)
+    if len(_INDEXED) >= 16:
+        _INDEXED.pop(next(iter(_INDEXED)))
+    _INDEXED[id(baseline)] = (baseline, by_key)
+    return by_key
+
+
+def pairs(row: Row, baseline: Row) -> list[Pair]:
+    """Every measured request of ``row`` with its baseline counterpart(s)."""
+    by_key = _index(baseline)
     out = []
     for r in row.requests:
         rate = _rate(r)

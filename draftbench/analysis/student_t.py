@@ -57,20 +57,39 @@ def t_pdf(t: float, df: float) -> float:
     return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
 
 
+def _cornish_fisher(z: float, df: float) -> float:
+    """The t quantile from the normal one (Abramowitz & Stegun 26.7.5): close for df ≥ 3."""
+    z2 = z * z
+    g1 = (z2 + 1) * z / 4
+    g2 = ((5 * z2 + 16) * z2 + 3) * z / 96
+    g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
+    g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
+    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+
+
 @lru_cache(maxsize=4096)     # a sweep's looks ask for the same few quantiles again and again
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t (0.5 < p < 1), e.g. ``t_quantile(0.975, 5)`` ≈ 2.571: Newton's
-    method from the normal quantile, kept inside a bracket that bisection shrinks where Newton would leave it."""
+    method from the Cornish–Fisher expansion, kept inside a bracket that bisection shrinks where Newton would
+    leave it (heavy tails at few degrees of freedom)."""
     if not 0.5 < p < 1.0:
         raise ValueError(f"p must be in (0.5, 1), not {p}")
     if df < 1:
         return math.inf
+    z = NormalDist().inv_cdf(p)
+    if df >= 3:
+        t = _cornish_fisher(z, df)
+        for _ in range(8):
+            step = (t_cdf(t, df) - p) / max(t_pdf(t, df), _TINY)
+            t -= step
+            if abs(step) < 1e-12 * max(1.0, abs(t)):
+                return t
     low, high = 0.0, 1.0
     while t_cdf(high, df) < p:
         low, high = high, high * 2.0
         if high > 1e12:
             return math.inf
-    t = min(max(NormalDist().inv_cdf(p), low), high)
+    t = min(max(z, low), high)
     for _ in range(200):
         error = t_cdf(t, df) - p
         if error < 0:
