@@ -43,7 +43,7 @@ def _config(folder: Path, models: dict, name: str, draft_max) -> Path:
     config = {"name": name, "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
               "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
               "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
-              "settings": {"runs": 1, "warmup": 0, "max_tokens": 24, "ctx_size": 1024, "gpu_layers": 0,
+              "settings": {"runs": 1, "stages": 1, "warmup": 0, "max_tokens": 24, "ctx_size": 1024, "gpu_layers": 0,
                            "port": free_port(), "prompts": ["code"], "draft_max": draft_max}}
     path = folder / f"{name}-{'-'.join(map(str, draft_max if isinstance(draft_max, list) else [draft_max]))}.json"
     path.write_text(json.dumps(config, indent=2))

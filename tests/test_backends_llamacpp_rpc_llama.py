@@ -50,7 +50,7 @@ def write_config(folder: Path, models: dict, endpoints: list[str], *, prompts: i
     config = {"name": "rpc", "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
               "targets": [{"label": "241M split", "path": models["target-2x"], "rpc": endpoints}],
               "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
-              "settings": {"runs": 1, "warmup": 0, "max_tokens": 8, "ctx_size": 512, "port": 0,
+              "settings": {"runs": 1, "stages": 1, "warmup": 0, "max_tokens": 8, "ctx_size": 512, "port": 0,
                            "prompts": str(prompt_file), "draft_placement": "rpc", "draft_max": 3, **settings}}
     path = folder / "rpc.json"
     path.write_text(json.dumps(config, indent=2))

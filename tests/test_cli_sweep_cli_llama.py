@@ -30,7 +30,7 @@ def write_config(folder: Path, models: dict, *, drafts=("good", "bad", "missing"
         "name": name, "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
         "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
         "drafts": [{"label": available[d][0], "path": available[d][1]} for d in drafts],
-        "settings": {"runs": 2, "max_tokens": 16, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
+        "settings": {"stages": 2, "max_tokens": 16, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
                      "prompts": ["code", "json"], **settings},
     }
     path = folder / f"{name}.json"

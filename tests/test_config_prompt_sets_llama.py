@@ -32,7 +32,7 @@ def sweep(folder: Path, models: dict, prompts: list[str]) -> tuple[str, dict, st
               # the smallest pair of the family: what is tested is the prompt sets, not the speed-up
               "targets": [{"label": "135M Q4_1", "path": models["base"]}],
               "drafts": [{"label": "57M trunc8", "path": models["draft-trunc"]}],
-              "settings": {"runs": 1, "max_tokens": 8, "ctx_size": 2048, "gpu_layers": 0, "port": free_port(),
+              "settings": {"runs": 1, "stages": 1, "max_tokens": 8, "ctx_size": 2048, "gpu_layers": 0, "port": free_port(),
                            "prompts": prompts, "prompts_per_category": 2}}
     path = folder / "sets.json"
     path.write_text(json.dumps(config))

@@ -57,7 +57,7 @@ def write_config(folder: Path, models: dict, **settings) -> Path:
         "name": "levels", "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
         "targets": [{"label": "135M target", "path": models["base"]}],
         "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
-        "settings": {"runs": 1, "max_tokens": 16, "ctx_size": CTX, "gpu_layers": 0, "port": free_port(),
+        "settings": {"runs": 1, "stages": 1, "max_tokens": 16, "ctx_size": CTX, "gpu_layers": 0, "port": free_port(),
                      "prompts": ["code", "json"], "concurrency": [1, 2], "request_timeout_s": 600,
                      "stall_timeout_s": 300, "extra_args": list(ONE_THREAD), **settings},
     }

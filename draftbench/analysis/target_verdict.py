@@ -142,6 +142,11 @@ def _legacy_none(entry: dict, results: ResultsFile, target: str, candidates: lis
     confirming = decision.confirmed_row(candidates)
     if confirming is not None:
         entry["verdict"] += decision.not_confirmed_text(confirming)
+    if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
+        entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time goes "
+                             "into verifying them: the target is likely compute-bound on this hardware (typical of "
+                             "CPUs), where a verify step costs nearly as much per token as generating. The same pair "
+                             "may pay on a GPU.")
 
 
 # --------------------------------------------------------------------------- what every verdict adds

@@ -62,7 +62,7 @@ def _by_category(best: dict[str, dict], results: ResultsFile, target: str) -> li
     """One command per distinct best configuration (per-category speed-ups are one-stream figures)."""
     groups: dict[tuple, list[str]] = {}
     for category, choice in best.items():
-        if choice.get("too_few") or not choice.get("significant_gain"):
+        if choice.get("too_few") or (choice.get("candidate") is not None and not choice.get("significant_gain")):
             continue            # no command for a category measured too little, or whose best is not shown to gain
         groups.setdefault((choice.get("draft"), choice.get("draft_max"), choice.get("candidate")), []).append(category)
     if len(groups) < 2:

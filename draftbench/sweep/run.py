@@ -192,7 +192,7 @@ class SweepRun:
     def _skip_unmeasured(self, plan: TargetPlan, rows: RowWriter) -> None:
         """The baseline failed before measuring anything: its candidates are skipped (as upstream)."""
         baseline = rows.row(plan.baseline)
-        if baseline is not None and baseline.requests:
+        if baseline is not None and baseline.ok and baseline.requests:
             return
         why = f"skipped: the baseline of {plan.label} failed ({baseline.reason if baseline else 'not measured'})"
         for combo in plan.candidates.values():

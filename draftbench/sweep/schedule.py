@@ -121,6 +121,8 @@ def stage_steps(design: Design, stage: int, prompts: Sequence[int], run: int,
     """
     names = list(candidates) if stage % 2 == 0 else list(reversed(candidates))
     pairs = [(run, p) for p in prompts]
+    if not names:                       # a target without candidates: its baseline alone
+        return [StageStep(None, 0, _alone(Side.BASELINE, pairs))]
     if design is Design.INTERLEAVED:
         return [StageStep(name, 0, abba(pairs), (0,)) for name in names]
     base = _alone(Side.BASELINE, pairs)

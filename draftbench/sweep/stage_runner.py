@@ -20,7 +20,7 @@ from ..config.prompts import Prompt
 from ..measure.context import answers_of, with_context
 from ..measure.sequential import MeasureOptions, explain_failure, measure_one, request_seed
 from ..results.file import RequestRecord
-from ..results.kinds import Role
+from ..results.kinds import Role, Status
 from .console import Reporter
 from .launcher import Launcher, LaunchFailed, Session
 from .plan import Combination
@@ -103,6 +103,11 @@ class StageRunner:
 
     def _open_baseline(self, slot: int, slots: dict[int, Session], ids: dict[int, str]) -> Session:
         if slot not in slots:
+            early = self.launcher.runner.skipped_or_broken(self.plan.baseline, {})
+            if early is not None:           # a model missing or broken: checked before any server starts
+                self.rows.store.record(early)
+                self.reporter.failed(early.reason or str(early.status), None)
+                raise _BaselineFailed(early.reason or str(early.status))
             started = self.launcher.clock()
             try:
                 slots[slot] = self.launcher.open(self.plan.baseline)
@@ -115,9 +120,15 @@ class StageRunner:
         return slots[slot]
 
     def _baseline_rows(self, session: Session, records: list[RequestRecord], wall: float) -> None:
-        """The baseline's requests of a step added to its row, with the time its server took to start."""
-        self.rows.measured(self.plan.baseline, session, records, wall + self.opening_s)
+        """The baseline's requests of a step added to its row, with the time its server took to start; a
+        baseline that turned out to speculate ends the target (nothing may be compared with it)."""
+        if session.methods is None and records:
+            session.methods = session.server.active_methods()     # /slots fills in once a request ran
+        row = self.rows.measured(self.plan.baseline, session, records, wall + self.opening_s)
         self.opening_s = 0.0
+        if row.status is Status.ERROR:
+            self.reporter.failed(row.reason or "the baseline failed", None)
+            raise _BaselineFailed(row.reason or "the baseline failed")
 
     def _baseline_step(self, stage: int, step: StageStep, slots: dict[int, Session], ids: dict[int, str]) -> None:
         self._announce(stage, None)

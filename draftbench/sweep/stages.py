@@ -84,6 +84,13 @@ class StageLoop:
         return out
 
     def run(self, budget: Budget, more: int = 0, after_stage: Callable[[int], None] | None = None) -> Ending:
+        if not self.plan.candidates:         # nothing to compare: the target alone, once
+            baseline = self.rows.row(self.plan.baseline)
+            if baseline is None or not baseline.requests:
+                outcome = self.runner.run(0, [], stop=budget.over)
+                if outcome.baseline_failed is not None:
+                    return Ending.BASELINE_FAILED
+            return Ending.STAGES_DONE
         done = max((r.block + 1 for c in self.plan.candidates.values() if (row := self.rows.row(c)) is not None
                     for r in row.requests if r.block is not None), default=0)
         last = max(self.plan.stages.horizon, done if more else 0) + more
