@@ -78,11 +78,12 @@ def test_a_resumed_sweep_continues_at_the_first_missing_stage_and_measures_nothi
                 raise KeyboardInterrupt
 
     cfg = config(tmp_path, search="exhaustive")
-    code, first = run(tmp_path, FakeBackend(script()), cfg, reporter=StopAtStage2())
+    apart = dict(speedup={FAST: 1.4, NEAR: 1.2, SLOW: 0.8})      # separable, but not after one stage
+    code, first = run(tmp_path, FakeBackend(script(**apart)), cfg, reporter=StopAtStage2())
     assert code == EXIT_INTERRUPTED
     before = {r.draft: r.requests for r in first.results}
     assert all({q.block for q in rows} == {0} for rows in before.values() if rows)
-    code, resumed = run(tmp_path, FakeBackend(script()), cfg)
+    code, resumed = run(tmp_path, FakeBackend(script(**apart)), cfg)
     assert code == EXIT_OK
     for row in resumed.results:
         assert row.requests[: len(before[row.draft])] == before[row.draft]   # kept, then continued

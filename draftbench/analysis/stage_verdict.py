@@ -151,6 +151,9 @@ class StagedVerdict:
         if self.not_probed:
             text += (f" Not probed (the budget ran out first): {', '.join(self.not_probed)} — run the same command with "
                      "a larger budget_s, or with --more, to continue.")
+        others = {n: why for n, why in self.left_out.items() if why != "not probed"}
+        if others:
+            text += " Not in the decision: " + "; ".join(f"{n} ({why})" for n, why in others.items()) + "."
         if self.settle is not None and self.verdict in (Verdict.UNRESOLVED, Verdict.SHORTLIST):
             more = self.settle.describe(self.stage_size or 1)
             text += f" {more[0].upper()}{more[1:]}."

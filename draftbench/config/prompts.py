@@ -101,9 +101,9 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
         except UsageError as exc:
             problems.append(Problem(path, exc.message, exc.fix))
         return resolved
-    problems.append(Problem(path, f"must be \"builtin\", a list of categories and sets or a file path, not "
-                            f"{json.dumps(value)}", "write \"builtin\", a list such as [\"code\", \"mt-bench\"], or "
-                            "\"prompts.jsonl\""))
+    problems.append(Problem(path, f"must be \"standard\", \"builtin\", a list of categories and sets or a file path, "
+                            f"not {json.dumps(value)}", "write \"standard\", a list such as [\"code\", \"mt-bench\"], "
+                            "or \"prompts.jsonl\""))
     return "builtin"
 
 

@@ -149,7 +149,8 @@ class StageRunner:
         self._announce(stage, name)
         early = self.launcher.runner.skipped_or_broken(combo, {})
         if early is not None:             # a model missing or broken: checked before any server starts
-            self.rows.store.record(replace(early, requests=(row.requests if (row := self.rows.row(combo)) else ())))
+            kept = row.requests if (row := self.rows.row(combo)) else ()
+            self.reporter.row_recorded(self.rows.store.record(replace(early, requests=kept)))
             outcome.dead[name] = early.reason or str(early.status)
             return
         base = self._open_baseline(step.baseline, slots, ids) if step.baseline is not None else None

@@ -17,7 +17,7 @@ from enum import Enum
 
 from ..analysis.stage_records import TargetStages
 from ..analysis.stage_rule import Outcome
-from ..results.kinds import Role, Status
+from ..results.kinds import Role
 from .stage_rows import RowWriter
 from .stage_runner import StageRunner, TargetPlan
 
@@ -69,19 +69,16 @@ class StageLoop:
     def __init__(self, plan: TargetPlan, runner: StageRunner, rows: RowWriter,
                  decide: Callable[[int], TargetStages | None], eliminate: bool):
         self.plan, self.runner, self.rows, self.decide, self.eliminate = plan, runner, rows, decide, eliminate
+        self.failed: dict[str, str] = {}
 
     def has_stage(self, name: str, stage: int) -> bool:
         row = self.rows.row(self.plan.candidates[name])
         return row is not None and any(r.block == stage and r.error is None and r.decode_tps for r in row.requests)
 
     def dead(self) -> dict[str, str]:
-        """Candidates not measured further in this sweep: their row failed or was skipped."""
-        out = {}
-        for name, combo in self.plan.candidates.items():
-            row = self.rows.row(combo)
-            if row is not None and row.status in (Status.ERROR, Status.SKIPPED):
-                out[name] = row.reason or str(row.status)
-        return out
+        """Candidates not measured further in this run: they failed (or were skipped) in it. A later run tries
+        them again (a model added since, a crash that does not repeat), keeping what they measured."""
+        return dict(self.failed)
 
     def run(self, budget: Budget, more: int = 0, after_stage: Callable[[int], None] | None = None) -> Ending:
         if not self.plan.candidates:         # nothing to compare: the target alone, once
@@ -106,6 +103,7 @@ class StageLoop:
             if budget.over():
                 return Ending.BUDGET
             outcome = self.runner.run(stage, todo, stop=budget.over)
+            self.failed.update(outcome.dead)
             if outcome.baseline_failed is not None:
                 return Ending.BASELINE_FAILED
             if after_stage is not None:
