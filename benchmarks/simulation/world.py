@@ -81,7 +81,7 @@ class Truth:
     speedup: dict[str, tuple[float, ...]]          # per candidate, per prompt
     bound: dict[str, tuple[float, ...]]            # tokens / (tokens − accepted), per candidate, per prompt
     acceptance: dict[str, float]
-    population: dict[str, float]                   # per candidate: "prompts like these"
+    population: dict[str, float]                   # per candidate: "prompts like these" (this workload's categories)
 
     def on_prompts(self, name: str, prompts: list[int]) -> float:
         """The geometric-mean speed-up over these prompt indices (one per request measured)."""
@@ -108,8 +108,12 @@ def draw_truth(grid: Grid, n_prompts: int, rng: random.Random, categories: list[
         speedup[c.name] = tuple(s)
         bound[c.name] = tuple(1.0 if c.model_free and x == 1.0 else x * overhead for x in s)
         acceptance[c.name] = c.acceptance
+    # "Prompts like these" are prompts of this workload's categories: a category's effect (code drafts better
+    # than prose) is a fact of the workload, so the truth holds it, weighted as the prompt set weighs the
+    # categories; the per-prompt effects average out over the population of such prompts.
+    workload = sum(by_category[categories[p]] for p in range(n_prompts)) / n_prompts if categories else 0.0
     return Truth(tuple(grid.base_tps * math.exp(d) for d in difficulty), speedup, bound, acceptance,
-                 {c.name: c.speedup for c in grid.candidates})
+                 {c.name: c.speedup * (1.0 if c.model_free else math.exp(workload)) for c in grid.candidates})
 
 
 class World:

@@ -8,6 +8,12 @@ request measured beside this candidate's server (``beside``); in files without t
 (older files, the sequential design), every baseline request for the same prompt and
 repetition. Several matches are averaged on the log scale (a bracket's two sides).
 
+A stage's baseline server answers each prompt once beside every candidate's server: the same request
+(prompt, seed, answer) several times on one server. One of them far slower than the others (below
+:data:`INTERRUPTED` of their median) was interrupted — another program took the machine — and says
+nothing about the candidate beside it: that pair is left out (``interrupted``). The test looks at the
+target alone only, so it cannot favour a candidate; with fewer than three such requests nothing is left out.
+
 Each pair also carries what the server's own counters allow: a verify step costs at least one
 target step, so a request that generated n tokens with ``accepted`` of them drafted cannot be
 faster than (n − 1) / (n − 1 − accepted) times the target alone (its decode time covers the
@@ -73,6 +79,16 @@ def _index(baseline: Row) -> dict[tuple, list[RequestRecord]]:
     return by_key
 
 
+INTERRUPTED = 0.75      # a repeat of the same request on the same server below this share of their median
+
+
+def interrupted(request: RequestRecord, repeats: list[RequestRecord]) -> bool:
+    """The baseline ``request`` ran far slower than the same request on the same server (three or more)."""
+    same = [_rate(b) or 0.0 for b in repeats if b.session == request.session]
+    rate = _rate(request)
+    return len(same) >= 3 and rate is not None and rate < INTERRUPTED * statistics.median(same)
+
+
 def pairs(row: Row, baseline: Row) -> list[Pair]:
     """Every measured request of ``row`` with its baseline counterpart(s)."""
     by_key = _index(baseline)
@@ -82,9 +98,11 @@ def pairs(row: Row, baseline: Row) -> list[Pair]:
         matches = by_key.get((r.prompt_id, r.run), [])
         if r.compared_with is not None:
             wanted = set(r.compared_with)
-            matches = [b for b in matches if b.session in wanted]
-            beside = [b for b in matches if b.beside == r.session]
-            matches = beside or [b for b in matches if b.beside is None]   # the request measured beside it
+            repeats = [b for b in matches if b.session in wanted]
+            beside = [b for b in repeats if b.beside == r.session]
+            matches = beside or [b for b in repeats if b.beside is None]   # the request measured beside it
+            if beside and any(interrupted(b, repeats) for b in beside):
+                continue
         if rate is None or not matches:
             continue
         base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)

@@ -48,7 +48,8 @@ def add_how_to_run(entry: dict, results: ResultsFile, target: str, level: int) -
     speed = entry.get("speedup")
     speed = speed if isinstance(speed, Speedup) else Speedup.from_value(speed)
     rec = entry.get("recommended_draft")
-    best = entry.get("best") if isinstance(entry.get("best"), dict) else {}
+    found = entry.get("best")
+    best: dict = found if isinstance(found, dict) else {}
     if rec and speed and speed.significant and speed.ratio > 1:
         what, row = RECOMMENDED, _row(results, target, rec, entry.get("draft_max"), level)
     elif best.get("decision") == "shortlist" and best.get("draft"):
