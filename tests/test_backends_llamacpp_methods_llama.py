@@ -26,7 +26,7 @@ def config(models, tmp_path, candidates, drafts=(), max_tokens=40):
         "targets": [{"label": "135M", "path": models["base"]}],
         "drafts": [{"label": label, "path": models[key]} for label, key in drafts],
         "candidates": candidates,
-        "settings": {"runs": 1, "warmup": 0, "max_tokens": max_tokens, "prompts": ["code-edit"], "gpu_layers": 0,
+        "settings": {"runs": 1, "stages": 1, "warmup": 0, "max_tokens": max_tokens, "prompts": ["code-edit"], "gpu_layers": 0,
                      "ctx_size": 2048, "port": 0, "startup_timeout_s": 300}}, source=str(tmp_path / "c.json"),
         base_dir=str(tmp_path))
 

@@ -111,7 +111,9 @@ def test_the_console_the_verdict_and_the_report_name_one_best(tmp_path):
     assert said.lines and said.lines[-1].startswith(f"7B: look ") and f"best so far {best}:" in said.lines[-1]
     assert best in entry["verdict"]
     from draftbench.report.page import render_report
-    assert best in render_report(results)
+    page = render_report(results)
+    assert best in page and "The stages" in page
+    assert "Power: With the spread measured here, a candidate +10.0% faster than the target alone" in page
 
 
 def test_a_candidate_that_fails_is_an_error_and_the_others_go_on(tmp_path):
