@@ -86,6 +86,24 @@ def line(name: str, strategy: str, s: dict) -> str:
             f"{s['loads']:5.1f} ({s['loads'] / s['today_loads']:4.2f}×) {s['wall_s'] / 60:6.1f}m")
 
 
+MARKDOWN_HEADER = ("| scenario | strategy | recommends | (1) false | (2) covered (naive) | (3) within 2% | nothing gains "
+                   "| shortlist (holds the best; leader within 2%) | unresolved | requests (× before) | loads (× before) "
+                   "| wall |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def markdown_line(name: str, strategy: str, s: dict) -> str:
+    """One row of the published table (docs/statistics.md)."""
+    def p(x):
+        return "—" if x is None else f"{x:.1%}"
+    recs = s.get("recommendations", 0)
+    covered = f"{p(s['covered'])} ({p(s['covered_naive'])})" + (f" of {recs}" if recs else "")
+    shortlist = p(s["shortlist"]) + (f" ({p(s['shortlist_best'])}; {p(s['leader_within'])})" if s["shortlist"] else "")
+    return (f"| {name} | {strategy} | {p(s['recommends'])} | {p(s['false'])} | {covered} | {p(s['within'])} | "
+            f"{p(s['nothing'])} | {shortlist} | {p(s['unresolved'])} | {s['requests']:.0f} "
+            f"({s['requests'] / s['today_requests']:.2f}×) | {s['loads']:.1f} ({s['loads'] / s['today_loads']:.2f}×) | "
+            f"{s['wall_s'] / 60:.1f} min |")
+
+
 def load_world(spec: str) -> WorldFactory:
     """``MODULE:FACTORY`` — a factory(grid, truth, names, prompts, rng) returning a backend (see sweeps.py)."""
     module, _, name = spec.partition(":")
@@ -109,7 +127,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", metavar="FILE", help="also write the figures there")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--markdown", nargs="+", metavar="JSON", help="print the table of earlier --json files in "
+                   "Markdown (docs/statistics.md) and exit")
     args = p.parse_args(argv)
+    if args.markdown:
+        print(MARKDOWN_HEADER)
+        for path in args.markdown:
+            for name, by_strategy in json.loads(Path(path).read_text())["scenarios"].items():
+                for strategy, figures in by_strategy.items():
+                    print(markdown_line(name, strategy, figures))
+        return 0
     if args.list:
         for s in known.values():
             print(f"{s.name:<22} {s.about}")

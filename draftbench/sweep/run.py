@@ -122,8 +122,8 @@ class SweepRun:
     def target(self, plan: TargetPlan, launcher: Launcher, options: MeasureOptions, more: int) -> Ending:
         rows = RowWriter(self.store, launcher.runner, StagedDesign(plan.design, plan.stages.horizon,
                                                                    plan.stages.size, plan.stages.fixed))
-        runner = StageRunner(launcher, plan, rows, self.reporter, options)
-        runner.total = plan.stages.horizon * (len(plan.candidates) + 1)
+        runner = StageRunner(launcher, plan, rows, self.reporter, options,
+                             total=plan.stages.horizon * (len(plan.candidates) + 1))
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
         decide = self._decider(plan.label)

@@ -56,10 +56,11 @@ class Outcome:
 
 class StageRunner:
     def __init__(self, launcher: Launcher, plan: TargetPlan, rows: RowWriter, reporter: Reporter,
-                 options: MeasureOptions):
+                 options: MeasureOptions, total: int | None = None):
+        """``total``: the most steps the target's stages may run (the console numbers steps out of it)."""
         self.launcher, self.plan, self.rows, self.reporter, self.options = launcher, plan, rows, reporter, options
+        self.total = total
         self.steps_run = 0
-        self.total: int | None = None
         self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row with its requests
 
     def run(self, stage: int, names: Sequence[str], stop: Callable[[], bool]) -> Outcome:
