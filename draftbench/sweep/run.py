@@ -42,6 +42,7 @@ from .estimate import Estimator
 from .launcher import Launcher, next_session_number
 from .plan import Combination, plan, shows_k
 from .runner import CombinationRunner
+from .schedule import stage_steps
 from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
 from .stage_runner import StageRunner, TargetPlan
 from .stages import Budget, Ending, StageLoop
@@ -123,7 +124,8 @@ class SweepRun:
         rows = RowWriter(self.store, launcher.runner, StagedDesign(plan.design, plan.stages.horizon,
                                                                    plan.stages.size, plan.stages.fixed))
         runner = StageRunner(launcher, plan, rows, self.reporter, options,
-                             total=plan.stages.horizon * (len(plan.candidates) + 1))
+                             total=plan.stages.horizon * len(stage_steps(plan.design, 0, plan.stages.stage(0), 0,
+                                                                         list(plan.candidates))))
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
         decide = self._decider(plan.label)
