@@ -87,8 +87,8 @@ class Scenario:
     grids: tuple[Grid, ...]          # trial i runs grids[i % len(grids)]
     machine: Machine
     n_prompts: int = 48              # the prompt set (stages draw fresh prompts from it)
-    stages: int = 6
-    per_stage: int = 6
+    stages: int = DEFAULTS.stages
+    per_stage: int = DEFAULTS.prompts_per_stage
     max_tokens: int = 128
     noise_floor: float = DEFAULTS.noise_floor
 

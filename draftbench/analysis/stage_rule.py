@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ..config.settings import DEFAULTS
 from .replication import Estimate
 from .spending import Spending
 from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
@@ -79,7 +80,7 @@ class Rule:
     """How one target is decided: the spending plan, the floor, the margin, and whether to eliminate."""
 
     spending: Spending
-    noise_floor: float = 0.02
+    noise_floor: float = DEFAULTS.noise_floor
     margin: float = MARGIN
     eliminate: bool = True
 
