@@ -70,6 +70,11 @@ class StageRunner:
         outcome = Outcome()
         slots: dict[int, Session] = {}
         ids: dict[int, str] = {}
+        early = self.launcher.runner.skipped_or_broken(plan.baseline, {})
+        if early is not None:           # the target's model missing or broken: checked before any server starts
+            self.reporter.row_recorded(self.rows.store.record(early))
+            outcome.baseline_failed = early.reason or str(early.status)
+            return outcome
         try:
             for position, step in enumerate(steps):
                 if step.candidate is not None and stop():
@@ -104,11 +109,6 @@ class StageRunner:
 
     def _open_baseline(self, slot: int, slots: dict[int, Session], ids: dict[int, str]) -> Session:
         if slot not in slots:
-            early = self.launcher.runner.skipped_or_broken(self.plan.baseline, {})
-            if early is not None:           # a model missing or broken: checked before any server starts
-                self.rows.store.record(early)
-                self.reporter.failed(early.reason or str(early.status), None)
-                raise _BaselineFailed(early.reason or str(early.status))
             started = self.launcher.clock()
             try:
                 slots[slot] = self.launcher.open(self.plan.baseline)

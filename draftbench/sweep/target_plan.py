@@ -58,7 +58,7 @@ def conversation(prompt: Prompt) -> str:
     answer), and the session workload's turns go together (they build on each other on one server)."""
     if prompt.category == SESSION_CATEGORY:
         return SESSION_CATEGORY
-    return prompt.context_from or prompt.conversation or prompt.id
+    return prompt.conversation or prompt.context_from or prompt.id
 
 
 def name_of(combo: Combination) -> str:
