@@ -205,6 +205,13 @@ def read_metadata(path) -> dict:
     return read_info(path).metadata
 
 
+def trained_context(info: GGUFInfo) -> int | None:
+    """The context length the model was trained for (``<arch>.context_length``); None where the header
+    does not say. A longer ``-c`` needs RoPE scaling and measures another model."""
+    value = info.get(f"{info.architecture}.context_length") if info.architecture else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 # llama.cpp's own rule for a usable draft (common/speculative.cpp, common_speculative_are_compatible):
 # the same tokenizer type, the same BOS/EOS handling, at most 128 tokens more or fewer, and the same
 # token texts from id 5 on. Anything else makes llama-server refuse to speculate with the draft.
