@@ -88,6 +88,8 @@ LOAD = Obj({"streams": INT, "requests": INT, "window_s": SECONDS, "output_tokens
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
                                    nullable=False))})
+# what a row's server held (Server.memory_use; llama.cpp: backends/llamacpp/memory.in_use), in MiB
+MEMORY = Obj({"peak_rss_mib": NUM, "kv_mib": NUM, "servers": INT})
 # LM Studio SDK: where drafted fragments landed (results.fragments.summarize)
 DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "drafted_share": NUM, "runs": INT,
                        "mean_run_tokens": NUM, "max_run_tokens": INT, "run_lengths": MapOf(INT),
