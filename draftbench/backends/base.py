@@ -52,6 +52,7 @@ class LaunchSpec:
     concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
     rpc: tuple[str, ...] = ()        # llama.cpp RPC endpoints the target is split over ("host:port")
     draft_placement: str | None = None   # "local" | "rpc": where the draft runs beside an RPC target (None: default)
+    context_tokens: int | None = None    # the context axis: the prompts' length (ctx_size is sized to fit it)
 
 
 class CountsSource(str, Enum):

@@ -70,10 +70,11 @@ from .value_shapes import (
 
 
 def combination_title(role: Role, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
-                      concurrency: int = 1, synthetic: str | None = None) -> str:
+                      concurrency: int = 1, synthetic: str | None = None, context_tokens: int | None = None) -> str:
     """How a combination is named to people (console, report, log file names); ``synthetic`` is a
     ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
-    streams = f" [{concurrency} streams]" if concurrency != 1 else ""
+    streams = (f" [{concurrency} streams]" if concurrency != 1 else "") + \
+        (f" [{context_tokens:,}-token prompts]" if context_tokens is not None else "")
     if role is Role.BASELINE:
         return f"{target} (baseline){streams}"
     if role is Role.CONTROL:

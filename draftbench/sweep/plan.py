@@ -28,6 +28,7 @@ class Combination:
     candidate: Candidate | None = None
     concurrency: int = 1             # requests in flight at once (the server gets as many slots)
     synthetic: dict | None = None    # ceiling runs: {"level": …}, completed by sweep.ceilings.resolve
+    context_tokens: int | None = None   # the context axis: its prompts' length (None: the prompt set's own)
 
     @property
     def draft(self) -> ModelRef | None:
@@ -43,7 +44,8 @@ class Combination:
         key: tuple = (self.role, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
         if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
-        return key if self.concurrency == 1 else (*key, self.concurrency)
+        key = key if self.concurrency == 1 else (*key, self.concurrency)
+        return key if self.context_tokens is None else (*key, ("context", self.context_tokens))
 
     @property
     def name(self) -> str:
@@ -62,7 +64,7 @@ class Combination:
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
                                  self.draft_max, show_k=show_k, concurrency=self.concurrency,
-                                 synthetic=(self.synthetic or {}).get("level"))
+                                 synthetic=(self.synthetic or {}).get("level"), context_tokens=self.context_tokens)
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
