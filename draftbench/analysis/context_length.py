@@ -19,11 +19,40 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from ..common.errors import Problem
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup, plain
 from .crossover import LevelOutcome, label, outcome
 from .stats import describe_speedup
+
+
+def lengths(settings: dict) -> tuple[int, ...]:
+    """``settings.context_tokens`` as sorted lengths (a number or a list); () without the axis."""
+    value = settings.get("context_tokens")
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return tuple(sorted({v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0}))
+
+
+def settings_problems(settings: dict, *, tokenizes: bool) -> list[Problem]:
+    """Settings that cannot go with the context axis: it measures long prompts of its own (the prompt settings
+    would be ignored), cut with the backend's tokenizer; the adaptive race and drafts alone measure one length."""
+    if not lengths(settings):
+        return []
+    where, problems = "$.settings.context_tokens", []
+    if not tokenizes:
+        problems.append(Problem(where, "long prompts are cut to their length with the server's own tokenizer, which "
+                                "only the llamacpp backend offers here", "use backend llamacpp, or remove it"))
+    for key, default in (("prompts", "builtin"), ("prompts_per_category", None)):
+        if settings.get(key) not in (default, None):
+            problems.append(Problem(f"$.settings.{key}", "is ignored with settings.context_tokens, which measures "
+                                    "its own long prompts (summarise, question, code edit, continue; "
+                                    "docs/long-context.md)", f"remove settings.{key}, or settings.context_tokens"))
+    for key, value in (("search", "adaptive"), ("draft_alone", True)):
+        if settings.get(key) == value:
+            problems.append(Problem(f"$.settings.{key}", f"is {value!r}, which measures one prompt length only",
+                                    f"remove settings.{key}, or settings.context_tokens"))
+    return problems
 
 
 def row_lengths(results: ResultsFile, target: str | None = None) -> tuple[int, ...]:

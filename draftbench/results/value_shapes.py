@@ -105,6 +105,8 @@ MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False), "r
 # the prompts a sweep measured (config.prompts.PromptSelection.record)
 PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=False)),
                   "categories": ListOf(Str(nullable=False)), "sources": MapOf(MapOf(STR)),
-                  "second_turn_context": STR})
+                  "second_turn_context": STR,
+                  # long prompts (sweep.long_context): filler, sources, and per target each prompt's tokens by length
+                  "context": Obj({"filler": STR, "sources": MapOf(MapOf(STR)), "targets": MapOf(MapOf(MapOf(INT)))})})
 CONFIG = Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY), "measurement": Obj({})})
 HOST = Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM})

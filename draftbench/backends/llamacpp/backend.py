@@ -222,6 +222,7 @@ class LlamaCppBackend(Backend):
     plumbing = Plumbing(valued=("--host", "--port", "-np", "--parallel", *VERBOSITY_FLAGS), switches=("--metrics",),
                         only_values={"-np": ("1",), "--parallel": ("1",)})
     rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
+    tokenizes = True                  # /tokenize, /detokenize, /apply-template (settings.context_tokens)
     settings_schema: ClassVar[dict[str, Field]] = {
         "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
                               "statistics (every server of the sweep, the baseline too)", measured=True),
