@@ -1,0 +1,120 @@
+"""The context axis (settings.context_tokens) through the sweep, on the in-process fake backend: the plan,
+the refusal before any server starts, a verdict per length and the crossover, resume, the report.
+The real llama-server's side (prompt lengths, prefill) is tests/test_long_context_llama.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from draftbench.common.errors import ConfigError
+from draftbench.config import long_documents
+from draftbench.config.long_documents import LONG_CATEGORIES, Source
+from draftbench.report import build_figures
+from draftbench.results.file import load_results
+from draftbench.sweep import EXIT_OK, Sweep, plan
+from draftbench.sweep.config_file import validate_config
+from draftbench.sweep.console import Reporter
+
+from fakes.inprocess import FakeBackend, Script
+
+TARGET, SHORT, STEADY = "/m/target.gguf", "/m/short-reach.gguf", "/m/steady.gguf"
+LENGTHS = [256, 512, 1024]
+CONTEXT_CHARTS = {"chart-context-speedup", "chart-context-ttft", "chart-context-memory"}
+
+
+@pytest.fixture(autouse=True)
+def plays(monkeypatch):
+    """Prose without the pinned wheel (the code comes from this interpreter's standard library)."""
+    words = " ".join(f"{i}th-word" for i in range(4000))
+    monkeypatch.setattr(long_documents, "prose", lambda play: Source(play, words, {"package": "test", "sha256": "0"}))
+
+
+def config(tmp_path: Path, **settings):
+    data = {"name": "unit", "hardware": "box", "backend": "llamacpp", "targets": [{"label": "7B", "path": TARGET}],
+            "drafts": [{"label": "short-reach", "path": SHORT}, {"label": "steady", "path": STEADY}],
+            "settings": {"runs": 2, "max_tokens": 64, "port": 0, "context_tokens": LENGTHS, **settings}}
+    return validate_config(data, source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
+
+
+def script(**kw) -> Script:
+    """short-reach pays 1.5× up to 512 tokens and costs 40% at 1024; steady pays 1.3× at every length."""
+    return Script(**{"tps": {TARGET: 50.0}, "speedup": {SHORT: 1.5, STEADY: 1.3},
+                     "acceptance": {SHORT: 0.8, STEADY: 0.7}, "per_length": {SHORT: {1024: 0.4}}, **kw})
+
+
+def sweep(tmp_path: Path, backend: FakeBackend, cfg) -> Path:
+    path = tmp_path / "r.json"
+    assert Sweep(cfg, path, None, reporter=Reporter(), backend=backend).run() == EXIT_OK
+    return path
+
+
+def test_lengths_multiply_the_plan_and_grow_only_their_keys(tmp_path):
+    combos = plan(config(tmp_path))
+    assert [c.context_tokens for c in combos] == [n for n in LENGTHS for _ in range(3)]
+    assert combos[0].key[-1] == ("context", 256) and combos[0].title(False) == "7B (baseline) [256-token prompts]"
+    assert all(c.context_tokens is None and len(c.key) == 4 for c in plan(config(tmp_path, context_tokens=None)))
+
+
+def test_settings_that_cannot_go_with_the_axis_are_refused(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        config(tmp_path, prompts=["code"], search="adaptive")
+    text = str(err.value)
+    assert "$.settings.prompts" in text and "its own long prompts" in text and "$.settings.search" in text
+
+
+def test_a_length_the_model_cannot_take_is_refused_before_any_server_starts(tmp_path):
+    backend = FakeBackend(script(trained_context={STEADY: 700}))
+    with pytest.raises(ConfigError) as err:
+        Sweep(config(tmp_path), tmp_path / "r.json", None, reporter=Reporter(), backend=backend).run()
+    assert backend.specs == []                                 # not even the tokenizer's server
+    text = str(err.value)
+    assert "$.settings.context_tokens: 1,024: target '7B' with draft 'steady'" in text
+    assert "at most 556" in text                               # 700 less the answer's and the draft's room
+
+
+def test_a_sweep_at_three_lengths_gives_a_verdict_per_length_and_the_crossover(tmp_path):
+    backend = FakeBackend(script())
+    path = sweep(tmp_path, backend, config(tmp_path))
+    data = json.loads(path.read_text())
+    # the tokenizer's server first (no draft, a small context), then every measuring server sized to its length
+    assert backend.specs[0].draft is None and backend.specs[0].ctx_size == 512
+    measuring = backend.specs[1:]
+    assert {s.context_tokens for s in measuring} == set(LENGTHS)
+    assert all(s.ctx_size >= s.context_tokens + 64 for s in measuring)
+    rows = {(r["role"], r["draft"], r["context_tokens"]): r for r in data["results"]}
+    assert len(rows) == 9
+    for (_, _, n), row in rows.items():
+        assert {q["prompt_id"] for q in row["requests"]} == {f"{c}-{n}" for c in LONG_CATEGORIES}
+        assert all(abs(q["prompt_tokens"] - n) <= 1 for q in row["requests"])
+        assert all(q["server_prefill_tps"] and q["server_prefill_s"] for q in row["requests"])
+        assert row["memory"]["peak_rss_mib"] > 100
+    assert rows[("speculative", "short-reach", 1024)]["speedup"]["ratio"] == pytest.approx(0.6, rel=0.02)
+    entry = data["summary"]["targets"][0]
+    context = entry["context"]
+    assert context["lengths"] == LENGTHS and context["reach"] == {"short-reach": 512, "steady": 1024}
+    assert [p["recommended_draft"] for p in context["per_length"]] == ["short-reach", "short-reach", "steady"]
+    assert "At 256 tokens: use short-reach" in entry["verdict"] and "At 1,024 tokens: use steady" in entry["verdict"]
+    assert ("Across prompt lengths: steady pays at every length measured (256 to 1k tokens); short-reach pays up "
+            "to 512 tokens; from 1k tokens only steady does.") in entry["verdict"]
+    # time to first token split: the draft's server prefills too, and the long-prompt figures are per length
+    first = context["per_length"][2]
+    assert first["baseline"]["prefill_tps"] == pytest.approx(2000, rel=0.05)
+    steady = next(c for c in first["candidates"] if c["candidate"] == "steady")
+    assert steady["extra_ttft_s"] > 0 and steady["end_to_end_ratio"] > 1
+    record = data["prompt_set"]["context"]
+    assert record["filler"] == "documents" and record["targets"]["7B"]["1024"]["long-code-edit-1024"] == 1024
+    assert record["sources"]["argparse.py"]["python"]
+    # the report: the grid at the shortest length, and the three context charts
+    figures = build_figures(load_results(path))
+    assert set(figures) >= CONTEXT_CHARTS
+    assert [t["name"] for t in figures["chart-context-speedup"]["data"]] == ["short-reach", "steady"]
+    assert figures["chart-context-speedup"]["layout"]["xaxis"]["type"] == "log"
+
+
+def test_resuming_a_finished_context_sweep_starts_nothing(tmp_path):
+    path = sweep(tmp_path, FakeBackend(script()), config(tmp_path))
+    again = FakeBackend(script())
+    assert Sweep(config(tmp_path), path, None, reporter=Reporter(), backend=again).run() == EXIT_OK
+    assert again.specs == []
