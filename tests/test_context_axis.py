@@ -118,3 +118,25 @@ def test_resuming_a_finished_context_sweep_starts_nothing(tmp_path):
     again = FakeBackend(script())
     assert Sweep(config(tmp_path), path, None, reporter=Reporter(), backend=again).run() == EXIT_OK
     assert again.specs == []
+
+
+def test_a_resume_may_add_lengths_but_not_change_the_prompts_sources(tmp_path, monkeypatch):
+    path = sweep(tmp_path, FakeBackend(script()), config(tmp_path, context_tokens=[256, 512]))
+    before = [json.dumps(r["requests"]) for r in json.loads(path.read_text())["results"]]
+    more = FakeBackend(script())
+    assert Sweep(config(tmp_path), path, None, reporter=Reporter(), backend=more).run() == EXIT_OK
+    assert {s.context_tokens for s in more.specs[1:]} == {1024}          # only the new length is measured
+    data = json.loads(path.read_text())
+    assert set(before) <= {json.dumps(r["requests"]) for r in data["results"]} and len(data["results"]) == 9
+    # fewer lengths than the file holds, or other prompts: another sweep
+    with pytest.raises(Exception, match=r"settings\.context_tokens"):
+        Sweep(config(tmp_path, context_tokens=[256]), path, None, reporter=Reporter(), backend=FakeBackend()).run()
+    original = long_documents.stdlib_module
+
+    def other_python(name):
+        source = original(name)
+        return Source(name, source.text, {**source.origin, "sha256": "f" * 64, "python": "3.99.0"})
+    monkeypatch.setattr(long_documents, "stdlib_module", other_python)
+    with pytest.raises(Exception, match=r"measured on other long prompts.*3\.99\.0"):
+        Sweep(config(tmp_path, context_tokens=[256, 512, 1024, 2048]), path, None, reporter=Reporter(),
+              backend=FakeBackend(script())).run()

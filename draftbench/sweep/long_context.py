@@ -74,12 +74,28 @@ def length_problems(config: SweepConfig, backend_problem: Callable[..., ModelPro
     return problems
 
 
+def changed_sources(record: dict | None, prompts: LongPrompts) -> str | None:
+    """Why prompts built now differ from those a results file measured (a source file with another sha256:
+    another Python's standard library, another wheel), or None: resumed rows must have met the same prompts."""
+    then = ((record or {}).get("context") or {}).get("sources") or {}
+    for name, origin in prompts.record["sources"].items():
+        old = then.get(name)
+        if isinstance(old, dict) and old.get("sha256") != origin.get("sha256"):
+            return (f"the long prompts' source {name} has sha256 {origin.get('sha256')} now and {old.get('sha256')} "
+                    "in the results file" + (f" (Python {origin['python']} now, {old.get('python')} then)"
+                                             if "python" in origin else ""))
+    return None
+
+
 def prompt_set_record(record: dict | None, built: dict[str, LongPrompts]) -> dict:
     """The results' ``prompt_set`` for long prompts: their ids and categories, and per target what each
     prompt measured in tokens, with the filler and the sources (sha256, licence, Python version)."""
     first = next(iter(built.values()))
+    then = (record or {}).get("context") or {}
     ids = [p.id for n in sorted(first.by_length) for p in first.by_length[n]]
     return {**(record or {}), "ids": ids, "categories": list(LONG_CATEGORIES), "sources": {},
             "context": {"filler": first.record["filler"],
-                        "sources": {k: v for b in built.values() for k, v in b.record["sources"].items()},
-                        "targets": {label: b.record["prompts"] for label, b in built.items()}}}
+                        "sources": {**(then.get("sources") or {}),
+                                    **{k: v for b in built.values() for k, v in b.record["sources"].items()}},
+                        "targets": {**(then.get("targets") or {}),
+                                    **{label: b.record["prompts"] for label, b in built.items()}}}}

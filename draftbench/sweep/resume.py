@@ -71,7 +71,8 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
         # written before settings.design existed (issue 23): measured in upstream's sequential order
         old_measure = dict(old_measure, design="sequential")
     for key in measurement_keys():
-        if key in old_measure and old_measure[key] != new_measure[key]:
+        if key in old_measure and old_measure[key] != new_measure[key] and \
+                not _more_lengths(key, old_measure[key], new_measure[key]):
             differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
     for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
         old_entries = {m["label"]: m for m in old.get(kind) or [] if isinstance(m, dict) and "label" in m}
@@ -87,6 +88,13 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
                                    f"now, {', '.join(then.get('rpc') or []) or 'no RPC endpoint'} then")
     if differences:
         raise ResultsFileError(f"{path} was made with a different config: " + "; ".join(differences), fix)
+
+
+def _more_lengths(key: str, old: object, new: object) -> bool:
+    """Prompt lengths added to a context sweep measure new rows beside the old ones: a resume, not another sweep."""
+    def as_set(value: object) -> set:
+        return set(value) if isinstance(value, list) else {value}
+    return key == "context_tokens" and old is not None and new is not None and as_set(old) <= as_set(new)
 
 
 def open_results(config: SweepConfig, backend: Backend, path: Path) -> ResultsFile:

@@ -16,7 +16,7 @@ from ..analysis.context_length import lengths as context_lengths
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
-from ..common.errors import ConfigError
+from ..common.errors import ConfigError, ResultsFileError
 from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
@@ -75,7 +75,8 @@ class Sweep:
         done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
         prompts = selection.prompts
-        results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
+        # the sample's seed and ids; long prompts record theirs when they are built (_run_lengths)
+        results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
@@ -157,6 +158,10 @@ class Sweep:
                 continue
             built[target.label] = long_context.build(runner, target, lengths, filler=self.config.settings[
                 "context_filler"], seed=self.config.settings["seed"])
+            changed = long_context.changed_sources(self.current().prompt_set, built[target.label])
+            if changed:
+                raise ResultsFileError(f"{self.results_path} was measured on other long prompts: {changed}",
+                                       "use --results with a new file name, or the Python that made the file")
             self.results = replace(self.current(), prompt_set=long_context.prompt_set_record(
                 self.current().prompt_set, built))
             for n in lengths:
