@@ -18,9 +18,10 @@ from ..common.text_safety import safe_text
 from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
 from ..config.extra_args import check_server_args
 from ..config.labels import MAX_LABEL, check_label
+from ..config.long_prompts import server_context
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
-from ..config.settings import default_settings
+from ..config.settings import COMMON_SETTINGS, default_settings
 from ..measure.sequential import MeasureOptions
 from ..results.file import save_results
 from ..results.lock import results_lock
@@ -29,6 +30,7 @@ from ..sweep.ab import ABPlan, run_ab, screen
 from .share_cli import check_output
 
 # bench.py options that only make sense against a running server
+MIN_CONTEXT_TOKENS = int(COMMON_SETTINGS["context_tokens"].min or 1)
 SERVER_ONLY = ("url", "compare_url", "model", "api_key", "label", "compare_model", "compare_api_key", "compare_label")
 
 
@@ -46,6 +48,9 @@ def add_ab_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--ctx-size", type=int, default=4096, metavar="N", help="context size (default 4096)")
     g.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
                    help="seconds each server may take to load (default 600)")
+    g.add_argument("--context-tokens", type=int, metavar="N", help="measure on long prompts of N tokens (real "
+                   "documents cut with the target's own tokenizer: summarise, question, code edit, continue); -c is "
+                   "sized to fit, and a length the models cannot take is refused before any server starts")
 
 
 def _label(path: str) -> str:
@@ -106,6 +111,8 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         pair = backend.pair_problem(args.target, args.draft)
         if pair:
             raise UsageError(f"--draft {args.draft}: {pair.message}", pair.fix)
+    if args.context_tokens is not None:
+        _check_context(args, backend, methods)
     settings = default_settings(backend.settings_schema)
     # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
     settings.update(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers, ctx_size=args.ctx_size, port=0,
@@ -113,7 +120,8 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
                     seed=args.seed, request_timeout_s=args.request_timeout, stall_timeout_s=args.stall_timeout,
                     startup_timeout_s=args.startup_timeout,
                     prompts=(args.prompt_file if args.prompt_file else "custom" if args.prompt
-                             else list(args.category) if args.category else "builtin"))
+                             else list(args.category) if args.category else "builtin"),
+                    context_tokens=args.context_tokens)
     draft = ModelRef(label=_label(args.draft), path=args.draft, raw_path=args.draft) if args.draft else None
     spec = CandidateSpec(label=draft.label if draft else "+".join(methods), method=methods, draft=draft,
                          params={DRAFT_MAX: args.draft_max} if args.draft_max else {}, where="$")
@@ -128,7 +136,23 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
     options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                              temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
                              stall_timeout_s=args.stall_timeout)
-    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), options)
+    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), options, args.context_tokens)
+
+
+def _check_context(args: argparse.Namespace, backend: LlamaCppBackend, methods: tuple[str, ...]) -> None:
+    """--context-tokens: its own long prompts, and a length both models can take (before any server starts)."""
+    if args.context_tokens < MIN_CONTEXT_TOKENS:
+        raise UsageError(f"--context-tokens must be at least {MIN_CONTEXT_TOKENS} (got {args.context_tokens})")
+    if args.prompt or args.prompt_file or args.category:
+        raise UsageError("--context-tokens measures its own long prompts (docs/long-context.md)",
+                         "drop --prompt, --prompt-file and --category, or --context-tokens")
+    found = backend.context_problem(args.target, args.draft, args.context_tokens,
+                                    server_context(args.context_tokens, args.max_tokens, args.draft_max), {
+                                        "gpu_layers": args.gpu_layers})
+    if found:
+        raise UsageError(f"--context-tokens {args.context_tokens}: {found.message}",
+                         (found.fix or "").replace("settings.context_tokens", "--context-tokens")
+                         .replace("settings.max_tokens", "--max-tokens"))
 
 
 def run_ab_command(args: argparse.Namespace, prompts: list[Prompt]) -> int:
