@@ -140,3 +140,14 @@ def test_a_resume_may_add_lengths_but_not_change_the_prompts_sources(tmp_path, m
     with pytest.raises(Exception, match=r"measured on other long prompts.*3\.99\.0"):
         Sweep(config(tmp_path, context_tokens=[256, 512, 1024, 2048]), path, None, reporter=Reporter(),
               backend=FakeBackend(script())).run()
+
+
+def test_random_token_filler_is_labelled_in_the_verdict_and_the_report(tmp_path):
+    from draftbench.report import render_report
+
+    path = sweep(tmp_path, FakeBackend(script()), config(tmp_path, context_tokens=[256, 512], context_filler="random-tokens"))
+    data = json.loads(path.read_text())
+    assert "by prompt length (random-token filler: the documents' tokens shuffled, which overstates speculative " \
+           "gains)" in data["summary"]["targets"][0]["verdict"]
+    assert data["prompt_set"]["context"]["filler"] == "random-tokens"
+    assert "random-token filler" in render_report(load_results(path))

@@ -104,12 +104,20 @@ def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
         info, sentence = crossover(results, target, lengths)
         verdicts = " ".join(f"At {p['context_tokens']:,} tokens: {_without_target(p['verdict'], target)}"
                             for p in per_length if p["verdict"])
-        out.append(dict(first, verdict=f"{target}, by prompt length — {verdicts} {sentence}".strip(),
+        how = "" if filler_label(results.settings or {}) == "documents" else f" ({filler_label(results.settings or {})})"
+        out.append(dict(first, verdict=f"{target}, by prompt length{how} — {verdicts} {sentence}".strip(),
                         context={"lengths": list(lengths), "typical_output_tokens": typical,
                                  "per_length": per_length, **info}))
     summary = dict(next(iter(analysed.values())).summary or {})
     summary["targets"] = out
     return plain(summary)
+
+
+def filler_label(settings: dict) -> str:
+    """What the long prompts were made of, as every figure of them is labelled."""
+    if settings.get("context_filler") == "random-tokens":
+        return "random-token filler: the documents' tokens shuffled, which overstates speculative gains"
+    return "documents"
 
 
 def typical_output_tokens(settings: dict) -> int | None:
