@@ -151,3 +151,24 @@ def test_random_token_filler_is_labelled_in_the_verdict_and_the_report(tmp_path)
            "gains)" in data["summary"]["targets"][0]["verdict"]
     assert data["prompt_set"]["context"]["filler"] == "random-tokens"
     assert "random-token filler" in render_report(load_results(path))
+
+
+def test_the_ab_on_long_prompts_splits_first_token_from_decode(tmp_path):
+    from draftbench.config.candidates import Candidate
+    from draftbench.config.model_ref import ModelRef
+    from draftbench.config.settings import default_settings
+    from draftbench.measure.sequential import MeasureOptions
+    from draftbench.sweep.ab import ABPlan, run_ab, screen
+
+    settings = {**default_settings(), "port": 0, "runs": 2, "max_tokens": 64, "context_tokens": 600}
+    ab = ABPlan(ModelRef("target", TARGET), Candidate("steady", "steady", draft=ModelRef("steady", STEADY)),
+                settings, (), MeasureOptions(runs=2, max_tokens=64), context_tokens=600)
+    backend = FakeBackend(script())
+    results = run_ab(ab, backend, "llamacpp", tmp_path / "logs", Reporter())
+    assert [s.draft for s in backend.specs] == [None, None, STEADY]      # the tokenizer's server, then A and B
+    assert all(s.context_tokens == 600 and s.ctx_size >= 600 + 64 for s in backend.specs[1:])
+    assert all(abs(r.prompt_tokens - 600) <= 1 for row in results.results for r in row.requests)
+    text = screen(results, ab)
+    for line in ("prefill", "first token", "the candidate's own prefill", "end to end", "for 64 output tokens"):
+        assert line in " ".join(text.split())
+    assert results.prompt_set["context"]["targets"]["target"]["600"]
