@@ -23,7 +23,7 @@ from ..common.errors import Problem
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup, plain
-from .crossover import LevelOutcome, label, outcome
+from .crossover import LevelOutcome, label, max_streams, outcome
 from .stats import describe_speedup
 
 
@@ -182,16 +182,6 @@ def _speculative(results: ResultsFile, target: str) -> list[Row]:
             and r.concurrency == 1]
 
 
-def reach(per_length: dict[int, Row], lengths: tuple[int, ...]) -> int | None:
-    """The longest length at which the candidate is significantly faster there and at every shorter one."""
-    best = None
-    for n in lengths:
-        if outcome(per_length.get(n)) is not LevelOutcome.FASTER:
-            break
-        best = n
-    return best
-
-
 def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
 
@@ -202,7 +192,7 @@ def crossover(results: ResultsFile, target: str, lengths: tuple[int, ...]) -> tu
     for r in results.rows_of(target):
         if r.role is Role.SPECULATIVE and r.draft is not None and r.concurrency == 1 and r.context_tokens:
             by_candidate.setdefault((r.draft, r.draft_max), {}).setdefault(r.context_tokens, r)
-    reaches = {key: reach(rows, lengths) for key, rows in by_candidate.items()}
+    reaches = {key: max_streams(rows, lengths) for key, rows in by_candidate.items()}   # the same rule, per length
     paying = {n: [label(*key) for key, rows in by_candidate.items() if outcome(rows.get(n)) is LevelOutcome.FASTER]
               for n in lengths}
     info: dict[str, Any] = {"reach": {label(*key): n for key, n in reaches.items()},
