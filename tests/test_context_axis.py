@@ -172,3 +172,11 @@ def test_the_ab_on_long_prompts_splits_first_token_from_decode(tmp_path):
     for line in ("prefill", "first token", "the candidate's own prefill", "end to end", "for 64 output tokens"):
         assert line in " ".join(text.split())
     assert results.prompt_set["context"]["targets"]["target"]["600"]
+
+
+def test_one_length_still_splits_prefill_from_decode_in_the_summary(tmp_path):
+    data = json.loads(sweep(tmp_path, FakeBackend(script()), config(tmp_path, context_tokens=512)).read_text())
+    entry = data["summary"]["targets"][0]
+    assert entry["verdict"].startswith("7B, by prompt length — At 512 tokens: use short-reach")
+    assert "Across prompt lengths" not in entry["verdict"]                   # no crossover with one length
+    assert entry["context"]["per_length"][0]["baseline"]["prefill_tps"] is not None

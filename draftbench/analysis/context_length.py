@@ -61,9 +61,9 @@ def row_lengths(results: ResultsFile, target: str | None = None) -> tuple[int, .
     return tuple(sorted({r.context_tokens for r in rows if r.context_tokens is not None}))
 
 
-def several(results: ResultsFile) -> bool:
-    """Whether rows were measured at more than one length (one length is analysed as any file is)."""
-    return len(row_lengths(results)) > 1
+def on_axis(results: ResultsFile) -> bool:
+    """Whether rows were measured at a context length (then each length is analysed on its own)."""
+    return bool(row_lengths(results))
 
 
 def at_length(results: ResultsFile, length: int | None) -> ResultsFile:
@@ -101,7 +101,7 @@ def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
     for target in dict.fromkeys(t for n in lengths for t in entries[n]):
         first = next(entries[n][target] for n in lengths if target in entries[n])
         per_length = [_length_entry(analysed[n], target, n, entries[n].get(target), typical) for n in lengths]
-        info, sentence = crossover(results, target, lengths)
+        info, sentence = crossover(results, target, lengths) if len(lengths) > 1 else ({}, "")
         verdicts = " ".join(f"At {p['context_tokens']:,} tokens: {_without_target(p['verdict'], target)}"
                             for p in per_length if p["verdict"])
         how = "" if filler_label(results.settings or {}) == "documents" else f" ({filler_label(results.settings or {})})"

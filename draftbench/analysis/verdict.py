@@ -214,7 +214,7 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
     with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py); each length apart
-        return context_length.analyze_lengths(results, _analyze) if context_length.several(results) else _analyze(results)
+        return context_length.analyze_lengths(results, _analyze) if context_length.on_axis(results) else _analyze(results)
 
 
 def analyze_speedups(results: ResultsFile) -> ResultsFile:
