@@ -93,7 +93,10 @@ def test_a_sweep_at_three_lengths_gives_a_verdict_per_length_and_the_crossover(t
     assert rows[("speculative", "short-reach", 1024)]["speedup"]["ratio"] == pytest.approx(0.6, rel=0.02)
     entry = data["summary"]["targets"][0]
     context = entry["context"]
+    # short-reach was confirmed at the two shorter lengths (that block decides for it); steady is judged by its own
+    # interval there, and confirmed at 1,024 tokens
     assert context["lengths"] == LENGTHS and context["reach"] == {"short-reach": 512, "steady": 1024}
+    assert context["paying"] == {"256": ["short-reach", "steady"], "512": ["short-reach", "steady"], "1024": ["steady"]}
     assert [p["recommended_draft"] for p in context["per_length"]] == ["short-reach", "short-reach", "steady"]
     assert "At 256 tokens: use short-reach" in entry["verdict"] and "At 1,024 tokens: use steady" in entry["verdict"]
     assert ("Across prompt lengths: steady pays at every length measured (256 to 1k tokens); short-reach pays up "

@@ -3,8 +3,9 @@
 Rows measured at several context lengths (``settings.context_tokens``) are analysed one length at a
 time by the very analysis every verdict uses (``analysis.verdict``): the rows of one length alone, with
 their own baseline, intervals and decision. Nothing here judges a speed-up; it gathers the per-length
-verdicts and follows each candidate across lengths: its reach is the longest length at which it is
-significantly faster there and at every shorter length (as :mod:`.crossover` does for streams).
+verdicts and follows each candidate across lengths: it *pays* at a length when that length's verdict may
+recommend it (``decision.winners``: the confirmed candidate where a confirmation ran), and its reach is
+the longest length at which it pays there and at every shorter length.
 
 Beside the speed-up each length shows time to first token split honestly: the server's prefill
 (``timings.prompt_ms``) and decode measured apart, the extra time to first token a candidate costs
@@ -23,7 +24,8 @@ from ..common.errors import Problem
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup, plain
-from .crossover import LevelOutcome, label, max_streams, outcome
+from . import decision
+from .crossover import LevelOutcome, label, outcome
 from .stats import describe_speedup
 
 
@@ -97,11 +99,13 @@ def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
     lengths = tuple(analysed)
     entries = {n: {e["target"]: e for e in (analysed[n].summary or {}).get("targets", [])} for n in lengths}
     typical = typical_output_tokens(results.settings or {})
+    floor = (results.settings or {}).get("noise_floor")
+    noise_floor = float(floor) if isinstance(floor, (int, float)) else 0.02
     out = []
     for target in dict.fromkeys(t for n in lengths for t in entries[n]):
         first = next(entries[n][target] for n in lengths if target in entries[n])
         per_length = [_length_entry(analysed[n], target, n, entries[n].get(target), typical) for n in lengths]
-        info, sentence = crossover(results, target, lengths) if len(lengths) > 1 else ({}, "")
+        info, sentence = crossover(analysed, target, noise_floor) if len(lengths) > 1 else ({}, "")
         verdicts = " ".join(f"At {p['context_tokens']:,} tokens: {_without_target(p['verdict'], target)}"
                             for p in per_length if p["verdict"])
         how = "" if filler_label(results.settings or {}) == "documents" else f" ({filler_label(results.settings or {})})"
@@ -186,30 +190,48 @@ def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
 
 
-def crossover(results: ResultsFile, target: str, lengths: tuple[int, ...]) -> tuple[dict, str]:
-    """Each candidate's reach and the sentence: "smollm2-135m pays up to 2k tokens; from 8k only ngram-mod does"."""
-    by_candidate: dict[tuple[str, int | None], dict[int, Row]] = {}
-    for r in results.rows_of(target):
-        if r.role is Role.SPECULATIVE and r.draft is not None and r.concurrency == 1 and r.context_tokens:
-            by_candidate.setdefault((r.draft, r.draft_max), {}).setdefault(r.context_tokens, r)
-    reaches = {key: max_streams(rows, lengths) for key, rows in by_candidate.items()}   # the same rule, per length
-    paying = {n: [label(*key) for key, rows in by_candidate.items() if outcome(rows.get(n)) is LevelOutcome.FASTER]
-              for n in lengths}
-    info: dict[str, Any] = {"reach": {label(*key): n for key, n in reaches.items()},
-                            "paying": {str(n): names for n, names in paying.items()}}
+def payers(results: ResultsFile, target: str, noise_floor: float) -> list[str]:
+    """The candidates that pay at one length: the one its verdict confirmed on fresh requests where one was
+    (``decision.winners``: that block decides for it), and every other whose own interval is significantly
+    faster (the rule the concurrency crossover uses)."""
+    rows = [r for r in _speculative(results, target) if r.counts_as_speedup() and r.speedup]
+    raced = [r for r in _speculative(results, target) if r.race]
+    confirmed = decision.confirmed_row(rows)
+    won = {r.key for r in decision.winners(rows, raced, noise_floor)}
+    return [label(r.draft or "", r.draft_max) for r in _speculative(results, target)
+            if r.key in won or (r is not confirmed and outcome(r) is LevelOutcome.FASTER)]
+
+
+def crossover(analysed: dict[int, ResultsFile], target: str, noise_floor: float) -> tuple[dict, str]:
+    """Each candidate's reach — the longest length at which it pays there and at every shorter length — and
+    the sentence: "smollm2-135m pays up to 2k tokens; from 8k only ngram-mod does"."""
+    lengths = tuple(analysed)
+    paying = {n: payers(analysed[n], target, noise_floor) for n in lengths}
+    names = list(dict.fromkeys(label(r.draft or "", r.draft_max) for n in lengths
+                               for r in _speculative(analysed[n], target)))
+    reaches: dict[str, int | None] = {}
+    for name in names:
+        reaches[name] = None
+        for n in lengths:
+            if name not in paying[n]:
+                break
+            reaches[name] = n
+    info: dict[str, Any] = {"reach": reaches, "paying": {str(n): found for n, found in paying.items()}}
     span = f"{_tokens(lengths[0])} to {_tokens(lengths[-1])} tokens"
     if not any(paying.values()):
-        return info, (f"Across prompt lengths ({span}): no candidate is significantly faster than the target alone "
-                      "at any length.")
+        return info, (f"Across prompt lengths ({span}): no candidate pays at any length (none is recommended at "
+                      "any).")
     phrases = []
-    for key, top in sorted(reaches.items(), key=lambda kv: -(kv[1] or 0)):
-        name = label(*key)
+    for name, top in sorted(reaches.items(), key=lambda kv: -(kv[1] or 0)):
         if top == lengths[-1]:
             phrases.append(f"{name} pays at every length measured ({span})")
         elif top is not None:
             phrases.append(f"{name} pays up to {_tokens(top)} tokens")
         elif any(name in paying[n] for n in lengths):
             phrases.append(f"{name} pays only at {', '.join(_tokens(n) for n in lengths if name in paying[n])} tokens")
+    never = [name for name in names if not any(name in paying[n] for n in lengths)]
+    if never:
+        phrases.append(f"{', '.join(never)} {'pays' if len(never) == 1 else 'pay'} at no length measured")
     sentence = "Across prompt lengths: " + "; ".join(phrases)
     shortest = set(paying[lengths[0]])
     for n in lengths[1:]:
