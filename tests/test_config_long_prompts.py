@@ -11,7 +11,7 @@ import pytest
 from draftbench.common.errors import UsageError
 from draftbench.config import long_documents, prompt_data
 from draftbench.config.long_documents import LONG_TASKS, Source, stdlib_module
-from draftbench.config.long_prompts import TOLERANCE, LongPromptBuilder, server_context
+from draftbench.config.long_prompts import DOCUMENTS, RANDOM_TOKENS, TOLERANCE, LongPromptBuilder, server_context
 
 TEMPLATE_TOKENS = 7       # a chat template's own tokens around the message
 
@@ -49,7 +49,7 @@ def fake_sources(task) -> list[Source]:
 @pytest.mark.parametrize("length", [200, 777, 2048])
 def test_every_task_is_cut_to_the_exact_length(length):
     tokenizer = WordTokenizer()
-    builder = LongPromptBuilder(tokenizer, load=fake_sources)
+    builder = LongPromptBuilder(tokenizer, DOCUMENTS, 42, load=fake_sources)
     built = builder.prompts(length)
     assert [p.prompt.category for p in built] == [t.category for t in LONG_TASKS]
     for p in built:
@@ -66,12 +66,12 @@ def test_every_task_is_cut_to_the_exact_length(length):
 
 
 def test_a_tokenizer_that_merges_across_the_cut_is_corrected_within_tolerance():
-    built = LongPromptBuilder(WordTokenizer(merge_at_cut=True), load=fake_sources).prompts(999)
+    built = LongPromptBuilder(WordTokenizer(merge_at_cut=True), DOCUMENTS, 42, load=fake_sources).prompts(999)
     assert all(abs(p.tokens - 999) <= TOLERANCE for p in built)
 
 
 def test_too_short_and_too_long_lengths_are_refused_with_the_limits():
-    builder = LongPromptBuilder(WordTokenizer(), load=fake_sources)
+    builder = LongPromptBuilder(WordTokenizer(), DOCUMENTS, 42, load=fake_sources)
     with pytest.raises(UsageError) as short:
         builder.prompts(20)
     assert "take" in short.value.message and "at least" in short.value.fix
@@ -81,10 +81,10 @@ def test_too_short_and_too_long_lengths_are_refused_with_the_limits():
 
 
 def test_random_token_filler_is_the_documents_tokens_shuffled_with_the_seed():
-    docs = LongPromptBuilder(WordTokenizer(), load=fake_sources).prompts(500)
-    filler = LongPromptBuilder(WordTokenizer(), filler="random-tokens", load=fake_sources)
+    docs = LongPromptBuilder(WordTokenizer(), DOCUMENTS, 42, load=fake_sources).prompts(500)
+    filler = LongPromptBuilder(WordTokenizer(), RANDOM_TOKENS, 42, load=fake_sources)
     shuffled = filler.prompts(500)
-    again = LongPromptBuilder(WordTokenizer(), filler="random-tokens", load=fake_sources).prompts(500)
+    again = LongPromptBuilder(WordTokenizer(), RANDOM_TOKENS, 42, load=fake_sources).prompts(500)
     assert all(abs(p.tokens - 500) <= TOLERANCE for p in shuffled)
     assert [p.prompt.messages for p in shuffled] == [p.prompt.messages for p in again]      # seeded
     assert all(a.prompt.messages != b.prompt.messages for a, b in zip(docs, shuffled))
@@ -92,7 +92,7 @@ def test_random_token_filler_is_the_documents_tokens_shuffled_with_the_seed():
 
 
 def test_the_record_names_every_source_and_prompt_length():
-    builder = LongPromptBuilder(WordTokenizer(), load=fake_sources)
+    builder = LongPromptBuilder(WordTokenizer(), DOCUMENTS, 42, load=fake_sources)
     record = builder.record({300: builder.prompts(300)})
     assert record["prompts"]["300"] == {f"{t.category}-300": 300 for t in LONG_TASKS}
     assert set(record["sources"]) == {t.sources[0] for t in LONG_TASKS}

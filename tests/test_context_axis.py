@@ -159,11 +159,11 @@ def test_random_token_filler_is_labelled_in_the_verdict_and_the_report(tmp_path)
 def test_the_ab_on_long_prompts_splits_first_token_from_decode(tmp_path):
     from draftbench.config.candidates import Candidate
     from draftbench.config.model_ref import ModelRef
-    from draftbench.config.settings import default_settings
+    from draftbench.config.settings import Settings
     from draftbench.measure.sequential import MeasureOptions
     from draftbench.sweep.ab import ABPlan, run_ab, screen
 
-    settings = {**default_settings(), "port": 0, "runs": 2, "max_tokens": 64, "context_tokens": 600}
+    settings = Settings(port=0, runs=2, max_tokens=64, context_tokens=600)
     ab = ABPlan(ModelRef("target", TARGET), Candidate("steady", "steady", draft=ModelRef("steady", STEADY)),
                 settings, (), MeasureOptions(runs=2, max_tokens=64), context_tokens=600)
     backend = FakeBackend(script())

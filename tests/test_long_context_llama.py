@@ -13,6 +13,7 @@ from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config import prompt_data
 from draftbench.config.long_documents import LONG_TASKS
 from draftbench.config.long_prompts import TOLERANCE, LongPromptBuilder
+from draftbench.config.settings import DEFAULTS
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasureOptions, measure_one
 
@@ -38,7 +39,8 @@ def test_prompts_reach_the_server_at_the_requested_length_with_prefill_and_decod
                       context_tokens=max(LENGTHS))
     with LlamaCppBackend().launch(spec) as server:
         tokenizer = server.tokenizer()
-        built = {n: LongPromptBuilder(tokenizer).prompts(n) for n in LENGTHS}
+        builder = LongPromptBuilder(tokenizer, DEFAULTS.context_filler, DEFAULTS.seed)
+        built = {n: builder.prompts(n) for n in LENGTHS}
         options = MeasureOptions(max_tokens=8, warmup=0)
         for n, prompts in built.items():
             assert [p.prompt.category for p in prompts] == [t.category for t in LONG_TASKS]

@@ -21,6 +21,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..common.errors import Problem
+from ..config.long_prompts import RANDOM_TOKENS
+from ..config.settings import DEFAULTS, Settings
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup, plain
@@ -29,14 +31,14 @@ from .crossover import LevelOutcome, label, outcome
 from .stats import describe_speedup
 
 
-def lengths(settings: dict) -> tuple[int, ...]:
+def lengths(settings: Settings) -> tuple[int, ...]:
     """``settings.context_tokens`` as sorted lengths (a number or a list); () without the axis."""
-    value = settings.get("context_tokens")
+    value = settings.context_tokens
     values = value if isinstance(value, (list, tuple)) else [value]
     return tuple(sorted({v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0}))
 
 
-def settings_problems(settings: dict, *, tokenizes: bool) -> list[Problem]:
+def settings_problems(settings: Settings, *, tokenizes: bool) -> list[Problem]:
     """Settings that cannot go with the context axis: it measures long prompts of its own (the prompt settings
     would be ignored), cut with the backend's tokenizer; the adaptive race and drafts alone measure one length."""
     if not lengths(settings):
@@ -45,14 +47,15 @@ def settings_problems(settings: dict, *, tokenizes: bool) -> list[Problem]:
     if not tokenizes:
         problems.append(Problem(where, "long prompts are cut to their length with the server's own tokenizer, which "
                                 "only the llamacpp backend offers here", "use backend llamacpp, or remove it"))
-    for key, default in (("prompts", "builtin"), ("prompts_per_category", None)):
-        if settings.get(key) not in (default, None):
+    for key, ignored in (("prompts", settings.prompts != DEFAULTS.prompts),
+                         ("prompts_per_category", settings.prompts_per_category is not None)):
+        if ignored:
             problems.append(Problem(f"$.settings.{key}", "is ignored with settings.context_tokens, which measures "
                                     "its own long prompts (summarise, question, code edit, continue; "
                                     "docs/long-context.md)", f"remove settings.{key}, or settings.context_tokens"))
-    for key, value in (("search", "adaptive"), ("draft_alone", True)):
-        if settings.get(key) == value:
-            problems.append(Problem(f"$.settings.{key}", f"is {value!r}, which measures one prompt length only",
+    for key, one_length in (("search", settings.search == "adaptive"), ("draft_alone", settings.draft_alone)):
+        if one_length:
+            problems.append(Problem(f"$.settings.{key}", "measures one prompt length only",
                                     f"remove settings.{key}, or settings.context_tokens"))
     return problems
 
@@ -98,9 +101,8 @@ def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
     reach, prefill and decode) and a verdict that reads across lengths."""
     lengths = tuple(analysed)
     entries = {n: {e["target"]: e for e in (analysed[n].summary or {}).get("targets", [])} for n in lengths}
-    typical = typical_output_tokens(results.settings or {})
-    floor = (results.settings or {}).get("noise_floor")
-    noise_floor = float(floor) if isinstance(floor, (int, float)) else 0.02
+    read = results.read_settings()
+    typical, noise_floor = typical_output_tokens(read), read.noise_floor
     out = []
     for target in dict.fromkeys(t for n in lengths for t in entries[n]):
         first = next(entries[n][target] for n in lengths if target in entries[n])
@@ -108,7 +110,7 @@ def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
         info, sentence = crossover(analysed, target, noise_floor) if len(lengths) > 1 else ({}, "")
         verdicts = " ".join(f"At {p['context_tokens']:,} tokens: {_without_target(p['verdict'], target)}"
                             for p in per_length if p["verdict"])
-        how = "" if filler_label(results.settings or {}) == "documents" else f" ({filler_label(results.settings or {})})"
+        how = f" ({filler_label(read)})" if read.context_filler == RANDOM_TOKENS else ""
         out.append(dict(first, verdict=f"{target}, by prompt length{how} — {verdicts} {sentence}".strip(),
                         context={"lengths": list(lengths), "typical_output_tokens": typical,
                                  "per_length": per_length, **info}))
@@ -117,20 +119,16 @@ def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
     return plain(summary)
 
 
-def filler_label(settings: dict) -> str:
+def filler_label(settings: Settings) -> str:
     """What the long prompts were made of, as every figure of them is labelled."""
-    if settings.get("context_filler") == "random-tokens":
+    if settings.context_filler == RANDOM_TOKENS:
         return "random-token filler: the documents' tokens shuffled, which overstates speculative gains"
-    return "documents"
+    return "real documents"
 
 
-def typical_output_tokens(settings: dict) -> int | None:
+def typical_output_tokens(settings: Settings) -> int:
     """The output length the end-to-end figure models: ``typical_output_tokens``, else ``max_tokens``."""
-    for key in ("typical_output_tokens", "max_tokens"):
-        value = settings.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    return settings.typical_output_tokens or settings.max_tokens
 
 
 def _without_target(verdict: str, target: str) -> str:

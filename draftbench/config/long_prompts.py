@@ -22,7 +22,7 @@ from ..common.errors import UsageError
 from .long_documents import LONG_TASKS, LongTask, Source, document, sources_of, wrap
 from .prompt import Prompt, user_turn
 
-FILLERS = ("documents", "random-tokens")
+DOCUMENTS, RANDOM_TOKENS = "documents", "random-tokens"       # settings.context_filler
 # Tokens can merge across the cut; a count within this many tokens of the length is accepted.
 TOLERANCE = 8
 _TRIES = 8
@@ -86,8 +86,8 @@ class LongPromptBuilder:
     """Long prompts for one target at several lengths, its documents tokenised once."""
 
     tokenizer: Tokenizer
-    filler: str = "documents"
-    seed: int = 42
+    filler: str                  # settings.context_filler
+    seed: int                    # settings.seed: the random-token filler's shuffle
     load: Callable[[LongTask], list[Source]] = sources_of
 
     def __post_init__(self) -> None:
@@ -99,7 +99,7 @@ class LongPromptBuilder:
             sources = self.load(task)
             self.sources.update({s.name: s.origin for s in sources})
             tokens = self.tokenizer.tokenize(document(task, sources))
-            if self.filler == "random-tokens":
+            if self.filler == RANDOM_TOKENS:
                 random.Random(f"{self.seed}:{task.category}").shuffle(tokens)
             self._tokens[task.category] = tokens
         return self._tokens[task.category]

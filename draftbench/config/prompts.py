@@ -21,6 +21,7 @@ from . import prompt_sets
 from .long_documents import LONG_TASKS, wrap
 from .prompt import Prompt, user_turn
 from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
+from .settings import Settings
 from .workloads import METHOD_WORKLOADS, RENAMED_CATEGORIES, SESSION_CATEGORY
 
 _user = user_turn
@@ -281,13 +282,13 @@ def select_prompts(setting, per_category: int | None = None, seed: int = 42) -> 
     return PromptSelection(sample(prompts, per_category, seed), per_category, seed, sets)
 
 
-def prompts_for(settings: dict) -> PromptSelection:
+def prompts_for(settings: Settings) -> PromptSelection:
     """The prompts a sweep with these (validated) settings measures. With ``context_tokens`` the long tasks,
     one each and without their documents: what counting needs before their servers cut them (long_prompts)."""
-    if settings.get("context_tokens") is not None:
+    if settings.context_tokens is not None:
         return PromptSelection([Prompt(t.category, t.category, _user(wrap(t, ""))) for t in LONG_TASKS], None,
-                               settings.get("seed", 42), {})
-    return select_prompts(settings.get("prompts"), settings.get("prompts_per_category"), settings.get("seed", 42))
+                               settings.seed, {})
+    return select_prompts(settings.prompts, settings.prompts_per_category, settings.seed)
 
 
 def custom_prompts(texts: list[str]) -> list[Prompt]:

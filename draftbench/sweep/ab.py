@@ -21,6 +21,7 @@ from ..backends.base import Backend
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
+from ..config.settings import Settings
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
@@ -36,7 +37,7 @@ class ABPlan:
 
     target: ModelRef
     candidate: Candidate
-    settings: dict
+    settings: Settings
     prompts: tuple[Prompt, ...]
     options: MeasureOptions
     context_tokens: int | None = None      # long prompts of this many tokens, cut with the target's tokenizer
@@ -53,8 +54,8 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
                                reporter, flags=BENCH_FLAGS)
     prompt_set = None
     if plan.context_tokens is not None:
-        built = long_context.build(runner, plan.target, (plan.context_tokens,), filler=plan.settings["context_filler"],
-                                   seed=plan.settings["seed"])
+        built = long_context.build(runner, plan.target, (plan.context_tokens,), filler=plan.settings.context_filler,
+                                   seed=plan.settings.seed)
         runner.prompts = built.by_length[plan.context_tokens]
         prompt_set = long_context.prompt_set_record(None, {plan.target.label: built})
     failed: dict[str, str] = {}
@@ -66,8 +67,8 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
         if combo.role is Role.BASELINE and not row.ok:
             failed[combo.target.label] = row.reason or row.status
         rows.append(row)
-    return analyze(ResultsFile(name="ab", hardware=plan.settings.get("hardware") or "this-machine",
-                               backend=backend_name, model_family="", settings=dict(plan.settings),
+    return analyze(ResultsFile(name="ab", hardware="this-machine",
+                               backend=backend_name, model_family="", settings=plan.settings.to_dict(),
                                results=tuple(rows), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
                                tool_version=__version__, host=host_info(), prompt_set=prompt_set))
 

@@ -21,6 +21,7 @@ from ..common.redact_secrets import redact_args
 from ..config.extra_args import bind_host
 from ..config.long_prompts import server_context
 from ..config.prompts import Prompt
+from ..config.settings import Settings
 from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
@@ -98,7 +99,7 @@ def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int
 class CombinationRunner:
     """Runs combinations one at a time: check the models, start a server, measure, stop it."""
 
-    def __init__(self, backend: Backend, backend_name: str, settings: dict, prompts: list[Prompt],
+    def __init__(self, backend: Backend, backend_name: str, settings: Settings, prompts: list[Prompt],
                  options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
                  clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
         self.backend = backend
@@ -261,22 +262,22 @@ class CombinationRunner:
 
     def launch_spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
-        extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
+        extra = (tuple(self.settings.extra_args) + combo.target.extra_args
                  + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
-        host = bind_host(self.settings["host"], extra)     # a --host in extra_args is where the server listens
+        host = bind_host(self.settings.host, extra)     # a --host in extra_args is where the server listens
         return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
                           draft_max=combo.draft_max, method=cand.method if cand else (),
                           params=cand.settings_params if cand else {}, host=host, port=port,
-                          ctx_size=self.ctx_size(combo), gpu_layers=self.settings["gpu_layers"],
+                          ctx_size=self.ctx_size(combo), gpu_layers=self.settings.gpu_layers,
                           extra_args=extra, settings=self.settings,
-                          startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
+                          startup_timeout_s=self.settings.startup_timeout_s, log_path=str(log_path),
                           concurrency=combo.concurrency, rpc=combo.target.rpc,
                           draft_placement=cand.draft_placement if cand else None, context_tokens=combo.context_tokens)
 
     def ctx_size(self, combo: Combination) -> int:
         """``-c`` per slot: ``settings.ctx_size``, or on the context axis the prompt, the answer and a draft's room."""
         if combo.context_tokens is None:
-            return self.settings["ctx_size"]
+            return self.settings.ctx_size
         return server_context(combo.context_tokens, self.options.max_tokens, combo.draft_max)
 
     def launch(self, spec: LaunchSpec) -> Server:
@@ -291,7 +292,7 @@ class CombinationRunner:
         return self.backend.launch(retry)
 
     def choose_port(self, host: str) -> int:
-        port = self.settings["port"]
+        port = self.settings.port
         if not self.backend.owns_port:
             return port          # the backend reuses its own server and port (LM Studio)
         if port == 0:

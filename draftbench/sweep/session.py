@@ -65,7 +65,7 @@ class Sweep:
         problems = self.backend.target_problems(self.config.targets, settings)
         lengths = context_lengths(settings)
         if lengths:      # a length a model cannot take (trained context, KV memory) is refused here
-            problems += long_context.length_problems(self.config, self.backend.context_problem, settings["max_tokens"],
+            problems += long_context.length_problems(self.config, self.backend.context_problem, settings.max_tokens,
                                                      lengths, max(levels(settings)))
         if problems:
             raise ConfigError(self.config.source, problems)
@@ -81,7 +81,7 @@ class Sweep:
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
         # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
-        adaptive = settings.get("search") == "adaptive"
+        adaptive = settings.search == "adaptive"
         open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
         n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
         n_open = sum(1 for c in combos if c.key in open_rows)
@@ -156,8 +156,8 @@ class Sweep:
             mine = [c for c in combos if c.target.label == target.label and c.context_tokens is not None]
             if all(c.key in done for c in mine):
                 continue
-            built[target.label] = long_context.build(runner, target, lengths, filler=self.config.settings[
-                "context_filler"], seed=self.config.settings["seed"])
+            built[target.label] = long_context.build(runner, target, lengths, filler=self.config.settings.context_filler,
+                                                     seed=self.config.settings.seed)
             changed = long_context.changed_sources(self.current().prompt_set, built[target.label])
             if changed:
                 raise ResultsFileError(f"{self.results_path} was measured on other long prompts: {changed}",

@@ -181,7 +181,7 @@ class FakeBackend(Backend):
 
     tokenizes = True
 
-    def context_problem(self, target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings: dict,
+    def context_problem(self, target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings,
                         slots: int = 1) -> ModelProblem | None:
         for path in (target, draft):
             trained = self.script.trained_context.get(path or "")

@@ -17,6 +17,7 @@ import sys
 
 from ...common.errors import ModelProblem
 from ...common.gguf import GGUFInfo, read_info, trained_context
+from ...config.settings import Settings
 from .topology import read_log
 
 MARGIN = 1.15              # KV caches, compute buffers, CUDA context
@@ -43,9 +44,9 @@ def free_gpu_bytes(timeout_s: float = 10.0) -> int | None:
         return None
 
 
-def side_by_side_problem(settings: dict, target: str, draft: str | None) -> str | None:
+def side_by_side_problem(settings: Settings, target: str, draft: str | None) -> str | None:
     """Why two servers (the target alone, the target with ``draft``) cannot run together; None: they can."""
-    if settings.get("gpu_layers") == 0:
+    if settings.gpu_layers == 0:
         return None                       # CPU: the same mapped file
     if sys.platform == "darwin":
         return None                       # unified memory: Metal uses the mapped file
@@ -81,10 +82,10 @@ def kv_bytes_per_token(info: GGUFInfo) -> int | None:
     return layers * kv_heads * (key_width + value_width) * F16_BYTES
 
 
-def available_bytes(settings: dict) -> tuple[int | None, str]:
+def available_bytes(settings: Settings) -> tuple[int | None, str]:
     """Memory a server's KV cache may take, and where: free GPU memory (NVIDIA, layers offloaded), else the
     memory Linux says is available (``MemAvailable``); None where neither can be read."""
-    if settings.get("gpu_layers") != 0 and sys.platform != "darwin":
+    if settings.gpu_layers != 0 and sys.platform != "darwin":
         free = free_gpu_bytes()
         if free is not None:
             return free, "free GPU memory (nvidia-smi)"
@@ -127,7 +128,7 @@ def in_use(pid: int | None, log_path: str | None) -> dict | None:
     return out or None
 
 
-def context_problem(target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings: dict,
+def context_problem(target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings: Settings,
                     slots: int = 1) -> ModelProblem | None:
     """Why ``prompt_tokens``-token prompts on ``-c ctx_size`` per slot cannot be measured: a model trained
     for less (``<arch>.context_length``), or KV caches larger than the memory there is; None: they can, or
