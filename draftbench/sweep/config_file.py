@@ -26,7 +26,7 @@ from ..config.candidates import CandidateSpec, expanded_label_problems, from_dra
 from ..config.extra_args import check_server_args, host_problems
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
-from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
+from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, sweep_problems
 from ..config.settings import COMMON_SETTINGS, Field, check_value, unknown_key
 from .cap import cap_problem, count
 
@@ -249,7 +249,8 @@ def _as_problem(note: str, default_path: str) -> Problem:
 
 
 def _check_server_args(data: dict, settings: dict, problems: list[Problem], warnings: list[Problem]) -> None:
-    """--port in any extra_args is refused; a non-loopback --host (or settings.host) needs allow_remote."""
+    """Every extra_args list under the sweep's rules (config/extra_args.py): a flag that changes what is measured
+    is refused with the key to use; a non-loopback --host (or settings.host) needs allow_remote."""
     allow_remote = settings.get("allow_remote") is True
     lists = [("$.settings.extra_args", settings.get("extra_args"))]
     for kind in ("targets", "drafts", "candidates"):
@@ -261,7 +262,6 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
             found, notes = check_server_args(path, args, allow_remote=allow_remote)
             problems.extend(found)
-            problems.extend(rpc_flag_problems(path, args))
             warnings.extend(_as_problem(note, path) for note in notes)
     if isinstance(settings.get("host"), str):
         notes = []
