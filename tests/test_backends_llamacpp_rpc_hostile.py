@@ -116,3 +116,66 @@ def test_a_healthy_endpoint_is_still_named_before_the_timeout_setting(endpoint):
 def test_non_ascii_digits_in_a_port_are_refused_by_name(endpoint_text):
     [p] = problems(config(rpc=(endpoint_text,)))
     assert p.path == "$.targets[0].rpc[0]" and "not only the digits 0-9" in p.message
+
+
+class WedgingEndpoint:
+    """Answers HELLO and DEVICE_COUNT (all a probe sends) as ggml-rpc-server does, one client at a time; on the
+    first other command (llama-server loading through it) it wedges for good: that client is never answered,
+    and no other is served again."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.endpoint = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        self.wedged = threading.Event()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        self.sock.settimeout(0.05)
+        while not self.stop.is_set() and not self.wedged.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                while len(header := conn.recv(9, socket.MSG_WAITALL)) == 9:
+                    cmd, size = struct.unpack("<BQ", header)
+                    payload = conn.recv(size, socket.MSG_WAITALL) if size else b""
+                    if cmd == rpc.CMD_HELLO and len(payload) == CONN_CAPS_SIZE:
+                        conn.sendall(struct.pack("<Q", 4 + CONN_CAPS_SIZE) + bytes([7, 0, 0, 0]) + bytes(CONN_CAPS_SIZE))
+                    elif cmd == rpc.CMD_DEVICE_COUNT:
+                        conn.sendall(struct.pack("<QI", 4, 1))
+                    else:
+                        self.wedged.set()
+                        self.stop.wait(120)
+                        return
+
+    def close(self):
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.llama
+def test_a_sweep_blames_an_endpoint_that_answers_the_probes_then_hangs(models, tmp_path):
+    import json
+
+    from helpers import run_cli
+    wedging = WedgingEndpoint()
+    try:
+        config = tmp_path / "c.json"
+        config.write_text(json.dumps({
+            "name": "wedge", "hardware": "h", "targets": [{"label": "T", "path": models["base"],
+                                                            "rpc": [wedging.endpoint]}],
+            "candidates": [{"label": "ngram", "method": "ngram-mod"}],
+            "settings": {"runs": 1, "warmup": 0, "max_tokens": 8, "ctx_size": 512, "prompts": ["code"], "port": 0,
+                         "startup_timeout_s": 8}}))
+        proc = run_cli("sweep.py", "--config", str(config), "--results", str(tmp_path / "r.json"), "--no-chart",
+                       timeout=300, cwd=tmp_path)
+    finally:
+        wedging.close()
+    assert wedging.wedged.is_set(), proc.stdout + proc.stderr          # llama-server got past the probes
+    rows = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert rows[0]["status"] == "error" and "not on loading" in rows[0]["reason"], rows[0]["reason"]
+    assert wedging.endpoint in rows[0]["reason"] and "Traceback" not in proc.stderr

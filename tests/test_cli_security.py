@@ -29,10 +29,11 @@ def everything_written(folder: Path) -> str:
 
 
 @pytest.mark.llama
-def test_an_api_key_in_extra_args_is_used_and_masked_everywhere(models, tmp_path):
+@pytest.mark.parametrize("secret", [SECRET, "-" + SECRET])       # a key may start with '-' (issue 36)
+def test_an_api_key_in_extra_args_is_used_and_masked_everywhere(models, tmp_path, secret):
     from test_cli_sweep_cli_llama import write_config
     config = write_config(tmp_path, models, drafts=(), runs=1, max_tokens=8, prompts=["code"], warmup=0,
-                          extra_args=["--api-key", SECRET])
+                          extra_args=["--api-key", secret])
     results = tmp_path / "r.json"
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results))
     assert proc.returncode == 0, proc.stdout + proc.stderr     # our own requests carried the key
@@ -47,6 +48,7 @@ def test_an_api_key_in_extra_args_is_used_and_masked_everywhere(models, tmp_path
     assert log.startswith("$ ") and "--api-key ***" in log.splitlines()[0]
     written = everything_written(tmp_path).replace(config.read_text(), "")   # the config itself holds it
     assert SECRET not in written and SECRET not in proc.stdout + proc.stderr
+    assert "'***'" not in proc.stdout        # the command printed to be run names a variable instead
     # resuming compares masked with masked: the same command is not "a different config"
     again = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=120)
     assert again.returncode == 0 and "1 done, 0 remaining" in again.stdout, again.stdout + again.stderr

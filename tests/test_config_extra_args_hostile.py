@@ -106,3 +106,10 @@ def test_server_py_refuses_a_remote_rpc_without_allow_remote_and_warns_with_it(t
     assert "Warning: argument 1 after --[0]: 10.0.0.1:50052 is reached over the network" in proc.stdout
     proc = run_cli("server.py", "llama-cpp", "--model-path", missing, "--", "-md", "x.gguf", timeout=60)
     assert proc.returncode == 2 and "use --draft-path instead" in proc.stderr
+
+
+def test_a_value_is_never_read_as_a_flag():
+    # an API key, or any value, that looks like a covered flag is the previous flag's value
+    assert [u.name for u in find_flags(["--api-key", "--spec-x", "--threads", "4"])] == ["--api-key"]
+    assert [(u.name, u.value) for u in find_flags(["--spec-default", "-md", "d.gguf"])] == [
+        ("--spec-default", None), ("-md", "d.gguf")]

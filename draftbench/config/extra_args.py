@@ -91,6 +91,10 @@ RULES: tuple[FlagRule, ...] = (
     FlagRule(FlagKind.API_KEY, "the key its clients must send", ("--api-key", "--api-key-file")),
 )
 _BY_NAME = {name: rule for rule in RULES for name in rule.names}
+# Covered flags that take no value: what follows them is an argument of its own.
+SWITCHES = frozenset({"--spec-default", "--spec-draft-backend-sampling", "--cpu-strict-draft",
+                      "--spec-draft-cpu-strict", "--cpu-strict-batch-draft", "--spec-draft-cpu-strict-batch",
+                      "-cmoed", "--cpu-moe-draft", "--spec-draft-cpu-moe"})
 _LONG_NAMES = sorted(name for name in _BY_NAME if name.startswith("--"))
 _SEVERITY = [FlagKind.TARGET, FlagKind.DRAFT, FlagKind.RPC, FlagKind.CONFIG_FILE, FlagKind.DRAFT_LENGTH,
              FlagKind.SPECULATION, FlagKind.PORT, FlagKind.HOST, FlagKind.API_KEY, FlagKind.DRAFT_PLACEMENT]
@@ -141,16 +145,18 @@ def find_flags(args: Sequence[str]) -> list[FlagUse]:
     """Every argument a rule covers. A flag's value is the next argument even when it starts with '-'
     (llama-server takes it so: ``--api-key -x`` sets the key ``-x``)."""
     found: list[FlagUse] = []
+    skip = -1
     for i, arg in enumerate(args):
-        parsed = _canonical(arg)
+        parsed = None if i == skip else _canonical(arg)
         if parsed is None:
             continue
         name, value = parsed
         rule = rule_for(name)
         if rule is None:
             continue
-        if value is None and "=" not in arg:
+        if value is None and "=" not in arg and name not in SWITCHES and not name.startswith("--no-"):
             value = args[i + 1] if i + 1 < len(args) else None
+            skip = i + 1          # a value, never a flag of its own (a key may start with '-')
         found.append(FlagUse(i, arg.partition("=")[0], name, rule, value))
     return found
 
