@@ -262,10 +262,15 @@ def _rpc_problems(where: str, use: FlagUse, *, allow_remote: bool, allow_flag: s
         return [Problem(where, "sets --rpc without endpoints", "remove it, or give host:port after it")]
     problems: list[Problem] = []
     found: list[Problem] = []
-    check_rpc_entry(where, use.value.split(","), allow_remote=allow_remote, problems=problems, warnings=found,
+    endpoints = use.value.split(",")
+    check_rpc_entry(where, endpoints, allow_remote=allow_remote, problems=problems, warnings=found,
                     allow_flag=allow_flag)
-    warnings.extend(f"{p.path}: {p.message}" for p in found)
-    return problems
+
+    def named(path: str) -> str:        # "$.settings.extra_args[1][0]" -> "…[1] (endpoint 1 of 2)"
+        head, _, index = path.rpartition("[")
+        return f"{head} (endpoint {int(index.rstrip(']')) + 1} of {len(endpoints)})" if len(endpoints) > 1 else head
+    warnings.extend(f"{named(p.path)}: {p.message}" for p in found)
+    return [Problem(named(p.path), p.message, p.fix) for p in problems]
 
 
 def host_problems(path: str, host: str | None, *, allow_remote: bool, allow_flag: str,
