@@ -28,8 +28,6 @@ from ..common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 from .hosts import is_loopback, remote_warning
 from .rpc_endpoints import check_rpc_entry
 
-__all__ = ["is_loopback", "remote_warning"]      # re-exported: callers name the rules' module
-
 
 class FlagKind(str, Enum):
     PORT = "port"
