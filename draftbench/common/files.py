@@ -191,7 +191,8 @@ def _inherited_fd(path: str) -> int | None:
     return int(m.group("dev_fd") or m.group("proc_fd"))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the descriptor ``fd`` (``os.write`` may take part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -214,7 +215,7 @@ def write_output_text(path: str | os.PathLike, text: str) -> Path:
             stream = sys.stdout if inherited == 1 else sys.stderr
             if stream is not None:
                 stream.flush()       # what was printed before comes first
-        _write_all(inherited, text.encode("utf-8"))
+        write_all(inherited, text.encode("utf-8"))
         return Path(raw)
     try:
         st = os.stat(raw)
@@ -226,7 +227,7 @@ def write_output_text(path: str | os.PathLike, text: str) -> Path:
     try:
         if hasattr(os, "O_NONBLOCK"):
             os.set_blocking(fd, True)
-        _write_all(fd, text.encode("utf-8"))
+        write_all(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
     return Path(raw)

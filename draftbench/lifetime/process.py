@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from ..common.errors import ServerError, ServerErrorKind, UsageError
-from ..common.files import NotOurFile, open_for_append
+from ..common.files import NotOurFile, open_for_append, write_all
 from ..common.redact_secrets import command_line, redact_text
 from . import escaped, groups
 from . import pid_files as pidfiles
@@ -98,7 +98,7 @@ class ManagedProcess:
         self.supervisor_cmd = supervisor_command(self.cmd, guard=self.guard, grace_s=grace_s, pid_file=self._pid_file)
         log = open_log(self.log_path)
         try:
-            _write_all(log, ("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
+            write_all(log, ("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
             self.popen = subprocess.Popen(self.supervisor_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=log, env=env, **groups.new_group_kwargs())
         finally:
@@ -217,7 +217,7 @@ class ManagedProcess:
         except OSError:
             return
         try:
-            _write_all(fd, (text + "\n").encode("utf-8", errors="replace"))
+            write_all(fd, (text + "\n").encode("utf-8", errors="replace"))
         except OSError:
             pass
         finally:
@@ -253,12 +253,6 @@ def open_log(path: Path) -> int:
         raise ServerError(f"cannot write the server log {path}: {exc.strerror}",
                           "remove it (draftbench writes its server logs itself; a link or pipe there would send "
                           "them elsewhere), then run again", kind=ServerErrorKind.SERVER) from None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def tail_file(path: str | os.PathLike, lines: int = 25) -> str:

@@ -35,6 +35,7 @@ import threading
 from pathlib import Path
 from typing import NoReturn
 
+from ..common.files import write_all
 from ..common.redact_secrets import MASK, secret_values
 from . import escaped, groups
 
@@ -79,12 +80,10 @@ def _mask(data: bytes, secrets: list[bytes]) -> bytes:
 
 
 def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
     try:
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, data)
     except OSError:
-        pass
+        pass      # the log is gone (a full disk): the server runs on, its output dropped
 
 
 class Supervisor:
