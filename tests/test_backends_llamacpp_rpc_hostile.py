@@ -15,6 +15,7 @@ from draftbench.backends.llamacpp.rpc import CONN_CAPS_SIZE, probe_endpoint, rpc
 from draftbench.common.errors import ServerError, ServerErrorKind
 
 from test_backends_llamacpp_rpc import config, problems
+from test_backends_llamacpp_rpc_llama import rpc_servers  # noqa: F401  (fixture)
 
 
 class Endpoint:
@@ -179,3 +180,14 @@ def test_a_sweep_blames_an_endpoint_that_answers_the_probes_then_hangs(models, t
     rows = json.loads((tmp_path / "r.json").read_text())["results"]
     assert rows[0]["status"] == "error" and "not on loading" in rows[0]["reason"], rows[0]["reason"]
     assert wedging.endpoint in rows[0]["reason"] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.llama
+def test_server_py_rpc_after_the_double_dash_is_probed_and_passed_first(models, rpc_servers):  # noqa: F811
+    from helpers import interrupt_server_cli
+    endpoint = rpc_servers().endpoint
+    code, out = interrupt_server_cli("llama-cpp", "--model-path", models["base"], "--port", "0", "--gpu-layers", "99",
+                                     "--ctx-size", "512", "--", "--rpc", endpoint)
+    assert code == 0, out
+    command = next(line for line in out.splitlines() if line.startswith("Command: "))
+    assert command.split()[2:4] == ["--rpc", endpoint] and command.count("--rpc") == 1     # first, once
