@@ -192,8 +192,11 @@ class _Reader:
         if self.pos + n > self.size and not claim:
             return ModelFileError(self.path, f"ends inside its header (truncated download?): it {what} at byte "
                                   f"{self.pos:,}, but the file is {self.size:,} bytes long", "download the model again")
-        why = f"the file is {self.size:,} bytes long" if self.pos + n > self.size else self.why
-        return ModelFileError(self.path, f"{what} at byte {self.pos:,} of its header, but {why} (corrupt or "
+        if self.pos + n > self.size:
+            return ModelFileError(self.path, f"is truncated or corrupt: it {what} at byte {self.pos:,} of its header, "
+                                  f"but the file is {self.size:,} bytes long (a cut download, or a corrupt or hostile "
+                                  "header)", "download the model again from a trusted source")
+        return ModelFileError(self.path, f"{what} at byte {self.pos:,} of its header, but {self.why} (corrupt or "
                               "hostile file)", "download the model again from a trusted source")
 
     def need(self, n: int, what: str) -> None:
