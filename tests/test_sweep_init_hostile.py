@@ -150,3 +150,14 @@ def test_the_command_itself_exits_2_without_a_traceback(tmp_path):
     os.symlink(tmp_path / "gone", tmp_path / "o")
     proc = run_cli("sweep.py", "--init", str(tmp_path), "--config-dir", str(tmp_path / "o"), timeout=60, cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("Error: --config-dir") and "bug" not in proc.stderr
+
+
+def test_a_folder_nested_thousands_deep_is_walked(tmp_path):
+    models = deep = tmp_path / "models"
+    models.mkdir()
+    for _ in range(1050):            # deeper than Python's recursion limit (mkdir(parents=True) recurses too)
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "notes.txt").write_text("x")
+    found = init_configs.scan(models)
+    assert found.families == [] and found.left_out == [(deep / "notes.txt", "not a model (not a .gguf file)")]

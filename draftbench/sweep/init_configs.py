@@ -91,39 +91,43 @@ class Scan:
 def _entries(folder: Path, left_out: list[tuple[Path, str]]) -> list[Path]:
     """Every regular file under ``folder`` (a link to one counts; linked folders are not followed, so a link
     loop cannot make the walk endless), sorted. Everything else is named in ``left_out`` with what it is:
-    a FIFO, a device, a dangling or looping link, a folder that cannot be read. Nothing is opened here."""
+    a FIFO, a device, a dangling or looping link, a folder that cannot be read. Nothing is opened here.
+    Iterative: a folder nested thousands deep is walked, not a RecursionError."""
     files: list[Path] = []
-    try:
-        with os.scandir(folder) as it:
-            entries = sorted(it, key=lambda e: e.name)
-    except OSError as exc:
-        left_out.append((folder, f"is a folder that cannot be read ({exc.strerror or exc}); its files were not "
-                                 "looked at"))
-        return files
-    for entry in entries:
-        path = Path(entry.path)
+    pending = [folder]
+    while pending:
+        current = pending.pop()
         try:
-            linked = entry.is_symlink()
-            st = os.stat(path)      # follows a link: what it points at
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
-            left_out.append((path, "is a symbolic link that loops (it points, directly or through other links, "
-                                   "back to itself)" if exc.errno == errno.ELOOP else
-                                   "is a symbolic link to nothing (its target does not exist)" if linked else
-                                   f"cannot be looked at ({exc.strerror or exc})"))
+            left_out.append((current, f"is a folder that cannot be read ({exc.strerror or exc}); its files were "
+                                      "not looked at"))
             continue
-        if stat.S_ISDIR(st.st_mode):
-            if linked:
-                left_out.append((path, "is a link to a folder, which --init does not follow (a link can lead back "
-                                       "to where it started); give that folder to --init itself"))
-            else:
-                files += _entries(path, left_out)
-            continue
-        kind = kind_of(st.st_mode)
-        if kind is not None:
-            left_out.append((path, f"is {kind}, not a model file" + (" (it is a link to one)" if linked else "")))
-            continue
-        files.append(path)
-    return files
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                linked = entry.is_symlink()
+                st = os.stat(path)      # follows a link: what it points at
+            except OSError as exc:
+                left_out.append((path, "is a symbolic link that loops (it points, directly or through other "
+                                       "links, back to itself)" if exc.errno == errno.ELOOP else
+                                       "is a symbolic link to nothing (its target does not exist)" if linked else
+                                       f"cannot be looked at ({exc.strerror or exc})"))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if linked:
+                    left_out.append((path, "is a link to a folder, which --init does not follow (a link can lead "
+                                           "back to where it started); give that folder to --init itself"))
+                else:
+                    pending.append(path)
+                continue
+            kind = kind_of(st.st_mode)
+            if kind is not None:
+                left_out.append((path, f"is {kind}, not a model file" + (" (it is a link to one)" if linked else "")))
+                continue
+            files.append(path)
+    return sorted(files, key=str)
 
 
 def scan(folder: Path) -> Scan:
