@@ -71,6 +71,8 @@ def test_the_masking_copy_catches_a_key_split_across_reads():
 
 
 def test_ab_results_never_store_a_key_passed_after_the_double_dash(tmp_path):
+    from dataclasses import replace
+
     from draftbench.results.file import save_results
     from draftbench.sweep import Reporter
     from draftbench.sweep.ab import run_ab
@@ -78,7 +80,7 @@ def test_ab_results_never_store_a_key_passed_after_the_double_dash(tmp_path):
     from fakes.inprocess import FakeBackend, Script
     from test_sweep_ab import DRAFT, TARGET, plan
     ab_plan = plan()
-    ab_plan.settings["extra_args"] = ["--api-key", DASH_KEY]
+    ab_plan = replace(ab_plan, settings=ab_plan.settings.with_values(extra_args=["--api-key", DASH_KEY]))
     results = run_ab(ab_plan, FakeBackend(Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5})), "llamacpp",
                      tmp_path / "logs", Reporter())
     save_results(results, tmp_path / "r.json")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..common.redact_secrets import shell_line as secret_shell_line
 
 if TYPE_CHECKING:
+    from ..config.settings import Settings
     from ..results.file import Row
     from .base import Backend
 
@@ -106,7 +107,7 @@ def command_advice(row: Row, plumbing: Plumbing) -> RunAdvice | None:
     return None
 
 
-def advise(backend: Backend, row: Row, settings: dict) -> RunAdvice | None:
+def advise(backend: Backend, row: Row, settings: Settings) -> RunAdvice | None:
     """How a person runs ``row``'s configuration on ``backend`` (``settings``: the results file's)."""
     custom = getattr(backend, "settings_advice", None)
     if custom is not None:
