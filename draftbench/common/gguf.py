@@ -24,11 +24,18 @@ import errno
 import hashlib
 import os
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ModelFileError
 from .reading import READ_FLAGS, ReadLimit, describe_size, kind_of, open_problem
+from .vocabulary import (
+    VOCAB_BLOCK,
+    VOCAB_CHECK_START_TOKEN_ID,
+    VOCAB_MAX_SIZE_DIFFERENCE,
+    Vocabulary,
+    VocabularyDigest,
+)
 
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
@@ -48,30 +55,13 @@ MAX_TENSOR_DIMS = 8
 HEADER_LIMIT = ReadLimit("model header", 128, "DRAFTBENCH_MAX_MODEL_HEADER_MB")
 _SCALAR_CHUNK_ITEMS = 1 << 16
 
-# llama.cpp's own rule for a usable draft (common/speculative.cpp, common_speculative_are_compatible):
-# the same tokenizer type, the same BOS/EOS handling, at most 128 tokens more or fewer, and the same
-# token texts from id 5 on. Anything else makes llama-server refuse to speculate with the draft.
-VOCAB_MAX_SIZE_DIFFERENCE = 128
-VOCAB_CHECK_START_TOKEN_ID = 5
 _TOKENS = "tokenizer.ggml.tokens"
-_VOCAB_BLOCK = 1024                 # a digest every this many tokens, to find the first difference
 
 
 @dataclass(frozen=True)
 class ArraySummary:
     count: int
     sha256: str
-
-
-@dataclass(frozen=True)
-class Vocabulary:
-    """What llama.cpp's draft rule compares, without the token list: its length, and SHA-256 digests of
-    the token texts from id 5 on — up to every length within 128 of the end (``tail``: the rule compares
-    up to the shorter list), and cumulatively every 1,024 tokens (``blocks``: where a difference starts)."""
-
-    count: int
-    tail: dict[int, bytes] = field(repr=False)       # n -> digest of tokens[5:n]
-    blocks: tuple[bytes, ...] = field(repr=False)    # i -> digest of tokens[5 : 5 + (i + 1) * 1024]
 
 
 @dataclass(frozen=True)
@@ -145,32 +135,6 @@ def header_budget(st: os.stat_result) -> tuple[int, str]:
     bounds.append((cap, f"a model header is at most {describe_size(cap)} here (real ones are ~20 MB; "
                         f"{HEADER_LIMIT.env_var} raises the cap)"))
     return min(bounds, key=lambda b: b[0])
-
-
-class _VocabDigest:
-    """Builds a :class:`Vocabulary` from the token texts as they are read (raw bytes, as llama.cpp compares)."""
-
-    def __init__(self, count: int):
-        self.count = count
-        self.hash = hashlib.sha256()
-        self.low = max(VOCAB_CHECK_START_TOKEN_ID, count - VOCAB_MAX_SIZE_DIFFERENCE)
-        self.tail: dict[int, bytes] = {}
-        self.blocks: list[bytes] = []
-        if self.low == VOCAB_CHECK_START_TOKEN_ID <= count:
-            self.tail[self.low] = self.hash.copy().digest()
-
-    def add(self, index: int, raw: bytes) -> None:
-        if index < VOCAB_CHECK_START_TOKEN_ID:
-            return
-        self.hash.update(raw + b"\0")
-        n = index + 1
-        if (n - VOCAB_CHECK_START_TOKEN_ID) % _VOCAB_BLOCK == 0:
-            self.blocks.append(self.hash.copy().digest())
-        if n >= self.low:
-            self.tail[n] = self.hash.copy().digest()
-
-    def result(self) -> Vocabulary:
-        return Vocabulary(self.count, self.tail, tuple(self.blocks))
 
 
 class _Reader:
@@ -274,7 +238,7 @@ class _Reader:
 
     def tokens(self, count: int):
         """The token list: digested, never kept (a list for up to 64 tokens, as any array)."""
-        vocab = _VocabDigest(count)
+        vocab = VocabularyDigest(count)
         whole = hashlib.sha256()
         short: list[str] = []
         low, high = self.token_range or (0, 0)
@@ -432,10 +396,10 @@ def vocab_mismatch_of(target: GGUFInfo, draft: GGUFInfo, *, name_token: bool = T
 def _first_difference(target: GGUFInfo, draft: GGUFInfo, shared: int) -> str | None:
     """Which token differs first: the first 1,024-token block whose digests differ, read again from both."""
     assert target.vocab is not None and draft.vocab is not None
-    full_blocks = (shared - VOCAB_CHECK_START_TOKEN_ID) // _VOCAB_BLOCK
+    full_blocks = (shared - VOCAB_CHECK_START_TOKEN_ID) // VOCAB_BLOCK
     block = next((i for i in range(full_blocks) if target.vocab.blocks[i] != draft.vocab.blocks[i]), full_blocks)
-    start = VOCAB_CHECK_START_TOKEN_ID + block * _VOCAB_BLOCK
-    stop = min(start + _VOCAB_BLOCK, shared)
+    start = VOCAB_CHECK_START_TOKEN_ID + block * VOCAB_BLOCK
+    stop = min(start + VOCAB_BLOCK, shared)
     try:
         t_tokens, d_tokens = _parse(target.path, (start, stop))[1], _parse(draft.path, (start, stop))[1]
     except ModelFileError:       # changed since: the difference stands, unnamed
