@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import threading
@@ -374,7 +375,7 @@ def test_server_cli_starts_prints_and_stops(fake, tmp_path):
     assert argv[argv.index("--speculative-config") + 1] == \
         '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":3}'
     assert argv[-2:] == ["--gpu-memory-utilization", "0.5"] and argv[argv.index("--max-model-len") + 1] == "1024"
-    assert "Command: " + " ".join([str(fake.bin), *argv]) in text
+    assert "Command: " + shlex.join([str(fake.bin), *argv]) in text      # a line to paste: JSON quoted
     assert "Speculative decoding: active" in text
     assert f"--backend vllm --model {TARGET}" in text
     assert "Server stopped" in text

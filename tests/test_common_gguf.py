@@ -225,7 +225,7 @@ def test_corrupt_headers(tmp_path):
     assert "unknown metadata value type 99" in error_for(p).problem
     p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<IQ", STRING, 1 << 40))
     assert "impossible string length" in error_for(p).problem
-    p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + _str("w") + struct.pack("<I", 1 << 30))
+    p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + _str("w") + struct.pack("<I", 1 << 30) + b"\0" * 32)
     assert "dimensions (corrupt file)" in error_for(p).problem
 
 
@@ -261,6 +261,6 @@ def test_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr("draftbench.common.gguf.os.open", refuse)
     with pytest.raises(ModelFileError, match="cannot be opened"):
         read_info(model)

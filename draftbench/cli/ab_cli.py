@@ -17,7 +17,7 @@ from ..common.errors import DraftbenchError, Problem, UsageError
 from ..common.files import cache_dir
 from ..common.text_safety import safe_text
 from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
-from ..config.extra_args import check_server_args
+from ..config.extra_args import AB, check_server_args
 from ..config.labels import MAX_LABEL, check_label
 from ..config.long_prompts import server_context
 from ..config.model_ref import ModelRef
@@ -99,13 +99,10 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
     server_args = list(getattr(args, "server_args", None) or [])
-    problems, _ = check_server_args("--", server_args, allow_remote=False,
-                                    allow_flag="server.py --allow-remote (then bench.py --url)",
+    problems, _ = check_server_args("--", server_args, allow_remote=False, entry=AB,
                                     where=lambda i: f"argument {i + 1} after --")
     if problems:
-        fix = (problems[0].fix or "").replace("set settings.port instead (0 = any free port)",
-                                              "the A/B picks a free port for each server")
-        raise UsageError(f"{problems[0].path}: {problems[0].message}", fix)
+        raise UsageError(f"{problems[0].path}: {problems[0].message}", problems[0].fix)
     _check_labels(args.target, args.draft)
     _check_model(backend, "--target", args.target)
     if args.draft:

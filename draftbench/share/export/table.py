@@ -19,6 +19,7 @@ from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
 from ..compare.text import describe_change, speedup_text, tps_text
+from .markdown_text import code, plain
 
 Record = dict[str, Any]
 
@@ -138,13 +139,13 @@ def _note(rec: Record) -> str:
 
 
 RESULT_MARKDOWN = (
-    MarkdownColumn("Combination", lambda r: f"`{r['combination']}`", "left"),
+    MarkdownColumn("Combination", lambda r: code(r["combination"]), "left"),
     MarkdownColumn("Mean [tok/s]", _mean),
     MarkdownColumn("Min [tok/s]", lambda r: _num(r["min_tps"])),
     MarkdownColumn("Max [tok/s]", lambda r: _num(r["max_tps"])),
     MarkdownColumn("Acceptance", lambda r: "—" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.1%}"),
     MarkdownColumn("Relative", _relative),
-    MarkdownColumn("Note", _note, "left"),
+    MarkdownColumn("Note", lambda r: plain(_note(r)), "left"),
 )
 
 
@@ -185,7 +186,7 @@ def comparison_table(comparison: Comparison) -> Table:
     shown: list[dict[str, str]] = []       # what the Markdown table shows, per record
     for row in comparison.rows:
         rec = _match_record(comparison, row.match)
-        texts = {"combination": f"`{row.title}`"}
+        texts = {"combination": code(row.title)}
         for x, cell in zip(letters, row.cells):
             speed = cell.speedup
             rec.update({f"{x}_status": cell.row.status if cell.row is not None else None,
@@ -214,7 +215,7 @@ def comparison_table(comparison: Comparison) -> Table:
                         f"{x}_speedup": speed.ratio if speed else None,
                         f"{x}_speedup_significant": speed.significant if speed else None})
             records.append(rec)
-            shown.append({"combination": f"`{m.title}`", f"{x}_tps": _num(only.mean_tps) if only.ok else only.status,
+            shown.append({"combination": code(m.title), f"{x}_tps": _num(only.mean_tps) if only.ok else only.status,
                           "note": f"only in {x}"})
     keys = (["combination"] + [f"{x}_tps" for x in letters] + [f"{letters[i]}_vs_{letters[ref]}" for i, ref in pairs]
             + [f"{x}_speedup" for x in letters] + ["note"])
