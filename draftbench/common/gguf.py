@@ -356,6 +356,13 @@ def read_metadata(path: str | os.PathLike) -> dict:
     return read_info(path).metadata
 
 
+def trained_context(info: GGUFInfo) -> int | None:
+    """The context length the model was trained for (``<arch>.context_length``); None where the header
+    does not say. A longer ``-c`` needs RoPE scaling and measures another model."""
+    value = info.get(f"{info.architecture}.context_length") if info.architecture else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def read_with_vocab(path: str | os.PathLike) -> GGUFInfo:
     """:func:`read_info`; kept for callers that compare vocabularies (every read has ``vocab`` now)."""
     return read_info(path)

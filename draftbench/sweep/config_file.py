@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
+from ..analysis.context_length import settings_problems as context_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
 from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
@@ -298,6 +299,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
     problems.extend(budget_problems(settings, origin))
     problems.extend(second_turn_problems(settings))
+    problems.extend(context_problems(settings, tokenizes=bool(backend and backend.tokenizes)))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}
     problems.extend(sweep_problems(

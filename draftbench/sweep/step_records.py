@@ -29,3 +29,12 @@ def acceptance_of(records: Sequence[RequestRecord]) -> float | None:
 def last_session(row: Row, block: int | None) -> str | None:
     sessions = [r.session for r in row.requests if r.block == block and r.session]
     return sessions[-1] if sessions else None
+
+
+def peak_memory(prior: Row | None, memory: dict | None) -> dict | None:
+    """The most any of a row's server sessions held (each block is a new server), and how many said."""
+    earlier = (prior.memory if prior is not None else None) or {}
+    if memory is None:
+        return prior.memory if prior is not None else None
+    out = {k: max(v, earlier.get(k) or 0) for k, v in memory.items()}
+    return {**out, "servers": (earlier.get("servers") or 0) + 1}
