@@ -62,6 +62,7 @@ from .command import (
     parse_counters,
     parse_totals,
     per_position_delta,
+    per_step_positions,
     served_name,
     speculative_config,
 )
@@ -145,7 +146,8 @@ class VLLMServer(Server):
                                source=CountsSource.RESPONSE,
                                details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
                                                                      "acceptance_histogram") if k in per_request},
-                               accepted_per_pos=per_position_delta(before, settled))
+                               accepted_per_pos=per_step_positions(per_request)
+                               or per_position_delta(before, settled))
         if before is None:
             return DraftCounts()
         after = self._settled_counters()
@@ -206,7 +208,9 @@ class VLLMBackend(Backend):
     plumbing = Plumbing(valued=("--host", "--port", "--per-request-spec-decode-metrics"),
                         switches=("--no-enable-prefix-caching",))
     settings_schema: ClassVar[dict[str, Field]] = {
-        "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
+        "vllm_bin": Field("str", None, "the `vllm` executable, or the Python of an environment that has vLLM "
+                          "(started as python -m vllm.entrypoints.openai.api_server); default: PATH, then next to "
+                          "this Python, then the CPU build of `make vllm`"),
         "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
                              "draft model), or ngram / suffix / mtp (no draft model: the draft entry's path is "
                              "ignored), eagle / eagle3 (the draft path is the EAGLE head)", choices=METHODS, measured=True),
@@ -273,13 +277,15 @@ class VLLMBackend(Backend):
         find_vllm(settings.get("vllm_bin"))
 
     def launch(self, spec: LaunchSpec) -> VLLMServer:
-        binary = find_vllm(spec.settings.get("vllm_bin"))
-        cmd = build_command(binary, spec)
+        launcher = find_vllm(spec.settings.get("vllm_bin"))
+        cmd = build_command(launcher, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
                             process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
                             command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
+        if launcher.note:
+            server.notes.append(launcher.note)
         launch_process(server, spec, what="vLLM", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
@@ -323,7 +329,8 @@ class VLLMBackend(Backend):
                        help="pass --per-request-spec-decode-metrics (newer vLLM)")
         add_common_server_arguments(p, port=self.default_port, what="vLLM")
         p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
-        p.add_argument("--vllm-bin", default=None, help="the vllm executable (default: searched on PATH)")
+        p.add_argument("--vllm-bin", default=None, help="the vllm executable, or the Python of an environment that "
+                       "has vLLM (default: PATH, then the CPU build of `make vllm`)")
 
 
     def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
