@@ -309,6 +309,8 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     rows = {r["draft"]: r for r in data["results"]}
     base, good, ignored, zero = rows[None], rows["0.6B"], rows["ignored"], rows["never drafts"]
     assert base["status"] == "ok" and base["mean_tps"] > 0 and base["draft_n"] is None
+    # proven plain: vLLM's /metrics has no spec_decode counter without a speculative config
+    assert base["active_methods"] == [] and good["active_methods"] == ["draft_model"]
     assert good["status"] == "ok" and good["mean_tps"] > 0
     assert good["speculation_active"] is True
     assert good["acceptance_rate"] == 0.5714                          # 16 of 28
@@ -341,6 +343,25 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     # one model server at a time, each a session of the rows, + the ignored draft's that measured nothing
     sessions = {r["session"] for row in data["results"] for r in row["requests"]}
     assert len(fake.argv()) == len(sessions) + 1
+
+
+def test_a_baseline_that_speculates_is_refused(fake, tmp_path, monkeypatch):
+    """A speculative config slipped into extra_args would make the target alone look fast: the baseline's
+    /metrics shows it, and the row is an error, never compared with."""
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+    config = {"name": "sneaky", "hardware": "test", "backend": "vllm", "targets": [{"label": "8B", "path": TARGET}],
+              "drafts": [], "candidates": [{"label": "ngram", "method": "ngram"}],
+              "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 0, "max_tokens": 8, "port": 0,
+                           "prompts": ["code"], "design": "sequential",
+                           "extra_args": ["--speculative-config", '{"method":"ngram","num_speculative_tokens":2}']}}
+    path = tmp_path / "sneaky.json"
+    path.write_text(json.dumps(config))
+    results = tmp_path / "out.json"
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
+    base = next(r for r in json.loads(results.read_text())["results"] if r["draft"] is None)
+    assert base["status"] == "error", proc.stdout + proc.stderr
+    assert "the baseline is not plain decoding: the server ran ngram (its /metrics has vllm:spec_decode_* " \
+           "counters)" in base["reason"]
 
 
 # --------------------------------------------------------------------------- failures

@@ -91,6 +91,7 @@ class Server:
     """
 
     stop_grace_s: float = 3.0        # SIGTERM → SIGKILL grace for the server's process group
+    methods_evidence: str = "the server's own report"   # where active_methods() reads what the server runs
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,

@@ -65,12 +65,14 @@ from .command import (
     per_step_positions,
     served_name,
     speculative_config,
+    speculative_config_of,
 )
 from .parallel import PARALLEL_SETTINGS, parallel_problems, topology_from_command
 
 
 class VLLMServer(Server):
     stop_grace_s = 10.0      # let vLLM release the GPU cleanly; then the group is killed
+    methods_evidence = "its /metrics has vllm:spec_decode_* counters"
 
     def __init__(self, *args, expects_draft: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -160,6 +162,19 @@ class VLLMServer(Server):
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
                            source=CountsSource.METRICS, accepted_per_pos=per_position_delta(before, after))
+
+    def active_methods(self) -> tuple[str, ...] | None:
+        """``()`` where /metrics is vLLM's and has no spec_decode counter (vLLM exports them exactly when it
+        was started with a speculative config: checked on 0.32.0), so a baseline proves it decoded plainly;
+        the method from the command line where it has them; None where /metrics cannot tell."""
+        text = self._metrics_text()
+        if text is None or "vllm:" not in text:
+            return None
+        if not parse_counters(text):
+            return ()
+        config = speculative_config_of(self.command or [])
+        method = config.get("method") if config else None
+        return (str(method) if method else "speculative decoding (method not known)",)
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         text = self._metrics_text()

@@ -161,6 +161,20 @@ def speculative_config(spec: LaunchSpec) -> dict | None:
     return cfg
 
 
+def speculative_config_of(cmd: list[str]) -> dict | None:
+    """The ``--speculative-config`` / ``-sc`` object a command passes (the last one wins, as in argparse)."""
+    found = None
+    for i, arg in enumerate(cmd):
+        name, eq, value = arg.partition("=")
+        if name in ("--speculative-config", "-sc"):
+            found = value if eq else (cmd[i + 1] if i + 1 < len(cmd) else None)
+    try:
+        parsed = json.loads(found) if found else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
 def build_command(launcher: VLLMLauncher | str, spec: LaunchSpec) -> list[str]:
     """The exact command for one combination (a plain path: ``PATH serve TARGET …``)."""
     if isinstance(launcher, str):
