@@ -87,12 +87,12 @@ class SpeculationStatus:
 class Server:
     """A ready server: the one object the measurement code talks to.
 
-    Every member is declared here with the behaviour of a plain OpenAI-compatible server;
-    backends override what differs. ``stop()`` is idempotent and the object is a context
-    manager, so whoever launched it can always stop it.
-    """
+    Every member is declared here with the behaviour of a plain OpenAI-compatible server; backends override
+    what differs. ``stop()`` is idempotent and the object is a context manager, so whoever launched it can
+    always stop it."""
 
     stop_grace_s: float = 3.0        # SIGTERM → SIGKILL grace for the server's process group
+    methods_evidence: str = "the server's own report"   # where active_methods() reads what the server runs
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,

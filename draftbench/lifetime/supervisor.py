@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -42,6 +43,10 @@ from . import escaped, groups
 DEFAULT_GRACE_S = 3.0
 PARENT_POLL_S = 0.5
 TERMINATE_WAIT_S = 5.0     # after the group kill, before the last resort (the server process alone)
+# After the server exited, what it left in its group may still be finishing: Python's multiprocessing
+# resource tracker (vLLM's) ignores SIGTERM and unlinks the shared memory of the dead processes once they are
+# all gone. Killed at once, it leaves them in /dev/shm (seen: vLLM 0.32.0, ~400 MB per server).
+REMAINS_WAIT_S = 2.0
 EXIT_CANNOT_START = 127
 SUBREAPER_ENV = "DRAFTBENCH_SUBREAPER"   # "0": not a subreaper (tests the port fallback that other OSes use)
 COPY_CHUNK = 1 << 16          # what one read of the server's output takes, and the longest line kept whole
@@ -204,6 +209,7 @@ class Supervisor:
             threading.Thread(target=watcher, daemon=True).start()
         returncode = server.wait()
         self.server_exited.set()
+        _let_group_finish(server.pid, REMAINS_WAIT_S)
         groups.kill_group_remains(server.pid)   # helpers it left behind die with it
         self._stop_escaped(server.pid, returncode)
         if copier is not None:
@@ -238,6 +244,29 @@ class Supervisor:
                 path.unlink()
         except (OSError, ValueError, AttributeError):
             pass
+
+
+def _let_group_finish(pgid: int, timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until nothing is left in the group ``pgid``, reaping what was re-parented to
+    us meanwhile (a zombie still counts as a member until reaped). POSIX only."""
+    if groups.is_windows():
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return   # the number now belongs to someone else's group
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def _ignore(_signum: int, _frame: object) -> None:

@@ -199,7 +199,7 @@ class CombinationRunner:
                 # A build that speculates by default would make the baseline look fast: never compare to it.
                 self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
                 return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
-                           f"{', '.join(methods)} (/slots speculative.types)", server=info,
+                           f"{', '.join(methods)} ({server.methods_evidence})", server=info,
                            load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),

@@ -341,7 +341,7 @@ class StepRunner:
         methods = o.methods
         if not combo.is_speculative and methods:
             reason = (f"the baseline is not plain decoding: the server ran {', '.join(methods)} "
-                      "(/slots speculative.types)")
+                      f"({o.server.methods_evidence})")
             self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
             self._give_up(combo, reason)
             return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods),

@@ -78,6 +78,8 @@ BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots p
 
 
 class LlamaCppServer(Server):
+    methods_evidence = "/slots speculative.types"
+
     def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.has_metrics = has_metrics
