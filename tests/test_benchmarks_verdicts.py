@@ -53,7 +53,7 @@ def test_every_stage_is_a_fresh_server_per_candidate_and_the_sessions_are_the_wo
 
 def test_counters_never_allow_more_than_the_truth_and_drift_reaches_requests_in_time_order():
     grid = Grid("flat", (Cand("a", 1.0), Cand("b", 1.0)), prompt_sd=0.0)
-    result, truth, backend = one_sweep(grid, Machine(run_sd=0.0, drift=0.3))
+    result, _truth, _backend = one_sweep(grid, Machine(run_sd=0.0, drift=0.3))
     baseline = result.results.baseline_for("target")
     speeds = [r.decode_tps for r in baseline.requests]
     assert speeds[-1] > speeds[0] * 1.05                                   # the machine sped up over the sweep

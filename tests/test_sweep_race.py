@@ -108,7 +108,7 @@ def test_the_console_the_verdict_and_the_report_name_one_best(tmp_path):
     _, results = sweep(tmp_path, backend, reporter=said)
     entry = results.summary["targets"][0]
     best = entry["best"]["name"]
-    assert said.lines and said.lines[-1].startswith(f"7B: look ") and f"best so far {best}:" in said.lines[-1]
+    assert said.lines and said.lines[-1].startswith("7B: look ") and f"best so far {best}:" in said.lines[-1]
     assert best in entry["verdict"]
     from draftbench.report.page import render_report
     page = render_report(results)
@@ -131,7 +131,7 @@ def test_switching_search_on_resume_is_refused(tmp_path):
 
 
 def test_the_results_file_keeps_the_stages_in_strict_json(tmp_path):
-    _, results = sweep(tmp_path, FakeBackend(script()))
+    sweep(tmp_path, FakeBackend(script()))
     data = json.loads((tmp_path / "r.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-strict {c}"))
     row = next(r for r in data["results"] if r["draft"] == "best")
     assert row["design"]["horizon"] == 6 and row["design"]["per_stage"] == 6 and row["design"]["name"] == "interleaved"

@@ -40,9 +40,10 @@ def script(**kw) -> Script:
     return Script(**base)
 
 
-def run(tmp_path, backend, cfg, reporter=None, options=RunOptions(), name="r.json"):
+def run(tmp_path, backend, cfg, reporter=None, options=None, name="r.json"):
     path = tmp_path / name
-    code = Sweep(cfg, path, None, reporter=reporter or Reporter(), backend=backend, options=options).run()
+    code = Sweep(cfg, path, None, reporter=reporter or Reporter(), backend=backend,
+                 options=options or RunOptions()).run()
     return code, load_results(path)
 
 
@@ -139,10 +140,10 @@ def test_the_budget_is_the_seconds_given_counted_once_on_the_clock(tmp_path):
 def test_more_continues_an_unresolved_target_beyond_the_planned_stages(tmp_path):
     cfg = config(tmp_path, drafts=(("fast", FAST), ("near", NEAR)), stages=2, search="exhaustive")
     backend = script(speedup={FAST: 1.3, NEAR: 1.3}, noise={FAST: 0.1, NEAR: 0.1})
-    code, first = run(tmp_path, FakeBackend(backend), cfg)
+    _code, first = run(tmp_path, FakeBackend(backend), cfg)
     assert first.summary["targets"][0]["stages"]["decision"] in ("shortlist", "unresolved")
     assert "more server pair" in first.summary["targets"][0]["verdict"]
-    code, more = run(tmp_path, FakeBackend(backend), cfg, options=RunOptions(more=2))
+    _code, more = run(tmp_path, FakeBackend(backend), cfg, options=RunOptions(more=2))
     fast = next(r for r in more.results if r.draft == "fast")
     assert {q.block for q in fast.requests} == {0, 1, 2, 3}
     earlier = next(r for r in first.results if r.draft == "fast").requests
@@ -173,4 +174,4 @@ def test_progress_notes_say_when_there_are_too_few_requests_for_an_interval(tmp_
     run(tmp_path, FakeBackend(script()), cfg, reporter=Notes())
     so_far = [n for n in notes if "so far" in n]
     assert so_far and "too few requests to tell" in so_far[0]
-    assert not any("[-9" in n or "%, +" in n and "6911" in n for n in so_far)
+    assert not any("[-9" in n or ("%, +" in n and "6911" in n) for n in so_far)

@@ -8,9 +8,11 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from typing import TextIO
 
 from ..analysis.comparison import describe_with_bound
+from ..analysis.context_length import describe_length
 from ..analysis.draft import best_k as kpredict
 from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
@@ -251,6 +253,8 @@ class Console(Reporter):
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):
             self.line(f"  {entry['verdict']}")
+            for length in (entry.get("context") or {}).get("per_length") or ():   # prefill and decode apart
+                self.line(textwrap.indent(describe_length(length), "    "))
             if isinstance(entry.get("race"), dict) and (race := RaceOutcome.from_dict(entry["race"])) is not None:
                 self.line(f"    Race: {race.sentence()}")       # the same decision, in the same words
             for text in command_lines(entry):

@@ -42,6 +42,7 @@ class Session:
     started: float
     seen: set[str] = field(default_factory=set)
     methods: tuple[str, ...] | None = None        # what /slots said it ran, asked before it stops
+    memory: dict | None = None                    # what it held (Server.memory_use), asked before it stops
 
 
 class LaunchFailed(Exception):
@@ -106,6 +107,7 @@ class Launcher:
         try:
             if session.methods is None:
                 session.methods = session.server.active_methods()
+            session.memory = session.server.memory_use()
             for note in session.server.notes[len(session.notes):]:     # learnt while measuring (LM Studio's k)
                 self.reporter.note(note)
                 session.notes.append(Finding(Code.SERVER_NOTE, note))

@@ -27,15 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..analysis.context_length import at_length, each_length
+from ..analysis.context_length import lengths as context_lengths
 from ..analysis.stage_records import TargetStages, staged_targets
 from ..analysis.stage_verdict import StagedVerdict, staged_verdict
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
+from ..common.errors import ResultsFileError
+from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt, prompts_for
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile
 from ..results.kinds import Role, Status
+from . import long_context
 from .config_file import SweepConfig
 from .console import Reporter, format_duration
 from .estimate import Estimator
@@ -45,7 +50,7 @@ from .runner import CombinationRunner
 from .schedule import stage_steps
 from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
 from .stage_runner import StageRunner, TargetPlan
-from .stages import Budget, Ending, StageLoop
+from .stages import Budget, Ending, StageLoop, final
 from .target_plan import target_plan
 
 
@@ -62,6 +67,9 @@ class MemoryStore:
         self.results = self.results.with_row(row)
         return row
 
+    def describe_prompts(self, prompt_set: dict) -> None:
+        self.results = replace(self.results, prompt_set=prompt_set)
+
 
 def empty_results(config: SweepConfig) -> ResultsFile:
     return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
@@ -71,7 +79,8 @@ def empty_results(config: SweepConfig) -> ResultsFile:
 
 @dataclass(frozen=True)
 class SweepOutcome:
-    """What :func:`run_sweep` returns: the analysed results, each staged target's verdict and how it ended."""
+    """What :func:`run_sweep` returns: the analysed results, each staged target's verdict and how it ended
+    (keyed by the target's label; on the context axis by ``"<label> at <N> tokens"``, one per length)."""
 
     results: ResultsFile
     verdicts: dict[str, StagedVerdict] = field(default_factory=dict)
@@ -110,17 +119,68 @@ class SweepRun:
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options, logs_dir,
                                    self.reporter, clock=self.clock)
         launcher = Launcher(runner, self.reporter, self.clock, next_session_number(self.store.current()))
+        lengths = context_lengths(settings)
         for target in self.config.targets:
-            found = target_plan(settings, self.backend, combos, target.label, prompts, self.store.current())
-            if found is not None:
-                self.endings[target.label] = self.target(found, launcher, options, more)
-        self.plain([c for c in combos if not in_stages(c)], runner, prompts)
+            for length, measured in self._prompts_of(target, runner, prompts, lengths, more):
+                runner.prompts = measured
+                at_n = [c for c in combos if c.target.label == target.label and c.context_tokens == length]
+                self._one_length(at_n, target.label, length, launcher, options, more)
+                if length is not None:       # the rest of this length (other levels) on its own prompts
+                    self.plain([c for c in at_n if not in_stages(c)], runner)
+        runner.prompts = prompts
+        self.plain([c for c in combos if not in_stages(c) and c.context_tokens is None], runner)
+        return self._outcome(lengths)
+
+    def _one_length(self, combos: list[Combination], label: str, length: int | None, launcher: Launcher,
+                    options: MeasureOptions, more: int) -> None:
+        """A target's stages at one prompt length (``None``: the sweep has no context axis)."""
+        settings = self.config.settings
+        found = target_plan(settings, self.backend, combos, label, launcher.runner.prompts,
+                            at_length(self.store.current(), length) if length is not None else self.store.current())
+        if found is not None:
+            key = label if length is None else f"{label} at {length} tokens"
+            self.endings[key] = self.target(found, launcher, options, more, length)
+
+    def _prompts_of(self, target: ModelRef, runner: CombinationRunner, prompts: list[Prompt],
+                    lengths: tuple[int, ...], more: int) -> list[tuple[int | None, list[Prompt]]]:
+        """The prompts each length measures: the sweep's own without a context axis; else the target's long
+        prompts, cut with its own tokenizer (not when every length of the target is decided already)."""
+        if not lengths:
+            return [(None, list(prompts))]
+        if self._settled(target.label, lengths, more):
+            return []
+        built = long_context.build(runner, target, lengths, filler=self.config.settings.context_filler,
+                                   seed=self.config.settings.seed)
+        record = self.store.current().prompt_set
+        changed = long_context.changed_sources(record, built)
+        if changed:
+            raise ResultsFileError(f"the results file was measured on other long prompts: {changed}",
+                                   "use --results with a new file name, or the Python that made the file")
+        self.store.describe_prompts(long_context.prompt_set_record(record, {target.label: built}))
+        return [(n, built.by_length[n]) for n in lengths]
+
+    def _settled(self, label: str, lengths: tuple[int, ...], more: int) -> bool:
+        """Every length of ``label`` measured and decided (a resumed sweep need not cut its prompts again)."""
+        results = self.store.current()
+        rows = [r for r in results.rows_of(label) if r.context_tokens is not None]
+        if {r.context_tokens for r in rows if r.measured} != set(lengths) or not all(r.measured for r in rows):
+            return False
+        floor = self.config.settings.noise_floor
+        return all(final(s.replay.outcome, more) for n in lengths
+                   for s in staged_targets(at_length(results, n), noise_floor=floor, eliminate=self.eliminate).values())
+
+    def _outcome(self, lengths: tuple[int, ...]) -> SweepOutcome:
         results = analyze(self.store.current())
-        decided = staged_targets(results, noise_floor=settings.noise_floor, eliminate=self.eliminate)
-        return SweepOutcome(results, {t: staged_verdict(s) for t, s in decided.items()}, dict(self.endings))
+        floor = self.config.settings.noise_floor
+        verdicts: dict[str, StagedVerdict] = {}
+        for length, part in each_length(results):
+            for target, found in staged_targets(part, noise_floor=floor, eliminate=self.eliminate).items():
+                verdicts[target if length is None else f"{target} at {length} tokens"] = staged_verdict(found)
+        return SweepOutcome(results, verdicts, dict(self.endings))
 
     # ------------------------------------------------------------------ one target
-    def target(self, plan: TargetPlan, launcher: Launcher, options: MeasureOptions, more: int) -> Ending:
+    def target(self, plan: TargetPlan, launcher: Launcher, options: MeasureOptions, more: int,
+               length: int | None = None) -> Ending:
         rows = RowWriter(self.store, launcher.runner, StagedDesign(plan.design, plan.stages.horizon,
                                                                    plan.stages.size, plan.stages.fixed))
         runner = StageRunner(launcher, plan, rows, self.reporter, options,
@@ -128,7 +188,7 @@ class SweepRun:
                                                                          list(plan.candidates))))
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
-        decide = self._decider(plan.label)
+        decide = self._decider(plan.label, length)
         before = decide(10 ** 6)
         self._looks_before[plan.label] = len(before.replay.looks) if before is not None else 0
         loop = StageLoop(plan, runner, rows, decide, self.eliminate)
@@ -140,8 +200,9 @@ class SweepRun:
             self._skip_unmeasured(plan, rows)
         return ending
 
-    def _decider(self, label: str) -> Callable[[int], TargetStages | None]:
-        """The looks on a target's stages before a given one (asked twice per stage on the same rows: kept)."""
+    def _decider(self, label: str, length: int | None) -> Callable[[int], TargetStages | None]:
+        """The looks on a target's stages before a given one, at its prompt length (asked twice per stage on the
+        same rows: kept)."""
         floor = self.config.settings.noise_floor
         seen: dict[int, tuple[ResultsFile, TargetStages | None]] = {}
 
@@ -149,7 +210,8 @@ class SweepRun:
             results = self.store.current()
             if stage in seen and seen[stage][0] is results:
                 return seen[stage][1]
-            found = staged_targets(results, noise_floor=floor, eliminate=self.eliminate,
+            part = at_length(results, length) if length is not None else results
+            found = staged_targets(part, noise_floor=floor, eliminate=self.eliminate,
                                    before={label: stage}).get(label)
             seen[stage] = (results, found)
             return found
@@ -201,7 +263,7 @@ class SweepRun:
             self.reporter.row_recorded(rows.skipped(combo, why.splitlines()[0]))
 
     # ------------------------------------------------------------------ on their own
-    def plain(self, combos: list[Combination], runner: CombinationRunner, prompts: list[Prompt]) -> None:
+    def plain(self, combos: list[Combination], runner: CombinationRunner) -> None:
         """Other concurrency levels, drafts alone and ceiling runs: each on a server of its own, in plan order."""
         failed: dict[str, str] = {}
         show_k = shows_k(self.config)

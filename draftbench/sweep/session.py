@@ -12,16 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..analysis.concurrency import levels
+from ..analysis.context_length import each_length
+from ..analysis.context_length import lengths as context_lengths
 from ..analysis.stage_records import staged_targets
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.errors import ConfigError
+from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
 from ..lifetime.process import prepare_to_start_servers
 from ..results.file import ResultsFile, Row, save_results
 from ..results.kinds import Status
 from ..results.output_paths import logs_dir_for
+from . import long_context
 from .config_file import SweepConfig
 from .console import Console, Reporter
 from .plan import plan
@@ -68,21 +73,28 @@ class Sweep:
         # endpoint does not answer (config problems: exit 2, nothing started).
         self.backend.check_ready_to_run(settings)
         problems = self.backend.target_problems(self.config.targets, settings)
+        lengths = context_lengths(settings)
+        if lengths:      # a length a model cannot take (trained context, KV memory) is refused here
+            problems += long_context.length_problems(self.config, self.backend.context_problem, settings.max_tokens,
+                                                     lengths, max(levels(settings)))
         if problems:
             raise ConfigError(self.config.source, problems)
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
         combos = plan(self.config)
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
-        results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
+        # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
+        results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
         done = {r.key for r in results.results if r.measured}
-        undecided = {t for t, s in staged_targets(results, noise_floor=settings.noise_floor,
-                                                   eliminate=settings.search == "adaptive").items()
+        undecided = {t for _n, part in each_length(results)
+                     for t, s in staged_targets(part, noise_floor=settings.noise_floor,
+                                                eliminate=settings.search == "adaptive").items()
                      if not final(s.replay.outcome, self.options.more)}
         open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates), n_runs=len(combos),
-                                   n_prompts=len(selection.prompts), runs=settings.runs,
+                                   n_prompts=len(selection.prompts) if not lengths else
+                                   len(LONG_CATEGORIES) * len(lengths), runs=settings.runs,
                                    max_tokens=settings.max_tokens, backend=self.config.backend,
                                    resumed_from=str(self.results_path) if done else None,
                                    n_done=len(done - open_rows), n_open=len(open_rows),
@@ -113,6 +125,11 @@ class Sweep:
     def current(self) -> ResultsFile:
         assert self.results is not None
         return self.results
+
+    def describe_prompts(self, prompt_set: dict) -> None:
+        """The prompts measured, as built during the sweep (long prompts: per target, with their sources)."""
+        self.results = replace(self.current(), prompt_set=prompt_set)
+        save_results(self.results, self.results_path)
 
     def record(self, row: Row) -> Row:
         """Add (or replace) a row, re-analyse and rewrite the file; the row as analysed."""

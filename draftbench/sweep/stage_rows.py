@@ -23,6 +23,7 @@ class RowStore(Protocol):
 
     def current(self) -> ResultsFile: ...
     def record(self, row: Row) -> Row: ...
+    def describe_prompts(self, prompt_set: dict) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,11 @@ class RowWriter:
         fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs, flags=self.runner.flags)
         common = self._common(combo, prior, records, wall)
         common.update(server=session.info, load_time_s=rounded(session.server.load_time_s, 3),
-                      topology=session.server.topology)
+                      topology=session.server.topology, memory=peak_memory(prior, session))
         methods = session.methods
         if not combo.is_speculative and methods:
             reason = (f"the baseline is not plain decoding: the server ran {', '.join(methods)} "
-                      "(/slots speculative.types)")
+                      f"({session.server.methods_evidence})")
             return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods), **common))
         active, findings = speculation_outcome(combo.is_speculative, session.status, fields.get("draft_n"),
                                                model_free=bool(combo.candidate and combo.candidate.model_free))
@@ -114,6 +115,16 @@ class RowWriter:
         return {**base, "requests": tuple(records), "design": self.design.of(combo, records),
                 "wall_time": rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3),
                 "race": prior.race if prior else None}
+
+
+def peak_memory(prior: Row | None, session: Session) -> dict | None:
+    """The most any of a row's server sessions held (each stage starts new servers), and how many said."""
+    earlier = (prior.memory if prior is not None else None) or {}
+    if session.memory is None:
+        return prior.memory if prior is not None else None
+    out = {k: max(v, earlier.get(k) or 0) for k, v in session.memory.items()}
+    counted = prior is not None and any(r.session == session.id for r in prior.requests)
+    return {**out, "servers": (earlier.get("servers") or 0) + (0 if counted else 1)}
 
 
 def is_pending(row: Row | None) -> bool:

@@ -125,6 +125,7 @@ class StageRunner:
         baseline that turned out to speculate ends the target (nothing may be compared with it)."""
         if session.methods is None and records:
             session.methods = session.server.active_methods()     # /slots fills in once a request ran
+        session.memory = session.server.memory_use()               # its server runs on: the most so far
         row = self.rows.measured(self.plan.baseline, session, records, wall + self.opening_s)
         self.opening_s = 0.0
         if row.status is Status.ERROR:
