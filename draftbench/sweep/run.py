@@ -198,7 +198,16 @@ class SweepRun:
             self._not_probed(plan, rows, budget)
         if ending is Ending.BASELINE_FAILED:
             self._skip_unmeasured(plan, rows)
+        self._rows_in_full(plan, rows)
         return ending
+
+    def _rows_in_full(self, plan: TargetPlan, rows: RowWriter) -> None:
+        """Each measured candidate's row as its stages left it (by category, inside the draft, output check)."""
+        for name, combo in plan.candidates.items():
+            row = rows.row(combo)
+            if row is not None and row.status is Status.OK and row.requests:
+                self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
+                self.reporter.row_recorded(row)
 
     def _decider(self, label: str, length: int | None) -> Callable[[int], TargetStages | None]:
         """The looks on a target's stages before a given one, at its prompt length (asked twice per stage on the
