@@ -15,6 +15,7 @@ from draftbench.sweep.console import Reporter
 from draftbench.sweep.session import RunOptions
 
 from fakes.inprocess import FakeBackend, Script
+from helpers import run_cli
 
 TARGET, FAST, NEAR, SLOW = "/m/target.gguf", "/m/fast.gguf", "/m/near.gguf", "/m/slow.gguf"
 
@@ -128,6 +129,16 @@ def test_the_budget_is_the_seconds_given_counted_once_on_the_clock(tmp_path):
     verdict = first.summary["targets"][0]["verdict"]
     assert all(r.draft in verdict for r in not_probed) and "larger budget_s, or with --more" in verdict
     assert any("budget" in line and "continue" in line for line in said)
+    # the report's Problems and the export name every candidate not probed, with what continues it
+    from draftbench.report.page import render_report
+    problems = render_report(first).split('id="problems"')[1].split("</section>")[0]
+    export = run_cli("sweep.py", "--results", str(tmp_path / "r.json"), "--export", "md").stdout
+    for row in not_probed:
+        assert row.draft in problems and row.draft in export
+        line = next(x for x in export.splitlines() if x.startswith("|") and row.draft in x)
+        assert "not probed" in line and "larger budget_s" in line
+    assert problems.count("larger budget_s") == len(not_probed)
+    assert "not probed: not probed" not in export
     # the same command with a larger budget continues: nothing measured is discarded
     bigger = config(tmp_path, search="exhaustive", budget_s=100000)
     code, again = run(tmp_path, Clocked(script(), now), bigger, options=RunOptions(clock=lambda: now[0]))

@@ -157,6 +157,9 @@ class Console(Reporter):
         if row.status is Status.SKIPPED:
             self.line(f"  Skipped: {reason_text(row)}")
             return
+        if row.status is Status.NOT_PROBED:
+            self.line(f"  Not probed: {row.target} — {row.draft}: {reason_text(row)}")
+            return
         if row.status is Status.ERROR:
             self.line(f"  Error recorded: {reason_text(row)}")
             return

@@ -254,7 +254,7 @@ class SweepRun:
         self.reporter.progress(spent, remaining, at_most=True)
 
     def _not_probed(self, plan: TargetPlan, rows: RowWriter, budget: Budget) -> None:
-        why = (f"not probed: the budget of {format_duration(budget.seconds or 0)} was spent first — run the same "
+        why = (f"the budget of {format_duration(budget.seconds or 0)} was spent first — run the same "
                "command with a larger budget_s (or --more) to continue")
         for combo in plan.candidates.values():
             if rows.row(combo) is None:
