@@ -85,8 +85,15 @@ def test_a_resumed_sweep_continues_at_the_first_missing_stage_and_measures_nothi
     assert code == EXIT_INTERRUPTED
     before = {r.draft: r.requests for r in first.results}
     assert all({q.block for q in rows} == {0} for rows in before.values() if rows)
-    code, resumed = run(tmp_path, FakeBackend(script(**apart)), cfg)
+    numbers: list[tuple[int, int]] = []
+
+    class Numbers(Reporter):
+        def combination_started(self, index, total, title, at_most=False):
+            numbers.append((index, total))
+
+    code, resumed = run(tmp_path, FakeBackend(script(**apart)), cfg, reporter=Numbers())
     assert code == EXIT_OK
+    assert numbers[0] == (4, 12)       # stage 1's three steps were measured: the resumed run numbers on (issue 37)
     for row in resumed.results:
         assert row.requests[: len(before[row.draft])] == before[row.draft]   # kept, then continued
         assert [q.block for q in row.requests] == sorted(q.block for q in row.requests)

@@ -47,7 +47,7 @@ from .estimate import Estimator
 from .launcher import Launcher, next_session_number
 from .plan import Combination, plan, shows_k
 from .runner import CombinationRunner
-from .schedule import stage_steps
+from .schedule import Design, stage_steps
 from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
 from .stage_runner import StageRunner, TargetPlan
 from .stages import Budget, Ending, StageLoop, final
@@ -183,9 +183,8 @@ class SweepRun:
                length: int | None = None) -> Ending:
         rows = RowWriter(self.store, launcher.runner, StagedDesign(plan.design, plan.stages.horizon,
                                                                    plan.stages.size, plan.stages.fixed))
-        runner = StageRunner(launcher, plan, rows, self.reporter, options,
-                             total=plan.stages.horizon * len(stage_steps(plan.design, 0, plan.stages.stage(0), 0,
-                                                                         list(plan.candidates))))
+        total = plan.stages.horizon * len(stage_steps(plan.design, 0, plan.stages.stage(0), 0, list(plan.candidates)))
+        runner = StageRunner(launcher, plan, rows, self.reporter, options, (steps_measured(plan, rows), total))
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
         decide = self._decider(plan.label, length)
@@ -285,6 +284,16 @@ class SweepRun:
             if combo.role is Role.BASELINE and not row.ok:
                 failed[combo.target.label] = row.reason or row.status
             self.reporter.row_recorded(row)
+
+
+def steps_measured(plan: TargetPlan, rows: RowWriter) -> int:
+    """The steps a target's rows were measured in before this run: a candidate's server session is a step, and
+    so is each baseline server outside the interleaved design (there, the stage's baseline server is beside)."""
+    candidates = {r.session for c in plan.candidates.values() if (row := rows.row(c)) for r in row.requests
+                  if r.session}
+    baseline = rows.row(plan.baseline)
+    own = {r.session for r in (baseline.requests if baseline else ()) if r.session}
+    return len(candidates) + (0 if plan.design is Design.INTERLEAVED else len(own))
 
 
 def estimator_for(config: SweepConfig, prompts: int, results_path: Path) -> Estimator:

@@ -56,11 +56,11 @@ class Outcome:
 
 class StageRunner:
     def __init__(self, launcher: Launcher, plan: TargetPlan, rows: RowWriter, reporter: Reporter,
-                 options: MeasureOptions, total: int | None = None):
-        """``total``: the most steps the target's stages may run (the console numbers steps out of it)."""
+                 options: MeasureOptions, numbering: tuple[int, int] | None = None):
+        """``numbering``: (steps measured before this run, the most steps the target's stages may run): the
+        console numbers steps out of the total, and a resumed target numbers on from where it stopped."""
         self.launcher, self.plan, self.rows, self.reporter, self.options = launcher, plan, rows, reporter, options
-        self.total = total
-        self.steps_run = 0
+        self.steps_run, self.total = numbering if numbering is not None else (0, None)
         self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row with its requests
 
     def run(self, stage: int, names: Sequence[str], stop: Callable[[], bool]) -> Outcome:
