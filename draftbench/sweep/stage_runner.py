@@ -60,7 +60,8 @@ class StageRunner:
         """``numbering``: (steps measured before this run, the most steps the target's stages may run): the
         console numbers steps out of the total, and a resumed target numbers on from where it stopped."""
         self.launcher, self.plan, self.rows, self.reporter, self.options = launcher, plan, rows, reporter, options
-        self.steps_run, self.total = numbering if numbering is not None else (0, None)
+        self.steps_run = numbering[0] if numbering is not None else 0
+        self.total: int | None = numbering[1] if numbering is not None else None
         self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row with its requests
 
     def run(self, stage: int, names: Sequence[str], stop: Callable[[], bool]) -> Outcome:
