@@ -60,6 +60,7 @@ def test_adaptive_sweep_races_in_stages_saves_and_resumes(models, tmp_path):
     again = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--search", "adaptive",
                     "--budget", "3600")
     assert again.returncode in (0, 3), again.stdout + again.stderr
-    before = {r["draft"]: r["requests"] for r in data["results"]}
+    before = {(r["draft"], r["draft_max"]): r["requests"] for r in data["results"]}     # k = 2 and 4: two rows
     for row in json.loads(results.read_text())["results"]:
-        assert row["requests"][: len(before[row["draft"]])] == before[row["draft"]]
+        kept = before[(row["draft"], row["draft_max"])]
+        assert row["requests"][: len(kept)] == kept
