@@ -28,6 +28,7 @@ from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
 from .draft import positions as perpos
+from .draft.evidence import why_slower
 from .race_outcome import race_outcome
 from .racing import server_loads
 from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
@@ -351,11 +352,7 @@ def recommend(results: ResultsFile) -> dict:
                                     f"{stats.describe_speedup(best.speedup)}).")
                 if confirming is not None:
                     entry["verdict"] += decision.not_confirmed_text(confirming)
-                if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
-                    entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time "
-                                         "goes into verifying them: the target is likely compute-bound on this hardware "
-                                         "(typical of CPUs), where a verify step costs nearly as much per token as "
-                                         "generating. The same pair may pay on a GPU.")
+                entry["verdict"] += why_slower(best)     # only where its drafting can carry the reason
         elif eliminated := [r for r in results.rows_of(target) if r.status is Status.ELIMINATED and r.speedup]:
             best = max(eliminated, key=lambda r: rank(r.speedup))
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "

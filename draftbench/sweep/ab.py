@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from ..analysis.draft.evidence import why_slower
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
@@ -87,10 +88,8 @@ def verdict(baseline: Row, spec: Row) -> str:
     elif s.ratio > 1:
         out = f"Use it: {s.ratio:.2f}x as fast with speculative decoding on this machine ({text})."
     else:
-        out = f"Do not use it here: speculative decoding is {1 / s.ratio:.2f}x slower on this machine ({text})."
-        if (spec.acceptance_rate or 0) >= 0.5:
-            out += (" Its drafts are mostly accepted, so verifying them is what costs: the target is likely "
-                    "compute-bound here (typical of CPUs); the same pair may pay on a GPU.")
+        out = (f"Do not use it here: speculative decoding is {1 / s.ratio:.2f}x slower on this machine ({text})."
+               + why_slower(spec))
     if spec.acceptance_rate is not None and spec.acceptance_rate < 0.1:
         out += (f" The draft rarely predicts this target ({spec.acceptance_rate:.0%} accepted): use a draft from the "
                 "same model family.")
