@@ -74,7 +74,7 @@ def _params_text(row: Row) -> str | None:
 
 def result_record(row: Row) -> Record:
     tps = row.tps or {}
-    speed = row.speedup
+    speed = row.speedup if row.speculation_active is not False else None   # an inactive row has no speed-up
     cand = row.candidate if isinstance(row.candidate, dict) else {}
     method = "+".join(str(m) for m in cand.get("method") or ()) or None
     return {
