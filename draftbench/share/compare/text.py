@@ -16,6 +16,9 @@ NOT_SIGNIFICANT_MEANS = ("not significant: the 95% interval includes 1.00x, or t
                          "floor (settings.noise_floor, 2% unless set)")
 
 
+SAME_MEASUREMENTS = "same measurements"   # the file's row is the other's own requests (a copy): no change
+
+
 def times(x: float) -> str:
     return f"{x:.2f}x"
 
@@ -90,7 +93,8 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         cells = [row.title] + [tps_text(c) for c in row.cells]
         for i, ref in pairs:
             c = row.change_for(i)
-            cells.append(describe_change(c) if c is not None and c.reference == ref else "—")
+            cells.append(describe_change(c) if c is not None and c.reference == ref else
+                         SAME_MEASUREMENTS if i in row.copies else "—")
         cells += [speedup_text(c) for c in row.cells]
         body.append(cells)
     return header, body
@@ -194,9 +198,18 @@ def render(comparison: Comparison) -> str:
         if reasons:
             out.append("no CI: significance unknown because " + "; ".join(reasons) + ".")
         unpaired = sorted({c.why_unpaired for row in comparison.rows for c in row.changes
-                           if not c.paired and c.ratio.method != "ratio-of-means" and c.why_unpaired})
+                           if not c.paired and c.ratio.method != "ratio-of-means" and c.why_unpaired and not c.repeated})
         if unpaired:
             out.append("Requests compared unpaired (Welch) because " + "; ".join(unpaired) + ".")
+        repeated = [(row.title, c) for row in comparison.rows for c in row.changes if c.repeated]
+        copied = [row.title for row in comparison.rows if row.copies]
+        if repeated or copied:
+            said = ([f"{title}: {c.why_unpaired}" for title, c in repeated]
+                    + [f"{title}: {SAME_MEASUREMENTS} (no change to show)" for title in copied])
+            more = f"; and {len(said) - 3} more combination(s)" if len(said) > 3 else ""
+            out.append("Some files hold the same measurements as an earlier file (a copy of it, or a results file "
+                       "resumed from it): a request is measured once, so those are left out of the change — "
+                       + "; ".join(said[:3]) + more + ".")
     else:
         out.append("No combination is in more than one file: nothing to compare row by row "
                    "(rows match on target, candidate and settings; check the labels).")
