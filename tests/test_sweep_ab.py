@@ -42,11 +42,15 @@ def ab(tmp_path, script: Script):
 
 # --------------------------------------------------------------------------- logic
 
-def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_path):
+def test_baseline_and_candidate_up_together_in_abba_order_and_every_server_stopped(tmp_path):
+    """Issue 37: the A/B measured the target alone, then the candidate — the drift-prone order. It now runs
+    the sweep's interleaved design where both fit: per block a baseline and a candidate server side by side."""
     backend, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
-    assert [launch[1:3] for launch in backend.log if launch[0] == "launch"] == [(TARGET, None), (TARGET, DRAFT)]
+    assert [launch[1:3] for launch in backend.log if launch[0] == "launch"] == [(TARGET, None), (TARGET, DRAFT)] * 2
     assert all(s.stopped for s in backend.servers)
     baseline, spec = results.results
+    assert baseline.design["name"] == spec.design["name"] == "interleaved" and spec.design["sessions"] == 2
+    assert all(r.compared_with and r.compared_with[0] in {b.session for b in baseline.requests} for r in spec.requests)
     assert (baseline.role, spec.role) == ("baseline", "speculative")
     assert spec.speedup.method == "paired-log-by-prompt" and spec.speedup.significant is True
     assert spec.equivalence["compared"] == 6
@@ -56,6 +60,22 @@ def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_pat
         assert f"  {item}" in text, item
     assert "1.50x [" in text and "significant" in text and "80.0%  (192 of 240 drafted tokens accepted)" in text
     assert "identical to the baseline on 6/6 requests" in text and "Use it: 1.50x as fast" in text
+
+
+class OneAtATime(FakeBackend):
+    def side_by_side(self, settings, target, draft):
+        return "the GPU holds one of them at a time"
+
+
+def test_where_both_do_not_fit_each_candidate_block_is_bracketed_by_baseline_blocks(tmp_path):
+    backend = OneAtATime(Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
+    results = run_ab(plan(), backend, "llamacpp", tmp_path / "logs", Reporter())
+    launches = [launch[2] for launch in backend.log if launch[0] == "launch"]
+    assert launches == [None, DRAFT, None] * 2 and all(s.stopped for s in backend.servers)
+    spec = results.results[1]
+    assert spec.design["name"] == "bracketed"
+    assert all(len(r.compared_with or []) == 2 for r in spec.requests)     # the baseline blocks before and after
+    assert spec.speedup.significant is True
 
 
 def test_a_slower_candidate_is_called_slower(tmp_path):
@@ -91,6 +111,25 @@ def test_warnings_name_bench_flags_not_config_keys(tmp_path):
     results = run_ab(one_run, FakeBackend(Script()), "llamacpp", tmp_path / "logs", Reporter())
     messages = [w.message for r in results.results for w in r.warnings]
     assert any("raise --runs to 3" in m for m in messages) and not any("settings.runs" in m for m in messages)
+
+
+def test_the_loop_warning_names_the_ab_flags(tmp_path):
+    """Issue 37: the A/B's loop warning said settings.max_tokens, a config key the A/B has no config for."""
+    from draftbench.analysis.verdict import analyze
+    from draftbench.results.findings import Code
+
+    _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
+    assert results.made_by == "bench.py"
+    loop = "Sure! " + "<|im_start|>user\n" * 40
+    first = results.results[0].requests[0].prompt_id
+
+    def looping(row, faster: float):
+        return replace(row, requests=tuple(replace(r, text=loop, decode_tps=r.decode_tps * faster)
+                                           if r.prompt_id == first else r for r in row.requests))
+    again = analyze(replace(results, results=(looping(results.results[0], 1.0), looping(results.results[1], 2.0))))
+    found = [w for r in again.results for w in r.warnings if w.code is Code.DEGENERATE_OUTPUT]
+    assert found and all("settings." not in w.message and "settings." not in (w.setting or "") for w in found)
+    assert any("raise --max-tokens past the loop" in w.message for w in found)
 
 
 # --------------------------------------------------------------------------- argument checks (no server starts)

@@ -20,14 +20,14 @@ more on the looping requests than on the others rests on nothing).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from ..results.file import Row
 from ..results.findings import Code, Finding
 from ..results.kinds import Role
 from ..results.speedup import Speedup
-from .stats import describe_subset, speedup
+from .stats import SETTINGS_FLAGS, describe_subset, speedup
 
 LOOP_SHARE_LIMIT = 0.3       # 30% of an answer spent in one loop inflates acceptance well beyond the real text
 MAX_PERIOD_TOKENS = 200
@@ -112,13 +112,16 @@ def raised_by_loops(every: Speedup | None, without: Speedup | None) -> bool:
     return without is None or every.ratio > without.ratio
 
 
-FIX = ("use an instruct model with its chat template (a base model answering chat requests loops), raise "
-       "settings.max_tokens past the loop, or use prompts the target answers without looping")
+def fix(flags: Mapping[str, str]) -> str:
+    return ("use an instruct model with its chat template (a base model answering chat requests loops), raise "
+            f"{flags['max_tokens']} past the loop, or use prompts the target answers without looping")
 
 
-def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None, Finding | None]:
+def assess(row: Row, baseline: Row, *, noise_floor: float,
+           flags: Mapping[str, str] = SETTINGS_FLAGS) -> tuple[dict | None, Finding | None]:
     """For the baseline itself or a row compared with it: which of its requests rest on looping output
-    of the target alone, and the speed-up without them. (None, None) when nothing loops."""
+    of the target alone, and the speed-up without them. (None, None) when nothing loops. ``flags``: how
+    the settings are named (:data:`stats.SETTINGS_FLAGS`, or bench.py's flags for its A/B)."""
     loops = looping_requests(baseline)
     if not loops:
         return None, None
@@ -132,7 +135,7 @@ def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None,
     what = f"on {len(affected)} of {len(measured)} requests ({_prompt_list(affected)})"
     if row is baseline or row.role in (Role.BASELINE, Role.CONTROL):
         return info, Finding(Code.DEGENERATE_OUTPUT, f"the target's own output loops {what}: speculative rows "
-                             "measured on these requests look faster than they would on real text", "settings.prompts")
+                             "measured on these requests look faster than they would on real text", flags["prompts"])
     if row.speculation_active is False or row.draft_n == 0:
         return None, None       # it never drafted: there is no speed-up for loops to flatter
     every = speedup(_tps(baseline.requests, lambda k: True), _tps(row.requests, lambda k: True),
@@ -146,4 +149,4 @@ def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None,
             else "; no other request to compare")
     return info, Finding(Code.DEGENERATE_OUTPUT, f"this speed-up rests on looping output: the target alone "
                          f"repeats itself {what}, which any draft or n-gram method predicts trivially{rest}. "
-                         f"Fix: {FIX}", "settings.prompts")
+                         f"Fix: {fix(flags)}", flags["prompts"])

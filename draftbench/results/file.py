@@ -23,7 +23,7 @@ from ..common.bulk import collector_paused
 from ..common.errors import ResultsFileError
 from ..common.files import describe_write_error, write_output_text
 from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
-from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
+from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, Str, declarations, declare, spec_of, write_fields
 from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .sanity import rows_problem
@@ -42,6 +42,7 @@ __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "Resu
 #    and what the server's counters allow (rows' ``counter_bound``).
 SCHEMA_VERSION = 4
 TOOL = "draftbench"
+MADE_BY = ("sweep.py", "bench.py")      # a sweep, or bench.py's one-command A/B (older files: a sweep)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +66,7 @@ class ResultsFile:
     host: dict | None = declare(HOST)
     summary: dict | None = declare(SUMMARY)             # recommendations etc., recomputed on save
     prompt_set: dict | None = declare(PROMPT_SET)       # the prompts measured: sample size, seed, ids (config.prompts)
+    made_by: str | None = declare(Str(choices=MADE_BY))   # the command that measured it: warnings name its flags
     results: tuple[Row, ...] = declare(ListOf(spec_of(Row), nullable=False), required=True, factory=tuple,
                                        upstream=True)
     extra: dict = field(default_factory=dict)

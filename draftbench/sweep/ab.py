@@ -1,16 +1,20 @@
-"""One-command A/B (``bench.py --target T --draft D``): the target alone, then the target with one
-speculative candidate, each on a server started and stopped by the sweep's own runner; one
-screen with both rates, the multiplier with its interval, acceptance, output match and a verdict.
+"""One-command A/B (``bench.py --target T --draft D``): the target alone against the target with one
+speculative candidate, measured the way a sweep measures them; one screen with both rates, the
+multiplier with its interval, acceptance, output match and a verdict.
 
-The measurement is the sweep's: :class:`sweep.CombinationRunner` runs both combinations (same
-launch path, same checks that the baseline did not speculate and that the candidate did), and
-:func:`analysis.analyze` computes the speed-up, so an A/B and a sweep agree on the same pair.
+The measurement is the sweep's: the same design (``sweep/schedule.py``: both servers up together with
+requests in ABBA order where they fit side by side, else a baseline block before and after every
+candidate block — never the target first and the candidate minutes later, which puts every drift on
+one side), the same steps (:class:`steps.StepRunner`: same launch path, same checks that the
+baseline did not speculate and that the candidate did) and :func:`analysis.analyze` for the
+speed-up, so an A/B and a sweep agree on the same pair. With one candidate there is nothing to
+select among, so no confirmation block follows.
 """
 
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
@@ -26,8 +30,13 @@ from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter
+from .passes import choose_design, conversation
+from .race import MemoryStore
+from .schedule import blocks, is_stateful, sweep_steps
+from .steps import StepRunner
 
 WIDTH = 78
+AB_NAME = "ab"
 
 
 @dataclass(frozen=True)
@@ -45,23 +54,29 @@ class ABPlan:
 
 
 def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, reporter: Reporter) -> ResultsFile:
-    """Measure the baseline, then the candidate (skipped when the baseline failed); both rows, analysed.
-    Every server is stopped before this returns or raises (Ctrl-C included): the runner stops each one."""
+    """Measure the baseline and the candidate in the sweep's design (the candidate skipped when the
+    baseline failed); both rows, analysed. Every server is stopped before this returns or raises
+    (Ctrl-C included): the step runner stops each one."""
     runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options, logs_dir,
                                reporter, flags=BENCH_FLAGS)
-    failed: dict[str, str] = {}
-    rows = []
-    combos = plan.combinations()
-    for index, combo in enumerate(combos, 1):
-        reporter.combination_started(index, len(combos), combo.title(show_k=combo.draft_max is not None))
-        row = runner.run(combo, index, failed)
-        if combo.role is Role.BASELINE and not row.ok:
-            failed[combo.target.label] = row.reason or row.status
-        rows.append(row)
-    return analyze(ResultsFile(name="ab", hardware=plan.settings.get("hardware") or "this-machine",
-                               backend=backend_name, model_family="", settings=dict(plan.settings),
-                               results=tuple(rows), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
-                               tool_version=__version__, host=host_info()))
+    baseline, candidate = plan.combinations()
+    design, why = choose_design(plan.settings, backend, baseline, [candidate])
+    prompts = list(plan.prompts)
+    block_pairs = blocks([p.category for p in prompts], plan.options.runs, [conversation(p) for p in prompts])
+    name = candidate.name
+    stateful = frozenset({name}) if is_stateful(plan.candidate.method) else frozenset()
+    steps = sweep_steps(design, block_pairs, [name], stateful)
+    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=plan.settings.get("hardware") or "this-machine",
+                                    backend=backend_name, model_family="", settings=dict(plan.settings), results=(),
+                                    timestamp=now_iso(), schema_version=SCHEMA_VERSION, tool_version=__version__,
+                                    host=host_info(), made_by="bench.py"), analyse=False)
+    reporter.note(f"{design.label} — {why}")
+    StepRunner(runner, store, reporter, design, prompts, plan.options, block_pairs, baseline, {name: candidate},
+               {}, show_k=candidate.draft_max is not None).run(steps, len(steps))
+    results = store.current()
+    rows = {r.role: r for r in results.results}
+    ordered = tuple(r for role in (Role.BASELINE, Role.SPECULATIVE) if (r := rows.get(role)) is not None)
+    return analyze(replace(results, results=ordered))
 
 
 # --------------------------------------------------------------------------- the verdict
