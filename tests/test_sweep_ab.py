@@ -18,7 +18,7 @@ from draftbench.config.model_ref import ModelRef
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.config.settings import default_settings
 from draftbench.measure.sequential import MeasureOptions
-from draftbench.results.file import load_results
+from draftbench.results.file import load_results, save_results
 from draftbench.sweep.ab import ABPlan, run_ab, screen, verdict
 from draftbench.sweep.console import Reporter
 
@@ -120,6 +120,8 @@ def test_the_loop_warning_names_the_ab_flags(tmp_path):
 
     _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
     assert results.made_by == "bench.py"
+    save_results(results, tmp_path / "ab.json")
+    assert load_results(tmp_path / "ab.json").made_by == "bench.py"
     loop = "Sure! " + "<|im_start|>user\n" * 40
     first = results.results[0].requests[0].prompt_id
 

@@ -30,7 +30,7 @@ from .sanity import rows_problem
 from .source import may_hold_surrogates, parse_results_json, read_results_text
 from .speedup import Speedup
 from .theory import Theory
-from .value_shapes import CONFIG, HOST, PROMPT_SET, SETTINGS, SUMMARY
+from .value_shapes import CONFIG, HOST, LOAD_BEFORE, PROMPT_SET, SETTINGS, SUMMARY
 
 # Rows, their requests and values are read from here too (results.row, speedup, theory).
 __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "ResultsFile", "Row", "Speedup",
@@ -67,6 +67,7 @@ class ResultsFile:
     summary: dict | None = declare(SUMMARY)             # recommendations etc., recomputed on save
     prompt_set: dict | None = declare(PROMPT_SET)       # the prompts measured: sample size, seed, ids (config.prompts)
     made_by: str | None = declare(Str(choices=MADE_BY))   # the command that measured it: warnings name its flags
+    load_before: list | None = declare(LOAD_BEFORE)     # the machine's load just before each run (a resume adds one)
     results: tuple[Row, ...] = declare(ListOf(spec_of(Row), nullable=False), required=True, factory=tuple,
                                        upstream=True)
     extra: dict = field(default_factory=dict)
@@ -176,7 +177,8 @@ class ResultsFile:
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
-                   prompt_set=data.get("prompt_set"),
+                   prompt_set=data.get("prompt_set"), made_by=data.get("made_by"),
+                   load_before=data.get("load_before"),
                    extra={k: v for k, v in data.items() if k not in known})
 
 

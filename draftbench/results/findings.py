@@ -36,6 +36,7 @@ class Code(str, Enum):
     PER_POSITION_MISMATCH = "per_position_mismatch"   # per-position counts do not add up to the accepted total
     STREAMS_NOT_REACHED = "streams_not_reached"  # fewer requests were ever in flight at once than asked for
     COUNTERS_DISAGREE = "counters_disagree"      # per-request counters do not add up to the server's totals
+    BUSY_MACHINE = "busy_machine"                # other programs kept the machine busy (lifetime.machine_load)
     LEGACY = "legacy"                            # a warning read from an older results file (text only)
 
 

@@ -59,6 +59,7 @@ from .value_shapes import (
     EQUIVALENCE,
     K_PREDICTION,
     LOAD,
+    MACHINE_LOAD,
     METHOD_STATS,
     RACE,
     SERVER,
@@ -192,6 +193,7 @@ class Row:
     counter_bound: dict | None = declare(COUNTER_BOUND, "×")   # the most its counters allow (analysis.comparison)
     concurrency: int = declare(Int(nullable=False, minimum=1, maximum=MAX_TOKENS), "streams", default=1)  # requests in flight at once; 1 in older files
     load: dict | None = declare(LOAD)                 # N > 1: what the N streams did together (measure.concurrent)
+    machine_load: dict | None = declare(MACHINE_LOAD)   # other programs' CPU share while it was measured (sweep.session)
     # new fields go above this line: findings and requests end the row
     warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
                                             factory=tuple)   # schema 1 files hold them as text
