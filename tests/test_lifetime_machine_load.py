@@ -13,6 +13,7 @@ import pytest
 from draftbench.analysis import busy
 from draftbench.lifetime import machine_load
 from draftbench.lifetime.machine_load import Load, Reading, add_window, between
+from draftbench.report import render_report
 from draftbench.results.file import load_results
 from draftbench.results.findings import Code
 from draftbench.sweep import Console, Sweep
@@ -92,6 +93,8 @@ def test_a_sweep_on_a_busy_machine_says_so_up_front_and_records_the_load(tmp_pat
         assert [w.code for w in row.warnings].count(Code.BUSY_MACHINE) == 1
     assert "while this row was measured" in text
     assert busy.busy(results) and "before it: other programs used 85%" in busy.describe(results)
+    page = render_report(results)
+    assert 'id="busy-machine"' in page and "Measured on a busy machine — before it: other programs used 85%" in page
     # a resume adds its own reading; nothing of the first is lost
     Sweep(config(tmp_path), path, None, reporter=Console(io.StringIO()), backend=FakeBackend(Script())).run()
     assert len(load_results(path).load_before) == 2
@@ -103,4 +106,7 @@ def test_a_quiet_machine_gets_no_warning(tmp_path, monkeypatch):
     out = io.StringIO()
     Sweep(config(tmp_path), tmp_path / "r.json", None, reporter=Console(out), backend=FakeBackend(Script())).run()
     assert "busy" not in out.getvalue()
-    assert not busy.busy(load_results(tmp_path / "r.json"))
+    results = load_results(tmp_path / "r.json")
+    assert not busy.busy(results)
+    page = render_report(results)
+    assert 'id="busy-machine"' not in page and "<dt>Machine load</dt><dd>before it: other programs used 2%" in page

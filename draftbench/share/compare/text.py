@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from ...analysis import busy
 from ...analysis.stats import describe_speedup
 from ...results.kinds import Role
 from .best import best_per_target
@@ -176,8 +177,18 @@ def difference_lines(comparison: Comparison) -> list[str]:
         out.append("The files also differ in:")
         out += [f"  - {d.message(letters)}" for d in other]
     if not comparison.differences:
-        out.append("The files agree in every recorded setting, build and hardware detail.")
+        out.append(agreement(comparison))
     return out
+
+
+def agreement(comparison: Comparison) -> str:
+    """What is said when no difference was found: never "every … detail" about a load nobody recorded."""
+    unrecorded = [f.letter for f in comparison.files if busy.describe(f.results) is None]
+    if not unrecorded:
+        return "The files agree in every recorded setting, build and hardware detail, and in the machine's load."
+    return ("The files agree in every recorded setting, build and hardware detail; the machine's load was not "
+            f"recorded in {', '.join(unrecorded)} (files older than draftbench's load readings), so a busy "
+            "machine would not show here.")
 
 
 def render(comparison: Comparison) -> str:
