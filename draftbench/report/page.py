@@ -80,7 +80,7 @@ def _header(results: ResultsFile) -> str:
         ("Date", date_text(results.timestamp)),
         ("Settings", _settings_text(results.settings or {})),
     ] + ([("Prompts", _prompts_text(results.prompt_set))] if results.prompt_set else []) + [
-        ("Machine load", busy.describe(results) or "not recorded (a file from before draftbench read it)")]
+        ("Machine load", busy.describe(results) or "not recorded")]
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
     origin = ("an upstream draftbench file (no per-request data: speed-ups are ratios of means, without "
               "confidence intervals)" if results.is_upstream else f"results schema {results.schema_version}")
