@@ -28,11 +28,12 @@ def load_of(entry: dict | None) -> Load | None:
                 float(entry.get("seconds") or 0.0))
 
 
-def busy_before(load: Load) -> Finding | None:
-    """The finding a sweep prints before it starts on a busy machine (None: quiet enough)."""
+def busy_before(load: Load, when: str = "before the sweep started") -> Finding | None:
+    """The finding a sweep prints before it starts on a busy machine (None: quiet enough); ``--dry-run``
+    says it of the machine right now."""
     if not load.busy:
         return None
-    return Finding(Code.BUSY_MACHINE, f"the machine is busy: before the sweep started, {load.describe()}. Every "
+    return Finding(Code.BUSY_MACHINE, f"the machine is busy: {when}, {load.describe()}. Every "
                    "figure it measures — and how long it takes — is the busy machine's (a target can run several "
                    f"times slower than on a quiet one): {WHAT_TO_DO}", THREADS)
 

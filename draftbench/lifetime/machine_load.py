@@ -156,6 +156,14 @@ def now(window_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> L
     return between(first, read())
 
 
+def since(first: Reading, at_least_s: float = 0.0, sleep: Callable[[float], None] = time.sleep) -> Load:
+    """The load from ``first`` until now, over at least ``at_least_s`` seconds (waiting out the rest)."""
+    wait = at_least_s - (time.perf_counter() - first.at_s)
+    if wait > 0:
+        sleep(wait)
+    return between(first, read())
+
+
 class Monitor:
     """Readings every :data:`READ_EVERY_S` seconds in a daemon thread; :meth:`over_last` gives the load
     over any recent window. A context manager: the thread stops on exit."""
