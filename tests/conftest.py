@@ -109,9 +109,9 @@ def start_llama(request, tmp_path, llama_bin):
 
 @pytest.fixture(autouse=True)
 def quick_load_reading(monkeypatch):
-    """A sweep reads the machine's load for half a second before it starts; an in-process one here, briefly
+    """A sweep (or an A/B) reads the machine's load for half a second before it starts; in-process here, briefly
     (what is read is not asserted: only that it is recorded and said)."""
-    monkeypatch.setattr("draftbench.sweep.session.LOAD_WINDOW_S", 0.02)
+    monkeypatch.setattr("draftbench.lifetime.machine_load.BEFORE_WINDOW_S", 0.02)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -113,6 +113,24 @@ def test_warnings_name_bench_flags_not_config_keys(tmp_path):
     assert any("raise --runs to 3" in m for m in messages) and not any("settings.runs" in m for m in messages)
 
 
+def test_an_ab_on_a_busy_machine_says_so_and_records_the_load(tmp_path, monkeypatch):
+    import io
+
+    from draftbench.lifetime import machine_load
+    from draftbench.lifetime.machine_load import Load
+    from draftbench.results.findings import Code
+    from draftbench.sweep.console import Console
+
+    monkeypatch.setattr(machine_load, "now", lambda window_s=1.0: Load(0.9, 8.0, 2, window_s))
+    monkeypatch.setattr(machine_load.Monitor, "over_last", lambda self, seconds: Load(0.7, 6.0, 2, seconds))
+    out = io.StringIO()
+    results = run_ab(plan(), FakeBackend(Script()), "llamacpp", tmp_path / "logs", Console(out))
+    assert "Warning: the machine is busy: before the A/B started, other programs used 90% of the CPU" in out.getvalue()
+    assert results.load_before[0]["other_cpu_share"] == 0.9
+    assert all(r.machine_load["other_cpu_share"] == 0.7 and any(w.code is Code.BUSY_MACHINE for w in r.warnings)
+               for r in results.results)
+
+
 def test_the_loop_warning_names_the_ab_flags(tmp_path):
     """Issue 37: the A/B's loop warning said settings.max_tokens, a config key the A/B has no config for."""
     from draftbench.analysis.verdict import analyze

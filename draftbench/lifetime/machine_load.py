@@ -31,6 +31,7 @@ from .process import live_pids
 BUSY_SHARE = 0.25
 BUSY_LOAD_PER_CPU = 0.5        # without /proc: a one-minute load average above half the CPUs, before any server
 READ_EVERY_S = 2.0
+BEFORE_WINDOW_S = 0.5          # before a sweep or an A/B starts, the load is read over this long
 KEEP_READINGS = 4096           # ~2 h 15 min at one reading every 2 s; older windows use the oldest kept
 
 

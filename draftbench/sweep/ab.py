@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
+from ..analysis.busy import busy_before, busy_row
 from ..analysis.draft.evidence import why_slower
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
 from ..analysis.verdict import analyze
@@ -25,6 +26,7 @@ from ..backends.base import Backend
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
+from ..lifetime import machine_load
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
@@ -66,17 +68,31 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     name = candidate.name
     stateful = frozenset({name}) if is_stateful(plan.candidate.method) else frozenset()
     steps = sweep_steps(design, block_pairs, [name], stateful)
+    load = machine_load.now(machine_load.BEFORE_WINDOW_S)     # before any server of ours runs
+    busy = busy_before(load, when="before the A/B started")
+    if busy is not None:
+        reporter.warning(busy.message)
     store = MemoryStore(ResultsFile(name=AB_NAME, hardware=plan.settings.get("hardware") or "this-machine",
                                     backend=backend_name, model_family="", settings=dict(plan.settings), results=(),
                                     timestamp=now_iso(), schema_version=SCHEMA_VERSION, tool_version=__version__,
-                                    host=host_info(), made_by="bench.py"), analyse=False)
+                                    host=host_info(), made_by="bench.py",
+                                    load_before=[{"at": now_iso(), **load.to_dict()}]), analyse=False)
     reporter.note(f"{design.label} — {why}")
-    StepRunner(runner, store, reporter, design, prompts, plan.options, block_pairs, baseline, {name: candidate},
-               {}, show_k=candidate.draft_max is not None).run(steps, len(steps))
-    results = store.current()
-    rows = {r.role: r for r in results.results}
+    with machine_load.Monitor() as monitor:
+        StepRunner(runner, store, reporter, design, prompts, plan.options, block_pairs, baseline, {name: candidate},
+                   {}, show_k=candidate.draft_max is not None).run(steps, len(steps))
+        results = store.current()
+        rows = {r.role: _with_load(r, monitor) for r in results.results}
     ordered = tuple(r for role in (Role.BASELINE, Role.SPECULATIVE) if (r := rows.get(role)) is not None)
     return analyze(replace(results, results=ordered))
+
+
+def _with_load(row: Row, monitor: machine_load.Monitor) -> Row:
+    """A row with other programs' CPU share over its measuring time (both sides of the A/B run together)."""
+    load = monitor.over_last(row.wall_time or 0.0)
+    row = replace(row, machine_load=machine_load.add_window(None, load) if load is not None else None)
+    finding = busy_row(row)
+    return replace(row, warnings=row.warnings + (finding,)) if finding is not None else row
 
 
 # --------------------------------------------------------------------------- the verdict

@@ -35,7 +35,6 @@ from .resume import open_results
 from .runner import CombinationRunner
 
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-LOAD_WINDOW_S = 0.5      # the machine's load is read over this long before a sweep starts
 
 
 def default_paths(config: SweepConfig, results: str | None, chart: str | None) -> tuple[Path, Path]:
@@ -131,7 +130,7 @@ class Sweep:
 
     def _load_before(self, results: ResultsFile) -> ResultsFile:
         """Read the machine's load for a second, record it, and say so up front when it is busy."""
-        load = machine_load.now(LOAD_WINDOW_S)
+        load = machine_load.now(machine_load.BEFORE_WINDOW_S)
         finding = busy_before(load)
         if finding is not None:
             self.reporter.warning(finding.message)
