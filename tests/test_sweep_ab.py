@@ -138,6 +138,8 @@ def test_the_loop_warning_names_the_ab_flags(tmp_path):
 
     _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
     assert results.made_by == "bench.py"
+    from draftbench.sweep.init_configs import this_hardware
+    assert results.hardware == this_hardware()       # one rule with --init: the host name (issue 37)
     save_results(results, tmp_path / "ab.json")
     assert load_results(tmp_path / "ab.json").made_by == "bench.py"
     loop = "Sure! " + "<|im_start|>user\n" * 40

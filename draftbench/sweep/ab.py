@@ -33,6 +33,7 @@ from ..results.host import host_info
 from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter
 from .passes import choose_design, conversation
+from .init_configs import this_hardware
 from .race import MemoryStore
 from .schedule import blocks, is_stateful, sweep_steps
 from .steps import StepRunner
@@ -72,7 +73,7 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     busy = busy_before(load, when="before the A/B started")
     if busy is not None:
         reporter.warning(busy.message)
-    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=plan.settings.get("hardware") or "this-machine",
+    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=plan.settings.get("hardware") or this_hardware(),
                                     backend=backend_name, model_family="", settings=dict(plan.settings), results=(),
                                     timestamp=now_iso(), schema_version=SCHEMA_VERSION, tool_version=__version__,
                                     host=host_info(), made_by="bench.py",
