@@ -32,8 +32,8 @@ from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter
-from .passes import choose_design, conversation
 from .init_configs import this_hardware
+from .passes import choose_design, conversation
 from .race import MemoryStore
 from .schedule import blocks, is_stateful, sweep_steps
 from .steps import StepRunner
