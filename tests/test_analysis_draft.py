@@ -333,8 +333,8 @@ def test_report_draws_positions_ceiling_and_prediction(tmp_path):
     results = load_results(path)
     figures = build_figures(results)
     positions = figures["chart-positions"]["data"]
-    assert [t["name"] for t in positions] == ["7B + good (k=2)", "7B + good (k=4)", "7B + bad (k=2)",
-                                              "7B + bad (k=4)"]
+    # one target: the legend names the candidates only
+    assert [t["name"] for t in positions] == ["good (k=2)", "good (k=4)", "bad (k=2)", "bad (k=4)"]
     assert positions[1]["y"] == [100.0, 100.0, 100.0, 20.0]        # 32 of 40 accepted, front-loaded, 10 steps each
     assert [t["name"] for t in figures["chart-ceiling"]["data"]] == [
         "real draft (measured)", "synthetic, at its measured acceptance", "synthetic, every drafted token accepted"]

@@ -64,9 +64,10 @@ def drafted_positions(per_pos: Sequence[int], k: int | None = None) -> list[int]
     """The counts of the positions known to have been drafted: up to the last one at which any token was
     accepted. llama-server exports every position up to the method's maximum (``ngram-mod``'s n-max 64)
     whether or not a draft ever reached it, so a trailing 0 may be a position never drafted; nothing is
-    said about those. ``k`` (the draft length, where known) bounds them too."""
+    said about those (but every draft has a first position). ``k`` (the draft length, where known) bounds
+    them too."""
     counts = list(per_pos[:k] if k else per_pos)
-    last = max((i for i, accepted in enumerate(counts) if accepted), default=-1)
+    last = max((i for i, accepted in enumerate(counts) if accepted), default=0)
     return counts[:last + 1]
 
 
