@@ -14,6 +14,8 @@ from typing import TextIO
 
 from ..analysis.comparison import describe_with_bound
 from ..analysis.draft import best_k as kpredict
+from ..analysis.draft.k_advice import kind
+from ..analysis.draft.positions import drafted_positions
 from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
@@ -215,7 +217,8 @@ class Console(Reporter):
         if row.role is not Role.SPECULATIVE:
             return
         if row.accepted_per_pos and row.verify_steps:
-            shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
+            k = row.draft_max if kind(row) == "draft" else None      # only the positions drafted
+            shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in drafted_positions(row.accepted_per_pos, k))
             self.line(f"  Acceptance by position: {shares} (mean accepted length {row.mean_accepted_len})")
         if row.diagnosis:     # ends with the one statement about k (analysis/draft/k_advice.py)
             self.line(f"  Diagnosis: {row.diagnosis.message}")
