@@ -190,7 +190,10 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
                    "--json", str(out), "--", "--threads", "1", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
-    assert "[1/2] smollm2-target-2x.Q4_1 (baseline)" in text and "Server stopped" in text
+    # the sweep's interleaved design: per block, a baseline and a speculative server side by side
+    assert "Note: interleaved (baseline and candidate servers up together" in text
+    assert ("[1/2] smollm2-target-2x.Q4_1 + SmolLM2-135M-Instruct.Q4_1 [block 1/2, alternating with a baseline "
+            "server]") in text and text.count("Server stopped") == 4
     for item in ("baseline", "speculative", "multiplier", "acceptance", "mean accepted len", "output", "verdict"):
         assert f"\n  {item:<18} " in text, item
     results = load_results(out)
@@ -204,6 +207,7 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
         assert "n_threads = 1" in Path(row.server["log"]).read_text(errors="replace")
     assert f"{spec.acceptance_rate:.1%}  ({spec.draft_n_accepted} of {spec.draft_n} drafted" in text
     assert spec.speedup.n_pairs == 2 and f"{spec.speedup.ratio:.2f}x [" in text
+    assert spec.design["name"] == "interleaved" and all(r.compared_with for r in spec.requests)
     assert spec.equivalence["compared"] == 2
     assert not (llama_server_pids() - before)
     # the saved file is a results file like a sweep's
