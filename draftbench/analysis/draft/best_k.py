@@ -40,7 +40,6 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from ...results.file import RequestRecord, Row
-from .evidence import too_little
 
 FULL_DRAFTS = 0.9        # mean drafted per step at least this share of k_max: drafts run to k_max
 DRAFT_MIN_FLAGS = ("--spec-draft-n-min", "--draft-min", "--draft-n-min")
@@ -91,8 +90,8 @@ def predict(row: Row, baseline: Row | None) -> dict | None:
     when anything needed is missing (no per-position counts, no baseline, a model-free method)."""
     per_pos, steps = row.accepted_per_pos, row.verify_steps
     if (not per_pos or not steps or not row.draft_n or baseline is None or not baseline.mean_tps
-            or not row.mean_tps or not drafts_greedily(row) or too_little(row) is not None):
-        return None     # (too few drafts: their per-position counts predict nothing)
+            or not row.mean_tps or not drafts_greedily(row)):
+        return None
     server = _use_server_times(row, baseline)
     t_target = target_time_per_token_s(baseline, server)
     if not t_target:

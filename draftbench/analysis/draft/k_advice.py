@@ -94,7 +94,8 @@ def advise(row: Row, rows: Iterable[Row]) -> Advice | None:
                       "(draft_max: [2, 4, 8])")
     evidence: list[str] = []
     measured = _measured(rows, row, same_candidate=True)
-    prediction = row.k_prediction
+    # a prediction from too few drafts is no evidence (evidence.py); measured k are, however few their drafts
+    prediction = row.k_prediction if too_little(row) is None else None
     k: int | None = None
     if len(measured) >= 2:
         k, head = _measured_text(measured)
