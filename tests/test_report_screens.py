@@ -188,18 +188,29 @@ def screenshot(driver, section: list, path: Path) -> None:
     path.write_bytes(base64.b64decode(shot["data"]))
 
 
-@pytest.mark.browser
-def test_every_section_at_laptop_width(browser, tmp_path):  # noqa: F811 (the fixture imported above)
+@pytest.fixture(scope="module")
+def report_pages(tmp_path_factory) -> dict[str, Path]:
+    """Every kind of report, written once for the module's tests."""
+    return pages(tmp_path_factory.mktemp("pages"))
+
+
+def open_page(driver, path: Path) -> None:
+    """Load a page and wait until every chart is drawn."""
     from selenium.webdriver.support.ui import WebDriverWait
 
+    driver.get(path.resolve().as_uri())
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        "return document.readyState === 'complete' && Array.from(document.querySelectorAll('.js-plotly-plot'))"
+        ".every(g => g._fullLayout && g.querySelector('.main-svg'))"))
+
+
+@pytest.mark.browser
+def test_every_section_at_laptop_width(browser, report_pages):  # noqa: F811 (the fixture imported above)
     SCREENS.mkdir(parents=True, exist_ok=True)
     browser.set_window_size(*LAPTOP)
     problems = []
-    for name, path in pages(tmp_path).items():
-        browser.get(path.resolve().as_uri())
-        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
-            "return document.readyState === 'complete' && Array.from(document.querySelectorAll('.js-plotly-plot'))"
-            ".every(g => g._fullLayout && g.querySelector('.main-svg'))"))
+    for name, path in report_pages.items():
+        open_page(browser, path)
         browser.execute_script("document.querySelectorAll('details').forEach(d => d.open = true)")
         found = browser.execute_script(CHECK)
         assert found["sections"], name
@@ -213,6 +224,12 @@ def test_every_section_at_laptop_width(browser, tmp_path):  # noqa: F811 (the fi
 # --------------------------------------------------------------------------- 900 and 1400 px: nothing overlaps or is cut
 
 WIDTHS = (900, 1400)       # a narrow window (or a tablet), and a desktop
+# after a window resize: every chart laid out again at the new width (what plotly's responsive mode does)
+RELAID_OUT = """
+const done = arguments[arguments.length - 1];
+Promise.all(Array.from(document.querySelectorAll('.js-plotly-plot')).map(g => Plotly.Plots.resize(g)))
+  .then(() => requestAnimationFrame(() => done(true)));
+"""
 # Inside every chart: text boxes that must not overlap (pairs of groups), and every text inside its chart.
 OVERLAP = """
 const out = {overlap: [], clipped: [], charts: 0};
@@ -266,29 +283,25 @@ return out;
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("width", WIDTHS)
-def test_no_chart_text_overlaps_or_is_cut_at_900_and_1400_px(browser, tmp_path, width):  # noqa: F811
+def test_no_chart_text_overlaps_or_is_cut_at_900_and_1400_px(browser, report_pages):  # noqa: F811
     """Issue 37: heatmap labels ran into each other at 7 rows, the per-position axis ran −2…67 with unreadable ticks,
     the toolbar covered the legend. Measured, not looked at: every chart's text boxes (cell labels, ticks, legend
-    entries, titles) against each other and the toolbar, and inside the chart."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
+    entries, titles) against each other and the toolbar, and inside the chart, at both widths."""
     SCREENS.mkdir(parents=True, exist_ok=True)
-    browser.set_window_size(width, 1000)
     problems = []
-    for name, path in pages(tmp_path).items():
-        browser.get(path.resolve().as_uri())
-        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
-            "return document.readyState === 'complete' && Array.from(document.querySelectorAll('.js-plotly-plot'))"
-            ".every(g => g._fullLayout && g.querySelector('.main-svg'))"))
-        found = browser.execute_script(OVERLAP)
-        assert found["charts"], name
-        problems += [f"{name} at {width} px: overlap: {what}" for what in found["overlap"]]
-        problems += [f"{name} at {width} px: cut: {what}" for what in found["clipped"]]
-        if name == "newcomer":
-            for section in browser.execute_script(CHECK)["sections"]:
-                if section[0].startswith("chart-"):
-                    screenshot(browser, section, SCREENS / f"{name}-{width}px-{section[0]}.png")
+    for name, path in report_pages.items():
+        open_page(browser, path)
+        for width in WIDTHS:
+            browser.set_window_size(width, 1000)
+            browser.execute_async_script(RELAID_OUT)
+            found = browser.execute_script(OVERLAP)
+            assert found["charts"], name
+            problems += [f"{name} at {width} px: overlap: {what}" for what in found["overlap"]]
+            problems += [f"{name} at {width} px: cut: {what}" for what in found["clipped"]]
+            if name == "newcomer":
+                for section in browser.execute_script(CHECK)["sections"]:
+                    if section[0].startswith("chart-"):
+                        screenshot(browser, section, SCREENS / f"{name}-{width}px-{section[0]}.png")
     assert not problems, json.dumps(problems, indent=1, ensure_ascii=False)
 
 
