@@ -45,12 +45,18 @@ def test_measured_rows_then_the_baseline_then_the_model_size(tmp_path):
     assert total_s(Estimator(absent, 2), plan(absent)) is None
 
 
-def test_dry_run_prints_durations_from_an_earlier_file_of_the_same_hardware(tmp_path):
+def tiny_config(tmp_path: Path) -> Path:
+    """A config of one tiny GGUF as target and draft, on hardware "box"."""
     target = tiny_gguf(tmp_path / "t.gguf", 1000)
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"name": "est", "hardware": "box", "targets": [{"label": "7B", "path": str(target)}],
                                 "drafts": [{"label": "good", "path": str(target)}],
                                 "settings": {"runs": 1, "prompts": ["code"]}}))
+    return path
+
+
+def test_dry_run_prints_durations_from_an_earlier_file_of_the_same_hardware(tmp_path):
+    path = tiny_config(tmp_path)
     results = tmp_path / "results" / "old.json"
     results.parent.mkdir()
     save_results(ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="", settings={}, results=(
@@ -176,11 +182,7 @@ def test_dry_run_probe_times_the_real_target_and_saves_nothing(models, tmp_path)
 
 def test_dry_run_says_how_far_off_it_can_be_and_points_to_probe(tmp_path):
     """Issue 37: a plain --dry-run said ~37 s for a sweep that took 1h35m, and never mentioned --probe."""
-    target = tiny_gguf(tmp_path / "t.gguf", 1000)
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps({"name": "est", "hardware": "box", "targets": [{"label": "7B", "path": str(target)}],
-                                "drafts": [{"label": "good", "path": str(target)}],
-                                "settings": {"runs": 1, "prompts": ["code"]}}))
+    path = tiny_config(tmp_path)
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "new.json"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "How far off: a guess from the model files' sizes" in proc.stdout and "100x short" in proc.stdout
