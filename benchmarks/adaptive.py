@@ -41,6 +41,7 @@ from draftbench.analysis.pairing import Pair
 from draftbench.analysis.racing import RaceRules, Standing, judge
 from draftbench.analysis.replication import Unit
 from draftbench.analysis.stats import speedup_of_units
+from draftbench.config.settings import DEFAULTS
 from draftbench.results.file import Row, load_results
 from draftbench.results.kinds import Role, Status
 from simulation.grids import REFERENCE as REFERENCE_FILES
@@ -284,7 +285,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--keep", metavar="FOLDER", help="--live: keep both results files there")
     p.add_argument("--adaptive-first", action="store_true",
                    help="--live: run the adaptive sweep first (to see whether the order favours either)")
-    p.add_argument("--noise-floor", type=float, default=0.02)
+    p.add_argument("--noise-floor", type=float, default=DEFAULTS.noise_floor)
     p.add_argument("--run-noise", type=float, default=0.03, help="sd of log tok/s between repetitions (default 0.03)")
     p.add_argument("--prompt-noise", type=float, default=0.10, help="sd of a prompt's log tok/s (default 0.10)")
     p.add_argument("--shared-noise", type=float, default=0.10,

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
+from draftbench.config.settings import COMMON_SETTINGS, DEFAULTS
 from draftbench.results.file import load_results
 from draftbench.sweep import Sweep
 from draftbench.sweep.config_file import load_config
@@ -119,7 +120,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="repetitions of the prompt set (default 3)")
     p.add_argument("--max-tokens", type=int, default=64, help="tokens per request (default 64)")
-    p.add_argument("--design", default="auto", choices=("auto", "interleaved", "bracketed", "sequential"))
+    p.add_argument("--design", default=DEFAULTS.design, choices=COMMON_SETTINGS["design"].choices)
     p.add_argument("--repeat", type=int, default=1, help="run both orders this many times (default 1)")
     p.add_argument("--keep", metavar="FOLDER", help="keep the results files there")
     p.add_argument("--json", metavar="FILE", help="also write the figures there")

@@ -74,9 +74,9 @@ def measure(corpus: list[tuple[Path, ResultsFile]]) -> list[tuple[str, str, floa
     for path, results in corpus:
         others = tuple(r for p, r in corpus if p != path and r.hardware == results.hardware)
         config = SweepConfig(name=results.name, hardware=results.hardware, backend=results.backend,
-                             model_family="", targets=(), drafts=(), settings=dict(results.settings or {}))
+                             model_family="", targets=(), drafts=(), settings=results.read_settings())
         estimator = Estimator(config, n_prompts(results), others)
-        runs = (results.settings or {}).get("runs") or 1
+        runs = config.settings.runs
         for i, row in enumerate(results.results):
             estimator.add(replace(results, results=results.results[:i]))
             complete = len([r for r in row.requests if r.error is None]) >= n_prompts(results) * runs

@@ -47,9 +47,10 @@ from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.backends.llamacpp.command import find_llama_server
 from draftbench.backends.llamacpp.rpc import probe_endpoint
 from draftbench.backends.llamacpp.rpc_server import find_rpc_server, start_rpc_server
+from draftbench.backends.llamacpp.settings import LlamaCppSettings
 from draftbench.common.files import cache_dir
 from draftbench.config.prompts import BUILTIN_PROMPTS
-from draftbench.config.settings import default_settings
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasureOptions, run_prompts
 
@@ -182,7 +183,7 @@ class RelayProcess:
 def start_llama(binary: str, target: str, draft: str | None, placement: str | None, endpoints: list[str],
                 threads: int, logs: Path) -> Server:
     port = free_port()
-    settings = dict(default_settings(LlamaCppBackend.settings_schema), llama_bin=binary, method_stats=False)
+    settings = Settings(llama_bin=binary, backend=LlamaCppSettings(method_stats=False))
     spec = LaunchSpec(target=target, draft=draft, draft_max=4 if draft else None, port=port, ctx_size=1024,
                       gpu_layers=99, settings=settings, startup_timeout_s=600, rpc=tuple(endpoints),
                       draft_placement=placement, extra_args=("-t", str(threads), "-td", str(threads)),

@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from draftbench.analysis.stats import describe_speedup, speedup
 from draftbench.backends.base import LaunchSpec, Server
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
+from draftbench.backends.llamacpp.settings import LlamaCppSettings
 from draftbench.common.files import cache_dir
 from draftbench.config.prompts import METHOD_PROMPTS
-from draftbench.config.settings import default_settings
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasureOptions, run_prompts
 
@@ -40,7 +41,7 @@ PROMPT = next(p for p in METHOD_PROMPTS if p.category == "code-edit")
 
 
 def launch(model: str, method: str, trace: bool, logs: Path) -> Server:
-    settings = dict(default_settings(LlamaCppBackend.settings_schema), method_stats=trace)
+    settings = Settings(backend=LlamaCppSettings(method_stats=trace))
     port = free_port()
     spec = LaunchSpec(target=model, method=(method,), port=port, ctx_size=2048, gpu_layers=0,
                       settings=settings, startup_timeout_s=300, log_path=str(logs / f"server-{port}.log"))

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from draftbench.config.settings import COMMON_SETTINGS
+from draftbench.backends.llamacpp.settings import LlamaCppSettings
+from draftbench.config.settings import BackendSettings, Settings
 
 REPO = Path(__file__).resolve().parent.parent
 # Upstream draftbench results files (see tests/data/upstream/README.md).
@@ -20,10 +21,11 @@ REFERENCE = REPO / "tests" / "data" / "upstream"
 REQUIRE_LLAMA = os.environ.get("DRAFTBENCH_REQUIRE_LLAMA") == "1" or os.environ.get("CI") == "true"
 
 
-def default_settings(**overrides) -> dict:
-    settings = {k: f.default for k, f in COMMON_SETTINGS.items()}
-    settings.update(overrides)
-    return settings
+def default_settings(backend: type[BackendSettings] | None = None, **overrides) -> Settings:
+    """Every setting at its default, then ``overrides`` (flat keys, the backend's too). ``backend``: whose own
+    keys (default llama.cpp's, with method_stats off: a server the tests start is not traced unless asked)."""
+    own = backend() if backend is not None else LlamaCppSettings(method_stats=False)
+    return Settings(backend=own).with_values(**overrides)
 
 
 # Bounds on how long a test waits for real work (a sweep, a server loading) are guards against a hang,

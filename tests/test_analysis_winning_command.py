@@ -15,6 +15,8 @@ import requests
 from draftbench.analysis.winning_command import BEST_MEASURED, RECOMMENDED, TARGET_ALONE, add_how_to_run, command_lines
 from draftbench.backends import get_backend
 from draftbench.backends.how_to_run import RunAdvice, advise, without_plumbing
+from draftbench.backends.lmstudio.settings import LMStudioSettings
+from draftbench.config.settings import Settings
 from draftbench.lifetime.polling import poll
 from draftbench.lifetime.process import ManagedProcess, free_port
 from draftbench.results.file import ResultsFile, Row, load_results
@@ -57,7 +59,7 @@ def test_lm_studio_advice_is_the_settings_to_choose():
               server={"backend": "lmstudio", "command": ["lms", "load", "qwen2.5-7b-instruct", "--identifier",
                                                          "draftbench-target", "--context-length", "4096", "--gpu",
                                                          "max"]})
-    advice = advise(get_backend("lmstudio"), row, {"lmstudio_min_draft_length": 2})
+    advice = advise(get_backend("lmstudio"), row, Settings(backend=LMStudioSettings(lmstudio_min_draft_length=2)))
     assert advice is not None and advice.kind == "settings"
     assert "`lms load qwen2.5-7b-instruct --context-length 4096 --gpu max`" in advice.text
     assert '"draft_model": "qwen2.5-0.5b-instruct"' in advice.text

@@ -1,5 +1,8 @@
 """The package's shape, checked: the layer rule (which packages may import which), no import cycles,
-no private names imported across modules, modules that fit on a few screens. See docs/architecture.md."""
+no private names imported across modules, modules that fit on a few screens. See docs/architecture.md.
+
+The scripts beside the package (``benchmarks/``, ``tools/``) sit above every layer: they may import the
+package, the package never imports them, and the cycle and private-name rules hold for them too."""
 
 from __future__ import annotations
 
@@ -16,11 +19,25 @@ LAYERS = ("common", "lifetime", "config", "results", "backends", "analysis", "me
           "sweep", "cli")
 
 
+# Script folders: each is on the import path of its scripts (benchmarks import ``simulation.grids``, the
+# tests ``forge``), so their modules are named relative to the folder.
+SCRIPTS = (PACKAGE.parent / "benchmarks", PACKAGE.parent / "tools")
+
+
 def modules() -> dict[str, Path]:
     out = {}
     for path in PACKAGE.rglob("*.py"):
         name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def script_modules() -> dict[str, Path]:
+    out = {}
+    for folder in SCRIPTS:
+        for path in folder.rglob("*.py"):
+            name = ".".join(path.relative_to(folder).with_suffix("").parts)
+            out[name.removesuffix(".__init__")] = path
     return out
 
 
@@ -41,7 +58,8 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> list[tuple[str, st
                 found.append((target, alias.name))
         elif isinstance(node, ast.Import):
             found += [(alias.name, "") for alias in node.names]
-    return [(t, n) for t, n in found if t.split(".")[0] == "draftbench"]
+    tops = {"draftbench"} | {m.split(".")[0] for m in known}
+    return [(t, n) for t, n in found if t.split(".")[0] in tops]
 
 
 def test_every_top_level_entry_is_a_layer():
@@ -65,6 +83,17 @@ def test_layers_import_only_downwards():
     assert not wrong, "imports that go up a layer:\n" + "\n".join(wrong)
 
 
+def test_the_package_never_imports_the_scripts_beside_it():
+    """benchmarks/ and tools/ import the package (each one through any layer); the package imports neither."""
+    known = modules() | script_modules()
+    scripts = set(script_modules())
+    wrong = [f"{m} imports {t}" for m, p in modules().items() for t, _ in imports(m, p, known)
+             if t in scripts or t.split(".")[0] in {s.split(".")[0] for s in scripts}]
+    assert not wrong, "the package must not import benchmarks/ or tools/:\n" + "\n".join(wrong)
+    assert any(t.startswith("draftbench.") for m, p in script_modules().items()
+               for t, _ in imports(m, p, known)), "the scripts' imports of the package were not seen"
+
+
 def test_no_module_imports_the_report_at_import_time():
     # The CLIs and the sweep import it inside the function that writes a report: plotly loads only then.
     known = modules()
@@ -82,7 +111,7 @@ def test_no_module_imports_the_report_at_import_time():
 
 
 def test_no_import_cycles():
-    known = modules()
+    known = modules() | script_modules()
     edges = {m: {t for t, _ in imports(m, p, known) if t in known and t != m and not m.startswith(t + ".")}
              for m, p in known.items()}
 
@@ -103,7 +132,7 @@ def test_no_import_cycles():
 
 
 def test_no_private_names_imported_across_modules():
-    known = modules()
+    known = modules() | script_modules()
     private = [f"{m} imports {n} from {t}" for m, p in known.items() for t, n in imports(m, p, known)
                if n.startswith("_") and not n.startswith("__")]
     assert not private, "\n".join(private)

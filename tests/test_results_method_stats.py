@@ -121,7 +121,7 @@ def test_method_workloads_run_only_when_named():
     assert [p.id for p in chosen] == ["code-bst", "code-edit-rename", "session-1", "session-2", "session-3"]
     config = validate_config({"name": "w", "targets": [{"label": "t", "path": "/m/t.gguf"}],
                               "settings": {"prompts": ["rewrite", "summarise-long", "reasoning"]}})
-    assert config.settings["prompts"] == ["rewrite", "summarise-long", "reasoning"]
+    assert config.settings.prompts == ["rewrite", "summarise-long", "reasoning"]
 
 
 def test_the_code_edit_prompt_holds_the_file_and_later_turns_repeat_earlier_ones():

@@ -12,11 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from draftbench.backends.llamacpp.settings import LlamaCppSettings
 from draftbench.common.errors import ServerError
 from draftbench.config.candidates import Candidate
 from draftbench.config.model_ref import ModelRef
 from draftbench.config.prompts import BUILTIN_PROMPTS
-from draftbench.config.settings import default_settings
+from draftbench.config.settings import Settings
 from draftbench.measure.sequential import MeasureOptions
 from draftbench.results.file import load_results, save_results
 from draftbench.sweep.ab import ABPlan, run_ab, screen, verdict
@@ -29,8 +30,7 @@ TARGET, DRAFT = "/m/target.gguf", "/m/draft.gguf"
 
 
 def plan(**options) -> ABPlan:
-    settings = default_settings()
-    settings.update(port=0, runs=2, max_tokens=64)
+    settings = Settings(port=0, runs=2, max_tokens=64, backend=LlamaCppSettings())
     return ABPlan(ModelRef("target", TARGET), Candidate("draft", "draft", draft=ModelRef("draft", DRAFT)),
                   settings, tuple(BUILTIN_PROMPTS[:3]), MeasureOptions(**{"runs": 2, "max_tokens": 64, **options}))
 

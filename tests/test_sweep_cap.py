@@ -104,7 +104,7 @@ def test_more_streams_than_requests_are_refused(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert "$.settings.concurrency: asks for 1000 requests at once, but each level sends only 1" in proc.stderr
     ok = load_config(config(tmp_path, concurrency=[1, 4], prompts=["code", "json"], runs=2, name="ok.json"))
-    assert ok.settings["concurrency"] == [1, 4]
+    assert ok.settings.concurrency == [1, 4]
 
 
 def test_llama_server_context_for_all_slots_is_bounded(tmp_path):

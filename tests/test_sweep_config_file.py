@@ -60,8 +60,8 @@ def test_example_config_loads():
     assert cfg.name == "qwen25-72b" and cfg.backend == "llamacpp"
     assert [t.label for t in cfg.targets] == ["72B Q8_0", "72B Q4_K_M"]
     assert len(cfg.drafts) == 3
-    assert cfg.settings["runs"] == 1 and cfg.settings["max_tokens"] == 1024
-    assert cfg.settings["prompts"] == "builtin"
+    assert cfg.settings.runs == 1 and cfg.settings.max_tokens == 1024
+    assert cfg.settings.prompts == "builtin"
     assert cfg.warnings == ()
     assert cfg.default_stem() == "m2ultra-128gb_llamacpp_qwen25-72b"
 
@@ -74,7 +74,7 @@ def test_demo_config_uses_the_cache_default(monkeypatch):
     assert cfg.targets[0].raw_path.startswith("${DRAFTBENCH_CACHE:-~/.cache/draftbench}")
     assert all(os.path.isabs(m.path) and "$" not in m.path and "~" not in m.path
                for m in cfg.targets + cfg.drafts)
-    assert cfg.settings["prompts"] == ["code", "json", "code-edit", "prose"]
+    assert cfg.settings.prompts == ["code", "json", "code-edit", "prose"]
     assert [c.label for c in cfg.candidates] == ["ngram-simple"]
 
 
@@ -88,14 +88,14 @@ def test_defaults_are_filled_in():
     cfg = validate_config(base_config(settings={}))
     for key, spec in COMMON_SETTINGS.items():
         if key != "prompts":
-            assert cfg.settings[key] == spec.default, key
+            assert getattr(cfg.settings, key) == spec.default, key
     assert cfg.draft_max_values == (None,)
 
 
 def test_null_settings_mean_defaults():
     cfg = validate_config(base_config(settings={"runs": None, "port": None}))
-    assert cfg.settings["runs"] == 1 and cfg.settings["port"] == 8080
-    assert validate_config(base_config(settings=None)).settings["runs"] == 1
+    assert cfg.settings.runs == 1 and cfg.settings.port == 8080
+    assert validate_config(base_config(settings=None)).settings.runs == 1
 
 
 def test_minimal_config():
@@ -122,10 +122,10 @@ def test_draft_max_list_and_per_model_args():
 
 def test_builtin_category_list_and_prompt_file(tmp_path):
     cfg = validate_config(base_config(settings={"prompts": ["code", "prose"]}))
-    assert cfg.settings["prompts"] == ["code", "prose"]
+    assert cfg.settings.prompts == ["code", "prose"]
     (tmp_path / "p.txt").write_text("one\ntwo\n")
     cfg = validate_config(base_config(settings={"prompts": "p.txt"}), base_dir=str(tmp_path))
-    assert cfg.settings["prompts"] == str(tmp_path / "p.txt")
+    assert cfg.settings.prompts == str(tmp_path / "p.txt")
 
 
 # --------------------------------------------------------------------------- unknown names are errors
@@ -375,7 +375,7 @@ def test_unsupported_variable_syntax(monkeypatch, raw):
 def test_llama_bin_expansion(monkeypatch):
     monkeypatch.setenv("DB_BIN", "/opt/llama")
     cfg = validate_config(base_config(settings={"llama_bin": "$DB_BIN/llama-server"}))
-    assert cfg.settings["llama_bin"] == "/opt/llama/llama-server"
+    assert cfg.settings.llama_bin == "/opt/llama/llama-server"
     monkeypatch.delenv("DB_BIN")
     p = only_problem(base_config(settings={"llama_bin": "$DB_BIN/llama-server"}))
     assert p.path == "$.settings.llama_bin" and "$DB_BIN is not set" in p.message and "export DB_BIN" in p.fix

@@ -14,12 +14,13 @@ from draftbench.analysis.pairing import Pair
 from draftbench.analysis.racing import RaceRules, Standing, Why, judge, race_bound
 from draftbench.analysis.replication import SessionVariance, Unit
 from draftbench.analysis.student_t import t_quantile
+from draftbench.common.errors import ConfigError
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.measure.sequential import MeasureOptions
 from draftbench.results.file import ResultsFile, Row, load_results, save_results
 from draftbench.results.kinds import Role
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Sweep, plan
-from draftbench.sweep.config_file import validate_config
+from draftbench.sweep.config_file import load_config, validate_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.race import AdaptiveSearch, MemoryStore
 from draftbench.sweep.schedule import blocks
@@ -252,7 +253,7 @@ def test_the_budget_stops_the_race_and_says_how_to_continue(tmp_path):
     options = MeasureOptions(runs=3, warmup=1, max_tokens=64)
     runner = CombinationRunner(FakeBackend(script()), "llamacpp", cfg.settings, prompts, options, tmp_path / "logs",
                                clock=clock)
-    store = MemoryStore(ResultsFile(name="race", hardware="box", backend="llamacpp", model_family="", settings=cfg.settings))
+    store = MemoryStore(ResultsFile(name="race", hardware="box", backend="llamacpp", model_family="", settings=cfg.settings.to_dict()))
     complete = AdaptiveSearch(cfg, runner, store, Recorder(), prompts, options, clock=clock).run(plan(cfg))
     assert complete is False
     assert [r.draft for r in store.results.results if r.role == Role.SPECULATIVE.value] == ["best"]
@@ -279,14 +280,22 @@ def test_the_results_file_keeps_race_fields_and_strict_json(tmp_path):
     assert data["summary"]["server_loads"] == 8 + 2
 
 
-def test_budget_without_adaptive_search_is_a_usage_error(tmp_path):
+def test_budget_without_adaptive_search_is_refused_where_it_was_given(tmp_path):
+    """One rule, checked with the config (so a library call refuses it too): a budget in the file is a config
+    problem at its JSON path; one from the command line is a usage error that names the flag."""
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": TARGET}],
                                 "drafts": [], "settings": {"budget_s": 60}}))
     proc = run_cli("sweep.py", "--config", str(path), "--dry-run")
-    assert proc.returncode == 2 and proc.stderr.startswith("Error: a budget") and "--search adaptive" in proc.stderr
-    proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--search", "adaptive", "--budget", "0")
-    assert proc.returncode == 2 and "--budget 0" in proc.stderr
+    assert proc.returncode == 2 and "$.settings.budget_s: a budget" in proc.stderr and "--search adaptive" in proc.stderr
+    with pytest.raises(ConfigError, match="only applies to the adaptive search"):
+        load_config(path)
+    path.write_text(json.dumps({"name": "x", "hardware": "h", "targets": [{"label": "t", "path": TARGET}]}))
+    proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--budget", "60")
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: --budget 60: a budget"), proc.stderr
+    for budget in ("0", "20000000", "nan"):       # the flag is checked against the setting's bounds, as the file is
+        proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--search", "adaptive", "--budget", budget)
+        assert proc.returncode == 2 and proc.stderr.startswith(f"Error: --budget {budget}:"), proc.stderr
 
 
 def test_switching_search_on_resume_is_refused(tmp_path):

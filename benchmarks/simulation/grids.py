@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from draftbench.config.prompts import BUILTIN_PROMPTS, Prompt
+from draftbench.config.settings import DEFAULTS
 
 from .world import Cand, Grid, Machine
 
@@ -65,7 +66,7 @@ class Scenario:
     n_prompts: int = 6
     runs: int = 3
     max_tokens: int = 128
-    noise_floor: float = 0.02
+    noise_floor: float = DEFAULTS.noise_floor
 
 
 def null(n: int, name: str = "d", **noise) -> Grid:

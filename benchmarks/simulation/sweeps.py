@@ -63,7 +63,7 @@ class Setup:
     def empty_results(self) -> ResultsFile:
         c = self.config
         return ResultsFile(name=c.name, hardware=c.hardware, backend=c.backend, model_family=c.model_family,
-                           settings=dict(c.settings), schema_version=SCHEMA_VERSION)
+                           settings=c.settings.to_dict(), schema_version=SCHEMA_VERSION)
 
     def runner(self, world: World) -> CombinationRunner:
         return CombinationRunner(SimBackend(world, self.names), self.config.backend, self.config.settings,

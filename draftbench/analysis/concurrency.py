@@ -11,29 +11,36 @@ import math
 from collections.abc import Iterable
 
 from ..common.errors import Problem
+from ..config.settings import FROM_FILE, Origin, Settings
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 
 PERCENTILES = (50, 90, 99)
 
 
-def levels(settings: dict) -> tuple[int, ...]:
-    """``settings.concurrency`` as sorted levels (a single number, a list, or null = one stream)."""
-    value = settings.get("concurrency")
+def levels(settings: Settings) -> tuple[int, ...]:
+    """``settings.concurrency`` as sorted levels (a single number or a list)."""
+    value = settings.concurrency
     values = value if isinstance(value, (list, tuple)) else [value]
     clean = {v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 1}
     return tuple(sorted(clean)) or (1,)
 
 
-def settings_problems(settings: dict, requests: int | None = None) -> list[Problem]:
+def settings_problems(settings: Settings, requests: int | None = None, origin: Origin = FROM_FILE) -> list[Problem]:
     """Settings that cannot go with several levels: the adaptive race measures one stream (its probes
     and eliminations pair each candidate with a single baseline per target); and a level of more
     streams than the ``requests`` it sends (prompts × runs) could never have them all in flight."""
     problems = []
-    if settings.get("search") == "adaptive" and levels(settings) != (1,):
-        problems.append(Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but search "
-                                "\"adaptive\" races candidates on one stream only", "use search \"exhaustive\" for "
-                                "concurrency levels, or concurrency [1] for an adaptive race"))
+    if settings.search == "adaptive" and levels(settings) != (1,):
+        if origin.flag("search"):
+            problems.append(Problem(origin.where("search"), f"races candidates at one stream; settings.concurrency "
+                                    f"is {settings.concurrency}", "remove settings.concurrency (or set it to 1) for "
+                                    "an adaptive search, or use --search exhaustive to measure several concurrency "
+                                    "levels"))
+        else:
+            problems.append(Problem("$.settings.concurrency", f"is {settings.concurrency}, but search \"adaptive\" "
+                                    "races candidates on one stream only", "use search \"exhaustive\" for "
+                                    "concurrency levels, or concurrency [1] for an adaptive race"))
     too_many = [n for n in levels(settings) if requests is not None and n > requests]
     if too_many:
         problems.append(Problem("$.settings.concurrency", f"asks for {too_many[-1]} requests at once, but each level "

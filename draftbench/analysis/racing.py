@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ..common.percent import signed_change
+from ..config.settings import DEFAULTS
 from ..results.file import ResultsFile
 from .pairing import Pair
 from .replication import SessionVariance, Unit, estimate, pool_sessions, session_component
@@ -60,7 +61,7 @@ class RaceRules:
 
     n_candidates: int
     n_looks: int
-    noise_floor: float = 0.02
+    noise_floor: float = DEFAULTS.noise_floor
     alpha: float = ALPHA
     futility: bool = True          # stop measuring a contender that even every planned block would not resolve
 

@@ -237,8 +237,7 @@ def analyze_speedups(results: ResultsFile) -> ResultsFile:
 
 def _floor_and_drift(results: ResultsFile) -> tuple[float, dict[tuple[str, int], float]]:
     """The file's noise floor, and per (target, streams) the drift its control baseline measured."""
-    configured_floor = (results.settings or {}).get("noise_floor")
-    noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
+    noise_floor = results.read_settings().noise_floor
     return noise_floor, {(target, n): value for n in row_levels(results)
                          for target, value in measured_drift(results, noise_floor=noise_floor, concurrency=n).items()}
 
@@ -250,7 +249,7 @@ def _compared(row: Row) -> bool:
 
 def _analyze(results: ResultsFile) -> ResultsFile:
     noise_floor, drift = _floor_and_drift(results)
-    temperature = (results.settings or {}).get("temperature") or 0.0
+    temperature = results.read_settings().temperature
     spreads = session_spreads(results)
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
@@ -303,8 +302,7 @@ def recommend(results: ResultsFile) -> dict:
     """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
     concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
     targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
-    configured_floor = (results.settings or {}).get("noise_floor")
-    noise_floor = float(configured_floor) if isinstance(configured_floor, (int, float)) else 0.02
+    noise_floor = results.read_settings().noise_floor
     per_target = []
     for target in targets:
         level = primary_level(results, target)
@@ -393,9 +391,7 @@ def recommend(results: ResultsFile) -> dict:
 
 def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
     """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
-    floor = (results.settings or {}).get("noise_floor")
-    cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target,
-                                          float(floor) if isinstance(floor, (int, float)) else 0.02)
+    cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target, results.read_settings().noise_floor)
     speed: Speedup | None = entry.get("speedup")
     if speed and speed.significant and speed.ratio > 1:
         cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it

@@ -25,7 +25,7 @@ def _advice(results: ResultsFile, row: Row | None) -> RunAdvice | None:
         backend = get_backend(results.backend)
     except KeyError:            # a file from a backend this version does not know: no command to give
         return None
-    return advise(backend, row, results.settings or {})
+    return advise(backend, row, results.read_settings(backend.settings_class))
 
 
 def _row(results: ResultsFile, target: str, draft: str | None, draft_max: int | None, level: int) -> Row | None:

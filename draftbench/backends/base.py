@@ -24,7 +24,7 @@ from ..common.files import PathProblem, expand_path
 from ..common.gguf import read_info
 from ..config.candidates import CandidateSpec
 from ..config.model_ref import ModelRef
-from ..config.settings import Field
+from ..config.settings import DEFAULTS, BackendSettings, Settings
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
 from .http.client import StreamedResponse, new_session, stream_chat
@@ -40,13 +40,13 @@ class LaunchSpec:
     draft_max: int | None = None
     method: tuple[str, ...] = ()     # speculative methods, the backend's names (): a draft's default, or none
     params: dict = field(default_factory=dict)     # the candidate's method parameters (backend names)
-    host: str = "127.0.0.1"
-    port: int = 8080
-    ctx_size: int = 4096
-    gpu_layers: int = 99
+    host: str = DEFAULTS.host
+    port: int = DEFAULTS.port
+    ctx_size: int = DEFAULTS.ctx_size
+    gpu_layers: int = DEFAULTS.gpu_layers
     extra_args: tuple[str, ...] = ()
-    settings: dict = field(default_factory=dict)   # the whole validated settings (backend keys too)
-    startup_timeout_s: float = 600.0
+    settings: Settings = DEFAULTS               # the whole validated settings (the backend's own in .backend)
+    startup_timeout_s: float = DEFAULTS.startup_timeout_s
     log_path: str | None = None
     concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
     rpc: tuple[str, ...] = ()        # llama.cpp RPC endpoints the target is split over ("host:port")
@@ -229,8 +229,8 @@ class Server:
 class Backend:
     """Launches one kind of server. Instances are stateless; register them in ``backends.REGISTRY``.
 
-    The contract, in order of use: a config is validated with :attr:`settings_schema`,
-    :meth:`resolve_model` and :meth:`validate_settings`; before a sweep starts
+    The contract, in order of use: a config is validated with :attr:`settings_class` (the backend's own
+    keys, ``settings.backend``), :meth:`resolve_model`, :meth:`validate_settings` and :meth:`settled`; before a sweep starts
     :meth:`check_ready_to_run`; before each combination :meth:`model_problem`; then
     :meth:`launch` returns a ready :class:`Server` (or raises :class:`ServerError`), which the
     caller stops. ``server.py`` builds its sub-command from :meth:`add_server_arguments` and
@@ -240,7 +240,7 @@ class Backend:
     name: ClassVar[str] = "base"            # name used by server.py (e.g. "llama-cpp")
     config_name: ClassVar[str] = "base"     # name used in sweep configs and results (e.g. "llamacpp")
     aliases: ClassVar[tuple[str, ...]] = ()
-    settings_schema: ClassVar[dict[str, Field]] = {}   # the backend's own settings keys
+    settings_class: ClassVar[type[BackendSettings]] = BackendSettings   # the backend's own settings keys
     path_settings: ClassVar[tuple[str, ...]] = ()       # settings holding executable paths (expanded like paths)
     default_port: ClassVar[int] = 8080
     owns_port: ClassVar[bool] = True        # False: one server per machine that we reuse (LM Studio)
@@ -260,7 +260,7 @@ class Backend:
             return ModelProblem(exc.message, exc.fix, missing=not os.path.exists(ref))
         return None
 
-    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: Settings) -> list[Problem]:
         """Problems with the candidates for this backend (methods it lacks, unknown parameters). May run
         the server binary (``--help``); called before anything starts. Default: plain drafts only."""
         return [Problem(f"{s.where}.method", f"{self.config_name} runs draft models only, not {', '.join(s.method)}",
@@ -278,18 +278,22 @@ class Backend:
         except ModelFileError:
             return None
 
-    def validate_settings(self, settings: dict) -> list[Problem]:
+    def validate_settings(self, settings: Settings) -> list[Problem]:
         return []
 
-    def check_ready_to_run(self, settings: dict) -> None:
+    def settled(self, settings: Settings) -> Settings:
+        """The settings with what validation decided filled in (LM Studio: its client "auto" → sdk or rest)."""
+        return settings
+
+    def check_ready_to_run(self, settings: Settings) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
 
-    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: Settings) -> list[Problem]:
         """Problems with the targets that only the machine can reveal (an RPC endpoint that does not answer),
         found before anything starts. May connect to endpoints; starts nothing."""
         return []
 
-    def sweep_notes(self, settings: dict) -> list[str]:
+    def sweep_notes(self, settings: Settings) -> list[str]:
         """Lines the console prints once before a sweep (e.g. what the chosen client path cannot measure)."""
         return []
 
@@ -312,21 +316,18 @@ class Backend:
 
 def add_common_server_arguments(p: argparse.ArgumentParser, *, port: int, what: str = "the server") -> None:
     """Options every ``server.py`` sub-command shares."""
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another address "
+    p.add_argument("--host", default=DEFAULTS.host, help=f"address to bind (default {DEFAULTS.host}; another address "
                    "needs --allow-remote)")
     p.add_argument("--port", type=int, default=port, help=f"port (default {port}; 0 = any free port)")
-    p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
+    p.add_argument("--startup-timeout", type=float, default=DEFAULTS.startup_timeout_s, help=f"seconds to wait for loading (default {DEFAULTS.startup_timeout_s:g})")
     p.add_argument("--log", default=None, help=f"log of {what} (default: under ~/.cache/draftbench/logs)")
 
 
 def launch_process(server: Server, spec: LaunchSpec, *, what: str, health_path: str,
                    explain_exit: Callable[[int | None, str], ServerError],
                    verify: Callable[[Server], None]) -> Server:
-    """Wait until the process behind ``server`` is ready, check it is ours, and time the load.
-
-    Shared by the backends that start a server process: on any failure (or Ctrl-C) the
-    process group is stopped before the error propagates.
-    """
+    """Wait until the process behind ``server`` is ready, check it is ours, and time the load. Shared by the
+    backends that start a server process: on any failure (or Ctrl-C) the process group is stopped first."""
     assert server.process is not None
     start = server.process.started_at
     try:
@@ -345,11 +346,8 @@ def launch_process(server: Server, spec: LaunchSpec, *, what: str, health_path: 
 def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, what: str,
                      ready: Callable[[requests.Response], bool] | None = None,
                      on_exit: Callable[[int | None, str], ServerError] | None = None) -> float:
-    """Poll ``url`` until it answers 200 (and ``ready(response)`` agrees).
-
-    Short, growing intervals (no fixed sleeps). Raises :class:`ServerError` if the process
-    exits (with the tail of its log) or the time-out passes. Returns seconds waited.
-    """
+    """Poll ``url`` until it answers 200 (and ``ready(response)`` agrees), at short, growing intervals; raise
+    :class:`ServerError` if the process exits (with its log's tail) or the time-out passes. Seconds waited."""
     start = time.perf_counter()
     session = requests.Session()
 

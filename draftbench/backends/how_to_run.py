@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..config.settings import Settings
     from ..results.file import Row
     from .base import Backend
 
@@ -103,7 +104,7 @@ def command_advice(row: Row, plumbing: Plumbing) -> RunAdvice | None:
     return None
 
 
-def advise(backend: Backend, row: Row, settings: dict) -> RunAdvice | None:
+def advise(backend: Backend, row: Row, settings: Settings) -> RunAdvice | None:
     """How a person runs ``row``'s configuration on ``backend`` (``settings``: the results file's)."""
     custom = getattr(backend, "settings_advice", None)
     if custom is not None:

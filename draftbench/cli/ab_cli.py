@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from ..backends.llamacpp.backend import LlamaCppBackend
+from ..backends.llamacpp.settings import LlamaCppSettings
 from ..common.errors import DraftbenchError, Problem, UsageError
 from ..common.files import cache_dir
 from ..common.text_safety import safe_text
@@ -20,7 +21,7 @@ from ..config.extra_args import check_server_args
 from ..config.labels import MAX_LABEL, check_label
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
-from ..config.settings import default_settings
+from ..config.settings import DEFAULTS, Settings
 from ..measure.sequential import MeasureOptions
 from ..results.file import save_results
 from ..results.lock import results_lock
@@ -41,11 +42,12 @@ def add_ab_arguments(p: argparse.ArgumentParser) -> None:
                    "llama-server --help")
     g.add_argument("--draft-max", type=int, metavar="K", help="draft length k (default: the server's)")
     g.add_argument("--llama-bin", metavar="PATH", help="llama-server binary (default: searched as for sweeps)")
-    g.add_argument("--gpu-layers", type=int, default=99, metavar="N", help="layers on the GPU, target and draft "
-                   "(default 99; 0 = CPU only)")
-    g.add_argument("--ctx-size", type=int, default=4096, metavar="N", help="context size (default 4096)")
-    g.add_argument("--startup-timeout", type=float, default=600.0, metavar="S",
-                   help="seconds each server may take to load (default 600)")
+    g.add_argument("--gpu-layers", type=int, default=DEFAULTS.gpu_layers, metavar="N", help="layers on the GPU, "
+                   f"target and draft (default {DEFAULTS.gpu_layers}; 0 = CPU only)")
+    g.add_argument("--ctx-size", type=int, default=DEFAULTS.ctx_size, metavar="N",
+                   help=f"context size (default {DEFAULTS.ctx_size})")
+    g.add_argument("--startup-timeout", type=float, default=DEFAULTS.startup_timeout_s, metavar="S",
+                   help=f"seconds each server may take to load (default {DEFAULTS.startup_timeout_s:g})")
 
 
 def _label(path: str) -> str:
@@ -106,14 +108,14 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         pair = backend.pair_problem(args.target, args.draft)
         if pair:
             raise UsageError(f"--draft {args.draft}: {pair.message}", pair.fix)
-    settings = default_settings(backend.settings_schema)
     # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
-    settings.update(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers, ctx_size=args.ctx_size, port=0,
-                    runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
-                    seed=args.seed, request_timeout_s=args.request_timeout, stall_timeout_s=args.stall_timeout,
-                    startup_timeout_s=args.startup_timeout,
-                    prompts=(args.prompt_file if args.prompt_file else "custom" if args.prompt
-                             else list(args.category) if args.category else "builtin"))
+    settings = Settings(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers,
+                        ctx_size=args.ctx_size, port=0, runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
+                        temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
+                        stall_timeout_s=args.stall_timeout, startup_timeout_s=args.startup_timeout,
+                        prompts=(args.prompt_file if args.prompt_file else "custom" if args.prompt
+                                 else list(args.category) if args.category else "builtin"),
+                        backend=LlamaCppSettings())
     draft = ModelRef(label=_label(args.draft), path=args.draft, raw_path=args.draft) if args.draft else None
     spec = CandidateSpec(label=draft.label if draft else "+".join(methods), method=methods, draft=draft,
                          params={DRAFT_MAX: args.draft_max} if args.draft_max else {}, where="$")

@@ -23,6 +23,7 @@ from ..common.files import atomic_write_text
 from ..common.text_safety import without_lone_surrogates
 from ..config.extra_args import split_server_args
 from ..config.prompts import ALL_CATEGORIES, ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
+from ..config.settings import COMMON_SETTINGS, DEFAULTS
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.sequential import MeasurementFailed, MeasureOptions, run_prompts
 from ..results.file import Row, now_iso
@@ -30,7 +31,7 @@ from ..results.kinds import Role
 from . import run_main
 from .ab_cli import add_ab_arguments, run_ab_command
 
-MAX_TIMEOUT_S = 86400   # as settings.request_timeout_s / stall_timeout_s
+MAX_TIMEOUT_S = COMMON_SETTINGS["request_timeout_s"].max or math.inf   # as settings.request_timeout_s / stall_timeout_s
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,11 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-label", default=None, help="display label for --compare-url")
     p.add_argument("--requests", type=int, default=None, help="measured requests per run (cycles through the "
                    "prompts; default: one per prompt)")
-    p.add_argument("--runs", type=int, default=1, help="repetitions of the prompt set (default 1)")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up requests, not measured (default 1)")
-    p.add_argument("--max-tokens", type=int, default=512, help="tokens per request (default 512)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
-    p.add_argument("--seed", type=int, default=42, help="base seed; each (prompt, run) gets its own (default 42)")
+    p.add_argument("--runs", type=int, default=DEFAULTS.runs,
+                   help=f"repetitions of the prompt set (default {DEFAULTS.runs})")
+    p.add_argument("--warmup", type=int, default=DEFAULTS.warmup,
+                   help=f"warm-up requests, not measured (default {DEFAULTS.warmup})")
+    p.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens,
+                   help=f"tokens per request (default {DEFAULTS.max_tokens})")
+    p.add_argument("--temperature", type=float, default=DEFAULTS.temperature,
+                   help=f"sampling temperature (default {DEFAULTS.temperature:g})")
+    p.add_argument("--seed", type=int, default=DEFAULTS.seed,
+                   help=f"base seed; each (prompt, run) gets its own (default {DEFAULTS.seed})")
     p.add_argument("--prompt", action="append", default=None, help="your own prompt (repeatable); replaces the "
                    "built-in set")
     p.add_argument("--prompt-file", default=None, help="prompts from a .txt (--- separates prompts, or one per line) "
@@ -61,9 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--category", action="append", default=None, choices=ALL_CATEGORIES,
                    help="use only these built-in categories (repeatable; code-edit, rewrite, summarise-long, "
                    "reasoning and session run only when named)")
-    p.add_argument("--request-timeout", type=float, default=900.0, help="seconds per request (default 900)")
-    p.add_argument("--stall-timeout", type=float, default=120.0, help="seconds without data before a request "
-                   "counts as stalled (default 120)")
+    p.add_argument("--request-timeout", type=float, default=DEFAULTS.request_timeout_s,
+                   help=f"seconds per request (default {DEFAULTS.request_timeout_s:g})")
+    p.add_argument("--stall-timeout", type=float, default=DEFAULTS.stall_timeout_s, help="seconds without data "
+                   f"before a request counts as stalled (default {DEFAULTS.stall_timeout_s:g})")
     p.add_argument("--concurrency", type=int, default=1, help="requests in flight at once: N client streams, "
                    "each sending its next request when its last one ended (default 1; the server needs N slots, "
                    "e.g. llama-server -np N)")

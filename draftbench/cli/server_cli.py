@@ -15,6 +15,7 @@ from ..common.redact_secrets import command_line
 from ..common.text_safety import safe_text
 from ..config.extra_args import bind_host, check_server_args, host_problems, is_loopback, split_server_args
 from ..config.rpc_endpoints import README_WARNING
+from ..config.settings import DEFAULTS
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
 from . import run_main
 
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                             help="allow a --host (here or after --) other than loopback")
     rpc = sub.add_parser("rpc-server", help="start llama.cpp's ggml-rpc-server (an RPC endpoint for a target split "
                          "over several machines: targets[].rpc)")
-    rpc.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; another address needs "
+    rpc.add_argument("--host", default=DEFAULTS.host, help=f"address to bind (default {DEFAULTS.host}; another address needs "
                      "--allow-remote: the RPC protocol has no authentication)")
     rpc.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
     rpc.add_argument("--threads", type=int, default=None, help="threads for its CPU device (default: the server's)")

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from ..analysis.busy import busy_before
-from ..analysis.concurrency import levels
 from ..analysis.verdict import analyze
 from ..analysis.winning_command import command_lines
 from ..backends import get_backend
@@ -18,6 +15,7 @@ from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
 from ..config.prompts import prompts_for
+from ..config.settings import Override
 from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
 from ..results.file import load_results
@@ -25,8 +23,7 @@ from ..results.lock import results_lock
 from ..results.output_paths import check_output_paths, default_chart_for
 from ..share.redact_paths import redacted_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
-from ..sweep.cap import cap_problem, count
-from ..sweep.config_file import ceiling_problems, load_config
+from ..sweep.config_file import load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, accuracy, estimate_of, total_s
 from ..sweep.passes import describe_cost, in_passes, step_seconds, target_passes
@@ -108,48 +105,20 @@ SOURCES = {"measured": "measured before", "baseline": "from its target's baselin
            "model size": "rough guess from the model size"}
 
 
-def with_overrides(config, args):
-    """The config with --search / --design / --budget applied (they win over the file's settings)."""
-    settings = dict(config.settings)
-    if getattr(args, "search", None):
-        settings["search"] = args.search
-    if getattr(args, "design", None):
-        settings["design"] = args.design
-        split = [t.label for t in config.targets if t.rpc]
-        if args.design == "interleaved" and split:     # the config's own design is checked with the config
-            raise UsageError(f"--design interleaved runs two llama-servers at once, but {', '.join(split)} is split "
-                             "over RPC endpoints and a ggml-rpc-server serves one at a time",
-                             "use --design auto (bracketed for a split target) or --design bracketed")
-    budget = getattr(args, "budget", None)
-    if budget is not None:
-        if not math.isfinite(budget) or budget < 1:
-            raise UsageError(f"--budget {budget:g} is not a number of seconds of at least 1",
-                             "e.g. --budget 3600 for an hour of measuring per target")
-        settings["budget_s"] = budget
-    if settings.get("search") == "adaptive" and levels(settings) != (1,):
-        raise UsageError(f"the adaptive search races candidates at one stream; settings.concurrency is "
-                         f"{settings.get('concurrency')}", "remove settings.concurrency (or set it to 1) for an "
-                         "adaptive search, or use --search exhaustive to measure several concurrency levels")
-    if settings.get("budget_s") and settings.get("search") != "adaptive":
-        raise UsageError("a budget (settings.budget_s or --budget) only applies to the adaptive search",
-                         "add --search adaptive (or settings.search: \"adaptive\"), or remove the budget")
-    return replace(config, settings=settings)
+def overrides(args) -> tuple[Override, ...]:
+    """The settings given on the command line: they replace the file's before the config is checked."""
+    given = [Override("search", args.search, "--search"), Override("design", args.design, "--design"),
+             Override("budget_s", args.budget, "--budget"), Override("ceiling", True if args.ceiling else None, "--ceiling")]
+    return tuple(o for o in given if o.value is not None)
 
 
 def run_config(path: str, args, *, results: str | None, chart: str | None, batch: tuple[Path, ...] = (),
                used: dict[str, Path] | None = None) -> int:
     """One config. ``batch``: every config of a --config-dir run, none of which may be written over;
     ``used``: results files of the batch's earlier configs (real path -> config), never shared."""
-    config = with_overrides(load_config(path), args)
+    config = load_config(path, overrides(args))
     backend = get_backend(config.backend)
-    if args.ceiling:
-        config = replace(config, settings={**config.settings, "ceiling": True})
-    problems = ceiling_problems(backend, config.settings, "--ceiling") if args.ceiling else []
-    too_many = cap_problem(count(len(config.targets), config.specs(), config.settings, len(config.drafts)),
-                           config.settings) if args.ceiling else None   # --ceiling adds two runs per draft
-    if too_many:
-        raise ConfigError(config.source, [too_many])
-    problems += backend.validate_candidates(config.specs(), config.settings)
+    problems = backend.validate_candidates(config.specs(), config.settings)
     if problems:
         raise ConfigError(config.source, problems)
     results_path, default_chart = default_paths(config, results, chart)
@@ -192,16 +161,16 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
         prompts = list(prompts_for(config.settings).prompts)
         total = total_s(estimator, [c for c in runs if not in_passes(c)])
         for target in config.targets:
-            passes = target_passes(config, backend, runs, target.label, prompts, config.settings.get("runs") or 1)
+            passes = target_passes(config, backend, runs, target.label, prompts, config.settings.runs)
             if passes is None:
                 continue
             print(safe_text(f"Design for {target.label}: {passes.design.label} — {passes.why}."))
             print(safe_text(f"  {len(passes.block_pairs)} block(s) per candidate, each on a server session of its "
-                            f"own; {describe_cost(passes, config.settings.get('warmup') or 0)}"))
+                            f"own; {describe_cost(passes, config.settings.warmup)}"))
             seconds = sum(step_seconds(estimator, g.combos, s, passes.baseline) for g in passes.groups for s in g.steps)
             total = (total or 0.0) + seconds if seconds else total
-        if config.settings.get("search") == "adaptive":     # both plans; the sweep runs the cheaper
-            costs = race_costs(config, backend, runs, prompts, config.settings.get("runs") or 1, results_path,
+        if config.settings.search == "adaptive":     # both plans; the sweep runs the cheaper
+            costs = race_costs(config, backend, runs, prompts, config.settings.runs, results_path,
                                estimator)
             print(safe_text(f"Plans: {costs.describe()}"))
         elif total is not None:

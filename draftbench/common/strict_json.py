@@ -61,6 +61,23 @@ def _locate(text: str) -> tuple[str, str]:
     raise AssertionError("a duplicate key was seen but not found again")
 
 
+def _plain(value: Any, path: str, found: list[str]) -> Any:
+    """``value`` with plain dicts, the JSON path of every duplicated key appended to ``found``."""
+    if isinstance(value, dict):
+        found.extend(_key_path(path, key) for key in getattr(value, "duplicates", ()))
+        return {k: _plain(v, _key_path(path, k), found) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v, f"{path}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
+def loads_all_duplicates(text: str) -> tuple[Any, list[str]]:
+    """``json.loads(text)`` (the last of two equal keys kept) and the JSON path of every key written twice,
+    in document order: for a file whose every problem is reported at once (a sweep config)."""
+    found: list[str] = []
+    return _plain(json.loads(text, object_pairs_hook=_mark), "$", found), found
+
+
 def loads_unique(text: str) -> Any:
     """``json.loads(text)``, raising :class:`DuplicateKeyError` (with its JSON path) when an object
     holds a key twice. Raises what ``json.loads`` raises otherwise."""

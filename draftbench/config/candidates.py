@@ -25,10 +25,10 @@ from typing import Any
 from ..common.errors import Problem
 from ..common.files import PathProblem
 from ..common.suggest import closest
+from .field import Field, check_value, unknown_key
 from .labels import check_label
 from .model_ref import ModelRef
 from .rpc_endpoints import DRAFT_PLACEMENT, PLACEMENTS
-from .settings import Field, check_value, unknown_key
 
 DRAFT_MAX = "draft_max"
 # Names of the draft length k, shown as "k=…" in labels.

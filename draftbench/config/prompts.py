@@ -20,6 +20,7 @@ from ..common.reading import PROMPTS_LIMIT, UnreadableFile, read_limited
 from . import prompt_sets
 from .prompt import Prompt, user_turn
 from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
+from .settings import Settings
 from .workloads import METHOD_WORKLOADS, RENAMED_CATEGORIES, SESSION_CATEGORY
 
 _user = user_turn
@@ -280,9 +281,9 @@ def select_prompts(setting, per_category: int | None = None, seed: int = 42) -> 
     return PromptSelection(sample(prompts, per_category, seed), per_category, seed, sets)
 
 
-def prompts_for(settings: dict) -> PromptSelection:
+def prompts_for(settings: Settings) -> PromptSelection:
     """The prompts a sweep with these (validated) settings measures."""
-    return select_prompts(settings.get("prompts"), settings.get("prompts_per_category"), settings.get("seed", 42))
+    return select_prompts(settings.prompts, settings.prompts_per_category, settings.seed)
 
 
 def custom_prompts(texts: list[str]) -> list[Prompt]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..common.errors import Problem
 from .extra_args import is_loopback
+from .settings import Origin, Settings
 
 RPC_KEY = "rpc"
 DRAFT_PLACEMENT = "draft_placement"
@@ -117,33 +118,39 @@ def placement_problems(where: str, value: Any) -> list[Problem]:
     return []
 
 
-def sweep_problems(rpc_by_target: dict[str, tuple[str, ...]], settings: dict, *, backend: str,
+def sweep_problems(rpc_by_target: dict[str, tuple[str, ...]], settings: Settings, origin: Origin, *, backend: str,
                    backend_has_rpc: bool, candidate_placements: dict[str, Any]) -> list[Problem]:
     """What the RPC keys of a whole config get wrong together: ``rpc_by_target`` maps each target's JSON
     path to its endpoints, ``candidate_placements`` each candidate's JSON path to its ``draft_placement``."""
-    problems = placement_problems("$.settings.draft_placement", settings.get(DRAFT_PLACEMENT))
+    placement = settings.draft_placement
+    problems = placement_problems("$.settings.draft_placement", placement)
     split = {where: eps for where, eps in rpc_by_target.items() if eps}
-    wants_placement = settings.get(DRAFT_PLACEMENT) is not None or bool(candidate_placements)
+    wants_placement = placement is not None or bool(candidate_placements)
     if not backend_has_rpc:
         problems += [Problem(f"{where}.rpc", f"{backend} cannot split a model over llama.cpp RPC endpoints",
                              "remove it, or use backend llamacpp") for where in split]
-        if settings.get(DRAFT_PLACEMENT) is not None:
+        if placement is not None:
             problems.append(Problem("$.settings.draft_placement", f"is a llama.cpp RPC setting; {backend} has none",
                                     "remove it, or use backend llamacpp"))
         problems += [Problem(f"{where}.params.draft_placement", f"is a llama.cpp RPC setting; {backend} has none",
                              "remove it, or use backend llamacpp") for where in candidate_placements]
         return problems
-    if split and settings.get("gpu_layers") == 0:
+    if split and settings.gpu_layers == 0:
         problems.append(Problem("$.settings.gpu_layers", "is 0, which keeps every layer on this machine: the RPC "
                                 "endpoints of " + ", ".join(split) + " would hold nothing",
                                 "set gpu_layers to 99 (all layers offloaded to the RPC devices), or remove rpc"))
-    if split and settings.get("design") == "interleaved":
+    if split and settings.design == "interleaved" and origin.flag("design"):
+        problems.append(Problem(origin.where("design"), "runs two llama-servers at once, but "
+                                f"{', '.join(split)} is split over RPC endpoints and a "
+                                "ggml-rpc-server serves one at a time", "use --design auto (bracketed for a split "
+                                "target) or --design bracketed"))
+    elif split and settings.design == "interleaved":
         problems.append(Problem("$.settings.design", "is \"interleaved\", but a ggml-rpc-server serves one "
                                 "llama-server at a time: the baseline and candidate servers of " + ", ".join(split)
                                 + " cannot both use its endpoints", "use \"auto\" (bracketed for a target split "
                                 "over RPC) or \"bracketed\""))
     if wants_placement and not split:
-        problems.append(Problem("$.settings.draft_placement" if settings.get(DRAFT_PLACEMENT) is not None
+        problems.append(Problem("$.settings.draft_placement" if placement is not None
                                 else f"{next(iter(candidate_placements))}.params.draft_placement",
                                 "says where a draft runs beside a target split over RPC endpoints, but no target "
                                 "has \"rpc\"", "add \"rpc\": [\"host:port\", …] to a target, or remove it"))

@@ -18,23 +18,26 @@ from ..backends.http.server_values import FIX_SERVER_DATA, server_count
 from ..common.errors import RequestError, ServerError, ServerErrorKind
 from ..config.prompt_sets import warmup_prompts
 from ..config.prompts import Prompt
+from ..config.settings import DEFAULTS, Settings
 from ..results.file import RequestRecord
 from .context import with_context
 
 
 @dataclass(frozen=True)
 class MeasureOptions:
-    runs: int = 1
-    warmup: int = 1
-    max_tokens: int = 512
-    temperature: float = 0.0
-    seed: int = 42
-    request_timeout_s: float = 900.0
-    stall_timeout_s: float = 120.0
+    runs: int = DEFAULTS.runs
+    warmup: int = DEFAULTS.warmup
+    max_tokens: int = DEFAULTS.max_tokens
+    temperature: float = DEFAULTS.temperature
+    seed: int = DEFAULTS.seed
+    request_timeout_s: float = DEFAULTS.request_timeout_s
+    stall_timeout_s: float = DEFAULTS.stall_timeout_s
 
     @classmethod
-    def from_settings(cls, settings: dict) -> MeasureOptions:
-        return cls(**{k: settings[k] for k in cls.__dataclass_fields__ if settings.get(k) is not None})
+    def from_settings(cls, settings: Settings) -> MeasureOptions:
+        return cls(runs=settings.runs, warmup=settings.warmup, max_tokens=settings.max_tokens,
+                   temperature=settings.temperature, seed=settings.seed, request_timeout_s=settings.request_timeout_s,
+                   stall_timeout_s=settings.stall_timeout_s)
 
 
 def warm_up(server: Server, prompts: Sequence[Prompt], options: MeasureOptions) -> list[Prompt]:

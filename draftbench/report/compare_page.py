@@ -45,14 +45,15 @@ EXTRA_CSS = f"""
 """
 
 
+SHOWN_SETTINGS = ("runs", "max_tokens", "temperature", "gpu_layers")
+
+
 def _files(comparison: Comparison) -> str:
     rows = []
     for f in comparison.files:
         r = f.results
         versions = ", ".join(dict.fromkeys(str(v) for row in r.results if (v := (row.server or {}).get("version"))))
-        settings = r.settings or {}
-        measured = "; ".join(f"{k} {settings[k]}" for k in ("runs", "max_tokens", "temperature", "gpu_layers")
-                             if settings.get(k) is not None)
+        measured = "; ".join(f"{k} {v}" for k, v in r.recorded_settings(SHOWN_SETTINGS).items() if v is not None)
         cells = [f.letter, f.name, r.hardware, r.backend, r.name, versions or "not recorded",
                  "upstream (no per-request data)" if r.is_upstream else f"schema\u00a0{r.schema_version}",
                  measured or "—", date_text(r.timestamp)]

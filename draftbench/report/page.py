@@ -35,18 +35,22 @@ from .view import ReportData, build_data, category_changes, control_row, invalid
 
 # --------------------------------------------------------------------------- header
 
+SHOWN_SETTINGS = ("runs", "max_tokens", "temperature", "draft_max", "gpu_layers", "ctx_size")
+
+
 def _server_versions(results: ResultsFile) -> list[str]:
     """Every server version the rows recorded, once each, in order."""
     return list(dict.fromkeys(str(v) for r in results.results if (v := (r.server or {}).get("version"))))
 
 
-def _settings_text(settings: dict) -> str:
-    bits = [f"{k} {settings[k]}" for k in ("runs", "max_tokens", "temperature", "draft_max", "gpu_layers", "ctx_size")
-            if settings.get(k) is not None]
-    if isinstance(settings.get("prompts"), list):
-        bits.append("prompts " + ", ".join(str(p) for p in settings["prompts"]))
-    if settings.get("concurrency") not in (None, 1, [1]):
-        bits.append(f"concurrency {settings['concurrency']}")
+def _settings_text(results: ResultsFile) -> str:
+    """The settings the file records, as written there (a key it lacks is not shown as if it had been set)."""
+    read = results.read_settings()
+    bits = [f"{k} {v}" for k, v in results.recorded_settings(SHOWN_SETTINGS).items() if v is not None]
+    if isinstance(read.prompts, list):
+        bits.append("prompts " + ", ".join(str(p) for p in read.prompts))
+    if read.concurrency not in (1, [1]):
+        bits.append(f"concurrency {read.concurrency}")
     return "; ".join(bits) or "—"
 
 
@@ -78,7 +82,7 @@ def _header(results: ResultsFile) -> str:
         ("Sweep", results.name),
         ("Server version", ", ".join(versions) if versions else "not recorded"),
         ("Date", date_text(results.timestamp)),
-        ("Settings", _settings_text(results.settings or {})),
+        ("Settings", _settings_text(results)),
     ] + ([("Prompts", _prompts_text(results.prompt_set))] if results.prompt_set else []) + [
         ("Machine load", busy.describe(results) or "not recorded")]
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)

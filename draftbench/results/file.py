@@ -13,6 +13,7 @@ import errno
 import json
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
@@ -23,6 +24,7 @@ from ..common.bulk import collector_paused
 from ..common.errors import ResultsFileError
 from ..common.files import describe_write_error, write_output_text
 from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
+from ..config.settings import BackendSettings, Settings
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, Str, declarations, declare, spec_of, write_fields
 from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
@@ -75,6 +77,21 @@ class ResultsFile:
     @property
     def is_upstream(self) -> bool:
         return self.schema_version is None
+
+    def read_settings(self, backend: type[BackendSettings] = BackendSettings) -> Settings:
+        """The settings the file was made with, typed (``backend``: which backend's own keys to read): a key
+        the file lacks or holds an invalid value for reads as the declared default, or as its value for files
+        older than the key (see :meth:`Settings.from_file`)."""
+        return Settings.from_file(self.settings, backend, measured=bool(self.results))
+
+    def recorded_settings(self, keys: Iterable[str]) -> dict[str, Any]:
+        """Those of ``keys`` the file's settings hold, as written there (to show what a file says; to use
+        the settings, :meth:`read_settings`)."""
+        return {key: self.settings[key] for key in keys if self.records_setting(key)}
+
+    def records_setting(self, key: str) -> bool:
+        """Whether the file's settings hold ``key`` (an older or upstream file may not)."""
+        return key in (self.settings or {})
 
     def row(self, key: tuple) -> Row | None:
         return next((r for r in self.results if r.key == key), None)

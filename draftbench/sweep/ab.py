@@ -26,6 +26,7 @@ from ..backends.base import Backend
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
+from ..config.settings import Settings
 from ..lifetime import machine_load
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
@@ -48,7 +49,7 @@ class ABPlan:
 
     target: ModelRef
     candidate: Candidate
-    settings: dict
+    settings: Settings
     prompts: tuple[Prompt, ...]
     options: MeasureOptions
 
@@ -73,8 +74,8 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     busy = busy_before(load, when="before the A/B started")
     if busy is not None:
         reporter.warning(busy.message)
-    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=plan.settings.get("hardware") or this_hardware(),
-                                    backend=backend_name, model_family="", settings=dict(plan.settings), results=(),
+    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(),
+                                    backend=backend_name, model_family="", settings=plan.settings.to_dict(), results=(),
                                     timestamp=now_iso(), schema_version=SCHEMA_VERSION, tool_version=__version__,
                                     host=host_info(), made_by="bench.py",
                                     load_before=[{"at": now_iso(), **load.to_dict()}]), analyse=False)

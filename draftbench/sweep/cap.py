@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..analysis.concurrency import levels
 from ..common.errors import Problem
 from ..config.candidates import CandidateSpec
-from ..config.settings import COMMON_SETTINGS
+from ..config.settings import COMMON_SETTINGS, Settings
 
 CAP_KEY = "max_combinations"
 LISTS_NAMED = 4            # the biggest multipliers named in the message; the rest are counted
@@ -52,22 +52,22 @@ def _how(spec: CandidateSpec) -> str:
     return f"{where}: {' × '.join(swept)}"
 
 
-def count(n_targets: int, specs: tuple[CandidateSpec, ...], settings: dict, n_drafts: int) -> Count:
+def count(n_targets: int, specs: tuple[CandidateSpec, ...], settings: Settings, n_drafts: int) -> Count:
     """What :func:`draftbench.sweep.plan.plan` would make, as arithmetic (the same rules, no lists built)."""
     per_spec = [(candidates_of(s), s) for s in specs]
     n_candidates = sum(n for n, _ in per_spec)
     with_draft = sum(n for n, s in per_spec if s.draft is not None)
     steps = levels(settings)
-    per_level = 1 + n_candidates + (1 if settings.get("control_baseline") else 0)
-    ceiling = 2 * with_draft if settings.get("ceiling") and 1 in steps else 0
-    total = n_targets * (len(steps) * per_level + ceiling) + (n_drafts if settings.get("draft_alone") else 0)
+    per_level = 1 + n_candidates + (1 if settings.control_baseline else 0)
+    ceiling = 2 * with_draft if settings.ceiling and 1 in steps else 0
+    total = n_targets * (len(steps) * per_level + ceiling) + (n_drafts if settings.draft_alone else 0)
     lists = sorted(((n, _how(s)) for n, s in per_spec if n > 1), key=lambda item: -item[0])
     return Count(total, n_candidates, n_targets, len(steps), tuple(lists))
 
 
-def cap_problem(found: Count, settings: dict) -> Problem | None:
+def cap_problem(found: Count, settings: Settings) -> Problem | None:
     """The problem to report when ``found`` is beyond the cap (None within it)."""
-    cap = settings.get(CAP_KEY) or COMMON_SETTINGS[CAP_KEY].default
+    cap = settings.max_combinations
     if found.total <= cap:
         return None
     most = COMMON_SETTINGS[CAP_KEY].max or cap

@@ -20,14 +20,17 @@ from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
 from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
+from ..common.strict_json import loads_all_duplicates
 from ..common.suggest import did_you_mean
 from ..common.text_safety import lone_surrogate_paths, safe_text, text_problem
 from ..config.candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
 from ..config.extra_args import check_server_args, host_problems
+from ..config.field import Field, check_value, unknown_key
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
-from ..config.settings import COMMON_SETTINGS, Field, check_value, unknown_key
+from ..config.settings import FROM_FILE, BackendSettings, Origin, Override, Settings
+from ..config.settings_check import budget_problems, check_settings, refusal
 from .cap import cap_problem, count
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
@@ -46,7 +49,7 @@ class SweepConfig:
     model_family: str
     targets: tuple[ModelRef, ...]
     drafts: tuple[ModelRef, ...]
-    settings: dict                  # validated settings, defaults filled in
+    settings: Settings              # validated settings, defaults filled in, the command line's overrides applied
     source: str = "<config>"
     base_dir: str = "."
     warnings: tuple[Problem, ...] = ()
@@ -54,7 +57,7 @@ class SweepConfig:
 
     @property
     def draft_max_values(self) -> tuple:
-        value = self.settings.get("draft_max")
+        value = self.settings.draft_max
         if isinstance(value, list):
             return tuple(value)
         return (value,)
@@ -62,7 +65,7 @@ class SweepConfig:
     def specs(self) -> tuple[CandidateSpec, ...]:
         """Every candidate to try against each target: the drafts (each swept over settings.draft_max),
         then the configured candidates."""
-        k, placement = self.settings.get("draft_max"), self.settings.get(DRAFT_PLACEMENT)
+        k, placement = self.settings.draft_max, self.settings.draft_placement
         return tuple(from_draft(d, k, f"$.drafts[{i}]", placement) for i, d in enumerate(self.drafts)) + self.candidates
 
     def default_stem(self) -> str:
@@ -71,48 +74,9 @@ class SweepConfig:
 
 # --------------------------------------------------------------------------- loading
 
-class _ObjectWithDupes(dict):
-    """A parsed JSON object that remembers which keys appeared more than once."""
-
-    dupes: tuple = ()
-
-
-def _pairs_hook(pairs):
-    obj = _ObjectWithDupes()
-    dupes = []
-    for key, value in pairs:
-        if key in obj and key not in dupes:
-            dupes.append(key)
-        obj[key] = value
-    obj.dupes = tuple(dupes)
-    return obj
-
-
-def _duplicate_key_problems(value: Any, path: str = "$") -> list[Problem]:
-    """Problems for keys written twice in one object, each with its JSON path."""
-    problems = []
-    if isinstance(value, dict):
-        for key in getattr(value, "dupes", ()):
-            problems.append(Problem(f"{path}.{key}", "appears twice in the same object; the last one would win",
-                                    "keep one"))
-        for key, item in value.items():
-            problems.extend(_duplicate_key_problems(item, f"{path}.{key}"))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            problems.extend(_duplicate_key_problems(item, f"{path}[{i}]"))
-    return problems
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
-def load_config(path: str | os.PathLike) -> SweepConfig:
-    """Read and validate a config file; raise :class:`ConfigError` listing every problem."""
+def load_config(path: str | os.PathLike, overrides: tuple[Override, ...] = ()) -> SweepConfig:
+    """Read and validate a config file with the command line's ``overrides`` applied; raise
+    :class:`ConfigError` listing every problem (a :class:`UsageError` when only a flag is wrong)."""
     p = Path(path)
     source = str(p)
     try:
@@ -127,9 +91,9 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
         raise ConfigError(source, [Problem("$", f"is not UTF-8 text (byte {exc.start})",
                                            "save the file as UTF-8 JSON")]) from None
     try:
-        data = json.loads(text, object_pairs_hook=_pairs_hook)
-        dup_problems = _duplicate_key_problems(data)
-        data = _plain(data)
+        data, twice = loads_all_duplicates(text)
+        dup_problems = [Problem(where, "appears twice in the same object; the last one would win", "keep one")
+                        for where in twice]
     except json.JSONDecodeError as exc:
         raise ConfigError(source, [Problem("$", f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                            f"{exc.msg}", "fix the syntax (a trailing comma or a missing quote?)")]
@@ -138,7 +102,8 @@ def load_config(path: str | os.PathLike) -> SweepConfig:
         raise ConfigError(source, [Problem("$", "is nested too deeply to be a sweep config (lists or objects "
                                            "inside each other hundreds of levels deep)",
                                            "see configs/example_sweep.json for the expected shape")]) from None
-    return validate_config(data, source=source, base_dir=str(p.resolve().parent), extra_problems=dup_problems)
+    return validate_config(data, source=source, base_dir=str(p.resolve().parent), extra_problems=dup_problems,
+                           overrides=overrides)
 
 
 def _check_text(path: str, value: Any, problems: list[Problem], *, required: bool, filename_safe: bool,
@@ -219,24 +184,24 @@ def _other_backend_keys(backend: Any) -> dict[str, str]:
     from ..backends import REGISTRY
 
     return {key: other.config_name for other in REGISTRY.values() if other is not backend
-            for key in other.settings_schema}
+            for key in other.settings_class.schema()}
 
 
-def ceiling_problems(backend: Any, settings: dict, where: str = "$.settings.ceiling") -> list[Problem]:
+def ceiling_problems(backend: Any, settings: Settings, origin: Origin = FROM_FILE) -> list[Problem]:
     """settings.ceiling needs a backend that can fake acceptance (llama.cpp's --spec-synth-len)."""
-    if settings.get("ceiling") and not backend.synthetic_acceptance:
-        return [Problem(where, f"{backend.config_name} cannot run drafts at synthetic acceptance (only llama.cpp's "
+    if settings.ceiling and not backend.synthetic_acceptance:
+        return [Problem(origin.where("ceiling"), f"{backend.config_name} cannot run drafts at synthetic acceptance (only llama.cpp's "
                         "--spec-synth-len can)", "remove settings.ceiling, or use backend llamacpp")]
     return []
 
 
-def second_turn_problems(settings: dict) -> list[Problem]:
+def second_turn_problems(settings: Settings) -> list[Problem]:
     """MT-Bench's second turns are sent after the target's own first answers, which its one-stream
     baseline writes: a sweep of them needs concurrency level 1."""
-    chosen = settings.get("prompts")
+    chosen = settings.prompts
     if isinstance(chosen, list) and any(isinstance(v, str) and v.split(":")[0] == "mt-bench" for v in chosen) \
             and 1 not in levels(settings):
-        return [Problem("$.settings.concurrency", f"is {settings.get('concurrency')}, but mt-bench's second turns are "
+        return [Problem("$.settings.concurrency", f"is {settings.concurrency}, but mt-bench's second turns are "
                         "sent after the target's own first answers, which its one-stream baseline writes",
                         f"add 1: [1, {', '.join(str(n) for n in levels(settings))}]")]
     return []
@@ -248,10 +213,10 @@ def _as_problem(note: str, default_path: str) -> Problem:
     return Problem(path, message) if sep and path.startswith("$") else Problem(default_path, note)
 
 
-def _check_server_args(data: dict, settings: dict, problems: list[Problem], warnings: list[Problem]) -> None:
+def _check_server_args(data: dict, settings: Settings, problems: list[Problem], warnings: list[Problem]) -> None:
     """--port in any extra_args is refused; a non-loopback --host (or settings.host) needs allow_remote."""
-    allow_remote = settings.get("allow_remote") is True
-    lists = [("$.settings.extra_args", settings.get("extra_args"))]
+    allow_remote = settings.allow_remote
+    lists: list[tuple[str, Any]] = [("$.settings.extra_args", settings.extra_args)]
     for kind in ("targets", "drafts", "candidates"):
         entries = data.get(kind)
         for i, entry in enumerate(entries if isinstance(entries, list) else []):
@@ -263,20 +228,20 @@ def _check_server_args(data: dict, settings: dict, problems: list[Problem], warn
             problems.extend(found)
             problems.extend(rpc_flag_problems(path, args))
             warnings.extend(_as_problem(note, path) for note in notes)
-    if isinstance(settings.get("host"), str):
-        notes = []
-        problems.extend(host_problems("$.settings.host", settings["host"], allow_remote=allow_remote,
-                                      allow_flag="settings.allow_remote", warnings=notes))
-        warnings.extend(_as_problem(note, "$.settings.host") for note in notes)
+    host_notes: list[str] = []
+    problems.extend(host_problems("$.settings.host", settings.host, allow_remote=allow_remote,
+                                  allow_flag="settings.allow_remote", warnings=host_notes))
+    warnings.extend(_as_problem(note, "$.settings.host") for note in host_notes)
 
 
-def _requests_per_level(settings: dict) -> int:
+def _requests_per_level(settings: Settings) -> int:
     from ..config.prompts import prompt_count
-    return prompt_count(settings.get("prompts"), settings.get("prompts_per_category")) * (settings.get("runs") or 1)
+    return prompt_count(settings.prompts, settings.prompts_per_category) * settings.runs
 
 
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
-                    extra_problems: list[Problem] | None = None) -> SweepConfig:
+                    extra_problems: list[Problem] | None = None, overrides: tuple[Override, ...] = ()) -> SweepConfig:
+    """A parsed config checked whole, with the command line's ``overrides`` applied before any check."""
     from ..backends import backend_names, get_backend
 
     problems: list[Problem] = list(extra_problems or [])
@@ -320,59 +285,41 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
 
     candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, resolve)
 
-    schema = dict(COMMON_SETTINGS)
-    if backend:
-        schema.update(backend.settings_schema)
-    settings_raw = data.get("settings", {})
-    settings: dict = {}
-    if settings_raw is None:
-        settings_raw = {}
-    if not isinstance(settings_raw, dict):
-        problems.append(Problem("$.settings", f"must be an object, not {type(settings_raw).__name__}",
-                                "write {\"runs\": 3, …} (see configs/example_sweep.json)"))
-        settings_raw = {}
-    for key, spec in schema.items():
-        settings[key] = check_value(f"$.settings.{key}", settings_raw.get(key), spec, problems)
-    for key in sorted(set(settings_raw) - set(schema)):
-        problems.append(unknown_key(f"$.settings.{key}", key, schema, other_backends=_other_backend_keys(backend)))
-    # Executable paths: relative to the config's folder, with ~ and $VARS (llama_bin, and a backend's own)
-    path_keys = backend.path_settings if backend else ()
-    for key in path_keys:
-        if isinstance(settings.get(key), str):
-            resolved, err = expand_path(settings[key], base_dir)
-            if err:
-                problems.append(Problem(f"$.settings.{key}", err.message, err.fix))
-            settings[key] = resolved
-    from ..config.prompts import check_prompt_setting
-    settings["prompts"] = check_prompt_setting("$.settings.prompts", settings.get("prompts"), base_dir, problems)
+    origin = Origin(overrides)
+    settings = check_settings(data.get("settings", {}), backend=backend.settings_class if backend else BackendSettings,
+                              path_keys=backend.path_settings if backend else (), base_dir=base_dir, origin=origin,
+                              other_backends=_other_backend_keys(backend), problems=problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
-        problems.extend(ceiling_problems(backend, settings))
+        settings = backend.settled(settings)       # e.g. LM Studio's client "auto" → the path it takes
+        problems.extend(ceiling_problems(backend, settings, origin))
     _check_server_args(data, settings, problems, warnings)
     prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
-    problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None))
+    problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
+    problems.extend(budget_problems(settings, origin))
     problems.extend(second_turn_problems(settings))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}
     problems.extend(sweep_problems(
         {f"$.targets[{i}]": rpc_of.get(str(e.get("label")), ()) for i, e in enumerate(raw_targets or [])
          if isinstance(raw_targets, list) and isinstance(e, dict) and RPC_KEY in e},
-        settings, backend=backend_name, backend_has_rpc=bool(backend and backend.rpc_endpoints),
+        settings, origin, backend=backend_name, backend_has_rpc=bool(backend and backend.rpc_endpoints),
         candidate_placements={c.where: c.params[DRAFT_PLACEMENT] for c in candidates if DRAFT_PLACEMENT in c.params}))
 
     for key in sorted(set(data) - TOP_LEVEL_KEYS):
         problems.append(unknown_key(f"$.{key}", key, TOP_LEVEL_KEYS))
 
     # Counted before anything is expanded: a million combinations are refused at once, not listed.
-    specs = tuple(from_draft(d, settings.get("draft_max"), f"$.drafts[{i}]") for i, d in enumerate(drafts)) + candidates
-    too_many = cap_problem(count(len(targets), specs, settings, len(drafts)), settings)
+    specs = tuple(from_draft(d, settings.draft_max, f"$.drafts[{i}]") for i, d in enumerate(drafts)) + candidates
+    cap_given = not any(p.path == origin.where("max_combinations") for p in problems)   # else the cap is said wrong
+    too_many = cap_problem(count(len(targets), specs, settings, len(drafts)), settings) if cap_given else None
     if too_many:
         problems.append(too_many)
     else:
         problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]")
                                                       for i, d in enumerate(drafts)) + candidates))
     if problems:
-        raise ConfigError(source, problems)
+        raise refusal(source, problems)
     return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,
                        targets=targets, drafts=drafts, settings=settings, source=source, base_dir=base_dir,
                        warnings=tuple(warnings), candidates=candidates)

@@ -127,7 +127,8 @@ class Estimator:
 
     def add(self, results: ResultsFile) -> None:
         """Learn from a results file (later files win: the current sweep is added last)."""
-        max_tokens = _whole((results.settings or {}).get("max_tokens"))
+        # a file that does not say was made at this config's max_tokens (see Known.request_s)
+        max_tokens = _whole(results.read_settings().max_tokens) if results.records_setting("max_tokens") else None
         for row in results.results:
             if row.measured and (row.mean_total_time or row.requests):
                 level = (row.synthetic or {}).get("level") if row.role == Role.CEILING.value else None
@@ -145,7 +146,7 @@ class Estimator:
         return any(key[0] == role and key[1] == target for key in self.rows)
 
     def _max_tokens(self) -> int:
-        return self.config.settings.get("max_tokens") or 512
+        return self.config.settings.max_tokens
 
     def _request_s(self, known: Known | None) -> float | None:
         return known.request_s(self._max_tokens(), made_at=self._max_tokens()) if known else None
@@ -177,9 +178,8 @@ class Estimator:
 
     def combination(self, role: str, target: str, draft: str | None, draft_max: int | None,
                     target_path: str | None, concurrency: int = 1, level: str | None = None) -> Estimate:
-        s = self.config.settings
-        requests = self.n_prompts * (s.get("runs") or 1)
-        warmup = s.get("warmup") or 0
+        requests = self.n_prompts * self.config.settings.runs
+        warmup = self.config.settings.warmup
         max_tokens = self._max_tokens()
         rounds = math.ceil(requests / concurrency)     # N streams take N requests at a time
 

@@ -17,6 +17,7 @@ from ..analysis import decision
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
 from ..config.prompts import Prompt
+from ..config.settings import Settings
 from ..config.workloads import SESSION_CATEGORY
 from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile
@@ -30,11 +31,11 @@ from .schedule import Design, Kind, Side, Step, blocks, confirmation_steps, cost
 from .steps import RowStore, StepRunner
 
 
-def choose_design(settings: dict, backend: Backend, target: Combination, candidates: Sequence[Combination]
+def choose_design(settings: Settings, backend: Backend, target: Combination, candidates: Sequence[Combination]
                   ) -> tuple[Design, str]:
     """The design to run and why: ``settings.design`` when given, else interleaved where the baseline and
     the largest candidate fit side by side, bracketed where they do not."""
-    asked = settings.get("design") or "auto"
+    asked = settings.design
     if asked != "auto":
         return Design(asked), f"settings.design is {asked!r}"
     if target.target.rpc:     # an rpc-server serves one client at a time, on the same remote devices
@@ -68,11 +69,6 @@ def conversation(prompt: Prompt) -> str:
     if prompt.category == SESSION_CATEGORY:
         return SESSION_CATEGORY
     return prompt.context_from or prompt.id
-
-
-def noise_floor(settings: dict) -> float:
-    floor = settings.get("noise_floor")
-    return float(floor) if isinstance(floor, (int, float)) else 0.02
 
 
 def in_passes(combo: Combination) -> bool:
@@ -199,7 +195,7 @@ def run_passes(config: SweepConfig, backend: Backend, combos: list[Combination],
             steps.run(group.steps, total, after_step=progress)
             done_steps += len(group.steps)
             if group is target_pass.groups[0] and any(c.role == Role.SPECULATIVE for c in group.combos.values()):
-                confirm(target_pass, steps, store, reporter, noise_floor(config.settings))
+                confirm(target_pass, steps, store, reporter, config.settings.noise_floor)
 
 
 def confirm(passes: TargetPasses, steps: StepRunner, store: RowStore, reporter: Reporter, noise_floor: float,

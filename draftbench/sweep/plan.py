@@ -83,11 +83,11 @@ def plan(config: SweepConfig) -> list[Combination]:
         for n in levels(config.settings):
             out.append(Combination(Role.BASELINE, target, concurrency=n))
             out += [Combination(Role.SPECULATIVE, target, c, concurrency=n) for c in concrete]
-            if n == 1 and config.settings.get("ceiling"):
+            if n == 1 and config.settings.ceiling:
                 out += ceiling_combinations(target, concrete)
-            if config.settings.get("control_baseline"):
+            if config.settings.control_baseline:
                 out.append(Combination(Role.CONTROL, target, concurrency=n))
-    if config.settings.get("draft_alone"):
+    if config.settings.draft_alone:
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
     return out
 

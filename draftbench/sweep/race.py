@@ -105,9 +105,8 @@ class AdaptiveSearch:
                  estimator: Estimator | None = None):
         self.config, self.runner, self.store, self.reporter = config, runner, store, reporter
         self.prompts, self.options, self.clock = prompts, options, clock
-        self.budget_s: float | None = config.settings.get("budget_s")
-        floor = config.settings.get("noise_floor")
-        self.noise_floor = floor if isinstance(floor, (int, float)) else 0.02
+        self.budget_s = config.settings.budget_s
+        self.noise_floor = config.settings.noise_floor
         self.failed_baselines: dict[str, str] = {}
         self.show_k = shows_k(config)
         self.sweep_started = clock()

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..backends import REGISTRY
 from ..backends.base import Backend
 from ..common.errors import ResultsFileError
 from ..common.redact_secrets import redact_args
-from ..config.settings import measured_keys
+from ..config.field import UNRECORDED
+from ..config.settings import COMMON_SETTINGS, measured_keys
 from ..results.file import SCHEMA_VERSION, ResultsFile, load_results, now_iso
 from ..results.host import host_info
 from .config_file import ModelRef, SweepConfig
@@ -18,7 +20,15 @@ from .config_file import ModelRef, SweepConfig
 
 def measurement_keys() -> tuple[str, ...]:
     """Settings that change what is measured, for every backend: another value means another sweep."""
-    return measured_keys(*(backend.settings_schema for backend in REGISTRY.values()))
+    return measured_keys(*(backend.settings_class for backend in REGISTRY.values()))
+
+
+def older_value(key: str) -> Any:
+    """What a file written before ``key`` existed was measured with (``Field.older``), for every backend."""
+    for schema in (COMMON_SETTINGS, *(backend.settings_class.schema() for backend in REGISTRY.values())):
+        if key in schema:
+            return schema[key].older
+    return UNRECORDED
 
 
 def _model_entry(ref: ModelRef, backend: Backend) -> dict:
@@ -36,14 +46,14 @@ def config_snapshot(config: SweepConfig, backend: Backend) -> dict:
         "targets": [_model_entry(t, backend) for t in config.targets],
         "drafts": [_model_entry(d, backend) for d in config.drafts],
         # secrets in extra_args are masked: the snapshot is written to the results file
-        "measurement": {k: redact_args(config.settings.get(k)) if k == "extra_args" else config.settings.get(k)
-                        for k in measurement_keys()},
+        "measurement": {**config.settings.values_of(measurement_keys()),
+                        "extra_args": redact_args(config.settings.extra_args)},
     }
 
 
 def public_settings(config: SweepConfig) -> dict:
     """The settings as saved in the results file: secrets passed in extra_args are masked."""
-    return dict(config.settings, extra_args=redact_args(config.settings.get("extra_args")))
+    return {**config.settings.to_dict(), "extra_args": redact_args(config.settings.extra_args)}
 
 
 def measured_with(results: ResultsFile, label: str) -> bool:
@@ -67,12 +77,15 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
     old = existing.config or {}
     old_measure = old.get("measurement") or {}
     new_measure = config_snapshot(config, backend)["measurement"]
-    if old_measure and "design" not in old_measure and existing.results:
-        # written before settings.design existed (issue 23): measured in upstream's sequential order
-        old_measure = dict(old_measure, design="sequential")
     for key in measurement_keys():
-        if key in old_measure and old_measure[key] != new_measure[key]:
-            differences.append(f"settings.{key} {old_measure[key]!r} vs {new_measure[key]!r}")
+        if key in old_measure:
+            then = old_measure[key]
+        elif old_measure and existing.results and older_value(key) is not UNRECORDED:
+            then = older_value(key)     # written before the key existed: measured as its Field says
+        else:
+            continue
+        if then != new_measure[key]:
+            differences.append(f"settings.{key} {then!r} vs {new_measure[key]!r}")
     for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
         old_entries = {m["label"]: m for m in old.get(kind) or [] if isinstance(m, dict) and "label" in m}
         for ref in refs:

@@ -20,6 +20,7 @@ from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
 from ..common.redact_secrets import redact_args
 from ..config.extra_args import bind_host
 from ..config.prompts import Prompt
+from ..config.settings import Settings
 from ..lifetime.pid_files import check_no_leftovers
 from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
@@ -97,7 +98,7 @@ def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int
 class CombinationRunner:
     """Runs combinations one at a time: check the models, start a server, measure, stop it."""
 
-    def __init__(self, backend: Backend, backend_name: str, settings: dict, prompts: list[Prompt],
+    def __init__(self, backend: Backend, backend_name: str, settings: Settings, prompts: list[Prompt],
                  options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
                  clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
         self.backend = backend
@@ -260,15 +261,15 @@ class CombinationRunner:
 
     def launch_spec(self, combo: Combination, port: int, log_path: Path) -> LaunchSpec:
         cand = combo.candidate
-        extra = (tuple(self.settings.get("extra_args") or ()) + combo.target.extra_args
+        extra = (tuple(self.settings.extra_args) + combo.target.extra_args
                  + (combo.draft.extra_args if combo.draft else ()) + (cand.extra_args if cand else ()))
-        host = bind_host(self.settings["host"], extra)     # a --host in extra_args is where the server listens
+        host = bind_host(self.settings.host, extra)     # a --host in extra_args is where the server listens
         return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
                           draft_max=combo.draft_max, method=cand.method if cand else (),
                           params=cand.settings_params if cand else {}, host=host, port=port,
-                          ctx_size=self.settings["ctx_size"], gpu_layers=self.settings["gpu_layers"],
+                          ctx_size=self.settings.ctx_size, gpu_layers=self.settings.gpu_layers,
                           extra_args=extra, settings=self.settings,
-                          startup_timeout_s=self.settings["startup_timeout_s"], log_path=str(log_path),
+                          startup_timeout_s=self.settings.startup_timeout_s, log_path=str(log_path),
                           concurrency=combo.concurrency, rpc=combo.target.rpc,
                           draft_placement=cand.draft_placement if cand else None)
 
@@ -284,7 +285,7 @@ class CombinationRunner:
         return self.backend.launch(retry)
 
     def choose_port(self, host: str) -> int:
-        port = self.settings["port"]
+        port = self.settings.port
         if not self.backend.owns_port:
             return port          # the backend reuses its own server and port (LM Studio)
         if port == 0:

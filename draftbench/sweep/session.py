@@ -77,7 +77,7 @@ class Sweep:
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
         # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
-        adaptive = settings.get("search") == "adaptive"
+        adaptive = settings.search == "adaptive"
         open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
         n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
         n_open = sum(1 for c in combos if c.key in open_rows)

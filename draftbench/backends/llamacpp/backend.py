@@ -18,7 +18,6 @@ import argparse
 import os
 import re
 from pathlib import Path
-from typing import ClassVar
 
 import requests
 
@@ -28,7 +27,7 @@ from ...common.gguf import vocab_mismatch
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import api_key_from_args, bind_host
 from ...config.model_ref import ModelRef
-from ...config.settings import COMMON_SETTINGS, Field, default_settings
+from ...config.settings import COMMON_SETTINGS, DEFAULTS, Settings
 from ...lifetime.process import ManagedProcess
 from ...results.method_stats import METHODS_KEY
 from .. import prometheus
@@ -61,6 +60,7 @@ from .command import (
 )
 from .memory import side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints
+from .settings import LlamaCppSettings
 from .stats import VERBOSITY_FLAGS, StatsLog
 from .topology import proven_topology, read_log
 
@@ -242,27 +242,24 @@ class LlamaCppBackend(Backend):
     plumbing = Plumbing(valued=("--host", "--port", "-np", "--parallel", *VERBOSITY_FLAGS), switches=("--metrics",),
                         only_values={"-np": ("1",), "--parallel": ("1",)})
     rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
-    settings_schema: ClassVar[dict[str, Field]] = {
-        "method_stats": Field("bool", True, "start llama-server at trace verbosity (-lv 4) to record per-method "
-                              "statistics (every server of the sweep, the baseline too)", measured=True),
-    }
+    settings_class = LlamaCppSettings
 
-    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
-        if not settings.get("ceiling") and not any(s.method or s.params for s in specs):
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: Settings) -> list[Problem]:
+        if not settings.ceiling and not any(s.method or s.params for s in specs):
             return []          # plain drafts: every llama-server build runs them
-        binary = find_llama_server(settings.get("llama_bin"))
+        binary = find_llama_server(settings.llama_bin)
         caps = capabilities(binary)
         problems = candidate_problems(specs, caps, binary)
-        if settings.get("ceiling") and SYNTH_LEN_FLAG not in caps["flags"]:
+        if settings.ceiling and SYNTH_LEN_FLAG not in caps["flags"]:
             problems.append(Problem("$.settings.ceiling", f"{binary} has no {SYNTH_LEN_FLAG}, so it cannot run drafts "
                                     "at synthetic acceptance", "use a newer llama.cpp build, or remove "
                                     "settings.ceiling / --ceiling"))
         return problems
 
-    def validate_settings(self, settings: dict) -> list[Problem]:
+    def validate_settings(self, settings: Settings) -> list[Problem]:
         """llama-server gets ``-c ctx_size × N`` for N slots (each keeps ctx_size): bounded like ctx_size."""
-        ctx, most = settings.get("ctx_size"), COMMON_SETTINGS["ctx_size"].max or 0
-        value = settings.get("concurrency")
+        ctx, most = settings.ctx_size, COMMON_SETTINGS["ctx_size"].max or 0
+        value = settings.concurrency
         streams = max([v for v in (value if isinstance(value, list) else [value]) if isinstance(v, int)] or [1])
         if isinstance(ctx, int) and ctx * streams > most:
             return [Problem("$.settings.concurrency", f"{streams} streams of settings.ctx_size {ctx} would start "
@@ -285,20 +282,20 @@ class LlamaCppBackend(Backend):
         return ModelProblem(f"the draft cannot speculate for this target (its vocabulary differs: {why}); llama-server would run without "
                             "speculation", "use a draft from the same model family (the same tokenizer)")
 
-    def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
+    def side_by_side(self, settings: Settings, target: str, draft: str | None) -> str | None:
         return side_by_side_problem(settings, target, draft)
 
-    def check_ready_to_run(self, settings: dict) -> None:
-        binary = find_llama_server(settings.get("llama_bin"))
+    def check_ready_to_run(self, settings: Settings) -> None:
+        binary = find_llama_server(settings.llama_bin)
         capabilities(binary)
 
 
-    def target_problems(self, targets: tuple[ModelRef, ...], settings: dict) -> list[Problem]:
+    def target_problems(self, targets: tuple[ModelRef, ...], settings: Settings) -> list[Problem]:
         """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""
         split = [(i, t) for i, t in enumerate(targets) if t.rpc]
         if not split:
             return []
-        binary = find_llama_server(settings.get("llama_bin"))
+        binary = find_llama_server(settings.llama_bin)
         if "--rpc" not in capabilities(binary)["flags"]:
             return [Problem(f"$.targets[{i}].rpc", f"{binary} was built without RPC support (its --help lists no "
                             "--rpc)", "build one with RPC: `make llama-server` (GGML_RPC=ON), or point "
@@ -314,7 +311,7 @@ class LlamaCppBackend(Backend):
         return problems
 
     def launch(self, spec: LaunchSpec) -> LlamaCppServer:
-        binary = find_llama_server(spec.settings.get("llama_bin"))
+        binary = find_llama_server(spec.settings.llama_bin)
         caps = capabilities(binary)
         # RPC endpoints are probed first: llama-server aborts on one it cannot reach, and an endpoint answers
         # one client at a time, so its round trip cannot be timed once llama-server holds it.
@@ -387,8 +384,10 @@ class LlamaCppBackend(Backend):
         p.add_argument("--draft-path", default=None, help="draft GGUF (turns speculative decoding on)")
         p.add_argument("--draft-max", type=int, default=None, help="draft length k (default: the server's)")
         add_common_server_arguments(p, port=self.default_port, what="llama-server")
-        p.add_argument("--gpu-layers", type=int, default=99, help="layers on the GPU (default 99)")
-        p.add_argument("--ctx-size", type=int, default=4096, help="context size per slot (default 4096)")
+        p.add_argument("--gpu-layers", type=int, default=DEFAULTS.gpu_layers,
+                       help=f"layers on the GPU (default {DEFAULTS.gpu_layers})")
+        p.add_argument("--ctx-size", type=int, default=DEFAULTS.ctx_size,
+                       help=f"context size per slot (default {DEFAULTS.ctx_size})")
         p.add_argument("--parallel", type=int, default=1, help="slots: requests served at once (default 1; "
                        "for bench.py --concurrency); each slot keeps --ctx-size")
         p.add_argument("--llama-bin", default=None, help="llama-server binary (default: searched)")
@@ -400,8 +399,8 @@ class LlamaCppBackend(Backend):
                 raise UsageError(f"{flag}: {problem.message}", problem.fix)
         if args.parallel < 1:
             raise UsageError(f"--parallel must be at least 1 (got {args.parallel})")
-        settings = default_settings()
-        settings.update(llama_bin=args.llama_bin, host=args.host)
+        # a server for people: no trace-level log (method_stats is for the sweep's own servers)
+        settings = Settings(llama_bin=args.llama_bin, host=args.host, backend=LlamaCppSettings(method_stats=False))
         return LaunchSpec(target=args.model_path, draft=args.draft_path, draft_max=args.draft_max, host=args.host,
                           port=args.port, ctx_size=args.ctx_size, gpu_layers=args.gpu_layers, extra_args=tuple(extra),
                           settings=settings, startup_timeout_s=args.startup_timeout, log_path=args.log,

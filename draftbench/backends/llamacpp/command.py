@@ -17,6 +17,7 @@ from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
 from ...lifetime.capture import run_capped
 from ..base import LaunchSpec
 from ..executables import find_executable
+from .settings import LlamaCppSettings
 from .stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
 
 COMMON_BUILD_DIRS = (
@@ -239,7 +240,7 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec, *, rpc_devices: dic
             raise ServerError("this llama-server has no flag for the draft length",
                               "remove settings.draft_max, or use a newer llama.cpp", kind=ServerErrorKind.FLAGS)
         cmd += [flag, str(spec.draft_max)]
-    p_min = spec.settings.get("draft_p_min")
+    p_min = spec.settings.draft_p_min
     if p_min is not None and spec.draft and "draft_p_min" not in spec.params:
         flag = first_flag(caps, "--spec-draft-p-min", "--draft-p-min")
         if flag is None:
@@ -249,7 +250,7 @@ def build_command(binary: str, caps: dict, spec: LaunchSpec, *, rpc_devices: dic
     for name, value in sorted(spec.params.items()):
         _add_param(cmd, caps, name, value)
     verbosity = first_flag(caps, *VERBOSITY_FLAGS)
-    if verbosity and (spec.rpc or (spec.settings.get("method_stats") and "--spec-type" in caps["flags"])):
+    if verbosity and (spec.rpc or (LlamaCppSettings.of(spec.settings).method_stats and "--spec-type" in caps["flags"])):
         # Per-method statistics are logged at trace level only, and so are the buffer sizes that prove an RPC
         # split. Every server of a target gets the same level, its baseline too (benchmarks/trace_verbosity.py
         # measures what it costs).

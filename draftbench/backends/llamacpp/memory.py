@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 
+from ...config.settings import Settings
+
 MARGIN = 1.15              # KV caches, compute buffers, CUDA context
 FIXED_GIB = 1.0            # per server
 
@@ -37,9 +39,9 @@ def free_gpu_bytes(timeout_s: float = 10.0) -> int | None:
         return None
 
 
-def side_by_side_problem(settings: dict, target: str, draft: str | None) -> str | None:
+def side_by_side_problem(settings: Settings, target: str, draft: str | None) -> str | None:
     """Why two servers (the target alone, the target with ``draft``) cannot run together; None: they can."""
-    if settings.get("gpu_layers") == 0:
+    if settings.gpu_layers == 0:
         return None                       # CPU: the same mapped file
     if sys.platform == "darwin":
         return None                       # unified memory: Metal uses the mapped file

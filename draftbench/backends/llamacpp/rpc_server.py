@@ -81,7 +81,7 @@ def start_rpc_server(binary: str, *, host: str = "127.0.0.1", port: int = DEFAUL
     log = log_path or str(cache_dir() / "logs" / f"rpc-server-{port}.log")
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     process = ManagedProcess(cmd, log, port=port)
-    endpoint = f"{host if host not in ('0.0.0.0', '') else '127.0.0.1'}:{port}"
+    endpoint = f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"     # a wildcard is reached on loopback
 
     def answered() -> EndpointProbe | None:
         if not process.alive():

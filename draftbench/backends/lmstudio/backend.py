@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import ClassVar
 
 from ...common.errors import ModelProblem, Problem, UsageError
 from ...common.files import PathProblem
 from ...common.suggest import did_you_mean
 from ...config.candidates import DRAFT_MAX, CandidateSpec
-from ...config.settings import Field, default_settings
+from ...config.settings import DEFAULTS, Settings
 from ...results.file import Row
 from ..base import Backend, LaunchSpec, Server
 from ..how_to_run import RunAdvice, shell_line, without_plumbing
 from . import choice as lmstudio_choice
-from .lms import DEFAULT_PORT, IDENTIFIER, find_lms, load_command
+from .lms import IDENTIFIER, find_lms, load_command
 from .rest import (
-    ENDPOINTS,
     PROBE_TIMEOUT_S,
     LMStudioServer,
     blocking_chat,
@@ -34,6 +32,7 @@ from .rest import (
     launch_rest,
     list_models,
 )
+from .settings import CLIENTS, DEFAULT_PORT, ENDPOINTS, LMStudioSettings
 
 # Names kept importable from here (this module held them before the split).
 __all__ = ["DEFAULT_PORT", "ENDPOINTS", "IDENTIFIER", "LMStudioBackend", "LMStudioServer", "blocking_chat",
@@ -58,25 +57,7 @@ class LMStudioBackend(Backend):
     default_port = DEFAULT_PORT
     owns_port = False          # one LM Studio server per machine: we reuse it rather than pick a port
     path_settings = ("lms_bin",)
-    settings_schema: ClassVar[dict[str, Field]] = {
-        "lms_bin": Field("str", None, "path to LM Studio's `lms` CLI (default: PATH, then ~/.lmstudio/bin/lms); "
-                         "without it draftbench attaches to a running LM Studio server"),
-        "lmstudio_port": Field("int", DEFAULT_PORT, "port of LM Studio's server (settings.port is not used: LM "
-                               "Studio runs one server for all models)", min=1, max=65535),
-        "lmstudio_gpu": Field("str", None, "`lms load --gpu`: off, max, or a fraction 0-1 (default: off when "
-                              "gpu_layers is 0, else max)", measured=True),
-        "lmstudio_endpoint": Field("str", "native", "REST path only: native = /api/v0/chat/completions streamed, "
-                                   "with draft statistics; native-blocking = the same unstreamed (TTFT is LM "
-                                   "Studio's own figure); openai = /v1/chat/completions (speed only, no acceptance)",
-                                   choices=ENDPOINTS, measured=True),
-        "lmstudio_client": Field("str", "auto", "sdk = LM Studio's Python SDK (pip install 'draftbench[lmstudio]': "
-                                 "draft_max and draft_p_min per request, typed statistics, fragment data); rest = "
-                                 "its REST API and the lms CLI; auto = sdk when installed",
-                                 choices=lmstudio_choice.CHOICES, measured=True),
-        "lmstudio_min_draft_length": Field("int", None, "SDK path only: LM Studio's minDraftLengthToConsider (drafts "
-                                           "shorter than this are not verified); null = LM Studio's default", min=0,
-                                           max=256, measured=True),
-    }
+    settings_class = LMStudioSettings
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         return raw.strip(), None       # LM Studio model keys, as `lms ls` prints them
@@ -84,7 +65,7 @@ class LMStudioBackend(Backend):
     def model_problem(self, ref: str) -> ModelProblem | None:
         return None                    # checked against LM Studio's list of models when it answers
 
-    def settings_advice(self, row: Row, settings: dict) -> RunAdvice | None:
+    def settings_advice(self, row: Row, settings: Settings) -> RunAdvice | None:
         """How to run a row (see how_to_run.py): LM Studio is an app, so the settings to choose there."""
         target = row.target_path or row.target
         command = (row.server or {}).get("command")
@@ -96,8 +77,8 @@ class LMStudioBackend(Backend):
         if not row.is_speculative or not row.draft_path:
             return RunAdvice("settings", f"{load} with no draft model (Speculative Decoding off).")
         params = (row.candidate or {}).get("params") if isinstance(row.candidate, dict) else None
-        applied = {"draft_p_min": settings.get("draft_p_min"), "min_draft_length":
-                   settings.get("lmstudio_min_draft_length"), **(params or {})}
+        applied = {"draft_p_min": settings.draft_p_min, "min_draft_length":
+                   LMStudioSettings.of(settings).lmstudio_min_draft_length, **(params or {})}
         tuned = {SDK_CONFIG_NAMES[k]: v for k, v in applied.items() if k in SDK_CONFIG_NAMES and v is not None}
         if row.draft_max is not None:
             tuned[SDK_CONFIG_NAMES[DRAFT_MAX]] = row.draft_max
@@ -107,9 +88,9 @@ class LMStudioBackend(Backend):
             text += "; prediction config " + ", ".join(f"{k} = {v}" for k, v in sorted(tuned.items()))
         return RunAdvice("settings", text + ".")
 
-    def validate_settings(self, settings: dict) -> list[Problem]:
+    def validate_settings(self, settings: Settings) -> list[Problem]:
         problems = []
-        gpu = settings.get("lmstudio_gpu")
+        gpu = LMStudioSettings.of(settings).lmstudio_gpu
         if gpu is not None and gpu not in ("off", "max"):
             try:
                 ok = 0.0 <= float(gpu) <= 1.0
@@ -118,17 +99,19 @@ class LMStudioBackend(Backend):
             if not ok:
                 problems.append(Problem("$.settings.lmstudio_gpu", f"is {gpu!r}; must be off, max or a number from "
                                         "0 to 1", "write \"max\", \"off\" or e.g. \"0.5\""))
-        if settings.get("concurrency") not in (None, 1, [1]):
+        if settings.concurrency not in (1, [1]):
             problems.append(Problem("$.settings.concurrency", "LM Studio concurrency levels are not supported: "
                                     "draftbench cannot give LM Studio's server a number of parallel slots",
                                     "remove it (one stream), or use backend llamacpp or vllm for concurrency levels"))
-        # k and p-min need the SDK path; this also settles lmstudio_client (auto → sdk or rest)
-        problems.extend(lmstudio_choice.validation_problems(settings))
+        problems.extend(lmstudio_choice.validation_problems(settings))    # k and p-min need the SDK path
         return problems
 
-    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+    def settled(self, settings: Settings) -> Settings:
+        return lmstudio_choice.settled(settings)        # lmstudio_client auto → sdk or rest
+
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: Settings) -> list[Problem]:
         problems = super().validate_candidates(specs, settings)
-        if lmstudio_choice.resolve(settings.get("lmstudio_client")) == "rest":
+        if lmstudio_choice.resolve(LMStudioSettings.of(settings).lmstudio_client) == "rest":
             problems += [Problem(f"{s.where}.params", "LM Studio takes no per-candidate parameters over its REST API",
                                  f"remove them, or use LM Studio's Python SDK ({lmstudio_choice.INSTALL}), which "
                                  f"sets {', '.join(SDK_PARAMS)} per request")
@@ -150,15 +133,16 @@ class LMStudioBackend(Backend):
                                             "e.g. 2"))
         return problems
 
-    def check_ready_to_run(self, settings: dict) -> None:
-        if lmstudio_choice.resolve(settings.get("lmstudio_client")) == "rest":
-            find_lms(settings.get("lms_bin"))   # an explicit path that is wrong is an error before anything starts
+    def check_ready_to_run(self, settings: Settings) -> None:
+        own = LMStudioSettings.of(settings)
+        if lmstudio_choice.resolve(own.lmstudio_client) == "rest":
+            find_lms(own.lms_bin)   # an explicit path that is wrong is an error before anything starts
 
-    def sweep_notes(self, settings: dict) -> list[str]:
+    def sweep_notes(self, settings: Settings) -> list[str]:
         return lmstudio_choice.sweep_notes(settings)
 
     def launch(self, spec: LaunchSpec) -> Server:
-        if lmstudio_choice.resolve(spec.settings.get("lmstudio_client")) == "sdk":
+        if lmstudio_choice.resolve(LMStudioSettings.of(spec.settings).lmstudio_client) == "sdk":
             from .sdk import launch_sdk  # the optional SDK is imported only on its path
             return launch_sdk(spec)
         return launch_rest(spec)
@@ -183,29 +167,31 @@ class LMStudioBackend(Backend):
         p.add_argument("--model", required=True, help="target model key (as `lms ls` prints it)")
         p.add_argument("--draft-model", default=None, help="draft model key: sent as \"draft_model\" with every "
                        "request (LM Studio speculates per request)")
-        p.add_argument("--host", default="127.0.0.1", help="LM Studio's address (default 127.0.0.1)")
+        p.add_argument("--host", default=DEFAULTS.host, help=f"LM Studio's address (default {DEFAULTS.host})")
         p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"LM Studio's port (default {DEFAULT_PORT})")
-        p.add_argument("--context-length", type=int, default=4096, help="lms load --context-length (default 4096)")
+        p.add_argument("--context-length", type=int, default=DEFAULTS.ctx_size,
+                       help=f"lms load --context-length (default {DEFAULTS.ctx_size})")
         p.add_argument("--gpu", default=None, help="lms load --gpu: off, max or 0-1 (default max)")
-        p.add_argument("--endpoint", default="native", choices=ENDPOINTS, help="native (/api/v0 streamed, with "
+        p.add_argument("--endpoint", default=LMStudioSettings().lmstudio_endpoint, choices=ENDPOINTS, help="native (/api/v0 streamed, with "
                        "draft statistics), native-blocking (/api/v0 unstreamed) or openai (/v1)")
-        p.add_argument("--startup-timeout", type=float, default=600.0, help="seconds to wait for loading (default 600)")
+        p.add_argument("--startup-timeout", type=float, default=DEFAULTS.startup_timeout_s,
+                       help=f"seconds to wait for loading (default {DEFAULTS.startup_timeout_s:g})")
         p.add_argument("--log", default=None, help="log of the lms commands (default: under ~/.cache/draftbench/logs)")
         p.add_argument("--lms-bin", default=None, help="the lms CLI (default: PATH, then ~/.lmstudio/bin/lms)")
-        p.add_argument("--client", default="auto", choices=lmstudio_choice.CHOICES, help="sdk: load through LM "
+        p.add_argument("--client", default=LMStudioSettings().lmstudio_client, choices=CLIENTS, help="sdk: load through LM "
                        "Studio's Python SDK; rest: through the lms CLI; auto (default): sdk when installed")
 
     def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
         if args.port < 1:
             raise UsageError("--port must be LM Studio's port (1-65535)", f"the default is {DEFAULT_PORT}")
-        settings = default_settings(self.settings_schema)
-        settings.update(lms_bin=args.lms_bin, lmstudio_port=args.port, lmstudio_gpu=args.gpu,
-                        lmstudio_endpoint=args.endpoint, lmstudio_client=args.client, host=args.host,
-                        ctx_size=args.context_length)
+        settings = Settings(host=args.host, ctx_size=args.context_length, backend=LMStudioSettings(
+            lms_bin=args.lms_bin, lmstudio_port=args.port, lmstudio_gpu=args.gpu, lmstudio_endpoint=args.endpoint,
+            lmstudio_client=args.client))
         problems = self.validate_settings(settings)
         if problems:
             option = "--gpu" if problems[0].path.endswith("lmstudio_gpu") else "--client"
             raise UsageError(f"{option} {problems[0].message}", problems[0].fix)
+        settings = self.settled(settings)
         return LaunchSpec(target=args.model, draft=args.draft_model, host=args.host, port=args.port,
                           ctx_size=args.context_length, extra_args=tuple(extra), settings=settings,
                           startup_timeout_s=args.startup_timeout, log_path=args.log)

@@ -12,8 +12,9 @@ import importlib.metadata
 import importlib.util
 
 from ...common.errors import Problem
+from ...config.settings import Settings
+from .settings import LMStudioSettings
 
-CHOICES = ("auto", "sdk", "rest")
 MIN_SDK = (1, 5)
 INSTALL = "pip install 'draftbench[lmstudio]'"
 REST_LACKS = ("per-request draft length (draft_max, so no k sweep) and p-min (draft_p_min), LM Studio's typed "
@@ -48,11 +49,10 @@ def resolve(choice: str | None) -> str:
     return "sdk" if sdk_usable(sdk_version()) else "rest"
 
 
-def validation_problems(settings: dict) -> list[Problem]:
-    """Check the choice against what is installed and the settings only the SDK can apply;
-    replace ``auto`` in ``settings`` by the path chosen."""
+def validation_problems(settings: Settings) -> list[Problem]:
+    """Check the choice against what is installed and the settings only the SDK can apply."""
     problems = []
-    choice = settings.get("lmstudio_client") or "auto"
+    choice = LMStudioSettings.of(settings).lmstudio_client
     version = sdk_version()
     if choice == "sdk" and not sdk_usable(version):
         found = f"lmstudio {version} is installed; draftbench needs 1.5.0 or newer" if version else \
@@ -61,23 +61,27 @@ def validation_problems(settings: dict) -> list[Problem]:
                                 f"{INSTALL} (or pip install -U lmstudio), or set it to \"auto\" or \"rest\""))
         return problems
     path = resolve(choice)
-    settings["lmstudio_client"] = path
     if path == "rest":
         why = "lmstudio_client is \"rest\"" if choice == "rest" else (
             f"the installed lmstudio {version} is older than 1.5.0" if version else
             "LM Studio's Python SDK is not installed")
         fix = f"{INSTALL}, or remove the key" if choice != "rest" else \
             "set settings.lmstudio_client to \"auto\" or \"sdk\" (with the SDK installed), or remove the key"
-        for key in SDK_ONLY_SETTINGS:
-            if settings.get(key) is not None:
+        for key, value in settings.values_of(SDK_ONLY_SETTINGS).items():
+            if value is not None:
                 problems.append(Problem(f"$.settings.{key}", f"needs LM Studio's Python SDK ({why}): LM Studio's "
                                         "REST API cannot set it per request", fix))
     return problems
 
 
-def sweep_notes(settings: dict) -> list[str]:
+def settled(settings: Settings) -> Settings:
+    """The settings with ``lmstudio_client`` "auto" replaced by the path chosen (written to the results)."""
+    return settings.with_values(lmstudio_client=resolve(LMStudioSettings.of(settings).lmstudio_client))
+
+
+def sweep_notes(settings: Settings) -> list[str]:
     """What the console says once before an LM Studio sweep: which path, and what REST lacks."""
-    path = resolve(settings.get("lmstudio_client"))
+    path = resolve(LMStudioSettings.of(settings).lmstudio_client)
     if path == "sdk":
         return [f"LM Studio through its Python SDK (lmstudio {sdk_version()}): per-request k and p-min, typed "
                 "statistics, fragment data"]

@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
+from ...config.settings import Settings
 from ...lifetime.capture import run_capped
 from ...lifetime.process import tail_file
 from ..base import LaunchSpec
 from ..executables import find_executable
+from .settings import LMStudioSettings
 
-DEFAULT_PORT = 1234
 LMS_OUTPUT_MAX_BYTES = 16 * 10**6    # what one lms command may print before it is stopped
 IDENTIFIER = "draftbench-target"      # the identifier we give the target in LM Studio (lms load / the SDK)
 
@@ -35,12 +36,12 @@ def find_lms(explicit: str | None = None) -> str | None:
                            how_to_get=HOW_TO_GET, candidates=(Path.home() / ".lmstudio" / "bin" / exe,))
 
 
-def gpu_value(settings: dict) -> str:
+def gpu_value(settings: Settings) -> str:
     """``lms load --gpu``: settings.lmstudio_gpu, else off for gpu_layers 0 and max otherwise."""
-    explicit = settings.get("lmstudio_gpu")
+    explicit = LMStudioSettings.of(settings).lmstudio_gpu
     if explicit:
         return str(explicit)
-    return "off" if settings.get("gpu_layers") == 0 else "max"
+    return "off" if settings.gpu_layers == 0 else "max"
 
 
 def load_command(lms: str, spec: LaunchSpec) -> list[str]:

@@ -36,7 +36,6 @@ from ..base import CountsSource, DraftCounts, LaunchSpec, Server, SpeculationSta
 from ..http.client import StreamedResponse, expect_type, new_session, post_json, probe_json
 from ..http.server_values import server_count, server_rate
 from .lms import (
-    DEFAULT_PORT,
     HOW_TO_GET,
     IDENTIFIER,
     LMStudioLog,
@@ -47,8 +46,8 @@ from .lms import (
     quietly,
     run_lms,
 )
+from .settings import LMStudioSettings
 
-ENDPOINTS = ("native", "native-blocking", "openai")
 PROBE_PROMPT = "Count from 1 to 30, separated by commas."
 PROBE_TIMEOUT_S = 5.0       # LM Studio lists its models at once
 
@@ -275,14 +274,14 @@ def wait_for_models(session, base_url, headers, timeout_s: float, log: LMStudioL
 
 def launch_rest(spec: LaunchSpec) -> LMStudioServer:
     """Start or attach to LM Studio's server, load the target with `lms`; the caller must stop() the server."""
-    settings = spec.settings
-    port = settings.get("lmstudio_port") or DEFAULT_PORT
+    own = LMStudioSettings.of(spec.settings)
+    port = own.lmstudio_port
     base_url = f"http://{url_host(spec.host)}:{port}"
     log = LMStudioLog(spec.log_path or cache_dir() / "logs" / f"lmstudio-{port}.log")
-    lms = find_lms(settings.get("lms_bin"))
+    lms = find_lms(own.lms_bin)
     api_key = os.environ.get("LM_API_TOKEN") or None
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    endpoint = settings.get("lmstudio_endpoint") or "native"
+    endpoint = own.lmstudio_endpoint
     session = new_session()         # refuses redirects: we only benchmark the server we asked
     notes: list[str] = []
     start = time.perf_counter()

@@ -27,12 +27,14 @@ import requests
 
 from ...common.errors import RequestError, ServerError, ServerErrorKind
 from ...common.files import cache_dir
+from ...config.settings import Settings
 from ...lifetime.process import tail_file
 from ..base import DraftCounts, LaunchSpec, Server, SpeculationStatus, url_host
 from ..http.client import StreamedResponse, new_session, probe_json
 from ..http.server_values import server_rate
-from .lms import DEFAULT_PORT, IDENTIFIER, LMStudioLog, gpu_value, quietly
+from .lms import IDENTIFIER, LMStudioLog, gpu_value, quietly
 from .sdk_predict import DraftSettings, PredictionRefused, draft_counts, predict, server_error_text
+from .settings import LMStudioSettings
 
 _PROBE_PROMPT = "Count from 1 to 30, separated by commas."
 _QUICK_CALL_S = 60.0      # listing and unloading models: LM Studio answers these at once
@@ -108,7 +110,7 @@ def find_api_host(host: str, port: int, log: LMStudioLog) -> tuple[str, list[str
     return found, [f"LM Studio's server does not answer at {api_host}; using the LM Studio app's own API at {found}"]
 
 
-def gpu_ratio(settings: dict) -> float:
+def gpu_ratio(settings: Settings) -> float:
     """The GPU offload ratio for ``gpu.ratio`` from settings.lmstudio_gpu (off, max, 0-1) or gpu_layers."""
     value = gpu_value(settings)
     if value == "off":
@@ -143,8 +145,8 @@ def _launch_error(exc: BaseException, what: str, log: LMStudioLog) -> ServerErro
 
 def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
     """Attach to LM Studio, check the models, load the target; the caller must stop() the server."""
-    settings = spec.settings
-    port = settings.get("lmstudio_port") or DEFAULT_PORT
+    settings, own = spec.settings, LMStudioSettings.of(spec.settings)
+    port = own.lmstudio_port
     log = LMStudioLog(spec.log_path or cache_dir() / "logs" / f"lmstudio-sdk-{port}.log")
     start = time.perf_counter()
     api_host, notes = find_api_host(url_host(spec.host), port, log)
@@ -192,9 +194,9 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
             # a candidate's own parameters win over the settings (see LMStudioBackend.validate_candidates)
             draft_settings = DraftSettings(draft=spec.draft, num_draft_tokens=spec.draft_max,
                                            min_continue_probability=spec.params.get("draft_p_min",
-                                                                                    settings.get("draft_p_min")),
+                                                                                    settings.draft_p_min),
                                            min_draft_length=spec.params.get("min_draft_length",
-                                                                            settings.get("lmstudio_min_draft_length")))
+                                                                            own.lmstudio_min_draft_length))
             for note in notes:
                 log.write("note: " + note)
             draft_was_loaded = spec.draft is None or any(key == spec.draft for _, key in instances.values())

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import time
-from typing import ClassVar
 
 import requests
 
@@ -34,7 +33,7 @@ from ...common.files import PathProblem, cache_dir, expand_path
 from ...common.suggest import did_you_mean
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import bind_host
-from ...config.settings import Field, default_settings
+from ...config.settings import DEFAULTS, Settings
 from ...lifetime.process import ManagedProcess
 from ..base import (
     Backend,
@@ -53,7 +52,6 @@ from ..http.server_values import counter_difference, server_count
 from .command import (
     COUNTERS,
     DEFAULT_NUM_SPECULATIVE_TOKENS,
-    METHODS,
     MODEL_FREE_METHODS,
     build_command,
     explain_exit,
@@ -65,7 +63,8 @@ from .command import (
     served_name,
     speculative_config,
 )
-from .parallel import PARALLEL_SETTINGS, parallel_problems, topology_from_command
+from .parallel import parallel_problems, topology_from_command
+from .settings import METHODS, VLLMSettings
 
 
 class VLLMServer(Server):
@@ -205,21 +204,7 @@ class VLLMBackend(Backend):
     # cannot flatter TTFT (a server for people wants it on).
     plumbing = Plumbing(valued=("--host", "--port", "--per-request-spec-decode-metrics"),
                         switches=("--no-enable-prefix-caching",))
-    settings_schema: ClassVar[dict[str, Field]] = {
-        "vllm_bin": Field("str", None, "path to the `vllm` executable (default: PATH, then next to this Python)"),
-        "vllm_method": Field("str", "draft_model", "speculative method for every draft: draft_model (a separate "
-                             "draft model), or ngram / suffix / mtp (no draft model: the draft entry's path is "
-                             "ignored), eagle / eagle3 (the draft path is the EAGLE head)", choices=METHODS, measured=True),
-        "vllm_speculative_config": Field("any", None, "extra keys merged into --speculative-config (last, so they "
-                                         "win), e.g. {\"prompt_lookup_max\": 4, \"draft_tensor_parallel_size\": 1}", measured=True),
-        "vllm_per_request_metrics": Field("str", None, "none | summary | detailed: pass "
-                                          "--per-request-spec-decode-metrics (newer vLLM) so acceptance comes from "
-                                          "each response instead of /metrics differences",
-                                          choices=("none", "summary", "detailed")),
-        "vllm_prefix_caching": Field("bool", False, "keep vLLM's prefix cache on (default off: repeated prompts "
-                                     "would skip their prefill and flatter TTFT)", measured=True),
-        **PARALLEL_SETTINGS,
-    }
+    settings_class = VLLMSettings
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """A Hugging Face id (``org/name``) stays as written; a path is expanded like any other."""
@@ -235,12 +220,12 @@ class VLLMBackend(Backend):
                                 "(org/name)", missing=True)
         return None
 
-    def validate_settings(self, settings: dict) -> list[Problem]:
+    def validate_settings(self, settings: Settings) -> list[Problem]:
         problems = []
-        if settings.get("draft_p_min") is not None:
+        if settings.draft_p_min is not None:
             problems.append(Problem("$.settings.draft_p_min", "is a llama.cpp setting; vLLM has no equivalent",
                                     "remove it (or use backend llamacpp)"))
-        extra = settings.get("vllm_speculative_config")
+        extra = VLLMSettings.of(settings).vllm_speculative_config
         if extra is not None:
             if not isinstance(extra, dict):
                 problems.append(Problem("$.settings.vllm_speculative_config",
@@ -253,7 +238,7 @@ class VLLMBackend(Backend):
                     problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
         return problems + parallel_problems(settings)
 
-    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: dict) -> list[Problem]:
+    def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: Settings) -> list[Problem]:
         """One method per candidate (vLLM has no hybrids); parameters are --speculative-config keys."""
         problems = []
         for s in specs:
@@ -269,11 +254,11 @@ class VLLMBackend(Backend):
                                             "from drafts (an id or folder)"))
         return problems
 
-    def check_ready_to_run(self, settings: dict) -> None:
-        find_vllm(settings.get("vllm_bin"))
+    def check_ready_to_run(self, settings: Settings) -> None:
+        find_vllm(VLLMSettings.of(settings).vllm_bin)
 
     def launch(self, spec: LaunchSpec) -> VLLMServer:
-        binary = find_vllm(spec.settings.get("vllm_bin"))
+        binary = find_vllm(VLLMSettings.of(spec.settings).vllm_bin)
         cmd = build_command(binary, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
@@ -322,12 +307,12 @@ class VLLMBackend(Backend):
         p.add_argument("--per-request-metrics", default=None, choices=("none", "summary", "detailed"),
                        help="pass --per-request-spec-decode-metrics (newer vLLM)")
         add_common_server_arguments(p, port=self.default_port, what="vLLM")
-        p.add_argument("--max-model-len", type=int, default=4096, help="context length (default 4096)")
+        p.add_argument("--max-model-len", type=int, default=DEFAULTS.ctx_size,
+                       help=f"context length (default {DEFAULTS.ctx_size})")
         p.add_argument("--vllm-bin", default=None, help="the vllm executable (default: searched on PATH)")
 
 
     def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:
-        settings = default_settings(self.settings_schema)
         method = args.method
         if method is None:
             method = "draft_model"
@@ -340,8 +325,8 @@ class VLLMBackend(Backend):
         if args.num_speculative_tokens is not None and draft is None:
             raise UsageError("--num-speculative-tokens needs --draft-model or --method",
                              "add --draft-model D (or --method ngram)")
-        settings.update(vllm_bin=args.vllm_bin, vllm_method=method, vllm_per_request_metrics=args.per_request_metrics,
-                        host=args.host, ctx_size=args.max_model_len)
+        settings = Settings(host=args.host, ctx_size=args.max_model_len, backend=VLLMSettings(
+            vllm_bin=args.vllm_bin, vllm_method=method, vllm_per_request_metrics=args.per_request_metrics))
         return LaunchSpec(target=args.model, draft=draft, draft_max=args.num_speculative_tokens, host=args.host,
                           port=args.port, ctx_size=args.max_model_len, extra_args=tuple(extra), settings=settings,
                           startup_timeout_s=args.startup_timeout, log_path=args.log)

@@ -14,8 +14,8 @@ from .. import prometheus
 from ..base import LaunchSpec, explain_exit_from_log
 from ..executables import find_executable
 from .parallel import parallel_args
+from .settings import VLLMSettings
 
-METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 # Methods that need no separate draft model: the config's draft entry only names the method.
 MODEL_FREE_METHODS = ("ngram", "suffix", "mtp")
 # Used when settings.draft_max is null and the method needs a draft length (vLLM has no default for these).
@@ -69,7 +69,8 @@ def speculative_config(spec: LaunchSpec) -> dict | None:
     own method and parameters win over ``settings.vllm_method``; ``vllm_speculative_config`` wins last."""
     if spec.draft is None and not spec.method:
         return None
-    method = spec.method[0] if spec.method else (spec.settings.get("vllm_method") or "draft_model")
+    own = VLLMSettings.of(spec.settings)
+    method = spec.method[0] if spec.method else own.vllm_method
     cfg: dict = {"method": method}
     if method not in MODEL_FREE_METHODS and spec.draft:
         cfg["model"] = spec.draft
@@ -79,7 +80,7 @@ def speculative_config(spec: LaunchSpec) -> dict | None:
     if k is not None:
         cfg["num_speculative_tokens"] = k
     cfg.update(spec.params)
-    cfg.update(spec.settings.get("vllm_speculative_config") or {})
+    cfg.update(own.vllm_speculative_config or {})
     return cfg
 
 
@@ -87,7 +88,8 @@ def build_command(binary: str, spec: LaunchSpec) -> list[str]:
     """The exact ``vllm serve`` command for one combination."""
     cmd = [binary, "serve", spec.target, "--host", spec.host, "--port", str(spec.port),
            "--max-model-len", str(spec.ctx_size)]
-    if not spec.settings.get("vllm_prefix_caching"):
+    own = VLLMSettings.of(spec.settings)
+    if not own.vllm_prefix_caching:
         # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
         cmd.append("--no-enable-prefix-caching")
     if spec.concurrency > 1:
@@ -96,7 +98,7 @@ def build_command(binary: str, spec: LaunchSpec) -> list[str]:
     cfg = speculative_config(spec)
     if cfg is not None:
         cmd += ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
-        level = spec.settings.get("vllm_per_request_metrics")
+        level = own.vllm_per_request_metrics
         if level and level != "none":
             cmd += ["--per-request-spec-decode-metrics", level]
     cmd += list(spec.extra_args)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from ...common.errors import Problem
 from ...config.extra_args import host_problems
-from ...config.settings import Field
+from ...config.settings import Settings
+from .settings import VLLMSettings
 
-EXECUTOR_BACKENDS = ("ray", "mp", "uni", "external_launcher")
 # setting -> (vLLM's flag, its short alias, the topology key)
 SIZES = {
     "vllm_tensor_parallel_size": ("--tensor-parallel-size", "-tp", "tensor_parallel_size"),
@@ -33,44 +33,25 @@ OTHERS = {
 }
 INT_KEYS = {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nnodes", "master_port"}
 
-PARALLEL_SETTINGS: dict[str, Field] = {
-    "vllm_tensor_parallel_size": Field("int", None, "GPUs each layer is split over (--tensor-parallel-size); "
-                                       "null = vLLM's default (1)", min=1, max=4096, measured=True),
-    "vllm_pipeline_parallel_size": Field("int", None, "stages the layers are split into, one GPU group each "
-                                         "(--pipeline-parallel-size; across nodes); null = 1", min=1, max=4096,
-                                         measured=True),
-    "vllm_data_parallel_size": Field("int", None, "model replicas (--data-parallel-size); null = 1", min=1,
-                                     max=4096, measured=True),
-    "vllm_distributed_executor_backend": Field("str", None, "how vLLM runs its workers "
-                                               "(--distributed-executor-backend): ray (a Ray cluster you started, "
-                                               "for several nodes), mp (processes; several nodes with vllm_nnodes), "
-                                               "uni, external_launcher; null = vLLM's choice",
-                                               choices=EXECUTOR_BACKENDS, measured=True),
-    "vllm_nnodes": Field("int", None, "nodes for multi-node without Ray (--nnodes, with "
-                         "vllm_distributed_executor_backend \"mp\"); the others run `vllm serve … --node-rank N "
-                         "--headless`, started by you", min=1, max=4096, measured=True),
-    "vllm_master_addr": Field("str", None, "address of this (rank 0) node for multi-node mp (--master-addr); "
-                              "not loopback needs settings.allow_remote"),
-    "vllm_master_port": Field("int", None, "port of rank 0 for multi-node mp (--master-port)", min=1, max=65535),
-}
-
-
-def parallel_args(settings: dict) -> list[str]:
+def parallel_args(settings: Settings) -> list[str]:
     """The flags for the parallelism settings that are set, in a fixed order."""
+    own = VLLMSettings.of(settings)
     out: list[str] = []
     for key, (flag, _alias, _name) in (SIZES | OTHERS).items():
-        if settings.get(key) is not None:
-            out += [flag, str(settings[key])]
+        value = getattr(own, key)
+        if value is not None:
+            out += [flag, str(value)]
     return out
 
 
-def parallel_problems(settings: dict, warnings: list[str] | None = None) -> list[Problem]:
+def parallel_problems(settings: Settings, warnings: list[str] | None = None) -> list[Problem]:
     """Combinations vLLM would refuse or that cannot be what the user meant."""
+    own = VLLMSettings.of(settings)
     problems: list[Problem] = []
-    executor, nnodes = settings.get("vllm_distributed_executor_backend"), settings.get("vllm_nnodes")
+    executor, nnodes = own.vllm_distributed_executor_backend, own.vllm_nnodes
     world = 1
-    for key in SIZES:
-        world *= settings.get(key) or 1
+    for size in (own.vllm_tensor_parallel_size, own.vllm_pipeline_parallel_size, own.vllm_data_parallel_size):
+        world *= size or 1
     if executor == "uni" and world > 1:
         problems.append(Problem("$.settings.vllm_distributed_executor_backend", f"is \"uni\" (one process), but "
                                 f"the parallel sizes ask for {world} GPUs", "use \"mp\" (one machine, or several "
@@ -79,14 +60,14 @@ def parallel_problems(settings: dict, warnings: list[str] | None = None) -> list
         problems.append(Problem("$.settings.vllm_nnodes", f"is {nnodes}: vLLM's --nnodes is for its multi-node mode "
                                 "without Ray", "set vllm_distributed_executor_backend to \"mp\", or with \"ray\" "
                                 "remove vllm_nnodes (the Ray cluster decides the nodes)"))
-    for key in ("vllm_master_addr", "vllm_master_port"):
-        if settings.get(key) is not None and not (nnodes and nnodes > 1):
+    for key, value in (("vllm_master_addr", own.vllm_master_addr), ("vllm_master_port", own.vllm_master_port)):
+        if value is not None and not (nnodes and nnodes > 1):
             problems.append(Problem(f"$.settings.{key}", "only applies to multi-node mp (vllm_nnodes > 1)",
                                     "remove it, or set vllm_nnodes and vllm_distributed_executor_backend \"mp\""))
-    if isinstance(settings.get("vllm_master_addr"), str):
+    if isinstance(own.vllm_master_addr, str):
         notes: list[str] = []
-        problems += host_problems("$.settings.vllm_master_addr", settings["vllm_master_addr"],
-                                  allow_remote=settings.get("allow_remote") is True, allow_flag="settings.allow_remote",
+        problems += host_problems("$.settings.vllm_master_addr", own.vllm_master_addr,
+                                  allow_remote=settings.allow_remote, allow_flag="settings.allow_remote",
                                   warnings=notes)
         if warnings is not None:
             warnings += notes

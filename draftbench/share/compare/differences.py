@@ -60,11 +60,6 @@ def _differ(values: list) -> bool:
     return len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1
 
 
-def _setting(f: ComparedFile, key: str):
-    """A measured setting; ``None`` (the default) and absent (an upstream file) read the same."""
-    return (f.results.settings or {}).get(key)
-
-
 # Other programs' CPU shares this far apart (or one file busy, the other quiet) make every tok/s differ.
 LOAD_APART = 0.15
 
@@ -95,9 +90,11 @@ def file_differences(files: list[ComparedFile]) -> list[Difference]:
         if _differ(values):
             out.append(Difference(kind, what, tuple(_show(v) for v in values), note))
 
-    keys = measured_keys(*(b.settings_schema for b in REGISTRY.values()))
+    keys = measured_keys(*(b.settings_class for b in REGISTRY.values()))
+    # as each file records them: None (the default) and absent (an upstream file) read the same
+    recorded = [f.results.recorded_settings(keys) for f in files]
     for key in keys:
-        add(DiffKind.MEASUREMENT, f"settings.{key}", [_setting(f, key) for f in files],
+        add(DiffKind.MEASUREMENT, f"settings.{key}", [r.get(key) for r in recorded],
             "max_tokens changes how long each rate is averaged over" if key == "max_tokens" else "")
     if all(f.has_requests for f in files):
         add(DiffKind.MEASUREMENT, "prompts measured", [_prompt_ids(f) for f in files],

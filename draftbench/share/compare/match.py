@@ -38,8 +38,7 @@ class ComparedFile:
 
     @property
     def noise_floor(self) -> float:
-        value = (self.results.settings or {}).get("noise_floor")
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.02
+        return self.results.read_settings().noise_floor
 
     def describe(self) -> str:
         r = self.results
