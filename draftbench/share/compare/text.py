@@ -80,6 +80,7 @@ def speedup_text(cell: FileCell) -> str:
 def change_columns(comparison: Comparison) -> list[tuple[int, int]]:
     """(file, reference) pairs that appear in the table, in a stable order (B vs A, C vs A, C vs B…)."""
     pairs = {(c.index, c.reference) for row in comparison.rows for c in row.changes}
+    pairs |= {pair for row in comparison.rows for pair in row.copies}    # "same measurements" is said there
     return sorted(pairs, key=lambda p: (p[1], p[0]))
 
 
@@ -95,7 +96,7 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         for i, ref in pairs:
             c = row.change_for(i)
             cells.append(describe_change(c) if c is not None and c.reference == ref else
-                         SAME_MEASUREMENTS if i in row.copies else "—")
+                         SAME_MEASUREMENTS if row.copy_of(i, ref) else "—")
         cells += [speedup_text(c) for c in row.cells]
         body.append(cells)
     return header, body

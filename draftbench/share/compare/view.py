@@ -81,7 +81,8 @@ class ComparedRow:
     match: Match
     cells: tuple[FileCell, ...]
     changes: tuple[Change, ...]
-    copies: tuple[int, ...] = ()       # files whose row holds only the reference's own measurements
+    copies: tuple[tuple[int, int], ...] = ()   # (file, reference): the file's row holds only the reference's own
+                                               # measurements (a copy): no change to show
 
     @property
     def title(self) -> str:
@@ -89,6 +90,10 @@ class ComparedRow:
 
     def change_for(self, index: int) -> Change | None:
         return next((c for c in self.changes if c.index == index), None)
+
+    def copy_of(self, index: int, reference: int) -> bool:
+        """Whether file ``index``'s row is file ``reference``'s own measurements (no change to show)."""
+        return (index, reference) in self.copies
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,6 @@ def compare(files: list[ComparedFile]) -> Comparison:
             if c is not None:
                 changes.append(c)
             elif rb.requests and len(repeated_measurements(ra, rb)) == len(rb.requests):
-                copies.append(index)
+                copies.append((index, ref))
         rows.append(ComparedRow(m, cells, tuple(changes), tuple(copies)))
     return Comparison(fs, tuple(rows), tuple(tuple(o) for o in only), tuple(file_differences(files)))
