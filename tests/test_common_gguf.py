@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from draftbench.common.errors import ModelFileError
-from draftbench.common.gguf import ArraySummary, format_params, read_info, read_metadata
+from draftbench.common.gguf import ArraySummary, format_params, read_info, read_metadata, trained_context
 
 # --------------------------------------------------------------------------- a tiny raw GGUF writer
 
@@ -77,6 +77,15 @@ def test_reads_metadata_and_tensor_counts(tmp_path):
     assert info.get("general.tags") == ["a", "b"] and info.get("missing", "x") == "x"
     assert info.file_size == path.stat().st_size and info.data_end < info.file_size
     assert read_metadata(path) == info.metadata
+
+
+def test_trained_context_is_the_architectures_context_length(tmp_path):
+    arch = [("general.architecture", STRING, "llama")]
+    assert trained_context(read_info(forge(tmp_path, "a.gguf", kv=[*arch, ("llama.context_length", U32, 8192)]))) == 8192
+    assert trained_context(read_info(forge(tmp_path, "b.gguf", kv=arch))) is None          # not said: unknown
+    other = [("general.architecture", STRING, "qwen2"), ("llama.context_length", U32, 4096)]
+    assert trained_context(read_info(forge(tmp_path, "c.gguf", kv=other))) is None         # another architecture's key
+    assert trained_context(read_info(forge(tmp_path, "d.gguf", kv=[*arch, ("llama.context_length", BOOL, True)]))) is None
 
 
 def test_size_label_from_metadata_or_parameter_count(tmp_path):
@@ -216,7 +225,7 @@ def test_corrupt_headers(tmp_path):
     assert "unknown metadata value type 99" in error_for(p).problem
     p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + _str("k") + struct.pack("<IQ", STRING, 1 << 40))
     assert "impossible string length" in error_for(p).problem
-    p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + _str("w") + struct.pack("<I", 1 << 30))
+    p.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + _str("w") + struct.pack("<I", 1 << 30) + b"\0" * 32)
     assert "dimensions (corrupt file)" in error_for(p).problem
 
 
@@ -252,6 +261,6 @@ def test_file_that_cannot_be_opened_is_named(tmp_path, monkeypatch):
 
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
-    monkeypatch.setattr("builtins.open", refuse)
+    monkeypatch.setattr("draftbench.common.gguf.os.open", refuse)
     with pytest.raises(ModelFileError, match="cannot be opened"):
         read_info(model)

@@ -45,14 +45,14 @@ def test_levels_get_max_num_seqs_and_the_levels_totals(fake, tmp_path, monkeypat
     spans = [(t["start_s"], t["end_s"]) for t in load["timeline"]]
     assert any(a[0] < b[1] and b[0] < a[1] for a in spans for b in spans if a is not b)
     # no per-request statistics: acceptance comes from vLLM's totals over the level (4 requests × 24 tokens)
-    assert load["server"]["window"]["draft_tokens"] == 4 * 32 and load["server"]["checks"]["output_tokens"]["match"]
-    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (128, 64, 32)
-    assert good["acceptance_rate"] == 0.5 and good["mean_accepted_len"] == 3.0
+    assert load["server"]["window"]["draft_tokens"] == 4 * 28 and load["server"]["checks"]["output_tokens"]["match"]
+    assert (good["draft_n"], good["draft_n_accepted"], good["verify_steps"]) == (112, 64, 28)
+    assert good["acceptance_rate"] == 0.5714 and good["mean_accepted_len"] == 3.286
     assert all(r["verify_steps"] is None and r["draft_n"] is None for r in good["requests"])
     # the one-stream rows are measured one request at a time, exactly as before
     one = rows[("0.6B", 1)]
-    assert one["load"] is None and [r["draft_n"] for r in one["requests"]][:4] == [32, 32, 32, 32]
-    assert len(one["requests"]) in (4, 8) and {r["draft_n"] for r in one["requests"]} == {32}   # 8: confirmed
+    assert one["load"] is None and [r["draft_n"] for r in one["requests"]][:4] == [28, 28, 28, 28]
+    assert len(one["requests"]) in (4, 8) and {r["draft_n"] for r in one["requests"]} == {28}   # 8: confirmed
     assert good["speedup"]["n_pairs"] == 4 and rows[(None, 2)]["load"]["server"]["consistent"] is True
     assert data["summary"]["targets"][0]["crossover"]["levels"] == [1, 2]
 
@@ -84,7 +84,7 @@ def test_bench_concurrency_against_a_running_vllm(fake, tmp_path, monkeypatch): 
     assert "--max-num-seqs" in fake.argv()[0] and fake.argv()[0][fake.argv()[0].index("--max-num-seqs") + 1] == "2"
     out = proc.stdout
     assert "aggregate tok/s" in out and "per-request counters add up to the server's totals" in out
-    assert "acceptance         50.0% (64 accepted / 128 drafted), 3.00 tokens per verify step" in out
+    assert "acceptance         57.1% (64 accepted / 112 drafted), 3.29 tokens per verify step" in out
     row = json.loads(out_json.read_text())["results"][0]
     assert row["concurrency"] == 2 and row["load"]["in_flight_max"] == 2
     assert row["load"]["server"]["slots"] is None          # vLLM has no /slots: not guessed

@@ -270,8 +270,9 @@ def test_every_target_and_draft_is_charted(name, pages):
     figs = extract_figures(pages[name])
     # every chart with something to draw is drawn; the others say why, and draw no empty axes
     drawn = set(build_figures(results))
-    assert set(figs) == drawn and drawn <= {i for i in CHART_IDS if not i.startswith("chart-concurrency-")}
-    for chart_id in set(CHART_IDS) - drawn - {i for i in CHART_IDS if i.startswith("chart-concurrency-")}:
+    shown_when_several = {i for i in CHART_IDS if i.startswith(("chart-concurrency-", "chart-context-"))}
+    assert set(figs) == drawn and drawn <= set(CHART_IDS) - shown_when_several
+    for chart_id in set(CHART_IDS) - drawn - shown_when_several:
         assert f'<section class="chart-empty" id="{chart_id}-section">' in pages[name], chart_id
     heat = figs["chart-heatmap"]["data"]
     assert [t["type"] for t in heat] == ["heatmap", "heatmap", "heatmap"]

@@ -19,7 +19,7 @@ from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
 from ..results.speedup import Speedup, plain, rank
 from ..results.theory import Theory
-from . import decision, stats
+from . import context_length, decision, stats
 from .categories import best_per_category, category_sentence
 from .comparison import compare, judged, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
@@ -214,8 +214,8 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
 
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
-    with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py)
-        return _analyze(results)
+    with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py); each length apart
+        return context_length.analyze_lengths(results, _analyze) if context_length.on_axis(results) else _analyze(results)
 
 
 def analyze_speedups(results: ResultsFile) -> ResultsFile:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,10 +22,12 @@ from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError, 
 from ..common.files import PathProblem, expand_path
 from ..common.gguf import read_info
 from ..config.candidates import CandidateSpec
+from ..config.long_prompts import Tokenizer
 from ..config.model_ref import ModelRef
 from ..config.settings import DEFAULTS, BackendSettings, Settings
 from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
+from .exit_reasons import explain_exit_from_log, log_fix  # noqa: F401 (explain_exit_from_log: re-exported)
 from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
 
@@ -51,6 +52,7 @@ class LaunchSpec:
     concurrency: int = 1             # requests served at once (llama.cpp slots; ctx_size stays per slot)
     rpc: tuple[str, ...] = ()        # llama.cpp RPC endpoints the target is split over ("host:port")
     draft_placement: str | None = None   # "local" | "rpc": where the draft runs beside an RPC target (None: default)
+    context_tokens: int | None = None    # the context axis: the prompts' length (ctx_size is sized to fit it)
 
 
 class CountsSource(str, Enum):
@@ -85,12 +87,12 @@ class SpeculationStatus:
 class Server:
     """A ready server: the one object the measurement code talks to.
 
-    Every member is declared here with the behaviour of a plain OpenAI-compatible server;
-    backends override what differs. ``stop()`` is idempotent and the object is a context
-    manager, so whoever launched it can always stop it.
-    """
+    Every member is declared here with the behaviour of a plain OpenAI-compatible server; backends override
+    what differs. ``stop()`` is idempotent and the object is a context manager, so whoever launched it can
+    always stop it."""
 
     stop_grace_s: float = 3.0        # SIGTERM → SIGKILL grace for the server's process group
+    methods_evidence: str = "the server's own report"   # where active_methods() reads what the server runs
 
     def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
                  command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
@@ -154,6 +156,18 @@ class Server:
 
     def server_decode_tps(self, response: StreamedResponse) -> float | None:
         """The server's own decode rate for one request, where it reports one."""
+        return None
+
+    def server_prefill(self, response: StreamedResponse) -> tuple[float | None, float | None]:
+        """The server's own prompt processing for one request: (seconds, prompt tok/s), where it says."""
+        return None, None
+
+    def tokenizer(self) -> Tokenizer | None:
+        """The server's own tokenizer (long prompts are cut to an exact length with it); None: it has none."""
+        return None
+
+    def memory_use(self) -> dict | None:
+        """What the server process holds in memory, asked before it stops (``peak_rss_mib``, ``kv_mib``)."""
         return None
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
@@ -247,6 +261,7 @@ class Backend:
     default_draft_method: ClassVar[str] = "draft"   # the method a plain draft file uses
     synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
     rpc_endpoints: ClassVar[bool] = False           # can split a target over llama.cpp RPC endpoints (targets[].rpc)
+    tokenizes: ClassVar[bool] = False               # its servers' tokenizer cuts long prompts (settings.context_tokens)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""
@@ -269,6 +284,13 @@ class Backend:
     def pair_problem(self, target: str, draft: str, method: tuple[str, ...] = ()) -> ModelProblem | None:
         """Why this draft cannot speculate for this target with ``method`` (the candidate's, ``()``: the
         default for a draft file), known before any server starts (or None)."""
+        return None
+
+    def context_problem(self, target: str, draft: str | None, prompt_tokens: int, ctx_size: int,
+                        settings: Settings, slots: int = 1) -> ModelProblem | None:
+        """Why a server of ``target`` (with ``draft``) and ``-c ctx_size`` per slot cannot take ``prompt_tokens``-token
+        prompts (its trained context, the memory for its KV cache), known before any server starts; None: it
+        can, or it cannot tell. The fix names the longest prompt that would fit."""
         return None
 
     def size_label(self, ref: str) -> str | None:
@@ -384,35 +406,3 @@ def url_host(host: str) -> str:
     if host == "::":
         return "[::1]"
     return f"[{host}]" if ":" in host else host
-
-
-def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, returncode: int | None,
-                          log_tail: str, port: int, log_path: str | None) -> ServerError:
-    """Name why a server exited: the first of ``failures`` (pattern, kind, message, fix) whose
-    pattern the log tail matches, else a crash (killed by a signal) or a plain exit."""
-    for pattern, kind, message, fix in failures:
-        if re.search(pattern, log_tail, re.IGNORECASE):
-            return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
-                               log_path=log_path, kind=kind)
-    if returncode is not None and returncode < 0:
-        return ServerError(f"{server_name} crashed (signal {-returncode})", log_fix(crash_fix, log_tail, log_path),
-                           log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.CRASH)
-    if returncode == 0:
-        return ServerError(f"{server_name} exited with code 0 before it was ready (a server runs until it is stopped)",
-                           log_fix("check that the binary is the server itself: a wrapper that puts it in the "
-                                   "background, or a program that prints something and exits, cannot be measured",
-                                   log_tail, log_path), log_tail=log_tail, log_path=log_path,
-                           kind=ServerErrorKind.SERVER)
-    return ServerError(f"{server_name} exited with code {returncode} while loading",
-                       log_fix("see the log lines below", log_tail, log_path), log_tail=log_tail, log_path=log_path,
-                       kind=ServerErrorKind.SERVER)
-
-
-def log_fix(fix: str, log_tail: str, log_path: str | None) -> str:
-    """``fix`` where the log has lines to show; where it is empty, say so rather than point below. Our own
-    ``$ command`` header is not the server's output."""
-    if any(line.strip() and not line.startswith("$ ") for line in log_tail.splitlines()):
-        return fix if "log lines below" in fix else f"{fix}; see the log lines below"
-    where = f" (its log {log_path} is empty)" if log_path else ""
-    first = "" if fix == "see the log lines below" else f"{fix}; "
-    return f"{first}it printed nothing{where}: run its command by hand to see why"

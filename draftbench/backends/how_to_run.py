@@ -10,10 +10,11 @@ whole command), or, where its server is an app (LM Studio), how a person sets it
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..common.redact_secrets import shell_line as secret_shell_line
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -80,8 +81,10 @@ def without_plumbing(command: Sequence[str], *, valued: Collection[str] = (), sw
 
 
 def shell_line(args: Sequence[str]) -> str:
-    """One line a POSIX shell runs as ``args`` (quotes where needed, e.g. around JSON)."""
-    return shlex.join(str(a) for a in args)
+    """One line a POSIX shell runs as ``args`` (quotes where needed, e.g. around JSON). A secret (recorded
+    masked as ``***``) becomes ``"${DRAFTBENCH_API_KEY:?…}"``: pasted without setting it, the shell refuses
+    to run the line and says what to set, instead of starting a server whose key is ``***``."""
+    return secret_shell_line(args)
 
 
 @dataclass(frozen=True)

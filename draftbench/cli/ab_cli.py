@@ -17,11 +17,12 @@ from ..common.errors import DraftbenchError, Problem, UsageError
 from ..common.files import cache_dir
 from ..common.text_safety import safe_text
 from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
-from ..config.extra_args import check_server_args
+from ..config.extra_args import AB, check_server_args
 from ..config.labels import MAX_LABEL, check_label
+from ..config.long_prompts import server_context
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
-from ..config.settings import DEFAULTS, Settings
+from ..config.settings import COMMON_SETTINGS, DEFAULTS, Settings
 from ..measure.sequential import MeasureOptions
 from ..results.file import save_results
 from ..results.lock import results_lock
@@ -30,6 +31,7 @@ from ..sweep.ab import ABPlan, run_ab, screen
 from .share_cli import check_output
 
 # bench.py options that only make sense against a running server
+MIN_CONTEXT_TOKENS = int(COMMON_SETTINGS["context_tokens"].min or 1)
 SERVER_ONLY = ("url", "compare_url", "model", "api_key", "label", "compare_model", "compare_api_key", "compare_label")
 
 
@@ -48,6 +50,9 @@ def add_ab_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"context size (default {DEFAULTS.ctx_size})")
     g.add_argument("--startup-timeout", type=float, default=DEFAULTS.startup_timeout_s, metavar="S",
                    help=f"seconds each server may take to load (default {DEFAULTS.startup_timeout_s:g})")
+    g.add_argument("--context-tokens", type=int, metavar="N", help="measure on long prompts of N tokens (real "
+                   "documents cut with the target's own tokenizer: summarise, question, code edit, continue); -c is "
+                   "sized to fit, and a length the models cannot take is refused before any server starts")
 
 
 def _label(path: str) -> str:
@@ -94,13 +99,10 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
     server_args = list(getattr(args, "server_args", None) or [])
-    problems, _ = check_server_args("--", server_args, allow_remote=False,
-                                    allow_flag="server.py --allow-remote (then bench.py --url)",
+    problems, _ = check_server_args("--", server_args, allow_remote=False, entry=AB,
                                     where=lambda i: f"argument {i + 1} after --")
     if problems:
-        fix = (problems[0].fix or "").replace("set settings.port instead (0 = any free port)",
-                                              "the A/B picks a free port for each server")
-        raise UsageError(f"{problems[0].path}: {problems[0].message}", fix)
+        raise UsageError(f"{problems[0].path}: {problems[0].message}", problems[0].fix)
     _check_labels(args.target, args.draft)
     _check_model(backend, "--target", args.target)
     if args.draft:
@@ -115,7 +117,9 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
                         stall_timeout_s=args.stall_timeout, startup_timeout_s=args.startup_timeout,
                         prompts=(args.prompt_file if args.prompt_file else "custom" if args.prompt
                                  else list(args.category) if args.category else "builtin"),
-                        backend=LlamaCppSettings())
+                        context_tokens=args.context_tokens, backend=LlamaCppSettings())
+    if args.context_tokens is not None:
+        _check_context(args, backend, settings)
     draft = ModelRef(label=_label(args.draft), path=args.draft, raw_path=args.draft) if args.draft else None
     spec = CandidateSpec(label=draft.label if draft else "+".join(methods), method=methods, draft=draft,
                          params={DRAFT_MAX: args.draft_max} if args.draft_max else {}, where="$")
@@ -130,7 +134,22 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
     options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                              temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
                              stall_timeout_s=args.stall_timeout)
-    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), options)
+    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), options, args.context_tokens)
+
+
+def _check_context(args: argparse.Namespace, backend: LlamaCppBackend, settings: Settings) -> None:
+    """--context-tokens: its own long prompts, and a length both models can take (before any server starts)."""
+    if args.context_tokens < MIN_CONTEXT_TOKENS:
+        raise UsageError(f"--context-tokens must be at least {MIN_CONTEXT_TOKENS} (got {args.context_tokens})")
+    if args.prompt or args.prompt_file or args.category:
+        raise UsageError("--context-tokens measures its own long prompts (docs/long-context.md)",
+                         "drop --prompt, --prompt-file and --category, or --context-tokens")
+    found = backend.context_problem(args.target, args.draft, args.context_tokens,
+                                    server_context(args.context_tokens, args.max_tokens, args.draft_max), settings)
+    if found:
+        raise UsageError(f"--context-tokens {args.context_tokens}: {found.message}",
+                         (found.fix or "").replace("settings.context_tokens", "--context-tokens")
+                         .replace("settings.max_tokens", "--max-tokens"))
 
 
 def run_ab_command(args: argparse.Namespace, prompts: list[Prompt]) -> int:

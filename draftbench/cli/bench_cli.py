@@ -299,6 +299,9 @@ def main(argv: list[str]) -> int:
     if server_args and not args.target:
         raise UsageError("arguments after -- go to the servers that --target starts; --url measures a server "
                          "that is already running", "pass them when you start that server, or use --target")
+    if args.context_tokens is not None and not args.target:
+        raise UsageError("--context-tokens cuts long prompts with the target's own tokenizer on servers it starts",
+                         "use it with --target T.gguf (and --draft or --spec-type)")
     for name in ("runs", "max_tokens"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")

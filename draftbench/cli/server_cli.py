@@ -11,9 +11,18 @@ from ..backends import REGISTRY, get_backend
 from ..backends.llamacpp.rpc_server import DEFAULT_PORT, find_rpc_server, start_rpc_server
 from ..common.errors import ServerError, ServerErrorKind, UsageError
 from ..common.files import cache_dir
-from ..common.redact_secrets import command_line
+from ..common.redact_secrets import shell_line
 from ..common.text_safety import safe_text
-from ..config.extra_args import bind_host, check_server_args, host_problems, is_loopback, split_server_args
+from ..config.extra_args import (
+    SERVER,
+    EntryPoint,
+    bind_host,
+    check_server_args,
+    host_problems,
+    is_loopback,
+    split_server_args,
+    take_rpc,
+)
 from ..config.rpc_endpoints import README_WARNING
 from ..config.settings import DEFAULTS
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers
@@ -80,9 +89,11 @@ def run_rpc_server(args) -> int:
         print("ggml-rpc-server stopped", flush=True)
 
 
-def check_exposure(args, extra: list[str]) -> list[str]:
-    """Refuse --port after -- and a non-loopback host without --allow-remote; return warnings to print."""
-    problems, warnings = check_server_args("--", extra, allow_remote=args.allow_remote, allow_flag="--allow-remote",
+def check_exposure(args, extra: list[str], entry: EntryPoint) -> list[str]:
+    """Hold the arguments after -- to ``entry``'s rules (config/extra_args.py: --port, -m, -md, the draft
+    length refused with server.py's own option; --host and --rpc off this machine only with --allow-remote)
+    and refuse a non-loopback --host without --allow-remote; return warnings to print."""
+    problems, warnings = check_server_args("--", extra, allow_remote=args.allow_remote, entry=entry,
                                            where=lambda i: f"argument {i + 1} after --")
     host = getattr(args, "host", None)
     if isinstance(host, str):
@@ -90,7 +101,7 @@ def check_exposure(args, extra: list[str]) -> list[str]:
                                   warnings=warnings)
     if problems:
         first = problems[0]
-        raise UsageError(f"{first.path}: {first.message}", (first.fix or "").replace("settings.port", "--port"))
+        raise UsageError(f"{first.path}: {first.message}", first.fix)
     return warnings
 
 
@@ -100,12 +111,17 @@ def main(argv: list[str]) -> int:
     if args.backend == "rpc-server" and extra:
         raise UsageError("rpc-server takes no arguments after --", "use its own options (see server.py rpc-server "
                          "--help)")
-    for warning in check_exposure(args, extra):
+    backend = None if args.backend == "rpc-server" else get_backend(args.backend)
+    entry = SERVER.get(backend.config_name if backend else "llamacpp", SERVER["llamacpp"])
+    for warning in check_exposure(args, extra, entry):
         print(safe_text(f"Warning: {warning}"), flush=True)
-    if args.backend == "rpc-server":
+    if backend is None:
         return run_rpc_server(args)
-    backend = get_backend(args.backend)
     spec = backend.spec_from_args(args, extra)
+    if entry.checks_rpc:     # --rpc after --: the endpoints are probed before the start and recorded, as a target's are
+        endpoints, rest = take_rpc(spec.extra_args)
+        if endpoints:
+            spec = replace(spec, rpc=endpoints, extra_args=tuple(rest))
     if backend.owns_port:     # a --host after -- is where the server listens, so where we connect
         spec = replace(spec, host=bind_host(spec.host, spec.extra_args))
     prepare_to_start_servers()   # a server left over from a crashed run is named before "port in use"
@@ -122,7 +138,8 @@ def main(argv: list[str]) -> int:
         print(f"Ready in {server.load_time_s:.1f} s at {server.base_url}" if server.load_time_s
               else f"Ready at {server.base_url}", flush=True)
         if server.command:
-            print(safe_text("Command: " + command_line(server.command)), flush=True)
+            # a line to paste: a secret is a reference to a variable the shell insists on, never "***"
+            print(safe_text("Command: " + shell_line(server.command)), flush=True)
         if server.version:
             print(safe_text(f"Version: {server.version}"), flush=True)
         for note in server.notes:

@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from ..analysis.context_length import analyze_lengths, on_axis
 from ..analysis.verdict import analyze, analyze_speedups
 from ..common.errors import DraftbenchError, ResultsFileError, UsageError
 from ..common.files import describe_write_error, same_as_stdout, write_output_text
@@ -94,7 +95,8 @@ def export_results(args: argparse.Namespace) -> int:
     # end with each target's verdict and the command that runs it, which only the full analysis makes
     # (a CSV has no place for them: it takes the quicker analyze_speedups).
     loaded = _load(args.results, args.redact_paths)
-    results = analyze_speedups(loaded) if args.export == "csv" else analyze(loaded)
+    results = (analyze_lengths(loaded, analyze_speedups) if on_axis(loaded) else analyze_speedups(loaded)) \
+        if args.export == "csv" else analyze(loaded)
     source = redact_path_text(str(args.results)) if args.redact_paths else str(args.results)
     text = export(results_table(results, source), args.export)
     if args.output:

@@ -147,6 +147,37 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     return p
 
 
+class NotOurFile(OSError):
+    """A path draftbench appends to (a server log) holds something it must not write through."""
+
+
+def open_for_append(path: str | os.PathLike) -> int:
+    """A descriptor appending to the regular file ``path`` (created 0600 if new), never through a symlink
+    (``O_NOFOLLOW``: a link planted there fails instead of being followed), never a FIFO or a device (opened
+    ``O_NONBLOCK``, so a pipe without a reader cannot make it wait, then checked with ``fstat``), and only a
+    file of this user's. Raises :class:`NotOurFile` naming what is there, or ``OSError``."""
+    flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+             | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):     # EMLINK: FreeBSD's answer
+            raise NotOurFile(exc.errno, "it is a symbolic link, which draftbench never writes through",
+                             str(path)) from None
+        if exc.errno == errno.ENXIO:
+            raise NotOurFile(exc.errno, "it is a named pipe, not a log file", str(path)) from None
+        raise
+    st = os.fstat(fd)
+    problem = ("it is not a regular file" if not stat.S_ISREG(st.st_mode) else
+               "it belongs to another user" if hasattr(os, "geteuid") and st.st_uid != os.geteuid() else None)
+    if problem:
+        os.close(fd)
+        raise NotOurFile(errno.EPERM, problem, str(path))
+    if hasattr(os, "O_NONBLOCK"):
+        os.set_blocking(fd, True)
+    return fd
+
+
 # /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: a descriptor this process already holds
 _INHERITED_FD = re.compile(r"^/(?:dev/(?:(?P<std>stdout|stderr)|fd/(?P<dev_fd>\d+))|proc/self/fd/(?P<proc_fd>\d+))$")
 
@@ -160,7 +191,8 @@ def _inherited_fd(path: str) -> int | None:
     return int(m.group("dev_fd") or m.group("proc_fd"))
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to the descriptor ``fd`` (``os.write`` may take part of it)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -183,7 +215,7 @@ def write_output_text(path: str | os.PathLike, text: str) -> Path:
             stream = sys.stdout if inherited == 1 else sys.stderr
             if stream is not None:
                 stream.flush()       # what was printed before comes first
-        _write_all(inherited, text.encode("utf-8"))
+        write_all(inherited, text.encode("utf-8"))
         return Path(raw)
     try:
         st = os.stat(raw)
@@ -195,7 +227,7 @@ def write_output_text(path: str | os.PathLike, text: str) -> Path:
     try:
         if hasattr(os, "O_NONBLOCK"):
             os.set_blocking(fd, True)
-        _write_all(fd, text.encode("utf-8"))
+        write_all(fd, text.encode("utf-8"))
     finally:
         os.close(fd)
     return Path(raw)

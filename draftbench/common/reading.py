@@ -22,7 +22,7 @@ MB = 1_000_000
 GZIP_MAGIC = b"\x1f\x8b"
 _CHUNK = 1 << 20
 # O_NONBLOCK: opening a FIFO with no writer returns at once; O_NOCTTY: a terminal device never becomes ours
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def kind_of(mode: int) -> str | None:
     return "not a regular file"
 
 
-def _open_problem(exc: OSError, what: str) -> UnreadableFile:
+def open_problem(exc: OSError, what: str) -> UnreadableFile:
     if exc.errno == errno.ENOENT:
         return UnreadableFile("does not exist", "check the path", missing=True)
     if exc.errno == errno.ELOOP:
@@ -105,9 +105,9 @@ def read_limited(path: str | os.PathLike, limit: ReadLimit) -> bytes:
     Never waits on a pipe or a device, never reads past the cap, never follows a link loop.
     """
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except OSError as exc:
-        raise _open_problem(exc, limit.what) from None
+        raise open_problem(exc, limit.what) from None
     try:
         st = os.fstat(fd)
         kind = kind_of(st.st_mode)
@@ -147,7 +147,7 @@ def read_limited(path: str | os.PathLike, limit: ReadLimit) -> bytes:
 def read_head(path: str | os.PathLike, n_bytes: int) -> bytes | None:
     """The first ``n_bytes`` of ``path`` when it is a regular file; None for anything else (never waits)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except OSError:
         return None
     try:
@@ -163,7 +163,7 @@ def read_head(path: str | os.PathLike, n_bytes: int) -> bytes | None:
 def read_tail(path: str | os.PathLike, n_bytes: int) -> bytes | None:
     """The last ``n_bytes`` of ``path`` when it is a regular file; None for anything else (never waits)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except OSError:
         return None
     try:

@@ -8,6 +8,7 @@ command of every server is written to results files (``server.command``), to the
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 
 MASK = "***"
@@ -17,6 +18,10 @@ MASK = "***"
 # --max-num-batched-tokens, --tokenizer or --keep are left alone.
 _SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "passwd"})
 _SECRET_SHORT_FLAGS = frozenset({"-hft"})      # llama-server's --hf-token
+# A secret flag whose name ends in one of these words always takes a value, even one that starts with '-'
+# (llama-server takes the next argument whatever it is: `--api-key -Xy…`, which 1.5% of
+# secrets.token_urlsafe(32) keys look like). Others (`--skip-token-check`) may be switches.
+_VALUE_WORDS = _SECRET_WORDS | {"file", "path"}
 
 
 def is_secret_flag(arg: str) -> bool:
@@ -29,27 +34,36 @@ def is_secret_flag(arg: str) -> bool:
     return bool(name) and any(word in _SECRET_WORDS for word in re.split(r"[-_.]", name))
 
 
+def takes_value(flag: str) -> bool:
+    """A secret flag that always takes a value (``--api-key``, ``--hf-token``, ``--ssl-key-file``)."""
+    if flag.split("=", 1)[0] in _SECRET_SHORT_FLAGS:
+        return True
+    words = re.split(r"[-_.]", flag.lstrip("-").split("=", 1)[0].lower())
+    return bool(words) and words[-1] in _VALUE_WORDS
+
+
 def redact_command(cmd: Iterable[object]) -> list[str]:
     """``cmd`` with the value of every secret flag replaced by ``***``.
 
-    Handles ``--api-key VALUE`` and ``--api-key=VALUE``. A secret flag followed by another
-    flag (or nothing) is a switch, not a value, and is kept as is.
+    Handles ``--api-key VALUE`` and ``--api-key=VALUE``, a value starting with '-' included (see
+    :func:`takes_value`). Another secret flag followed by a flag (or nothing) is a switch, not a value,
+    and is kept as is.
     """
     args = [str(a) for a in cmd]
     out: list[str] = []
-    mask_next = False
+    mask_next: str | None = None      # the secret flag whose value comes next
     for arg in args:
-        if mask_next and not arg.startswith("-"):
+        if mask_next is not None and (takes_value(mask_next) or not arg.startswith("-")):
             out.append(MASK)
-            mask_next = False
+            mask_next = None
             continue
-        mask_next = False
+        mask_next = None
         if is_secret_flag(arg):
             if "=" in arg:
                 out.append(arg.split("=", 1)[0] + "=" + MASK)
             else:
                 out.append(arg)
-                mask_next = True
+                mask_next = arg
             continue
         out.append(arg)
     return out
@@ -81,5 +95,37 @@ def redact_args(args: Sequence[str] | None) -> list[str] | None:
 
 
 def command_line(cmd: Iterable[object]) -> str:
-    """A command as one line for logs and the console, secrets masked."""
+    """A command as one line for logs, secrets masked (a record, not a line to paste: see :func:`shell_line`)."""
     return " ".join(redact_command(cmd))
+
+
+def secret_variable(flag: str) -> str:
+    """The environment variable a printed command reads a secret from: ``--api-key`` -> ``DRAFTBENCH_API_KEY``."""
+    name = flag.split("=", 1)[0]
+    name = "--hf-token" if name in _SECRET_SHORT_FLAGS else name
+    return "DRAFTBENCH_" + re.sub(r"[^A-Za-z0-9]+", "_", name.lstrip("-")).strip("_").upper()
+
+
+def _reference(flag: str) -> str:
+    """``"${DRAFTBENCH_API_KEY:?…}"``: the shell refuses to run the command until the variable is set, with
+    the message — a masked ``***`` pasted as is would start a server whose key is ``***``."""
+    var = secret_variable(flag)
+    return f'"${{{var}:?set {var} to the value of {flag.split("=", 1)[0]} first}}"'
+
+
+def shell_line(cmd: Iterable[object]) -> str:
+    """One line a POSIX shell runs as ``cmd`` (quotes where needed, e.g. around JSON), every secret value —
+    clear or already masked — replaced by a reference to an environment variable the shell insists on."""
+    args = [str(a) for a in cmd]
+    masked = redact_command(args)
+    out: list[str] = []
+    for i, (original, shown) in enumerate(zip(args, masked)):
+        if shown.endswith("=" + MASK) and is_secret_flag(shown):
+            out.append(shlex.quote(shown[:-len(MASK)]) + _reference(shown))
+        elif original == shown and shown != MASK:
+            out.append(shlex.quote(shown))
+        elif i > 0 and is_secret_flag(masked[i - 1]):
+            out.append(_reference(masked[i - 1]))
+        else:
+            out.append(shlex.quote(shown))
+    return " ".join(out)

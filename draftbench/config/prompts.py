@@ -18,6 +18,7 @@ from ..common.errors import Problem, UsageError
 from ..common.files import expand_path
 from ..common.reading import PROMPTS_LIMIT, UnreadableFile, read_limited
 from . import prompt_sets
+from .long_documents import LONG_TASKS, wrap
 from .prompt import Prompt, user_turn
 from .prompt_sets import SET_SELECTORS, load_set, sample, selected, set_size
 from .settings import Settings
@@ -282,7 +283,11 @@ def select_prompts(setting, per_category: int | None = None, seed: int = 42) -> 
 
 
 def prompts_for(settings: Settings) -> PromptSelection:
-    """The prompts a sweep with these (validated) settings measures."""
+    """The prompts a sweep with these (validated) settings measures. With ``context_tokens`` the long tasks,
+    one each and without their documents: what counting needs before their servers cut them (long_prompts)."""
+    if settings.context_tokens is not None:
+        return PromptSelection([Prompt(t.category, t.category, _user(wrap(t, ""))) for t in LONG_TASKS], None,
+                               settings.seed, {})
     return select_prompts(settings.prompts, settings.prompts_per_category, settings.seed)
 
 

@@ -8,16 +8,19 @@ RPC devices.
 
 llama.cpp's RPC README calls the backend a proof of concept that must never be exposed on an
 open network, so an endpoint other than loopback needs ``settings.allow_remote``, as a server
-address other than loopback does (see :mod:`draftbench.config.extra_args`).
+address other than loopback does (see :mod:`draftbench.config.extra_args`; ``--rpc`` passed through to
+llama-server is held to the same checks there).
 """
 
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 from ..common.errors import Problem
-from .extra_args import is_loopback
+from ..common.text_safety import safe_text
+from .hosts import is_loopback
 from .settings import Origin, Settings
 
 RPC_KEY = "rpc"
@@ -30,9 +33,12 @@ README_WARNING = ("llama.cpp's RPC README: \"This example and the RPC backend ar
 
 
 def parse_endpoint(text: str) -> tuple[str, int] | None:
-    """``"host:port"`` as llama.cpp reads it (up to the first ``:``); None when it is not one."""
+    """``"host:port"`` as llama.cpp reads it (up to the first ``:``); None when it is not one. The port is
+    ASCII digits only: ``str.isdigit`` also takes ``²`` and fullwidth ``５``, which ``int`` refuses or reads
+    differently from llama.cpp."""
     host, sep, port = text.strip().partition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isascii() or not port.isdigit() or len(port.lstrip("0")) > 5 \
+            or not 0 < int(port) < 65536:
         return None
     if any(c in host for c in " ,[]/\\\t") or ":" in port:
         return None
@@ -47,15 +53,22 @@ def endpoint_problem(where: str, value: Any) -> Problem | None:
     if value.count(":") > 1:
         return Problem(where, f"{value!r} looks like an IPv6 address; llama.cpp reads an RPC endpoint up to its "
                        "first ':' and cannot reach one", "use an IPv4 address or a host name, e.g. \"127.0.0.1:50052\"")
+    port = value.strip().partition(":")[2]
+    odd = next((ch for ch in port if not ("0" <= ch <= "9")), None)
+    if odd is not None and port and any(ch.isdigit() for ch in port):
+        name = unicodedata.name(odd, f"U+{ord(odd):04X}")
+        return Problem(where, f"{safe_text(repr(value))}: its port holds {safe_text(repr(odd))} ({name}), not only the "
+                       "digits 0-9", "write the port in plain digits, e.g. \"127.0.0.1:50052\"")
     if parse_endpoint(value) is None:
-        return Problem(where, f"{value!r} is not host:port with a port from 1 to 65535",
+        return Problem(where, f"{safe_text(repr(value))} is not host:port with a port from 1 to 65535",
                        "write e.g. \"127.0.0.1:50052\" (start one with: python server.py rpc-server --port 50052)")
     return None
 
 
 def check_rpc_entry(where: str, value: Any, *, allow_remote: bool, problems: list[Problem],
-                    warnings: list[Problem]) -> tuple[str, ...]:
-    """A target's ``rpc`` list, checked: the endpoints as llama-server will get them (stripped)."""
+                    warnings: list[Problem], allow_flag: str = "settings.allow_remote") -> tuple[str, ...]:
+    """A target's ``rpc`` list (or the endpoints of a ``--rpc`` passed through to llama-server), checked: the
+    endpoints as llama-server will get them (stripped). ``allow_flag`` lets an endpoint leave this machine."""
     if value is None:
         return ()
     if not isinstance(value, list) or not value:
@@ -76,22 +89,16 @@ def check_rpc_entry(where: str, value: Any, *, allow_remote: bool, problems: lis
         host = endpoint.partition(":")[0]
         if not is_loopback(host):
             if not allow_remote:
+                allow = f"{allow_flag}: true" if allow_flag.startswith("settings.") else allow_flag
                 problems.append(Problem(at, f"{endpoint} is on another machine; the RPC protocol has no "
                                         "authentication or encryption. " + README_WARNING,
                                         "keep endpoints on loopback, or use one on a trusted private network on "
-                                        "purpose with settings.allow_remote: true"))
+                                        f"purpose with {allow}"))
                 continue
-            warnings.append(Problem(at, f"{endpoint} is reached over the network (settings.allow_remote). "
+            warnings.append(Problem(at, f"{endpoint} is reached over the network ({allow_flag}). "
                                     + README_WARNING))
         out.append(endpoint)
     return tuple(out)
-
-
-def rpc_flag_problems(path: str, args: list[str]) -> list[Problem]:
-    """``--rpc`` in a sweep's extra_args would split the target unprobed and unrecorded: refused."""
-    return [Problem(f"{path}[{i}]", "sets --rpc; draftbench passes a target's RPC endpoints itself (it probes them "
-                    "first and records the split)", "move the endpoints to the target's \"rpc\": [\"host:port\", …]")
-            for i, arg in enumerate(args) if arg == "--rpc" or arg.startswith("--rpc=")]
 
 
 def placements(value: Any) -> tuple[str, ...]:

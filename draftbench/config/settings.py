@@ -124,6 +124,19 @@ class Settings:
     concurrency: int | list[int] = setting(
         "int_or_list", [1], "concurrent streams: each value N starts the server with N slots and measures N "
         "requests at once; a list ([1, 2, 4, 8]) measures every level", min=1, max=1024, measured=True)
+    # the context axis (docs/long-context.md)
+    context_tokens: int | list[int] | None = setting(
+        "int_or_list", None, "prompt lengths to measure (the context axis): each N measures every candidate and its "
+        "baseline on long prompts of N tokens (real documents cut with the target's own tokenizer; llama.cpp), with "
+        "-c sized to fit; a list ([512, 2048, 8192]) gives a verdict per length and the length up to which each "
+        "candidate pays", min=64, max=10_000_000, measured=True)
+    context_filler: str = setting(
+        "str", "documents", "what long prompts are made of: \"documents\" (real text and code, see "
+        "docs/long-context.md) or \"random-tokens\" (the same tokens shuffled; labelled, overstates speculative "
+        "gains)", choices=("documents", "random-tokens"), measured=True)
+    typical_output_tokens: int | None = setting(
+        "int", None, "the answer length the long-context end-to-end figure models (null = max_tokens)", min=1,
+        max=1_000_000)
     # the backend's own keys (flat in the files: see to_dict / from_dict)
     backend: BackendSettings = dataclasses.field(default_factory=BackendSettings)
 

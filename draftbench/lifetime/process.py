@@ -26,7 +26,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..common.errors import ServerError, UsageError
+from ..common.errors import ServerError, ServerErrorKind, UsageError
+from ..common.files import NotOurFile, open_for_append, write_all
 from ..common.redact_secrets import command_line, redact_text
 from . import escaped, groups
 from . import pid_files as pidfiles
@@ -95,10 +96,13 @@ class ManagedProcess:
         self.port = port
         self._pid_file = pidfiles.pid_file_for_port(port) if port else None
         self.supervisor_cmd = supervisor_command(self.cmd, guard=self.guard, grace_s=grace_s, pid_file=self._pid_file)
-        with open(self.log_path, "ab", buffering=0) as log:
-            log.write(("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
+        log = open_log(self.log_path)
+        try:
+            write_all(log, ("$ " + command_line(self.cmd) + "\n").encode())   # secrets masked
             self.popen = subprocess.Popen(self.supervisor_cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=log, env=env, **groups.new_group_kwargs())
+        finally:
+            os.close(log)
         try:
             self.pid = self._handshake()
         except BaseException:
@@ -209,10 +213,15 @@ class ManagedProcess:
 
     def _log_line(self, text: str) -> None:
         try:
-            with open(self.log_path, "a", encoding="utf-8", errors="replace") as log:
-                log.write(text + "\n")
+            fd = open_for_append(self.log_path)
+        except OSError:
+            return
+        try:
+            write_all(fd, (text + "\n").encode("utf-8", errors="replace"))
         except OSError:
             pass
+        finally:
+            os.close(fd)
 
     def _send(self, text: str) -> None:
         stdin = self.popen.stdin
@@ -235,9 +244,21 @@ class ManagedProcess:
         return redact_text(tail_file(self.log_path, lines), self.cmd)   # some servers echo their --api-key
 
 
+def open_log(path: Path) -> int:
+    """Our server log, opened to append: never through a symlink planted there, never a FIFO or another
+    user's file (see :func:`draftbench.common.files.open_for_append`); refused with a named error."""
+    try:
+        return open_for_append(path)
+    except NotOurFile as exc:
+        raise ServerError(f"cannot write the server log {path}: {exc.strerror}",
+                          "remove it (draftbench writes its server logs itself; a link or pipe there would send "
+                          "them elsewhere), then run again", kind=ServerErrorKind.SERVER) from None
+
+
 def tail_file(path: str | os.PathLike, lines: int = 25) -> str:
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)),
+                       "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - 64 * 1024))

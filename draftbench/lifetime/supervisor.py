@@ -15,7 +15,9 @@ process group of its own and makes sure that group does not outlive draftbench:
   escaped from it — is stopped (see :mod:`draftbench.lifetime.escaped`), and the supervisor exits the way
   the server did (same exit code, or the same fatal signal), so draftbench reports the *server's*
   exit status;
-* the server's stdout and stderr go to the supervisor's stderr (draftbench's log file).
+* the server's stdout and stderr go to the supervisor's stderr (draftbench's log file) — through a pipe
+  and :func:`copy_masked` when its command holds a secret (``--api-key K``), so that a server that
+  echoes its arguments (vLLM does) never leaves the key in the log.
 
 The first line on stdout is the handshake: ``started PID`` or ``failed {json}`` (why the server could
 not be started). Stdlib only, so it starts in a few tens of milliseconds.
@@ -30,16 +32,63 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import NoReturn
 
+from ..common.files import write_all
+from ..common.redact_secrets import MASK, secret_values
 from . import escaped, groups
 
 DEFAULT_GRACE_S = 3.0
 PARENT_POLL_S = 0.5
 TERMINATE_WAIT_S = 5.0     # after the group kill, before the last resort (the server process alone)
+# After the server exited, what it left in its group may still be finishing: Python's multiprocessing
+# resource tracker (vLLM's) ignores SIGTERM and unlinks the shared memory of the dead processes once they are
+# all gone. Killed at once, it leaves them in /dev/shm (seen: vLLM 0.32.0, ~400 MB per server).
+REMAINS_WAIT_S = 2.0
 EXIT_CANNOT_START = 127
 SUBREAPER_ENV = "DRAFTBENCH_SUBREAPER"   # "0": not a subreaper (tests the port fallback that other OSes use)
+COPY_CHUNK = 1 << 16          # what one read of the server's output takes, and the longest line kept whole
+COPY_DRAIN_S = 5.0            # after the server exited, for the rest of its output to reach the log
+
+
+def copy_masked(source: int, dest: int, secrets: list[bytes]) -> None:
+    """Copy ``source`` to ``dest`` until end of file, every secret replaced by ``***`` as it is written.
+
+    Whole lines go out as soon as they arrive; a line longer than :data:`COPY_CHUNK` is cut, keeping the
+    bytes a secret could straddle the cut with, so memory stays bounded and no secret slips through a cut."""
+    keep = max(len(s) for s in secrets) - 1
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(source, COPY_CHUNK)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        pending = _mask(pending + chunk, secrets)
+        cut = pending.rfind(b"\n") + 1
+        if cut == 0 and len(pending) > COPY_CHUNK:
+            cut = len(pending) - keep
+        if cut:
+            _write_all(dest, pending[:cut])
+            pending = pending[cut:]
+    if pending:
+        _write_all(dest, _mask(pending, secrets))
+
+
+def _mask(data: bytes, secrets: list[bytes]) -> bytes:
+    for secret in secrets:       # longest first (secret_values' order): a key and its comma-separated parts
+        data = data.replace(secret, MASK.encode())
+    return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    try:
+        write_all(fd, data)
+    except OSError:
+        pass      # the log is gone (a full disk): the server runs on, its output dropped
 
 
 class Supervisor:
@@ -137,14 +186,21 @@ class Supervisor:
             _handshake("failed " + json.dumps({"errno": 0, "message": "draftbench exited before the server started"}))
             return EXIT_CANNOT_START
         death_signal = getattr(signal, "SIGKILL", None) if self.kill_with_parent else None
+        secrets = [value.encode("utf-8", "surrogateescape") for value in secret_values(self.command)]
         try:
-            server = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(),
+            server = subprocess.Popen(self.command, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE if secrets else sys.stderr.fileno(),
                                       stderr=subprocess.STDOUT, **groups.new_group_kwargs(death_signal))
         except OSError as exc:
             _handshake("failed " + json.dumps({"errno": exc.errno or 0, "message": exc.strerror or str(exc),
                                                "filename": exc.filename}))
             return EXIT_CANNOT_START
         self.server = server
+        copier = None
+        if server.stdout is not None:      # its command holds a secret: masked on the way to the log
+            copier = threading.Thread(target=copy_masked, args=(server.stdout.fileno(), sys.stderr.fileno(), secrets),
+                                      daemon=True)
+            copier.start()
         _handshake(f"started {server.pid}")
         watchers = [self._watch_lifeline, lambda: self._stop_server_when_asked(server)]
         if not groups.is_windows():
@@ -153,8 +209,11 @@ class Supervisor:
             threading.Thread(target=watcher, daemon=True).start()
         returncode = server.wait()
         self.server_exited.set()
+        _let_group_finish(server.pid, REMAINS_WAIT_S)
         groups.kill_group_remains(server.pid)   # helpers it left behind die with it
         self._stop_escaped(server.pid, returncode)
+        if copier is not None:
+            copier.join(COPY_DRAIN_S)
         self._remove_pid_file(server.pid)
         return returncode
 
@@ -185,6 +244,29 @@ class Supervisor:
                 path.unlink()
         except (OSError, ValueError, AttributeError):
             pass
+
+
+def _let_group_finish(pgid: int, timeout_s: float) -> None:
+    """Wait (at most ``timeout_s``) until nothing is left in the group ``pgid``, reaping what was re-parented to
+    us meanwhile (a zombie still counts as a member until reaped). POSIX only."""
+    if groups.is_windows():
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return   # the number now belongs to someone else's group
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
 
 
 def _ignore(_signum: int, _frame: object) -> None:

@@ -130,6 +130,7 @@ def request_record(server: Server, prompt: Prompt, run: int, response: StreamedR
                    counts: DraftCounts) -> RequestRecord:
     """One measured request as the results file records it."""
     counts = check_draft_counts(counts)   # accepted ≤ drafted, whole numbers
+    prefill_s, prefill_tps = server.server_prefill(response)
     return RequestRecord(
         prompt_id=prompt.id, category=prompt.category, run=run,
         ttft_s=rounded(response.ttft_s, 5), total_s=rounded(response.total_s, 5), decode_tps=rounded(response.decode_tps, 5),
@@ -141,6 +142,7 @@ def request_record(server: Server, prompt: Prompt, run: int, response: StreamedR
         draft_source=counts.source.value if counts.source else None, draft_details=counts.details or None,
         draft_fragments=response.draft_fragments,
         finish_reason=response.finish_reason, text=response.text,
+        server_prefill_s=rounded(prefill_s, 5), server_prefill_tps=rounded(prefill_tps, 3),
     )
 
 

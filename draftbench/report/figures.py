@@ -18,7 +18,7 @@ from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
 from ..common.percent import percent, percent_change, signed_change
 from ..results.file import ResultsFile, Speedup
-from . import inside, load_figures, theme
+from . import context_figures, inside, load_figures, theme
 from .layout import base_layout as _layout
 from .layout import heatmap_height
 from .method_figures import category_heatmap_figure, param_lines_figure
@@ -388,6 +388,12 @@ CHARTS: tuple[Chart, ...] = (
           load_figures.throughput_vs_streams_figure, load_figures.has_levels),
     Chart("chart-concurrency-latency", "Latency percentiles vs concurrent streams", load_figures.latency_lead,
           load_figures.latency_vs_streams_figure, load_figures.has_levels),
+    Chart("chart-context-speedup", "Speed-up vs prompt length", context_figures.speedup_lead,
+          context_figures.speedup_figure, context_figures.has_lengths),
+    Chart("chart-context-ttft", "Time to first token vs prompt length", context_figures.ttft_lead,
+          context_figures.ttft_figure, context_figures.has_lengths),
+    Chart("chart-context-memory", "Memory per server vs prompt length", context_figures.memory_lead,
+          context_figures.memory_figure, context_figures.has_lengths),
 )
 CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
 

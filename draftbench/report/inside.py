@@ -227,21 +227,36 @@ def _positions_text(row: Row) -> str:
     return ", ".join(f"{a / row.verify_steps:.0%}" for a in drafted(row)) or "none accepted"
 
 
+def _counters_text(row: Row) -> str:
+    """The server's own counts behind the shares, summed over the row's requests: what the acceptance rate, the
+    mean accepted length and the positions were computed from (checkable against the server's logs)."""
+    if row.draft_n is None or row.draft_n_accepted is None:
+        return NOT_REPORTED
+    steps = f" in {row.verify_steps} verify steps" if row.verify_steps is not None else ""
+    text = f"{row.draft_n_accepted} accepted of {row.draft_n} drafted{steps}"
+    if row.accepted_per_pos:
+        text += "; by position " + ", ".join(str(a) for a in row.accepted_per_pos)
+    return text
+
+
 def inside_table(data: ReportData) -> str:
-    """Per measured draft: acceptance by position, mean accepted length, diagnosis (with the k advice), ceiling."""
+    """Per measured draft: acceptance by position, the server's counts, mean accepted length, diagnosis (with the k
+    advice), ceiling."""
     body = []
     for row in _measured(data.results):
         ceiling = row.ceiling or {}
-        cells = [_title(row, data.multi_k), _positions_text(row), num(row.mean_accepted_len, ".2f"),
+        cells = [_title(row, data.multi_k), _positions_text(row), _counters_text(row), num(row.mean_accepted_len, ".2f"),
                  row.diagnosis.message if row.diagnosis else "—", ceiling.get("text") or "—"]
         body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
     if not body:
         return ""
     return ("<section id=\"inside\"><h2>Inside each draft</h2><p class=\"lead\">Acceptance by position is the share "
-            "of verify steps that accepted each drafted token; mean accepted length is 1 + accepted / verify steps "
+            "of verify steps that accepted each drafted token; the server's counters are the counts it came from, "
+            "summed over the row's requests; mean accepted length is 1 + accepted / verify steps "
             "(llama-server's own \"mean len\": the target's token plus the accepted drafts). The diagnosis ends with "
             "the one statement about the draft length k, from every source there is: the k measured, the "
             "prediction from one run, the per-position counts and the textbook model.</p>"
             "<div class=\"table-wrap\"><table id=\"inside-table\"><thead><tr><th>Combination</th>"
-            "<th>Acceptance by position</th><th>Mean accepted length</th><th>Diagnosis and draft length</th>"
+            "<th>Acceptance by position</th><th>Server's counters</th><th>Mean accepted length</th>"
+            "<th>Diagnosis and draft length</th>"
             "<th>Ceiling</th></tr></thead><tbody>" + "".join(body) + "</tbody></table></div></section>")

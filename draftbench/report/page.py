@@ -16,6 +16,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from .. import __version__
 from ..analysis import busy
+from ..analysis.context_length import filler_label
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
@@ -51,6 +52,8 @@ def _settings_text(results: ResultsFile) -> str:
         bits.append("prompts " + ", ".join(str(p) for p in read.prompts))
     if read.concurrency not in (1, [1]):
         bits.append(f"concurrency {read.concurrency}")
+    if read.context_tokens is not None:
+        bits.append(f"prompt lengths {read.context_tokens} tokens ({filler_label(read)})")
     return "; ".join(bits) or "—"
 
 
@@ -63,6 +66,10 @@ def _prompts_text(prompt_set: dict | None) -> str:
         text += f" ({prompt_set['per_category']} per category, sampled with seed {prompt_set.get('seed')})"
     for name, source in (prompt_set.get("sources") or {}).items():
         text += f"; {name}: {source.get('package')} ({source.get('licence')})"
+    context = prompt_set.get("context") or {}
+    for name, source in (context.get("sources") or {}).items():
+        origin = source.get("package") or f"Python {source.get('python')}"
+        text += f"; {name}: {origin} ({source.get('licence')}, sha256 {str(source.get('sha256'))[:12]}…)"
     return text
 
 

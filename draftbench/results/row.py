@@ -60,6 +60,7 @@ from .value_shapes import (
     K_PREDICTION,
     LOAD,
     MACHINE_LOAD,
+    MEMORY,
     METHOD_STATS,
     RACE,
     SERVER,
@@ -70,10 +71,11 @@ from .value_shapes import (
 
 
 def combination_title(role: Role, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
-                      concurrency: int = 1, synthetic: str | None = None) -> str:
+                      concurrency: int = 1, synthetic: str | None = None, context_tokens: int | None = None) -> str:
     """How a combination is named to people (console, report, log file names); ``synthetic`` is a
     ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
-    streams = f" [{concurrency} streams]" if concurrency != 1 else ""
+    streams = (f" [{concurrency} streams]" if concurrency != 1 else "") + \
+        (f" [{context_tokens:,}-token prompts]" if context_tokens is not None else "")
     if role is Role.BASELINE:
         return f"{target} (baseline){streams}"
     if role is Role.CONTROL:
@@ -121,6 +123,9 @@ class RequestRecord:
     block: int | None = declare(Int(minimum=0), omit_when_none=True)   # the schedule's block (a repetition or half)
     seen_before: bool | None = declare(BOOL, omit_when_none=True)  # the method's state could have seen this prompt
     compared_with: list | None = declare(ListOf(Str(nullable=False)), omit_when_none=True)  # its baseline sessions
+    # the server's own prompt processing (llama.cpp timings.prompt_ms, prompt_per_second): prefill apart from decode
+    server_prefill_s: float | None = declare(SECONDS, "s", omit_when_none=True)
+    server_prefill_tps: float | None = declare(RATE, "tok/s", omit_when_none=True)
 
     def to_dict(self) -> dict:
         return write_fields(self)
@@ -193,6 +198,9 @@ class Row:
     counter_bound: dict | None = declare(COUNTER_BOUND, "×")   # the most its counters allow (analysis.comparison)
     concurrency: int = declare(Int(nullable=False, minimum=1, maximum=MAX_TOKENS), "streams", default=1)  # requests in flight at once; 1 in older files
     load: dict | None = declare(LOAD)                 # N > 1: what the N streams did together (measure.concurrent)
+    # the context axis (settings.context_tokens): the prompts' length; the key grows only when it is set
+    context_tokens: int | None = declare(Int(minimum=1, maximum=MAX_TOKENS), "tokens", omit_when_none=True)
+    memory: dict | None = declare(MEMORY, omit_when_none=True)   # what its server held (Server.memory_use)
     machine_load: dict | None = declare(MACHINE_LOAD)   # other programs' CPU share while it was measured (sweep.session)
     # new fields go above this line: findings and requests end the row
     warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
@@ -207,12 +215,14 @@ class Row:
 
     @property
     def key(self) -> tuple:
-        """Identity for resume: what was measured, not how it turned out. One stream keeps the key it
-        always had, so older files resume; a ceiling row is one of several levels for the same draft."""
+        """Identity for resume: what was measured, not how it turned out. One stream (and no context length)
+        keeps the key it always had, so older files resume; a ceiling row is one of several levels for the same
+        draft."""
         key: tuple = (self.role, self.target, self.draft, self.draft_max)
         if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
-        return key if self.concurrency == 1 else (*key, self.concurrency)
+        key = key if self.concurrency == 1 else (*key, self.concurrency)
+        return key if self.context_tokens is None else (*key, ("context", self.context_tokens))
 
     @property
     def ok(self) -> bool:

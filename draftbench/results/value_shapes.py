@@ -88,6 +88,8 @@ LOAD = Obj({"streams": INT, "requests": INT, "window_s": SECONDS, "output_tokens
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
                                    nullable=False))})
+# what a row's server held (Server.memory_use; llama.cpp: backends/llamacpp/memory.in_use), in MiB
+MEMORY = Obj({"peak_rss_mib": NUM, "kv_mib": NUM, "servers": INT})
 # LM Studio SDK: where drafted fragments landed (results.fragments.summarize)
 DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "drafted_share": NUM, "runs": INT,
                        "mean_run_tokens": NUM, "max_run_tokens": INT, "run_lengths": MapOf(INT),
@@ -103,7 +105,9 @@ MODEL_ENTRY = Obj({"label": Str(nullable=False), "path": Str(nullable=False), "r
 # the prompts a sweep measured (config.prompts.PromptSelection.record)
 PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=False)),
                   "categories": ListOf(Str(nullable=False)), "sources": MapOf(MapOf(STR)),
-                  "second_turn_context": STR})
+                  "second_turn_context": STR,
+                  # long prompts (sweep.long_context): filler, sources, and per target each prompt's tokens by length
+                  "context": Obj({"filler": STR, "sources": MapOf(MapOf(STR)), "targets": MapOf(MapOf(MapOf(INT)))})})
 CONFIG = Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY), "measurement": Obj({})})
 HOST = Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM})
 # lifetime.machine_load (filled by sweep.session): how busy other programs kept the machine

@@ -19,10 +19,12 @@ from pathlib import Path
 
 from .. import __version__
 from ..analysis.busy import busy_before, busy_row
+from ..analysis.context_length import extra_ttft_s, timing, typical_output_tokens
 from ..analysis.draft.evidence import why_slower
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
+from ..common.redact_secrets import redact_args
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
@@ -32,7 +34,7 @@ from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
-from . import Combination, CombinationRunner, Reporter
+from . import Combination, CombinationRunner, Reporter, long_context
 from .init_configs import this_hardware
 from .passes import choose_design, conversation
 from .race import MemoryStore
@@ -52,9 +54,11 @@ class ABPlan:
     settings: Settings
     prompts: tuple[Prompt, ...]
     options: MeasureOptions
+    context_tokens: int | None = None      # long prompts of this many tokens, cut with the target's tokenizer
 
     def combinations(self) -> tuple[Combination, Combination]:
-        return (Combination(Role.BASELINE, self.target), Combination(Role.SPECULATIVE, self.target, self.candidate))
+        return (Combination(Role.BASELINE, self.target, context_tokens=self.context_tokens),
+                Combination(Role.SPECULATIVE, self.target, self.candidate, context_tokens=self.context_tokens))
 
 
 def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, reporter: Reporter) -> ResultsFile:
@@ -63,9 +67,15 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     (Ctrl-C included): the step runner stops each one."""
     runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options, logs_dir,
                                reporter, flags=BENCH_FLAGS)
+    prompt_set = None
+    if plan.context_tokens is not None:
+        built = long_context.build(runner, plan.target, (plan.context_tokens,), filler=plan.settings.context_filler,
+                                   seed=plan.settings.seed)
+        runner.prompts = built.by_length[plan.context_tokens]
+        prompt_set = long_context.prompt_set_record(None, {plan.target.label: built})
     baseline, candidate = plan.combinations()
     design, why = choose_design(plan.settings, backend, baseline, [candidate])
-    prompts = list(plan.prompts)
+    prompts = list(runner.prompts)
     block_pairs = blocks([p.category for p in prompts], plan.options.runs, [conversation(p) for p in prompts])
     name = candidate.name
     stateful = frozenset({name}) if is_stateful(plan.candidate.method) else frozenset()
@@ -74,11 +84,13 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     busy = busy_before(load, when="before the A/B started")
     if busy is not None:
         reporter.warning(busy.message)
-    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(),
-                                    backend=backend_name, model_family="", settings=plan.settings.to_dict(), results=(),
-                                    timestamp=now_iso(), schema_version=SCHEMA_VERSION, tool_version=__version__,
-                                    host=host_info(), made_by="bench.py",
-                                    load_before=[{"at": now_iso(), **load.to_dict()}]), analyse=False)
+    # settings as a sweep saves them: a key passed after -- is masked (sweep/resume.py)
+    settings = {**plan.settings.to_dict(), "extra_args": redact_args(plan.settings.extra_args)}
+    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
+                                    settings=settings, results=(), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
+                                    tool_version=__version__, host=host_info(), prompt_set=prompt_set,
+                                    made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]),
+                        analyse=False)
     reporter.note(f"{design.label} — {why}")
     with machine_load.Monitor() as monitor:
         StepRunner(runner, store, reporter, design, prompts, plan.options, block_pairs, baseline, {name: candidate},
@@ -173,6 +185,23 @@ def _output(spec: Row) -> str:
     return text
 
 
+def _first_token(baseline: Row, spec: Row, plan: ABPlan) -> list[tuple[str, str]]:
+    """Long prompts: time to first token split (the server's prefill; the draft's own prefill shows as the extra
+    time over the baseline) and a whole request of the typical output length, modelled from both."""
+    typical = typical_output_tokens(plan.settings)
+    base, mine = timing(baseline, typical), timing(spec, typical)
+    prompt = f"{base['prompt_tokens']:.0f}" if base["prompt_tokens"] else "n/a"
+    extra = extra_ttft_s(spec, baseline)
+    first = (f"{base['ttft_s']:.2f} s alone, {mine['ttft_s']:.2f} s speculative" if base["ttft_s"] and mine["ttft_s"]
+             else "n/a") + (f" ({extra:+.2f} s: the candidate's own prefill)" if extra is not None else "")
+    prefill = (f"{base['prefill_tps']:,.0f} tok/s alone, {mine['prefill_tps']:,.0f} tok/s speculative (server "
+               f"timings; {prompt}-token prompts)" if base["prefill_tps"] and mine["prefill_tps"] else "n/a")
+    e2e = (f"{base['end_to_end_s']:.2f} s alone, {mine['end_to_end_s']:.2f} s speculative for {typical} output tokens "
+           f"({base['end_to_end_s'] / mine['end_to_end_s']:.2f}x; first token + decode)"
+           if base["end_to_end_s"] and mine["end_to_end_s"] else "n/a")
+    return [("prefill", prefill), ("first token", first), ("end to end", e2e)]
+
+
 def screen(results: ResultsFile, plan: ABPlan) -> str:
     """Everything the A/B prints after measuring, on one screen."""
     baseline, spec = results.results
@@ -191,6 +220,8 @@ def screen(results: ResultsFile, plan: ABPlan) -> str:
              ("mean accepted len", f"{spec.mean_accepted_len:.2f} tokens per verify step" if spec.mean_accepted_len
               else "n/a (the server reports no verify steps)"),
              ("output", _output(spec) if spec.ok else "n/a"), ("verdict", verdict(baseline, spec))]
+    if plan.context_tokens is not None:
+        items[3:3] = _first_token(baseline, spec, plan)
     for name, value in items:
         lines += textwrap.wrap(value, WIDTH, initial_indent=f"  {name:<18} ", subsequent_indent=" " * 21,
                                break_on_hyphens=False) or [f"  {name}"]

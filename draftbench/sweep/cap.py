@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ..analysis.concurrency import levels
+from ..analysis.context_length import lengths as context_lengths
 from ..common.errors import Problem
 from ..config.candidates import CandidateSpec
 from ..config.settings import COMMON_SETTINGS, Settings
@@ -27,12 +28,15 @@ class Count:
     targets: int
     levels: int
     lists: tuple[tuple[int, str], ...]     # (candidates it makes, how), biggest first
+    lengths: int = 1                       # context lengths ($.settings.context_tokens)
 
     def describe(self) -> str:
         per_target = f"1 baseline + {self.candidates:,} candidate{'s' if self.candidates != 1 else ''}"
         shape = f"{self.targets:,} target{'s' if self.targets != 1 else ''} × ({per_target})"
         if self.levels > 1:
             shape += f" × {self.levels} concurrency levels ($.settings.concurrency)"
+        if self.lengths > 1:
+            shape += f" × {self.lengths} prompt lengths ($.settings.context_tokens)"
         return shape
 
 
@@ -60,9 +64,10 @@ def count(n_targets: int, specs: tuple[CandidateSpec, ...], settings: Settings, 
     steps = levels(settings)
     per_level = 1 + n_candidates + (1 if settings.control_baseline else 0)
     ceiling = 2 * with_draft if settings.ceiling and 1 in steps else 0
-    total = n_targets * (len(steps) * per_level + ceiling) + (n_drafts if settings.draft_alone else 0)
+    n_lengths = len(context_lengths(settings)) or 1
+    total = n_targets * n_lengths * (len(steps) * per_level + ceiling) + (n_drafts if settings.draft_alone else 0)
     lists = sorted(((n, _how(s)) for n, s in per_spec if n > 1), key=lambda item: -item[0])
-    return Count(total, n_candidates, n_targets, len(steps), tuple(lists))
+    return Count(total, n_candidates, n_targets, len(steps), tuple(lists), n_lengths)
 
 
 def cap_problem(found: Count, settings: Settings) -> Problem | None:

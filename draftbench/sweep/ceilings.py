@@ -21,7 +21,9 @@ def resolve(combo: Combination, results: ResultsFile | None) -> tuple[Combinatio
     if cand is None or combo.synthetic is None:
         return combo, "skipped: a ceiling run needs a draft"
     level = Level(combo.synthetic["level"])
-    real = results.row((Role.SPECULATIVE, combo.target.label, cand.label, cand.draft_max)) if results else None
+    key: tuple = (Role.SPECULATIVE, combo.target.label, cand.label, cand.draft_max)
+    real = results.row(key if combo.context_tokens is None else (*key, ("context", combo.context_tokens))) \
+        if results else None
     length, k, why = synth_length(level, real, cand.draft_max)
     if length is None:
         return replace(combo, synthetic={**combo.synthetic, "k": k}), why

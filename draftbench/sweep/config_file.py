@@ -17,6 +17,7 @@ from typing import Any
 
 from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
+from ..analysis.context_length import settings_problems as context_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
 from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
@@ -28,7 +29,7 @@ from ..config.extra_args import check_server_args, host_problems
 from ..config.field import Field, check_value, unknown_key
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
-from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, rpc_flag_problems, sweep_problems
+from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, sweep_problems
 from ..config.settings import FROM_FILE, BackendSettings, Origin, Override, Settings
 from ..config.settings_check import budget_problems, check_settings, refusal
 from .cap import cap_problem, count
@@ -214,7 +215,8 @@ def _as_problem(note: str, default_path: str) -> Problem:
 
 
 def _check_server_args(data: dict, settings: Settings, problems: list[Problem], warnings: list[Problem]) -> None:
-    """--port in any extra_args is refused; a non-loopback --host (or settings.host) needs allow_remote."""
+    """Every extra_args list under the sweep's rules (config/extra_args.py): a flag that changes what is measured
+    is refused with the key to use; a non-loopback --host (or settings.host) needs allow_remote."""
     allow_remote = settings.allow_remote
     lists: list[tuple[str, Any]] = [("$.settings.extra_args", settings.extra_args)]
     for kind in ("targets", "drafts", "candidates"):
@@ -226,7 +228,6 @@ def _check_server_args(data: dict, settings: Settings, problems: list[Problem], 
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
             found, notes = check_server_args(path, args, allow_remote=allow_remote)
             problems.extend(found)
-            problems.extend(rpc_flag_problems(path, args))
             warnings.extend(_as_problem(note, path) for note in notes)
     host_notes: list[str] = []
     problems.extend(host_problems("$.settings.host", settings.host, allow_remote=allow_remote,
@@ -298,6 +299,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
     problems.extend(budget_problems(settings, origin))
     problems.extend(second_turn_problems(settings))
+    problems.extend(context_problems(settings, tokenizes=bool(backend and backend.tokenizes)))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}
     problems.extend(sweep_problems(

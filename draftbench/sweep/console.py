@@ -8,11 +8,13 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from typing import TextIO
 
 from ..analysis.comparison import describe_with_bound
+from ..analysis.context_length import describe_length
 from ..analysis.draft import best_k as kpredict
 from ..analysis.draft.k_advice import kind
 from ..analysis.draft.positions import drafted_positions
@@ -273,6 +275,8 @@ class Console(Reporter):
         self.line("Verdict:")
         for entry in (results.summary or {}).get("targets", []):
             self.line(f"  {entry['verdict']}")
+            for length in (entry.get("context") or {}).get("per_length") or ():   # prefill and decode apart
+                self.line(textwrap.indent(describe_length(length), "    "))
             if isinstance(entry.get("race"), dict) and (race := RaceOutcome.from_dict(entry["race"])) is not None:
                 self.line(f"    Race: {race.sentence()}")       # the same decision, in the same words
             for text in command_lines(entry):

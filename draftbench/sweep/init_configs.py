@@ -1,31 +1,42 @@
 """``sweep.py --init MODELS_DIR --config-dir OUT``: configs written from a folder of GGUF files.
 
-Every file is read once (its GGUF header, the token list kept whole). Models are grouped into
+Every file is read once (its GGUF header, bounded by what the file holds; the token list digested, never
+kept). Models are grouped into
 families by vocabulary with llama.cpp's own compatibility rule (the check the run makes before a
 draft is tried), so no config ever pairs models across families. In each family the largest models
 (by parameter count) are the targets and every strictly smaller model is a draft for them; the
 n-gram methods the llama-server binary offers are candidates for every target, and so are the heads
 the files declare: multi-token prediction layers in the target (``<arch>.nextn_predict_layers``) and
-EAGLE heads (a GGUF whose architecture names EAGLE). Every file left out is named with the reason.
+EAGLE heads (a GGUF whose architecture names EAGLE). Every file left out is named with the reason, and so
+is everything that is not a regular file (a FIFO, a device, a dangling or looping link, a folder that
+cannot be read). Each config is checked by the same loader a sweep uses before it is written.
 See docs/init.md.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import socket
+import stat
+import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..common.errors import ModelFileError, UsageError
-from ..common.files import atomic_write_text
-from ..common.gguf import GGUFInfo, read_with_vocab, vocab_mismatch_of
+from ..common.errors import ConfigError, ModelFileError, UsageError
+from ..common.files import describe_write_error
+from ..common.gguf import GGUFInfo, read_info, vocab_mismatch_of
+from ..common.reading import kind_of
+from ..common.text_safety import text_problem
 from ..config.labels import MAX_LABEL
 
 SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 NOT_LANGUAGE_MODELS = ("clip", "mmproj")            # vision projectors and the like
 DEFAULT_SETTINGS = {"runs": 2}                      # intervals need repetitions; the rest: the defaults
+LISTED_FILES = 5                                    # files of a family named in a message; the rest counted
 
 
 @dataclass(frozen=True)
@@ -77,13 +88,59 @@ class Scan:
     left_out: list[tuple[Path, str]]       # (file, why)
 
 
+def _entries(folder: Path, left_out: list[tuple[Path, str]]) -> list[Path]:
+    """Every regular file under ``folder`` (a link to one counts; linked folders are not followed, so a link
+    loop cannot make the walk endless), sorted. Everything else is named in ``left_out`` with what it is:
+    a FIFO, a device, a dangling or looping link, a folder that cannot be read. Nothing is opened here.
+    Iterative: a folder nested thousands deep is walked, not a RecursionError."""
+    files: list[Path] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            left_out.append((current, f"is a folder that cannot be read ({exc.strerror or exc}); its files were "
+                                      "not looked at"))
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            try:
+                linked = entry.is_symlink()
+                st = os.stat(path)      # follows a link: what it points at
+            except OSError as exc:
+                left_out.append((path, "is a symbolic link that loops (it points, directly or through other "
+                                       "links, back to itself)" if exc.errno == errno.ELOOP else
+                                       "is a symbolic link to nothing (its target does not exist)" if linked else
+                                       f"cannot be looked at ({exc.strerror or exc})"))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if linked:
+                    left_out.append((path, "is a link to a folder, which --init does not follow (a link can lead "
+                                           "back to where it started); give that folder to --init itself"))
+                else:
+                    pending.append(path)
+                continue
+            kind = kind_of(st.st_mode)
+            if kind is not None:
+                left_out.append((path, f"is {kind}, not a model file" + (" (it is a link to one)" if linked else "")))
+                continue
+            files.append(path)
+    return sorted(files, key=str)
+
+
 def scan(folder: Path) -> Scan:
     """Read every file under ``folder`` (sorted); group the usable models into families."""
     left_out: list[tuple[Path, str]] = []
     models: list[Model] = []
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in _entries(folder, left_out):
         if path.suffix.lower() != ".gguf":
             left_out.append((path, "not a model (not a .gguf file)"))
+            continue
+        if _has_lone_surrogate(str(path)):
+            left_out.append((path, "has a name that is not valid UTF-8 text, which a config (JSON) cannot hold; "
+                                   "rename it"))
             continue
         split = SPLIT_PART.search(path.name)
         if split and int(split.group(1)) > 1:
@@ -91,29 +148,41 @@ def scan(folder: Path) -> Scan:
                                    "(llama-server loads it through part 1)"))
             continue
         try:
-            info = read_with_vocab(path)
+            info = read_info(path)
         except ModelFileError as exc:
             left_out.append((path, exc.problem))
             continue
         arch = info.architecture or ""
         if arch.lower() in NOT_LANGUAGE_MODELS or not info.n_tensors:
-            left_out.append((path, f"not a language model (architecture {arch or 'unknown'}"
+            left_out.append((path, f"not a language model (architecture {_plain(arch) or 'unknown'}"
                                    f"{', no tensors' if not info.n_tensors else ''})"))
             continue
-        if not isinstance(info.get("tokenizer.ggml.tokens"), list):
+        if info.vocab is None:
             left_out.append((path, "has no vocabulary (tokenizer.ggml.tokens), so its family cannot be told; "
                                    "add it to a config by hand"))
             continue
         models.append(Model(path, info))
-    return Scan(_families(models), left_out)
+    return Scan(_families(models), sorted(left_out, key=lambda item: str(item[0])))
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    return any(0xd800 <= ord(ch) <= 0xdfff for ch in text)
+
+
+def _plain(text: str) -> str:
+    """``text`` from a model file as a config may hold it: control, format and unpaired characters become
+    spaces (a newline in a GGUF name would make the config invalid), runs of spaces one."""
+    cleaned = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch for ch in text)
+    cleaned = " ".join(cleaned.split())
+    return "" if text_problem(cleaned) else cleaned
 
 
 def _families(models: list[Model]) -> list[Family]:
     """Group by llama.cpp's vocabulary rule against each family's first member (largest first)."""
     families: list[Family] = []
     for model in sorted(models, key=lambda m: (-m.params, str(m.path))):
-        home = next((f for f in families if vocab_mismatch_of(f.models[0].info, model.info) is None
-                     and vocab_mismatch_of(model.info, f.models[0].info) is None), None)
+        home = next((f for f in families if vocab_mismatch_of(f.models[0].info, model.info, name_token=False) is None
+                     and vocab_mismatch_of(model.info, f.models[0].info, name_token=False) is None), None)
         if home is None:
             families.append(Family([model]))
         else:
@@ -127,12 +196,12 @@ def _slug(text: str, limit: int = 60) -> str:
 
 
 def _labels(models: list[Model]) -> list[Model]:
-    """Each model labelled by its file name (unique, safe in file names)."""
+    """Each model labelled by its file name (unique, safe in file names and on a terminal)."""
     seen: set[str] = set()
     out = []
     for m in models:
         base = m.path.name[:-5] if m.path.name.lower().endswith(".gguf") else m.path.name
-        base = base[:MAX_LABEL - 4] or "model"
+        base = _plain(base.replace("/", " ").replace("\\", " ")).strip(" .")[:MAX_LABEL - 4].strip() or "model"
         label, n = base, 2
         while label in seen:
             label, n = f"{base} {n}", n + 1
@@ -145,9 +214,9 @@ def family_name(family: Family) -> str:
     first = family.targets()[0].info
     for key in ("general.basename", "general.name"):
         value = first.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return first.architecture or family.targets()[0].path.stem
+        if isinstance(value, str) and _plain(value):
+            return _plain(value)[:MAX_LABEL]
+    return _plain(first.architecture or "") or _plain(family.targets()[0].path.stem) or "models"
 
 
 def config_for(family: Family, *, spec_types: list[str], hardware: str, name: str) -> tuple[dict, list[str]]:
@@ -193,7 +262,10 @@ class Written:
 
 
 def plan_configs(found: Scan, out: Path, *, spec_types: list[str], hardware: str) -> tuple[list[Written], list[str]]:
-    """The configs to write (one per family that has something to compare) and the families skipped."""
+    """The configs to write (one per family that has something to compare, each accepted by the loader a
+    sweep uses) and the families skipped, each with why."""
+    from .config_file import validate_config
+
     planned, skipped, names = [], [], set()
     for family in found.families:
         base = _slug(family_name(family))
@@ -202,19 +274,77 @@ def plan_configs(found: Scan, out: Path, *, spec_types: list[str], hardware: str
             name, n = f"{base}-{n}", n + 1
         names.add(name.lower())
         config, notes = config_for(family, spec_types=spec_types, hardware=hardware, name=name)
+        files = ", ".join(m.path.name for m in family.models[:LISTED_FILES])
+        files += f" and {len(family.models) - LISTED_FILES} more" if len(family.models) > LISTED_FILES else ""
         if not config["drafts"] and not config["candidates"]:
-            skipped.append(f"{', '.join(m.path.name for m in family.models)}: nothing to compare with (no smaller "
-                           "model of the same vocabulary, and no n-gram method or head this llama-server offers)")
+            skipped.append(f"{files}: nothing to compare with (no smaller model of the same vocabulary, and no "
+                           "n-gram method or head this llama-server offers)")
             continue
-        planned.append(Written(out / f"{name}.json", config, notes))
+        path = out / f"{name}.json"
+        try:     # never write a config that a sweep would refuse
+            validate_config(json.loads(json.dumps(config)), source=str(path), base_dir=str(out))
+        except ConfigError as exc:
+            first = exc.problems[0] if exc.problems else None
+            skipped.append(f"{files}: the config written for them would be refused: {first}"
+                           + (f" (and {len(exc.problems) - 1} more problems)" if len(exc.problems) > 1 else "")
+                           + "; split the models over several folders, or write the config by hand")
+            continue
+        planned.append(Written(path, config, notes))
     return planned, skipped
 
 
 def write_configs(planned: list[Written]) -> None:
-    """Write every config, or none: an existing file in the folder is never overwritten."""
-    existing = [w.path for w in planned if w.path.exists()]
+    """Write every config, or none: nothing already in the folder is overwritten or written through (a
+    symbolic link there, even a dangling one, is refused)."""
+    existing = [w.path for w in planned if os.path.lexists(w.path)]
     if existing:
         raise UsageError(f"--init would overwrite {', '.join(str(p) for p in existing)}",
                          "move those files away, or give --config-dir an empty folder")
-    for w in planned:
-        atomic_write_text(w.path, json.dumps(w.config, indent=2, ensure_ascii=False) + "\n")
+    written: list[Path] = []
+    try:
+        for w in planned:
+            _write_new(w.path, json.dumps(w.config, indent=2, ensure_ascii=False) + "\n")
+            written.append(w.path)
+    except OSError as exc:
+        for path in written:     # all or none
+            try:
+                path.unlink()
+            except OSError:
+                pass
+        raise UsageError(f"cannot write {exc.filename or 'a config'}: {describe_write_error(exc)}",
+                              "give --config-dir a folder you can write to, with room on its disk") from None
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write a new file (a temporary file, then a hard link to the final name: it fails if anything, a
+    symlink included, appeared there meanwhile, and never follows one)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:40]}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise UsageError(f"--init would overwrite {path}", "move it away, or give --config-dir an empty "
+                             "folder") from None
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS or os.path.lexists(path):
+                raise
+            os.replace(tmp, path)     # a file system without hard links (FAT, some network shares)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+_NO_HARD_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..analysis.concurrency import levels
+from ..analysis.context_length import lengths as context_lengths
 from ..analysis.draft.ceiling import Level
 from ..config.candidates import Candidate, expand
 from ..config.model_ref import ModelRef
@@ -28,6 +29,7 @@ class Combination:
     candidate: Candidate | None = None
     concurrency: int = 1             # requests in flight at once (the server gets as many slots)
     synthetic: dict | None = None    # ceiling runs: {"level": …}, completed by sweep.ceilings.resolve
+    context_tokens: int | None = None   # the context axis: its prompts' length (None: the prompt set's own)
 
     @property
     def draft(self) -> ModelRef | None:
@@ -43,7 +45,8 @@ class Combination:
         key: tuple = (self.role, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
         if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
-        return key if self.concurrency == 1 else (*key, self.concurrency)
+        key = key if self.concurrency == 1 else (*key, self.concurrency)
+        return key if self.context_tokens is None else (*key, ("context", self.context_tokens))
 
     @property
     def name(self) -> str:
@@ -62,7 +65,7 @@ class Combination:
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
                                  self.draft_max, show_k=show_k, concurrency=self.concurrency,
-                                 synthetic=(self.synthetic or {}).get("level"))
+                                 synthetic=(self.synthetic or {}).get("level"), context_tokens=self.context_tokens)
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
@@ -74,27 +77,29 @@ def plan(config: SweepConfig) -> list[Combination]:
     """Upstream's order: each target's baseline, then its candidates, then the optional ceiling runs
     (one stream, after the rows they read their acceptance from), then the optional control;
     draft-alone runs (for the cost ratio, one stream) last. With several concurrency levels, that
-    order repeats per level within each target, so a level's baseline runs close to its candidates."""
+    order repeats per level within each target, so a level's baseline runs close to its candidates;
+    with context lengths, per length (shortest first), each on its own long prompts."""
     out: list[Combination] = []
     every = candidates(config)
     for target in config.targets:
         # A draft "on the RPC devices" of a target that has none would be the local one again.
         concrete = [c for c in every if target.rpc or c.draft_placement != "rpc"]
-        for n in levels(config.settings):
-            out.append(Combination(Role.BASELINE, target, concurrency=n))
-            out += [Combination(Role.SPECULATIVE, target, c, concurrency=n) for c in concrete]
-            if n == 1 and config.settings.ceiling:
-                out += ceiling_combinations(target, concrete)
-            if config.settings.control_baseline:
-                out.append(Combination(Role.CONTROL, target, concurrency=n))
+        for length in context_lengths(config.settings) or (None,):
+            for n in levels(config.settings):
+                out.append(Combination(Role.BASELINE, target, concurrency=n, context_tokens=length))
+                out += [Combination(Role.SPECULATIVE, target, c, concurrency=n, context_tokens=length) for c in concrete]
+                if n == 1 and config.settings.ceiling:
+                    out += ceiling_combinations(target, concrete, length)
+                if config.settings.control_baseline:
+                    out.append(Combination(Role.CONTROL, target, concurrency=n, context_tokens=length))
     if config.settings.draft_alone:
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
     return out
 
 
-def ceiling_combinations(target: ModelRef, concrete: list[Candidate]) -> list[Combination]:
+def ceiling_combinations(target: ModelRef, concrete: list[Candidate], length: int | None = None) -> list[Combination]:
     """Two synthetic-acceptance runs for every candidate with a draft model (see :mod:`draftbench.analysis.draft.ceiling`)."""
-    return [Combination(Role.CEILING, target, c, synthetic={"level": level.value})
+    return [Combination(Role.CEILING, target, c, synthetic={"level": level.value}, context_tokens=length)
             for c in concrete if c.draft is not None for level in Level]
 
 

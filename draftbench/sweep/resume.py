@@ -84,7 +84,7 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
             then = older_value(key)     # written before the key existed: measured as its Field says
         else:
             continue
-        if then != new_measure[key]:
+        if then != new_measure[key] and not _more_lengths(key, then, new_measure[key]):
             differences.append(f"settings.{key} {then!r} vs {new_measure[key]!r}")
     for kind, refs in (("targets", config.targets), ("drafts", config.drafts)):
         old_entries = {m["label"]: m for m in old.get(kind) or [] if isinstance(m, dict) and "label" in m}
@@ -100,6 +100,13 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
                                    f"now, {', '.join(then.get('rpc') or []) or 'no RPC endpoint'} then")
     if differences:
         raise ResultsFileError(f"{path} was made with a different config: " + "; ".join(differences), fix)
+
+
+def _more_lengths(key: str, old: object, new: object) -> bool:
+    """Prompt lengths added to a context sweep measure new rows beside the old ones: a resume, not another sweep."""
+    def as_set(value: object) -> set:
+        return set(value) if isinstance(value, list) else {value}
+    return key == "context_tokens" and old is not None and new is not None and as_set(old) <= as_set(new)
 
 
 def open_results(config: SweepConfig, backend: Backend, path: Path) -> ResultsFile:

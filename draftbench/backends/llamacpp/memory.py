@@ -1,4 +1,5 @@
-"""Can a baseline server and a candidate server be up at the same time (the interleaved design)?
+"""Memory: can a baseline server and a candidate server be up at the same time (the interleaved design),
+does a long context's KV cache fit, and what a running server holds.
 
 On a CPU, and on Apple Silicon's unified memory, llama-server maps the GGUF file: two servers of
 the same target share its pages, and each adds only its KV cache and buffers. On an NVIDIA GPU
@@ -9,11 +10,15 @@ each server copies the weights it offloads: both fit only when twice the target 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 
+from ...common.errors import ModelProblem
+from ...common.gguf import GGUFInfo, read_info, trained_context
 from ...config.settings import Settings
+from .topology import read_log
 
 MARGIN = 1.15              # KV caches, compute buffers, CUDA context
 FIXED_GIB = 1.0            # per server
@@ -53,3 +58,101 @@ def side_by_side_problem(settings: Settings, target: str, draft: str | None) -> 
         return None
     return (f"two servers need about {need / 1024 ** 3:.1f} GiB of GPU memory (the target twice plus the draft) and "
             f"{free / 1024 ** 3:.1f} GiB is free")
+
+
+# --------------------------------------------------------------------------- long contexts
+
+_KV_LINE = re.compile(r"llama_kv_cache:\s+\S+ KV buffer size =\s*([\d.]+) MiB")
+F16_BYTES = 2              # llama-server's default KV cache type (-ctk/-ctv f16)
+
+
+def kv_bytes_per_token(info: GGUFInfo) -> int | None:
+    """Bytes of f16 KV cache one token takes in this model (every layer's keys and values), from its header;
+    None where the header lacks a figure."""
+    def get(key: str) -> int | None:
+        value = info.get(f"{info.architecture}.{key}")
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    layers, heads, width = get("block_count"), get("attention.head_count"), get("embedding_length")
+    kv_heads = get("attention.head_count_kv") or heads
+    if layers is None or heads is None or width is None or kv_heads is None:
+        return None
+    key_width = get("attention.key_length") or width // heads
+    value_width = get("attention.value_length") or width // heads
+    return layers * kv_heads * (key_width + value_width) * F16_BYTES
+
+
+def available_bytes(settings: Settings) -> tuple[int | None, str]:
+    """Memory a server's KV cache may take, and where: free GPU memory (NVIDIA, layers offloaded), else the
+    memory Linux says is available (``MemAvailable``); None where neither can be read."""
+    if settings.gpu_layers != 0 and sys.platform != "darwin":
+        free = free_gpu_bytes()
+        if free is not None:
+            return free, "free GPU memory (nvidia-smi)"
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "available memory (/proc/meminfo)"
+    except (OSError, ValueError, IndexError):
+        pass
+    return None, ""
+
+
+def context_need_bytes(target: GGUFInfo, draft: GGUFInfo | None, ctx_tokens: int) -> int | None:
+    """The KV caches a server of ``ctx_tokens`` (all slots) allocates for the target and its draft (llama-server
+    gives the draft the same context), with the weights where they are copied rather than mapped: a bound
+    from below, the compute buffers come on top."""
+    per_token = [kv_bytes_per_token(m) for m in (target, draft) if m is not None]
+    if any(p is None for p in per_token):
+        return None
+    return sum(p or 0 for p in per_token) * ctx_tokens
+
+
+def in_use(pid: int | None, log_path: str | None) -> dict | None:
+    """A running llama-server's peak resident memory (Linux ``VmHWM``: the mapped weights it touched
+    included) and the KV cache its log says it allocated (target and draft; logged at -lv 4)."""
+    out: dict = {}
+    if pid is not None:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        out["peak_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+        except (OSError, ValueError, IndexError):
+            pass
+    if log_path:
+        sizes = [float(m) for m in _KV_LINE.findall(read_log(log_path, 0))]
+        if sizes:
+            out["kv_mib"] = round(sum(sizes), 2)
+    return out or None
+
+
+def context_problem(target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings: Settings,
+                    slots: int = 1) -> ModelProblem | None:
+    """Why ``prompt_tokens``-token prompts on ``-c ctx_size`` per slot cannot be measured: a model trained
+    for less (``<arch>.context_length``), or KV caches larger than the memory there is; None: they can, or
+    the headers do not say. The fix names the longest prompt that fits."""
+    models = [("the target", read_info(target))] + ([("the draft", read_info(draft))] if draft else [])
+    headroom = ctx_size - prompt_tokens
+    for who, info in models:
+        trained = trained_context(info)
+        if trained is not None and ctx_size > trained:
+            return ModelProblem(f"{prompt_tokens:,}-token prompts need a context of {ctx_size:,} tokens (the prompt, "
+                                f"max_tokens and the draft's headroom), more than the {trained:,} {who} "
+                                f"({os.path.basename(info.path)}) was trained for ({info.architecture}.context_length "
+                                "in its GGUF; beyond it RoPE scaling makes another model)", _longest(trained - headroom))
+    need = context_need_bytes(models[0][1], models[1][1] if draft else None, ctx_size * slots)
+    free, where = available_bytes(settings)
+    if need is None or free is None or need <= free:
+        return None
+    per_token = need // (ctx_size * slots)
+    return ModelProblem(f"{prompt_tokens:,}-token prompts need about {need / 1024 ** 3:.1f} GiB of KV cache "
+                        f"({ctx_size:,} tokens × {slots} slot(s), target and draft) and {free / 1024 ** 3:.1f} GiB is "
+                        f"{where}", _longest(free // per_token // slots - headroom))
+
+
+def _longest(tokens: int) -> str:
+    if tokens < 1:
+        return "lower settings.max_tokens, or use a model with a longer context"
+    return f"use settings.context_tokens of at most {tokens:,} (or lower settings.max_tokens)"

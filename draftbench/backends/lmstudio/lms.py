@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
+from ...common.files import open_for_append
+from ...common.redact_secrets import command_line
 from ...config.settings import Settings
 from ...lifetime.capture import run_capped
 from ...lifetime.process import tail_file
@@ -59,15 +61,19 @@ class LMStudioLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, text: str) -> None:
+        try:     # never through a symlink planted in the logs folder
+            fd = open_for_append(self.path)
+        except OSError:
+            return
         try:
-            with open(self.path, "a", encoding="utf-8") as fh:
+            with os.fdopen(fd, "a", encoding="utf-8") as fh:
                 fh.write(text if text.endswith("\n") else text + "\n")
         except OSError:
             pass
 
 
 def run_lms(cmd: list[str], log: LMStudioLog, timeout_s: float) -> subprocess.CompletedProcess:
-    log.write("$ " + " ".join(cmd))
+    log.write("$ " + command_line(cmd))
     try:    # what lms prints is read up to a cap: a CLI that never stops printing cannot fill our memory
         run = run_capped(cmd, timeout_s=timeout_s, max_bytes=LMS_OUTPUT_MAX_BYTES)
     except OSError as exc:

@@ -60,8 +60,10 @@ from .command import (
     parse_counters,
     parse_totals,
     per_position_delta,
+    per_step_positions,
     served_name,
     speculative_config,
+    speculative_config_of,
 )
 from .parallel import parallel_problems, topology_from_command
 from .settings import METHODS, VLLMSettings
@@ -69,6 +71,7 @@ from .settings import METHODS, VLLMSettings
 
 class VLLMServer(Server):
     stop_grace_s = 10.0      # let vLLM release the GPU cleanly; then the group is killed
+    methods_evidence = "its /metrics has vllm:spec_decode_* counters"
 
     def __init__(self, *args, expects_draft: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
@@ -144,7 +147,8 @@ class VLLMServer(Server):
                                source=CountsSource.RESPONSE,
                                details={k: per_request[k] for k in ("mean_acceptance_length", "draft_acceptance_rate",
                                                                      "acceptance_histogram") if k in per_request},
-                               accepted_per_pos=per_position_delta(before, settled))
+                               accepted_per_pos=per_step_positions(per_request)
+                               or per_position_delta(before, settled))
         if before is None:
             return DraftCounts()
         after = self._settled_counters()
@@ -157,6 +161,19 @@ class VLLMServer(Server):
 
         return DraftCounts(drafted=diff("draft_tokens"), accepted=diff("accepted"), steps=diff("drafts"),
                            source=CountsSource.METRICS, accepted_per_pos=per_position_delta(before, after))
+
+    def active_methods(self) -> tuple[str, ...] | None:
+        """``()`` where /metrics is vLLM's and has no spec_decode counter (vLLM exports them exactly when it
+        was started with a speculative config: checked on 0.32.0), so a baseline proves it decoded plainly;
+        the method from the command line where it has them; None where /metrics cannot tell."""
+        text = self._metrics_text()
+        if text is None or "vllm:" not in text:
+            return None
+        if not parse_counters(text):
+            return ()
+        config = speculative_config_of(self.command or [])
+        method = config.get("method") if config else None
+        return (str(method) if method else "speculative decoding (method not known)",)
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         text = self._metrics_text()
@@ -258,13 +275,15 @@ class VLLMBackend(Backend):
         find_vllm(VLLMSettings.of(settings).vllm_bin)
 
     def launch(self, spec: LaunchSpec) -> VLLMServer:
-        binary = find_vllm(VLLMSettings.of(spec.settings).vllm_bin)
-        cmd = build_command(binary, spec)
+        launcher = find_vllm(VLLMSettings.of(spec.settings).vllm_bin)
+        cmd = build_command(launcher, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
                             process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
                             command=cmd, port=spec.port,
                             expects_draft=spec.draft is not None)
+        if launcher.note:
+            server.notes.append(launcher.note)
         launch_process(server, spec, what="vLLM", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))
@@ -309,7 +328,8 @@ class VLLMBackend(Backend):
         add_common_server_arguments(p, port=self.default_port, what="vLLM")
         p.add_argument("--max-model-len", type=int, default=DEFAULTS.ctx_size,
                        help=f"context length (default {DEFAULTS.ctx_size})")
-        p.add_argument("--vllm-bin", default=None, help="the vllm executable (default: searched on PATH)")
+        p.add_argument("--vllm-bin", default=None, help="the vllm executable, or the Python of an environment that "
+                       "has vLLM (default: PATH, then the CPU build of `make vllm`)")
 
 
     def spec_from_args(self, args: argparse.Namespace, extra: list[str]) -> LaunchSpec:

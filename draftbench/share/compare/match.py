@@ -68,9 +68,10 @@ def method_and_params(row: Row) -> tuple[tuple[str, ...], str]:
 
 
 def match_key(row: Row) -> tuple:
-    """What was measured: role, target, candidate, draft length, method, parameters and concurrency level."""
+    """What was measured: role, target, candidate, draft length, method, parameters, concurrency level and
+    prompt length (settings.context_tokens)."""
     method, params = method_and_params(row)
-    return (row.role, row.target, row.draft, row.draft_max, method, params, row.concurrency)
+    return (row.role, row.target, row.draft, row.draft_max, method, params, row.concurrency, row.context_tokens)
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,9 @@ class Match:
 
 
 def _title(key: tuple) -> str:
-    role, target, draft, draft_max, _, _, concurrency = key
-    return combination_title(role, target, draft, draft_max, show_k=True, concurrency=concurrency)
+    role, target, draft, draft_max, _, _, concurrency, context_tokens = key
+    return combination_title(role, target, draft, draft_max, show_k=True, concurrency=concurrency,
+                             context_tokens=context_tokens)
 
 
 def match_rows(files: list[ComparedFile]) -> list[Match]:

@@ -1,16 +1,21 @@
 """Markdown, as hyperfine's ``--export-markdown`` lays it out: one header row, an alignment row,
-numbers right-aligned, the combination in backticks."""
+numbers right-aligned, the combination in backticks.
+
+Every text from a results file or a user goes through :mod:`.markdown_text` (labels, reasons, the
+verdict's prose and its "Run it" / "For …" lines), so none becomes a link, an image, a heading or HTML.
+"""
 
 from __future__ import annotations
 
 import re
 
+from .markdown_text import plain
 from .table import Table
 
 
 def cell(text: str) -> str:
-    """A table cell: a ``|`` would end the cell and a newline the row."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+    """A table cell: a ``|`` would end the cell and a newline the row (inside a code span too, in GFM)."""
+    return text.replace("\r", " ").replace("\n", " ").replace("|", "\\|")
 
 
 def export_markdown(table: Table) -> str:
@@ -26,9 +31,9 @@ def _verdicts(verdicts: list[dict]) -> str:
         return ""
     out = ["", "## Verdict", ""]
     for entry in verdicts:
-        out += [str(entry.get("verdict") or entry.get("target")), ""]    # the verdict names its target
+        out += [plain(entry.get("verdict") or entry.get("target")), ""]    # the verdict names its target
         for run in entry.get("run") or []:
-            text = str(run.get("line"))
+            text = " ".join(str(run.get("line")).split())      # one line: a fenced block ends at a fence line
             fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
-            out += [f"{cell(str(run.get('what')))}:", "", fence, text, fence, ""]
+            out += [f"{plain(run.get('what'))}:", "", fence, text, fence, ""]
     return "\n".join(out)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ...analysis.context_length import timing
 from ...analysis.winning_command import run_commands
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
 from ..compare.text import SAME_MEASUREMENTS, change_columns, describe_change, speedup_text, tps_text
+from .markdown_text import code, plain
 
 Record = dict[str, Any]
 
@@ -63,6 +65,7 @@ RESULT_COLUMNS = (
     "ci95_low_tps", "ci95_high_tps", "mean_ttft_s", "acceptance_rate", "mean_accepted_len", "speedup",
     "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "speedup_method", "server_version",
 )
+CONTEXT_COLUMNS = ("context_tokens", "median_ttft_s", "median_prefill_tps")   # only for files with the context axis
 
 
 def _params_text(row: Row) -> str | None:
@@ -79,7 +82,7 @@ def result_record(row: Row) -> Record:
     method = "+".join(str(m) for m in cand.get("method") or ()) or None
     return {
         "combination": combination_title(row.role, row.target, row.draft, row.draft_max, show_k=True,
-                                         concurrency=row.concurrency),
+                                         concurrency=row.concurrency, context_tokens=row.context_tokens),
         "role": row.role, "target": row.target, "candidate": row.draft, "method": method,
         "params": _params_text(row), "draft_max": row.draft_max, "status": row.status, "reason": row.reason,
         "speculation_active": row.speculation_active,
@@ -93,6 +96,12 @@ def result_record(row: Row) -> Record:
         "speedup_method": speed.method if speed else None,
         "server_version": (row.server or {}).get("version"),
     }
+
+
+def _context_record(row: Row) -> Record:
+    measured = timing(row, None)
+    return {"context_tokens": row.context_tokens, "median_ttft_s": measured["ttft_s"],
+            "median_prefill_tps": measured["prefill_tps"]}
 
 
 def _num(value: Any, fmt: str = ".2f") -> str:
@@ -130,13 +139,13 @@ def _note(rec: Record) -> str:
 
 
 RESULT_MARKDOWN = (
-    MarkdownColumn("Combination", lambda r: f"`{r['combination']}`", "left"),
+    MarkdownColumn("Combination", lambda r: code(r["combination"]), "left"),
     MarkdownColumn("Mean [tok/s]", _mean),
     MarkdownColumn("Min [tok/s]", lambda r: _num(r["min_tps"])),
     MarkdownColumn("Max [tok/s]", lambda r: _num(r["max_tps"])),
     MarkdownColumn("Acceptance", lambda r: "—" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.1%}"),
     MarkdownColumn("Relative", _relative),
-    MarkdownColumn("Note", _note, "left"),
+    MarkdownColumn("Note", lambda r: plain(_note(r)), "left"),
 )
 
 
@@ -150,8 +159,9 @@ def results_table(results: ResultsFile, source: str) -> Table:
             "verdicts": [{"target": e.get("target"), "verdict": e.get("verdict"),
                           "run": [{"what": lead, "line": line} for lead, line in run_commands(e)]}
                          for e in (results.summary or {}).get("targets", []) if isinstance(e, dict)]}
-    records = tuple(result_record(r) for r in results.results)
-    return Table("results", RESULT_COLUMNS, records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
+    with_context = any(r.context_tokens is not None for r in results.results)
+    records = tuple({**result_record(r), **(_context_record(r) if with_context else {})} for r in results.results)
+    return Table("results", RESULT_COLUMNS + (CONTEXT_COLUMNS if with_context else ()), records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
                  lambda: tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta)
 
 
@@ -176,7 +186,7 @@ def comparison_table(comparison: Comparison) -> Table:
     shown: list[dict[str, str]] = []       # what the Markdown table shows, per record
     for row in comparison.rows:
         rec = _match_record(comparison, row.match)
-        texts = {"combination": f"`{row.title}`"}
+        texts = {"combination": code(row.title)}
         for x, cell in zip(letters, row.cells):
             speed = cell.speedup
             rec.update({f"{x}_status": cell.row.status if cell.row is not None else None,
@@ -205,7 +215,7 @@ def comparison_table(comparison: Comparison) -> Table:
                         f"{x}_speedup": speed.ratio if speed else None,
                         f"{x}_speedup_significant": speed.significant if speed else None})
             records.append(rec)
-            shown.append({"combination": f"`{m.title}`", f"{x}_tps": _num(only.mean_tps) if only.ok else only.status,
+            shown.append({"combination": code(m.title), f"{x}_tps": _num(only.mean_tps) if only.ok else only.status,
                           "note": f"only in {x}"})
     keys = (["combination"] + [f"{x}_tps" for x in letters] + [f"{letters[i]}_vs_{letters[ref]}" for i, ref in pairs]
             + [f"{x}_speedup" for x in letters] + ["note"])

@@ -1,0 +1,101 @@
+"""The context axis in a sweep: each target's long prompts, built before any measured server starts.
+
+The prompts are cut with the target's own tokenizer, on a server of the target alone started for
+that and stopped at once (``/tokenize``, ``/detokenize``, ``/apply-template``: it never generates, so
+no server sees an answer before it is measured). Then each length runs as a sweep of its own: the
+design's passes on that length's prompts, with ``-c`` sized to fit (``CombinationRunner.ctx_size``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..common.errors import ModelProblem, Problem, UsageError
+from ..config.long_documents import LONG_CATEGORIES
+from ..config.long_prompts import LongPromptBuilder, server_context
+from ..config.model_ref import ModelRef
+from ..config.prompt import Prompt
+from ..results.kinds import Role
+from .config_file import SweepConfig
+from .plan import Combination, candidates
+from .runner import CombinationRunner, log_slug
+
+TOKENIZER_CTX = 512      # the tokenizer server generates nothing: a small KV cache is enough
+
+
+@dataclass(frozen=True)
+class LongPrompts:
+    by_length: dict[int, list[Prompt]]
+    record: dict                 # filler, sources, each prompt's token count (results' prompt_set.context)
+
+
+def build(runner: CombinationRunner, target: ModelRef, lengths: tuple[int, ...], *, filler: str,
+          seed: int) -> LongPrompts:
+    """``target``'s long prompts at every length, cut with its own server's tokenizer."""
+    combo = Combination(Role.BASELINE, target)
+    spec = runner.launch_spec(combo, 0, runner.logs_dir / f"tokenizer-{log_slug(target.label)}.log")
+    spec = replace(spec, ctx_size=TOKENIZER_CTX, port=runner.choose_port(spec.host))
+    runner.reporter.note(f"{target.label}: cutting long prompts to {', '.join(f'{n:,}' for n in lengths)} tokens "
+                         "with its own tokenizer (a server that generates nothing)")
+    server = runner.launch(spec)
+    try:
+        tokenizer = server.tokenizer()
+        if tokenizer is None:
+            raise UsageError(f"the {runner.backend_name} backend's server has no tokenizer to cut long prompts with",
+                             "use backend llamacpp for settings.context_tokens")
+        builder = LongPromptBuilder(tokenizer, filler=filler, seed=seed)
+        built = {n: builder.prompts(n) for n in lengths}
+    finally:
+        server.stop()
+    return LongPrompts({n: [p.prompt for p in items] for n, items in built.items()}, builder.record(built))
+
+
+def length_problems(config: SweepConfig, backend_problem: Callable[..., ModelProblem | None], max_tokens: int,
+                    lengths: tuple[int, ...], slots: int = 1) -> list[Problem]:
+    """Every (target, draft, length) a model cannot take, before any server starts: ``backend_problem`` is
+    the backend's ``context_problem``; the fix names the longest length that fits."""
+    problems: list[Problem] = []
+    pairs = [(t, None, None) for t in config.targets] + [(t, c.draft, c.draft_max) for t in config.targets
+                                                         for c in candidates(config) if c.draft is not None]
+    seen: set[tuple] = set()
+    for target, draft, draft_max in pairs:
+        for n in lengths:
+            key = (target.path, draft.path if draft else None, n)
+            if key in seen:
+                continue
+            seen.add(key)
+            found = backend_problem(target.path, draft.path if draft else None, n,
+                                    server_context(n, max_tokens, draft_max), config.settings, slots)
+            if found is not None:
+                who = f"target {target.label!r}" + (f" with draft {draft.label!r}" if draft else "")
+                problems.append(Problem("$.settings.context_tokens", f"{n:,}: {who}: {found.message}", found.fix))
+                break              # longer lengths fail for the same reason
+    return problems
+
+
+def changed_sources(record: dict | None, prompts: LongPrompts) -> str | None:
+    """Why prompts built now differ from those a results file measured (a source file with another sha256:
+    another Python's standard library, another wheel), or None: resumed rows must have met the same prompts."""
+    then = ((record or {}).get("context") or {}).get("sources") or {}
+    for name, origin in prompts.record["sources"].items():
+        old = then.get(name)
+        if isinstance(old, dict) and old.get("sha256") != origin.get("sha256"):
+            return (f"the long prompts' source {name} has sha256 {origin.get('sha256')} now and {old.get('sha256')} "
+                    "in the results file" + (f" (Python {origin['python']} now, {old.get('python')} then)"
+                                             if "python" in origin else ""))
+    return None
+
+
+def prompt_set_record(record: dict | None, built: dict[str, LongPrompts]) -> dict:
+    """The results' ``prompt_set`` for long prompts: their ids and categories, and per target what each
+    prompt measured in tokens, with the filler and the sources (sha256, licence, Python version)."""
+    first = next(iter(built.values()))
+    then = (record or {}).get("context") or {}
+    ids = [p.id for n in sorted(first.by_length) for p in first.by_length[n]]
+    return {**(record or {}), "ids": ids, "categories": list(LONG_CATEGORIES), "sources": {},
+            "context": {"filler": first.record["filler"],
+                        "sources": {**(then.get("sources") or {}),
+                                    **{k: v for b in built.values() for k, v in b.record["sources"].items()}},
+                        "targets": {**(then.get("targets") or {}),
+                                    **{label: b.record["prompts"] for label, b in built.items()}}}}
