@@ -346,10 +346,9 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert len(fake.argv()) == len(sessions) + 1
 
 
-def test_a_baseline_that_speculates_is_refused(fake, tmp_path, monkeypatch):
-    """A speculative config slipped into extra_args would make the target alone look fast: the baseline's
-    /metrics shows it, and the row is an error, never compared with."""
-    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+def test_a_speculative_config_in_extra_args_is_refused_before_anything_starts(fake, tmp_path):
+    """A speculative config slipped into extra_args would make the target alone look fast: the pass-through rule
+    table (issue 36) refuses it with the key to use instead, and no server starts."""
     config = {"name": "sneaky", "hardware": "test", "backend": "vllm", "targets": [{"label": "8B", "path": TARGET}],
               "drafts": [], "candidates": [{"label": "ngram", "method": "ngram"}],
               "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 0, "max_tokens": 8, "port": 0,
@@ -359,10 +358,30 @@ def test_a_baseline_that_speculates_is_refused(fake, tmp_path, monkeypatch):
     path.write_text(json.dumps(config))
     results = tmp_path / "out.json"
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "$.settings.extra_args[0]: sets --speculative-config" in proc.stderr
+    assert "settings.vllm_speculative_config" in proc.stderr and "nothing was started" in proc.stderr
+    assert not results.exists() and fake.argv() == []
+
+
+def test_a_baseline_that_speculates_anyway_is_refused(fake, tmp_path, monkeypatch):
+    """A server that speculates without being told (a site default, a wrapper): the baseline's /metrics shows
+    it, and the row is an error, never compared with."""
+    monkeypatch.setenv("FAKE_VLLM_LOAD_S", "0.05")
+    monkeypatch.setenv("FAKE_VLLM_FORCE_SPEC", '{"method":"ngram","num_speculative_tokens":2}')
+    config = {"name": "sneaky", "hardware": "test", "backend": "vllm", "targets": [{"label": "8B", "path": TARGET}],
+              "drafts": [], "candidates": [{"label": "ngram", "method": "ngram"}],
+              "settings": {"vllm_bin": str(fake.bin), "runs": 1, "warmup": 0, "max_tokens": 8, "port": 0,
+                           "prompts": ["code"], "design": "sequential"}}
+    path = tmp_path / "sneaky.json"
+    path.write_text(json.dumps(config))
+    results = tmp_path / "out.json"
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(results), "--no-chart", timeout=120)
     base = next(r for r in json.loads(results.read_text())["results"] if r["draft"] is None)
     assert base["status"] == "error", proc.stdout + proc.stderr
-    assert "the baseline is not plain decoding: the server ran ngram (its /metrics has vllm:spec_decode_* " \
-           "counters)" in base["reason"]
+    # nothing we passed names a method, so the reason says what the counters prove and no more
+    assert "the baseline is not plain decoding: the server ran speculative decoding (method not known) (its " \
+           "/metrics has vllm:spec_decode_* counters)" in base["reason"]
 
 
 # --------------------------------------------------------------------------- failures

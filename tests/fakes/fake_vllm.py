@@ -123,6 +123,9 @@ def main():
     opts = parse(argv)
     mode = os.environ.get("FAKE_VLLM_MODE", "ok")
     spec_cfg = json.loads(opts["--speculative-config"]) if "--speculative-config" in opts else None
+    if spec_cfg is None and os.environ.get("FAKE_VLLM_FORCE_SPEC"):
+        # a server that speculates without being told (a site default, a wrapper script): the baseline check
+        spec_cfg = json.loads(os.environ["FAKE_VLLM_FORCE_SPEC"])
     draft_behaviour = json.loads(os.environ.get("FAKE_VLLM_DRAFTS", "{}"))
     if spec_cfg is not None:
         behaviour = draft_behaviour.get(spec_cfg.get("model") or spec_cfg.get("method"), "ok")
