@@ -28,6 +28,7 @@ from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
 from .draft import positions as perpos
+from .draft.evidence import why_slower
 from .race_outcome import race_outcome
 from .racing import server_loads
 from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
@@ -275,7 +276,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
                 alone = alone_by_draft.get(row.draft) if row.draft is not None else None
                 row = _evolve(row, theory=theory_for(row, baseline, alone))
         if row.ok and baseline is not None and row.role is not Role.CEILING:
-            row = _with_loop_check(row, baseline, noise_floor)
+            row = _with_loop_check(row, baseline, noise_floor, stats.flags_of(results.made_by))
         if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
             row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)], by_target[row.target])
         rows.append(row)
@@ -287,10 +288,10 @@ def _significant(row: Row) -> bool | None:
     return row.speedup.significant if row.speedup else None
 
 
-def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
+def _with_loop_check(row: Row, baseline: Row, noise_floor: float, flags: dict[str, str]) -> Row:
     """Mark a row measured on the target's looping output (recomputed on every analysis, so the
     finding is replaced, never repeated)."""
-    info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
+    info, finding = assess_loops(row, baseline, noise_floor=noise_floor, flags=flags)
     kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
     return _evolve(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 
@@ -349,11 +350,7 @@ def recommend(results: ResultsFile) -> dict:
                                     f"{stats.describe_speedup(best.speedup)}).")
                 if confirming is not None:
                     entry["verdict"] += decision.not_confirmed_text(confirming)
-                if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
-                    entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time "
-                                         "goes into verifying them: the target is likely compute-bound on this hardware "
-                                         "(typical of CPUs), where a verify step costs nearly as much per token as "
-                                         "generating. The same pair may pay on a GPU.")
+                entry["verdict"] += why_slower(best)     # only where its drafting can carry the reason
         elif eliminated := [r for r in results.rows_of(target) if r.status is Status.ELIMINATED and r.speedup]:
             best = max(eliminated, key=lambda r: rank(r.speedup))
             entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "

@@ -38,6 +38,7 @@ from .passes import TargetPasses, confirm, in_passes, step_seconds, target_passe
 from .plan import Combination, shows_k
 from .runner import CombinationRunner
 from .schedule import Design, Kind, Request, Side, Step, confirmation_steps, pass_steps, sweep_steps
+from .step_records import steps_measured
 from .steps import StepRunner
 
 # What the race decided about each contender (``race.decision``); analysis/race_outcome.py reads them
@@ -157,6 +158,8 @@ class AdaptiveSearch:
             return True
         steps = self._steps(passes, contenders)
         steps.at_most = True
+        steps.step_number = steps_measured([steps.row(passes.baseline), *map(steps.row, contenders.values())],
+                                           paired=passes.design is Design.INTERLEAVED)    # a resume numbers on
         for label, combo in contenders.items():      # a resumed race keeps the looks it recorded
             recorded = ((row.race or {}).get("looks") if (row := self.store.current().row(combo.key)) else None)
             self.looks[label] = [dict(lk) for lk in recorded or () if isinstance(lk, dict)]

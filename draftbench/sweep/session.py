@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ..analysis.busy import busy_before, busy_row
 from ..analysis.concurrency import levels
 from ..analysis.context_length import lengths as context_lengths
 from ..analysis.verdict import analyze
@@ -19,9 +20,11 @@ from ..backends.base import Backend
 from ..common.errors import ConfigError, ResultsFileError
 from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
+from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
 from ..measure.sequential import MeasureOptions
-from ..results.file import ResultsFile, Row, save_results
+from ..results.file import ResultsFile, Row, now_iso, save_results
+from ..results.findings import Code
 from ..results.kinds import Role
 from ..results.output_paths import logs_dir_for
 from . import long_context
@@ -54,6 +57,7 @@ class Sweep:
         self.cdn = cdn
         self.backend = backend if backend is not None else get_backend(config.backend)
         self.results: ResultsFile | None = None
+        self.monitor: machine_load.Monitor | None = None     # reads the machine's load while the sweep runs
 
     def run(self) -> int:
         settings = self.config.settings
@@ -71,6 +75,7 @@ class Sweep:
             raise ConfigError(self.config.source, problems)
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
+        results = self._load_before(results)     # before any server of ours runs: the others' load alone
         combos = plan(self.config)
         done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
@@ -97,6 +102,7 @@ class Sweep:
         self.results = analyze(results)
         save_results(self.results, self.results_path)
         interrupted, complete = False, True
+        self.monitor = machine_load.Monitor().start()
         try:
             if adaptive and self._race_pays(combos, prompts, options):
                 estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
@@ -110,6 +116,7 @@ class Sweep:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
         finally:
+            self.monitor.stop()
             results = self.results = analyze(self.results)
             save_results(results, self.results_path)
             chart_written = self.chart_path is not None and self._write_chart(results)
@@ -133,8 +140,31 @@ class Sweep:
         assert self.results is not None
         return self.results
 
+    def _load_before(self, results: ResultsFile) -> ResultsFile:
+        """Read the machine's load for a second, record it, and say so up front when it is busy."""
+        load = machine_load.now(machine_load.BEFORE_WINDOW_S)
+        finding = busy_before(load)
+        if finding is not None:
+            self.reporter.warning(finding.message)
+        return replace(results, load_before=[*(results.load_before or ()), {"at": now_iso(), **load.to_dict()}])
+
+    def _with_machine_load(self, row: Row) -> Row:
+        """The row with the load of the window it was just measured in (its wall time grew by that much)."""
+        prior = self.current().row(row.key)
+        summary = prior.machine_load if prior is not None else row.machine_load
+        grew = (row.wall_time or 0.0) - ((prior.wall_time or 0.0) if prior is not None else 0.0)
+        load = self.monitor.over_last(grew) if self.monitor is not None and grew > 0 else None
+        if load is not None:
+            summary = machine_load.add_window(summary, load)
+        row = replace(row, machine_load=summary)
+        finding = busy_row(row)
+        kept = tuple(w for w in row.warnings if w.code is not Code.BUSY_MACHINE)
+        return replace(row, warnings=kept + ((finding,) if finding else ()))
+
     def record(self, row: Row) -> Row:
-        """Add (or replace) a row, re-analyse and rewrite the file; the row as analysed."""
+        """Add (or replace) a row with the machine's load while it was measured, re-analyse and rewrite the
+        file; the row as analysed."""
+        row = self._with_machine_load(row)
         self.results = analyze(self.current().with_row(row))
         save_results(self.results, self.results_path)
         return self.results.row(row.key) or row
@@ -186,11 +216,8 @@ class Sweep:
             row = runner.run(combo, index, failed_baselines, results=self.results)
             if combo.role is Role.BASELINE and not row.ok:
                 failed_baselines[combo.target.label] = row.reason or row.status
-            assert self.results is not None      # set by run() before the loop starts
-            self.results = analyze(self.results.with_row(row))
-            save_results(self.results, self.results_path)
-            self.reporter.row_recorded(self.results.row(row.key) or row)
-            estimator.add(self.results)     # the ETA is --dry-run's estimate, learning from this sweep's rows
+            self.reporter.row_recorded(self.record(row))
+            estimator.add(self.current())     # the ETA is --dry-run's estimate, learning from this sweep's rows
             eta = total_s(estimator, [c for c in combos[index:] if c.key not in done])
             self.reporter.progress(time.perf_counter() - sweep_start, eta)
 

@@ -4,7 +4,7 @@ figures shown after a step."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..results.file import RequestRecord, ResultsFile, Row
 
@@ -29,6 +29,14 @@ def acceptance_of(records: Sequence[RequestRecord]) -> float | None:
 def last_session(row: Row, block: int | None) -> str | None:
     sessions = [r.session for r in row.requests if r.block == block and r.session]
     return sessions[-1] if sessions else None
+
+
+def steps_measured(rows: Iterable[Row | None], paired: bool) -> int:
+    """How many steps these rows' requests were measured in: their server sessions, two a step where a
+    baseline and a candidate server ran together (``paired``). A resumed race numbers its steps on from
+    there, not from 1."""
+    sessions = {r.session for row in rows if row is not None for r in row.requests if r.session}
+    return len(sessions) // (2 if paired else 1)
 
 
 def peak_memory(prior: Row | None, memory: dict | None) -> dict | None:
