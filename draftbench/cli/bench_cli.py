@@ -15,7 +15,7 @@ from ..analysis.draft.positions import diagnose
 from ..analysis.stats import BENCH_FLAGS, describe_speedup, speedup
 from ..analysis.verdict import equivalence, summarize_records
 from ..backends import backend_names, get_backend
-from ..backends.base import Server
+from ..backends.base import Credentials, Server
 from ..backends.http.client import RedirectRefused, new_session, probe_json
 from ..backends.http.server_url import ServerURL, parse_server_url
 from ..common.errors import DraftbenchError, UsageError
@@ -131,7 +131,7 @@ def attach(url: ServerURL, kind: str, model: str | None, api_key: str | None) ->
     if kind == "auto":
         kind = detect_kind(base, api_key, auth)
     if kind == "openai":
-        return Server(base, model=model or "default", api_key=api_key, auth=auth)
+        return Server(base, model=model or "default", credentials=Credentials(api_key, auth))
     try:
         backend = get_backend(kind)
     except KeyError:
