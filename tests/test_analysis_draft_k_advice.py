@@ -9,16 +9,18 @@ from draftbench.results.findings import Code
 from draftbench.results.theory import Theory
 
 DRAFT = "/m/135m.gguf"
-HOLDS = [9, 9, 8, 8]                                   # of 10 steps: even the last position mostly accepted
-DECAYS = [9, 8, 7, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]    # falls off after position 3 (of 16)
+STEPS = 40
+HOLDS = [36, 36, 32, 32]                               # of 40 steps: even the last position mostly accepted
+DECAYS = [36, 32, 28, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4]    # falls off after position 3 (of 16)
 TEXTBOOK = Theory(best_k=1, predicted_at_best_k=1.13, predicted_speedup=1.1, measured_speedup=0.4)
 
 
 def row(label: str, *, method=(), draft_path=DRAFT, draft_max=None, per_pos=None, tps=10.0, **extra) -> Row:
     cand = {"label": label, "method": list(method), "draft": "135M" if draft_path else None, "params": {}}
     return Row(target="241M", draft=label, role="speculative", draft_path=draft_path, draft_max=draft_max,
-               accepted_per_pos=per_pos, verify_steps=10 if per_pos else None, mean_tps=tps, speculation_active=True,
-               candidate=cand, **extra)
+               accepted_per_pos=per_pos, verify_steps=STEPS if per_pos else None, mean_tps=tps,
+               draft_n=STEPS * len(per_pos) if per_pos else None, draft_n_accepted=sum(per_pos) if per_pos else None,
+               speculation_active=True, candidate=cand, **extra)
 
 
 def test_no_advice_about_k_for_an_ngram_method():
@@ -70,3 +72,16 @@ def test_without_a_prediction_the_positions_speak_and_the_textbook_alone_is_said
     bare = row("135M", theory=TEXTBOOK)
     finding = k_advice.diagnosis(bare, [bare])
     assert finding.code is Code.DRAFT_LENGTH and finding.message.endswith("not measured here")
+
+
+def test_a_row_that_drafted_twice_gets_no_diagnosis_but_the_reason():
+    """Issue 37: 20 tokens drafted in 2 of 288 steps read as "mostly accepted" and a decay by position."""
+    from draftbench.results.file import RequestRecord
+
+    reqs = tuple(RequestRecord(f"p{i}", "code", 0, decode_tps=5.0, completion_tokens=n) for i, n in enumerate((150, 158)))
+    r = row("ngram-mod", method=["ngram-mod"], draft_path=None, per_pos=[2, 2, 2, 2, 2, 2, 2, 2, 2, 2] + [0] * 54,
+            requests=reqs)
+    r = Row(**{**r.__dict__, "verify_steps": 2, "draft_n": 20, "draft_n_accepted": 20})
+    finding = k_advice.diagnosis(r, [r])
+    assert finding.code is Code.TOO_FEW_DRAFTS and "decays" not in finding.message
+    assert "it drafted only 20 tokens in 2 drafts over 288 decoding steps" in finding.message

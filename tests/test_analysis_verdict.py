@@ -9,13 +9,16 @@ from draftbench.results.file import RequestRecord, ResultsFile, Row
 PROMPTS = ("code", "json", "list")
 
 
-def row(role: str, tps: float, draft: str | None = None, acceptance: float | None = None) -> Row:
-    # A little per-request spread so the paired CI is tight but not degenerate.
+def row(role: str, tps: float, draft: str | None = None, acceptance: float | None = None, *,
+        drafts: int = 90, drafted: int = 360) -> Row:
+    # A little per-request spread so the paired CI is tight but not degenerate; 9 requests of 64 tokens.
     requests = tuple(RequestRecord(prompt_id=p, category=p, run=run, decode_tps=tps * (1 + 0.002 * (i - 1)),
                                    completion_tokens=64, text="same")
                      for run in range(3) for i, p in enumerate(PROMPTS))
+    counts = {"draft_n": drafted, "draft_n_accepted": round(drafted * acceptance),
+              "verify_steps": drafts} if acceptance is not None else {}
     return Row(target="T", draft=draft, role=role, mean_tps=tps, acceptance_rate=acceptance,
-               speculation_active=True if draft else None, requests=requests)
+               speculation_active=True if draft else None, requests=requests, **counts)
 
 
 def results(*rows: Row) -> ResultsFile:
@@ -51,6 +54,20 @@ def test_well_accepted_but_slower_draft_is_explained_and_useless_draft_named():
     assert "not recommended" in verdict
     assert "compute-bound" in verdict
     assert "under 10% accepted): useless" in verdict
+
+
+def test_a_slowdown_is_blamed_on_verifying_only_where_the_row_drafted_enough():
+    """Issue 37: "mostly accepted (100%) … compute-bound" for a row that drafted 20 tokens in 2 of 288 steps."""
+    few = analyze(results(row("baseline", 100), row("speculative", 60, "rare", 1.0, drafts=2, drafted=20)))
+    verdict = few.summary["targets"][0]["verdict"]
+    assert "compute-bound" not in verdict
+    assert "Its acceptance (100%) says nothing about why it is slower: it drafted only 20 tokens in 2 drafts over " \
+           "556 decoding steps" in verdict
+    seldom = analyze(results(row("baseline", 100), row("speculative", 60, "seldom", 1.0, drafts=30, drafted=120)))
+    verdict = seldom.summary["targets"][0]["verdict"]
+    assert "compute-bound" not in verdict and "drafted on only 7% of the decoding steps" in verdict
+    unsure = analyze(results(row("baseline", 100), row("speculative", 99.5, "unsure", 0.9)))   # within the floor
+    assert "compute-bound" not in unsure.summary["targets"][0]["verdict"]
 
 
 def test_drift_is_measured_and_applied_per_concurrency_level():

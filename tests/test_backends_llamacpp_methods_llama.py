@@ -53,10 +53,12 @@ def test_code_edit_with_ngram_methods_and_a_baseline_that_proves_it_did_not_spec
         assert set(row["method_stats"]) == {method}
         # the log's per-method counters and the response's timings count the same drafted tokens
         assert stats["gen_tokens"] == row["draft_n"] and stats["acc_tokens"] == row["draft_n_accepted"]
-        assert stats["calls_draft"] > 0 and stats["requests"] == 1
+        # one request per block: a confirmation block for the leader runs or not as the noise decides
+        measured = len(row["requests"])
+        assert stats["calls_draft"] > 0 and stats["requests"] == measured >= 1
         request = row["requests"][0]
         assert request["category"] == "code-edit" and method in request["draft_details"]["methods"]
-        assert row["by_category"]["code-edit"]["n"] == 1
+        assert row["by_category"]["code-edit"]["n"] == measured
 
 
 def test_a_hybrid_records_both_of_its_components(models, tmp_path):

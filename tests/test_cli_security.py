@@ -13,7 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from draftbench.backends.base import LaunchSpec
+from draftbench.backends.base import Launched, LaunchSpec
 from draftbench.backends.llamacpp.backend import LlamaCppBackend, LlamaCppServer
 from draftbench.common.errors import ServerError
 
@@ -116,7 +116,7 @@ def test_a_401_from_props_is_not_our_server(http_stub):
     # a server on our port that wants a key we do not have
     stranger = http_stub({"GET /health": (200, {"status": "ok"}), "GET *": (401, {"error": {"code": 401}})})
     process = SimpleNamespace(alive=lambda: True, returncode=None, log_path="unused.log")
-    server = LlamaCppServer(stranger.url, process=process)   # type: ignore[arg-type]
+    server = LlamaCppServer(stranger.url, launched=Launched(process))   # type: ignore[arg-type]
     spec = LaunchSpec(target="/models/ours.gguf", port=stranger.port)
     with pytest.raises(ServerError) as info:
         LlamaCppBackend()._verify_identity(server, spec)

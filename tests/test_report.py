@@ -35,6 +35,7 @@ from draftbench.report import (
     size_class,
     write_report,
 )
+from draftbench.report.figures import PAIRED_NAME
 from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results
 from draftbench.results.findings import Code, Finding
 
@@ -289,11 +290,13 @@ def test_every_target_and_draft_is_charted(name, pages):
         for z, p, n, t, pt, nt in zip(zr, pr, nr, tr, ptr, ntr):
             assert [z, p, n].count(None) == 2          # significant, no speed-up, or not significant
             assert [t, pt, nt].count("") == 2          # its text in the trace that draws it
-    # throughput: the baseline plus one trace per size class; speed-up: one per size class
+    # throughput: the baseline plus one trace per size class (and its paired baseline's outline, where that
+    # differs from the pooled one); speed-up: one per size class
     # (classes whose every draft failed have no bar; their drafts are still on the heatmap)
     data = build_data(analyze(results))
     measured = {c.col.size for c in data.cells.values() if c.shows_speedup}
-    assert len(figs["chart-throughput"]["data"]) == 1 + len(measured)
+    bars = [t for t in figs["chart-throughput"]["data"] if t["name"] != PAIRED_NAME]
+    assert len(bars) == 1 + len(measured)
     assert len(figs["chart-speedup"]["data"]) == len(measured)
     if name != "fresh-sweep":
         assert measured == {size_class(d) for d in drafts}
@@ -382,7 +385,7 @@ def test_unknown_size_draft_gets_its_own_class(pages):
     figs = extract_figures(pages["fresh-sweep"])
     names = [t["name"] for t in figs["chart-throughput"]["data"]]
     # 135M (inactive everywhere) and 360M (failed everywhere) have no bar, only grey heatmap cells
-    assert names == ["Baseline (target alone)", "best 0.5B draft", "best 1.5B draft", f"best {UNKNOWN_SIZE} draft"]
+    assert names == ["Target alone (mean over all its sessions)", "best 0.5B draft", "best 1.5B draft", f"best {UNKNOWN_SIZE} draft"]
     assert {"135M", "360M"} <= {c.size for c in build_data(analyze(fresh_sweep_results())).columns}
     unknown = figs["chart-throughput"]["data"][-1]
     assert unknown["y"][0] is not None and unknown["customdata"][0][0] == "tiny-draft Q4 (k=4)"

@@ -364,6 +364,29 @@ def test_per_category_bests_without_a_significant_gain_say_so():
                                               "corrected for the categories × candidates compared): for chat: 135M")
 
 
+def test_looping_output_is_blamed_only_where_it_raises_a_speed_up():
+    """Issue 37: "this speed-up rests on looping output" was attached to slowdowns and inactive rows."""
+    from dataclasses import replace
+
+    looping = {"edit": LOOP}
+    base = _row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}, text_for=looping)
+    slower = _row("slow", "speculative", {"code-edit": 0.7, "chat": 0.7, "prose": 0.7}, text_for=looping,
+                  candidate=NGRAM)
+    flat = _row("flat", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.3}, text_for=looping,
+                candidate=NGRAM)        # faster, but no faster on the looping requests than on the others
+    inactive = replace(_row("idle", "speculative", {"code-edit": 2.0, "chat": 1.0, "prose": 1.0}, text_for=looping,
+                            candidate=NGRAM), speculation_active=False, draft_n=0)
+    raised = _row("raised", "speculative", {"code-edit": 2.0, "chat": 1.1, "prose": 1.1}, text_for=looping,
+                  candidate=NGRAM)
+    res = _results(base, slower, flat, inactive, raised)
+    rows = {r.draft: r for r in res.results}
+    for name in ("slow", "flat", "idle"):
+        assert rows[name].degenerate_output is None, name
+        assert not [w for w in rows[name].warnings if w.code is Code.DEGENERATE_OUTPUT], name
+    assert [w for w in rows["raised"].warnings if w.code is Code.DEGENERATE_OUTPUT]
+    assert [w for w in rows[None].warnings if w.code is Code.DEGENERATE_OUTPUT]      # the target's own loops
+
+
 def test_method_fields_are_declared_and_type_checked_on_load(tmp_path):
     import json
 

@@ -86,6 +86,65 @@ def test_the_same_machine_twice_is_not_significant(tmp_path):
     assert "not significant: the 95% interval includes 1.00x" in out
 
 
+def test_a_resumed_copy_is_never_compared_with_its_own_measurements(tmp_path):
+    """Issue 37: "1.00x [1.00x, 1.00x]" for 0.40 → 0.64 tok/s. B is A resumed on a quiet machine: its rows hold
+    A's requests plus new ones; pairing them with themselves said nothing changed while the cells differed."""
+    from share_data import records
+
+    a = box_a()
+    rows = list(a.results)
+    good = rows[1]
+    newer = tuple(replace(r, run=r.run + 3, decode_tps=r.decode_tps * 1.6) for r in records(60.0, accept=0.75))
+    rows[1] = replace(good, requests=good.requests + newer,
+                      mean_tps=round(sum(r.decode_tps for r in good.requests + newer) / 18, 2))
+    comp = comparison(tmp_path, a, replace(a, results=tuple(rows)))
+    baseline = row_titled(comp, f"{TARGET} (baseline)")
+    assert baseline.changes == () and baseline.copies == ((1, 0),)     # the very same requests: no change
+    change = row_titled(comp, f"{TARGET} + {GOOD}").changes[0]
+    assert change.repeated == 9 and change.paired is False
+    assert change.ratio.ratio > 1.5 and change.significant is True      # B's own requests against A's
+    out = render(comp)
+    assert "1.00x [1.00x, 1.00x]" not in out
+    assert f"| {TARGET} (baseline)" in out and "| same measurements " in out      # said in the B vs A column
+    assert "B repeats 9 of A's own requests of this combination" in out
+
+
+def test_a_baseline_measured_beside_every_candidate_is_averaged_not_picked(tmp_path):
+    """The interleaved design measures each (prompt, repetition) of the baseline once per candidate."""
+    from draftbench.share.compare.view import tps_by_request
+
+    a = box_a()
+    base = a.results[0]
+    twice = replace(base, requests=tuple(replace(r, session="s1") for r in base.requests)
+                    + tuple(replace(r, session="s2", decode_tps=r.decode_tps * 4) for r in base.requests))
+    by_request = tps_by_request(twice)
+    first = base.requests[0]
+    assert len(by_request) == 9 and by_request[(first.prompt_id, first.run)] == pytest.approx(first.decode_tps * 2)
+
+
+def loaded(results, share: float):
+    """A file as if measured while other programs used ``share`` of the CPU."""
+    rows = tuple(replace(r, machine_load={"other_cpu_share": share, "other_cpu_share_max": share, "cpu_count": 2,
+                                          "seconds": 60.0, "windows": 1}) for r in results.results)
+    return replace(results, results=rows, load_before=[{"at": "2026-03-01T12:00:00+00:00", "other_cpu_share": share,
+                                                        "load_avg_1m": 8.0 * share, "cpu_count": 2, "seconds": 0.5}])
+
+
+def test_files_measured_under_different_load_never_agree_in_every_detail(tmp_path):
+    """Issue 37: `--compare loaded quiet` said the files "agree in every recorded hardware detail" before a 20.8x
+    baseline difference."""
+    same = machine("qwen", "box-a", base=40.0, good=1.5, bad=0.7, wobble=3)
+    out = render(comparison(tmp_path, loaded(box_a(), 0.9), loaded(same, 0.03)))
+    assert "agree in every" not in out
+    assert ("machine load: A busy (before it: other programs used 90% of the CPU (load average 7.2 on 2 cores); while "
+            "measuring: other programs used 90% of the CPU on average); B quiet (") in out
+    assert out.index("machine load") > out.index("Warning: the files differ in what was measured")
+    quiet = render(comparison(tmp_path, loaded(box_a(), 0.03), loaded(same, 0.05)))
+    assert "in the machine's load." in quiet and "machine load:" not in quiet
+    older = render(comparison(tmp_path, box_a(), same))           # files from before the load was recorded
+    assert "the machine's load was not recorded in A, B" in older
+
+
 def test_other_requests_are_compared_unpaired_and_say_why(tmp_path):
     longer = machine("qwen", "box-b", base=60.0, good=1.3, bad=0.7, settings={**SETTINGS, "max_tokens": 256})
     comp = comparison(tmp_path, box_a(), longer)

@@ -113,3 +113,19 @@ def test_export_needs_a_source(folder):
     assert proc.returncode == 2 and "--export needs --results FILE (or --compare)" in proc.stderr
     proc = run_cli("sweep.py", "--results", "a.json", "--output", "x.md", cwd=folder)
     assert proc.returncode == 2 and "--output is where --export or --redact-paths writes" in proc.stderr
+
+
+def test_an_inactive_row_exports_no_speed_up():
+    """Issue 37: an export gave `1.71 [0.06, 45.72]` for a row that never speculated."""
+    from dataclasses import replace
+
+    from draftbench.share.export.table import results_table
+
+    a = box_a()
+    rows = list(a.results)
+    assert rows[1].speedup is not None
+    rows[1] = replace(rows[1], speculation_active=False)
+    table = results_table(replace(a, results=tuple(rows)), "a.json")
+    record, text = table.records[1], dict(zip([h.title for h in table.headings], table.text[1]))
+    assert record["speedup"] is None and record["speedup_ci95_low"] is None and record["speedup_significant"] is None
+    assert text["Relative"] == "—" and text["Note"] == "speculation not active: not a speed-up"

@@ -19,7 +19,7 @@ from draftbench.config.model_ref import ModelRef
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.config.settings import Settings
 from draftbench.measure.sequential import MeasureOptions
-from draftbench.results.file import load_results
+from draftbench.results.file import load_results, save_results
 from draftbench.sweep.ab import ABPlan, run_ab, screen, verdict
 from draftbench.sweep.console import Reporter
 
@@ -42,11 +42,15 @@ def ab(tmp_path, script: Script):
 
 # --------------------------------------------------------------------------- logic
 
-def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_path):
+def test_baseline_and_candidate_up_together_in_abba_order_and_every_server_stopped(tmp_path):
+    """Issue 37: the A/B measured the target alone, then the candidate — the drift-prone order. It now runs
+    the sweep's interleaved design where both fit: per block a baseline and a candidate server side by side."""
     backend, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
-    assert [launch[1:3] for launch in backend.log if launch[0] == "launch"] == [(TARGET, None), (TARGET, DRAFT)]
+    assert [launch[1:3] for launch in backend.log if launch[0] == "launch"] == [(TARGET, None), (TARGET, DRAFT)] * 2
     assert all(s.stopped for s in backend.servers)
     baseline, spec = results.results
+    assert baseline.design["name"] == spec.design["name"] == "interleaved" and spec.design["sessions"] == 2
+    assert all(r.compared_with and r.compared_with[0] in {b.session for b in baseline.requests} for r in spec.requests)
     assert (baseline.role, spec.role) == ("baseline", "speculative")
     assert spec.speedup.method == "paired-log-by-prompt" and spec.speedup.significant is True
     assert spec.equivalence["compared"] == 6
@@ -58,6 +62,22 @@ def test_baseline_then_candidate_each_on_its_own_server_and_both_stopped(tmp_pat
     assert "identical to the baseline on 6/6 requests" in text and "Use it: 1.50x as fast" in text
 
 
+class OneAtATime(FakeBackend):
+    def side_by_side(self, settings, target, draft):
+        return "the GPU holds one of them at a time"
+
+
+def test_where_both_do_not_fit_each_candidate_block_is_bracketed_by_baseline_blocks(tmp_path):
+    backend = OneAtATime(Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
+    results = run_ab(plan(), backend, "llamacpp", tmp_path / "logs", Reporter())
+    launches = [launch[2] for launch in backend.log if launch[0] == "launch"]
+    assert launches == [None, DRAFT, None] * 2 and all(s.stopped for s in backend.servers)
+    spec = results.results[1]
+    assert spec.design["name"] == "bracketed"
+    assert all(len(r.compared_with or []) == 2 for r in spec.requests)     # the baseline blocks before and after
+    assert spec.speedup.significant is True
+
+
 def test_a_slower_candidate_is_called_slower(tmp_path):
     _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 0.6}, acceptance={DRAFT: 0.8}))
     text = verdict(*results.results)
@@ -67,7 +87,7 @@ def test_a_slower_candidate_is_called_slower(tmp_path):
 def test_no_difference_is_said_out_loud(tmp_path):
     _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.0}, acceptance={DRAFT: 0.05}))
     text = verdict(*results.results)
-    assert text.startswith("Not worth it here: the difference") and "(not significant)" in text
+    assert text.startswith("Not worth it here: the difference") and "not significant)" in text    # 95%, what for
     assert "rarely predicts this target (5% accepted)" in text
     assert "not significant" in screen(results, plan())
 
@@ -91,6 +111,47 @@ def test_warnings_name_bench_flags_not_config_keys(tmp_path):
     results = run_ab(one_run, FakeBackend(Script()), "llamacpp", tmp_path / "logs", Reporter())
     messages = [w.message for r in results.results for w in r.warnings]
     assert any("raise --runs to 3" in m for m in messages) and not any("settings.runs" in m for m in messages)
+
+
+def test_an_ab_on_a_busy_machine_says_so_and_records_the_load(tmp_path, monkeypatch):
+    import io
+
+    from draftbench.lifetime import machine_load
+    from draftbench.lifetime.machine_load import Load
+    from draftbench.results.findings import Code
+    from draftbench.sweep.console import Console
+
+    monkeypatch.setattr(machine_load, "now", lambda window_s=1.0: Load(0.9, 8.0, 2, window_s))
+    monkeypatch.setattr(machine_load.Monitor, "over_last", lambda self, seconds: Load(0.7, 6.0, 2, seconds))
+    out = io.StringIO()
+    results = run_ab(plan(), FakeBackend(Script()), "llamacpp", tmp_path / "logs", Console(out))
+    assert "Warning: the machine is busy: before the A/B started, other programs used 90% of the CPU" in out.getvalue()
+    assert results.load_before[0]["other_cpu_share"] == 0.9
+    assert all(r.machine_load["other_cpu_share"] == 0.7 and any(w.code is Code.BUSY_MACHINE for w in r.warnings)
+               for r in results.results)
+
+
+def test_the_loop_warning_names_the_ab_flags(tmp_path):
+    """Issue 37: the A/B's loop warning said settings.max_tokens, a config key the A/B has no config for."""
+    from draftbench.analysis.verdict import analyze
+    from draftbench.results.findings import Code
+
+    _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.5}, acceptance={DRAFT: 0.8}))
+    assert results.made_by == "bench.py"
+    from draftbench.sweep.init_configs import this_hardware
+    assert results.hardware == this_hardware()       # one rule with --init: the host name (issue 37)
+    save_results(results, tmp_path / "ab.json")
+    assert load_results(tmp_path / "ab.json").made_by == "bench.py"
+    loop = "Sure! " + "<|im_start|>user\n" * 40
+    first = results.results[0].requests[0].prompt_id
+
+    def looping(row, faster: float):
+        return replace(row, requests=tuple(replace(r, text=loop, decode_tps=r.decode_tps * faster)
+                                           if r.prompt_id == first else r for r in row.requests))
+    again = analyze(replace(results, results=(looping(results.results[0], 1.0), looping(results.results[1], 2.0))))
+    found = [w for r in again.results for w in r.warnings if w.code is Code.DEGENERATE_OUTPUT]
+    assert found and all("settings." not in w.message and "settings." not in (w.setting or "") for w in found)
+    assert any("raise --max-tokens past the loop" in w.message for w in found)
 
 
 # --------------------------------------------------------------------------- argument checks (no server starts)
@@ -129,7 +190,11 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
                    "--json", str(out), "--", "--threads", "1", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
-    assert "[1/2] smollm2-target-2x.Q4_1 (baseline)" in text and "Server stopped" in text
+    # the sweep's interleaved design: per stage (one a run: --runs 1), a baseline and a speculative server side by
+    # side, requests in ABBA order
+    assert "Note: interleaved (" in text
+    assert ("[1/≤1] smollm2-target-2x.Q4_1 + SmolLM2-135M-Instruct.Q4_1 [stage 1/1, beside the stage's baseline "
+            "server]") in text and text.count("Server stopped") == 2
     for item in ("baseline", "speculative", "multiplier", "acceptance", "mean accepted len", "output", "verdict"):
         assert f"\n  {item:<18} " in text, item
     results = load_results(out)
@@ -143,6 +208,7 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
         assert "n_threads = 1" in Path(row.server["log"]).read_text(errors="replace")
     assert f"{spec.acceptance_rate:.1%}  ({spec.draft_n_accepted} of {spec.draft_n} drafted" in text
     assert spec.speedup.n_pairs == 2 and f"{spec.speedup.ratio:.2f}x [" in text
+    assert spec.design["name"] == "interleaved" and all(r.compared_with for r in spec.requests)
     assert spec.equivalence["compared"] == 2
     assert not (llama_server_pids() - before)
     # the saved file is a results file like a sweep's

@@ -45,12 +45,18 @@ def test_measured_rows_then_the_baseline_then_the_model_size(tmp_path):
     assert total_s(Estimator(absent, 2), plan(absent)) is None
 
 
-def test_dry_run_prints_durations_from_an_earlier_file_of_the_same_hardware(tmp_path):
+def tiny_config(tmp_path: Path) -> Path:
+    """A config of one tiny GGUF as target and draft, on hardware "box"."""
     target = tiny_gguf(tmp_path / "t.gguf", 1000)
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"name": "est", "hardware": "box", "targets": [{"label": "7B", "path": str(target)}],
                                 "drafts": [{"label": "good", "path": str(target)}],
                                 "settings": {"runs": 1, "prompts": ["code"]}}))
+    return path
+
+
+def test_dry_run_prints_durations_from_an_earlier_file_of_the_same_hardware(tmp_path):
+    path = tiny_config(tmp_path)
     results = tmp_path / "results" / "old.json"
     results.parent.mkdir()
     save_results(ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="", settings={}, results=(
@@ -173,3 +179,31 @@ def test_dry_run_probe_times_the_real_target_and_saves_nothing(models, tmp_path)
     assert re.search(r"T: [\d.]+ tok/s on one request, loaded in [\d.]+ s", proc.stdout)
     assert "[1/2] T (baseline)  ~" in proc.stdout and "(from a short probe of its target)" in proc.stdout
     assert not results.exists() and not llama_server_pids()
+
+
+def test_dry_run_says_how_far_off_it_can_be_and_points_to_probe(tmp_path):
+    """Issue 37: a plain --dry-run said ~37 s for a sweep that took 1h35m, and never mentioned --probe."""
+    path = tiny_config(tmp_path)
+    proc = run_cli("sweep.py", "--config", str(path), "--results", str(tmp_path / "new.json"), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "How far off: a guess from the model files' sizes" in proc.stdout and "100x short" in proc.stdout
+    assert "add --probe" in proc.stdout
+
+
+def test_an_estimate_learned_from_a_busy_run_carries_its_load(tmp_path):
+    """Issue 37: an estimate learned from a loaded run said ~1h07m for a 207 s race, and did not say why."""
+    from draftbench.lifetime.machine_load import Load
+    from draftbench.sweep.estimate import accuracy
+
+    cfg = config(tmp_path, "/m/absent.gguf")
+    busy = {"other_cpu_share": 0.9, "other_cpu_share_max": 0.95, "cpu_count": 2, "seconds": 900.0, "windows": 2}
+    earlier = ResultsFile(name="old", hardware="box", backend="llamacpp", model_family="", settings={}, results=(
+        Row(target="7B", role="baseline", mean_total_time=20.0, load_time_s=3.0, mean_tps=2.3, machine_load=busy),))
+    est = Estimator(cfg, 2, (earlier,))
+    estimates = [estimate_of(est, c) for c in plan(cfg)]
+    assert {e.learned_load for e in estimates} == {0.9}
+    lines = accuracy(estimates, probed=False, now=Load(0.05, 0.3, 2, 0.5))
+    assert lines[0].startswith("How far off: learned from each target's earlier baseline")
+    assert ("Learned from rows measured while other programs used 90% of the CPU on average; right now they use 5%, "
+            "so it should run faster than estimated.") in lines[-1]
+    assert "--probe" not in " ".join(lines)

@@ -13,7 +13,7 @@ import math
 import random
 from collections.abc import Sequence
 
-from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
+from draftbench.backends.base import Backend, CountsSource, DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.config.prompts import Prompt
 from draftbench.measure.sequential import request_seed
@@ -23,8 +23,9 @@ from .world import Grid, Truth
 
 class _Server(Server):
     def __init__(self, spec: LaunchSpec, owner: OutsideBackend, candidate: str):
-        super().__init__("http://outside", model=spec.target, command=["outside", candidate or "target"],
-                         version="outside", port=spec.port, load_time_s=3.0)
+        super().__init__("http://outside", model=spec.target,
+                         launched=Launched(command=["outside", candidate or "target"], port=spec.port,
+                                           version="outside", load_time_s=3.0))
         self.owner, self.candidate = owner, candidate
         self.offset = math.exp(owner.rng.gauss(0, 0.025))
         owner.now += 3.0

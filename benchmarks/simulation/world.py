@@ -27,7 +27,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
+from draftbench.backends.base import Backend, CountsSource, DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.config.prompts import Prompt
 from draftbench.measure.sequential import request_seed
@@ -176,8 +176,9 @@ class SimServer(Server):
     offset, the drift at that moment and the run's noise; the clock advances by each answer."""
 
     def __init__(self, spec: LaunchSpec, world: World, candidate: str):
-        super().__init__("http://sim", model=spec.target, command=["sim-server", candidate or "(target alone)"],
-                         version="sim", port=spec.port, load_time_s=world.machine.load_s)
+        super().__init__("http://sim", model=spec.target,
+                         launched=Launched(command=["sim-server", candidate or "(target alone)"], port=spec.port,
+                                           version="sim", load_time_s=world.machine.load_s))
         self.world, self.candidate = world, candidate
         self.offset = world.open_session(candidate)
         self.last: tuple[int, int] | None = None

@@ -12,19 +12,22 @@ from its first occurrence to the end of the last, partial, repetition is covered
 least 8 tokens ("..." is not one), and a pattern of punctuation alone within a line (a table's
 "| --- | --- |" rule) is formatting unless it runs into the end of the answer. The share of a request's output covered by its longest loop is its ``loop_share``; a
 request of the target alone with a share of at least :data:`LOOP_SHARE_LIMIT` is *looping*, and a
-speculative row whose requests pair with looping baseline requests rests (partly) on them.
+speculative row whose requests pair with looping baseline requests rests (partly) on them — said
+only where the loops *raise* its speed-up (a slowdown, a row that never drafted, or one that gains no
+more on the looping requests than on the others rests on nothing).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from ..results.file import Row
 from ..results.findings import Code, Finding
 from ..results.kinds import Role
-from .stats import describe_subset, speedup
+from ..results.speedup import Speedup
+from .stats import SETTINGS_FLAGS, describe_subset, speedup
 
 LOOP_SHARE_LIMIT = 0.3       # 30% of an answer spent in one loop inflates acceptance well beyond the real text
 MAX_PERIOD_TOKENS = 200
@@ -101,13 +104,24 @@ def _prompt_list(loops: dict[tuple[str, int], float]) -> str:
     return ", ".join(f"{pid} ({share:.0%} of it)" for pid, share in worst.items())
 
 
-FIX = ("use an instruct model with its chat template (a base model answering chat requests loops), raise "
-       "settings.max_tokens past the loop, or use prompts the target answers without looping")
+def raised_by_loops(every: Speedup | None, without: Speedup | None) -> bool:
+    """Whether the looping requests raise a speed-up: it is one (above 1) on every request, and higher
+    than on the requests without loops (or there are none without)."""
+    if every is None or every.ratio <= 1:
+        return False
+    return without is None or every.ratio > without.ratio
 
 
-def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None, Finding | None]:
+def fix(flags: Mapping[str, str]) -> str:
+    return ("use an instruct model with its chat template (a base model answering chat requests loops), raise "
+            f"{flags['max_tokens']} past the loop, or use prompts the target answers without looping")
+
+
+def assess(row: Row, baseline: Row, *, noise_floor: float,
+           flags: Mapping[str, str] = SETTINGS_FLAGS) -> tuple[dict | None, Finding | None]:
     """For the baseline itself or a row compared with it: which of its requests rest on looping output
-    of the target alone, and the speed-up without them. (None, None) when nothing loops."""
+    of the target alone, and the speed-up without them. (None, None) when nothing loops. ``flags``: how
+    the settings are named (:data:`stats.SETTINGS_FLAGS`, or bench.py's flags for its A/B)."""
     loops = looping_requests(baseline)
     if not loops:
         return None, None
@@ -121,12 +135,18 @@ def assess(row: Row, baseline: Row, *, noise_floor: float) -> tuple[dict | None,
     what = f"on {len(affected)} of {len(measured)} requests ({_prompt_list(affected)})"
     if row is baseline or row.role in (Role.BASELINE, Role.CONTROL):
         return info, Finding(Code.DEGENERATE_OUTPUT, f"the target's own output loops {what}: speculative rows "
-                             "measured on these requests look faster than they would on real text", "settings.prompts")
+                             "measured on these requests look faster than they would on real text", flags["prompts"])
+    if row.speculation_active is False or row.draft_n == 0:
+        return None, None       # it never drafted: there is no speed-up for loops to flatter
+    every = speedup(_tps(baseline.requests, lambda k: True), _tps(row.requests, lambda k: True),
+                    noise_floor=noise_floor)
     without = speedup(_tps(baseline.requests, lambda k: k not in loops), _tps(row.requests, lambda k: k not in loops),
                       noise_floor=noise_floor)
+    if not raised_by_loops(every, without):
+        return None, None       # a slowdown, or one the looping requests do not make look better
     info["speedup_without_loops"] = without.to_dict() if without else None     # Row.degenerate_output is JSON
     rest = (f"; on the other requests: {describe_subset(without)}" if without
             else "; no other request to compare")
     return info, Finding(Code.DEGENERATE_OUTPUT, f"this speed-up rests on looping output: the target alone "
                          f"repeats itself {what}, which any draft or n-gram method predicts trivially{rest}. "
-                         f"Fix: {FIX}", "settings.prompts")
+                         f"Fix: {fix(flags)}", flags["prompts"])

@@ -192,6 +192,11 @@ BENCH_FLAGS: dict[str, str] = {"runs": "--runs", "warmup": "--warmup", "max_toke
                                "prompts": "--prompt/--prompt-file"}
 
 
+def flags_of(made_by: str | None) -> dict[str, str]:
+    """How a results file's warnings name a setting: bench.py's flags for its A/B, else the config's keys."""
+    return BENCH_FLAGS if made_by == "bench.py" else SETTINGS_FLAGS
+
+
 def stability_warnings(*, runs: int, n_requests: int, run_cv: float | None, tps_values: list[float | None],
                        completion_tokens: list[int | None], max_tokens: int,
                        flags: Mapping[str, str] | None = None, n_prompts: int | None = None) -> list[Finding]:

@@ -23,6 +23,7 @@ from .concurrency import primary_level, row_levels
 from .crossover import with_crossover
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
+from .draft.evidence import why_slower
 from .race_outcome import race_outcome
 from .session import no_fresh_sentence, session_sentence, session_summary
 from .stage_records import TargetStages
@@ -142,11 +143,7 @@ def _legacy_none(entry: dict, results: ResultsFile, target: str, candidates: lis
     confirming = decision.confirmed_row(candidates)
     if confirming is not None:
         entry["verdict"] += decision.not_confirmed_text(confirming)
-    if (best.acceptance_rate or 0) >= 0.5 and best.speedup and best.speedup.ratio < 1:
-        entry["verdict"] += (f" Its drafts were mostly accepted ({percent(best.acceptance_rate)}), so the time goes "
-                             "into verifying them: the target is likely compute-bound on this hardware (typical of "
-                             "CPUs), where a verify step costs nearly as much per token as generating. The same pair "
-                             "may pay on a GPU.")
+    entry["verdict"] += why_slower(best)     # only where its drafting can carry the reason
 
 
 # --------------------------------------------------------------------------- what every verdict adds

@@ -276,7 +276,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
                 alone = alone_by_draft.get(row.draft) if row.draft is not None else None
                 row = _evolve(row, theory=theory_for(row, baseline, alone))
         if row.ok and baseline is not None and row.role is not Role.CEILING:
-            row = _with_loop_check(row, baseline, noise_floor)
+            row = _with_loop_check(row, baseline, noise_floor, stats.flags_of(results.made_by))
         if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
             row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)], by_target[row.target])
         rows.append(row)
@@ -288,10 +288,10 @@ def _significant(row: Row) -> bool | None:
     return row.speedup.significant if row.speedup else None
 
 
-def _with_loop_check(row: Row, baseline: Row, noise_floor: float) -> Row:
+def _with_loop_check(row: Row, baseline: Row, noise_floor: float, flags: dict[str, str]) -> Row:
     """Mark a row measured on the target's looping output (recomputed on every analysis, so the
     finding is replaced, never repeated)."""
-    info, finding = assess_loops(row, baseline, noise_floor=noise_floor)
+    info, finding = assess_loops(row, baseline, noise_floor=noise_floor, flags=flags)
     kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
     return _evolve(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 

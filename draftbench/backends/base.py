@@ -10,24 +10,21 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
 import requests
 
-from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError, ServerErrorKind
+from ..common.errors import ModelFileError, ModelProblem, Problem, ServerError
 from ..common.files import PathProblem, expand_path
 from ..common.gguf import read_info
 from ..config.candidates import CandidateSpec
 from ..config.long_prompts import Tokenizer
 from ..config.model_ref import ModelRef
 from ..config.settings import DEFAULTS, BackendSettings, Settings
-from ..lifetime.polling import poll
 from ..lifetime.process import ManagedProcess
-from .exit_reasons import explain_exit_from_log, log_fix  # noqa: F401 (explain_exit_from_log: re-exported)
+from .exit_reasons import explain_exit_from_log  # noqa: F401 (re-exported)
 from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
 
@@ -84,6 +81,31 @@ class SpeculationStatus:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Launched:
+    """How a server we started was started, as its rows record it: the process group to stop (None where
+    another program runs it, e.g. LM Studio), the command, the port, the binary's version, the load time."""
+
+    process: ManagedProcess | None = None
+    command: list[str] | None = None
+    port: int | None = None
+    version: str | None = None
+    load_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """How to be let in: an API key (a Bearer token) or an address's user:password. Memory only: never
+    written to results or logs."""
+
+    api_key: str | None = None
+    auth: tuple[str, str] | None = None
+
+
+NOT_LAUNCHED = Launched()        # a server somebody else started (bench.py --url)
+NO_CREDENTIALS = Credentials()
+
+
 class Server:
     """A ready server: the one object the measurement code talks to.
 
@@ -94,22 +116,21 @@ class Server:
     stop_grace_s: float = 3.0        # SIGTERM → SIGKILL grace for the server's process group
     methods_evidence: str = "the server's own report"   # where active_methods() reads what the server runs
 
-    def __init__(self, base_url: str, *, model: str = "default", process: ManagedProcess | None = None,
-                 command: list[str] | None = None, version: str | None = None, load_time_s: float | None = None,
-                 port: int | None = None, api_key: str | None = None, auth: tuple[str, str] | None = None,
-                 probe_timeout_s: float | None = None):
+    def __init__(self, base_url: str, *, model: str = "default", launched: Launched = NOT_LAUNCHED,
+                 credentials: Credentials = NO_CREDENTIALS, probe_timeout_s: float | None = None):
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.process = process
-        self.command = command
-        self.version = version
-        self.load_time_s = load_time_s
-        self.port = port
-        self.api_key = api_key            # kept in memory only: never written to results or logs
+        # attributes, not the frozen record: a backend learns the version and the load time after starting
+        self.process = launched.process
+        self.command = launched.command
+        self.version = launched.version
+        self.load_time_s = launched.load_time_s
+        self.port = launched.port
+        self.api_key = credentials.api_key     # kept in memory only: never written to results or logs
         self.session = new_session()      # refuses redirects: we measure this server or nothing
-        if api_key:   # every probe (/props, /slots, /metrics) needs it too when the server was started with one
-            self.session.headers["Authorization"] = f"Bearer {api_key}"
-        self.session.auth = auth          # basic auth from an address's user:password (memory only, like the key)
+        if credentials.api_key:   # every probe (/props, /slots, /metrics) needs it too when the server has one
+            self.session.headers["Authorization"] = f"Bearer {credentials.api_key}"
+        self.session.auth = credentials.auth   # basic auth from an address's user:password (memory only)
         self.notes: list[str] = []        # facts about how the server was reached, shown to the user
         self.probe_timeout_s = probe_timeout_s   # one deadline for every probe; None: each probe's usual one
         self.topology: dict | None = None  # where the models run, when spread over several devices or hosts
@@ -325,7 +346,8 @@ class Backend:
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> Server:
         """A server somebody else started (``bench.py --url``): measured, never stopped; probes see probe_s."""
-        return Server(base_url, model=model or "default", api_key=api_key, auth=auth, probe_timeout_s=probe_timeout_s)
+        return Server(base_url, model=model or "default", credentials=Credentials(api_key, auth),
+                      probe_timeout_s=probe_timeout_s)
 
     def add_server_arguments(self, parser: argparse.ArgumentParser) -> None:
         """``server.py <name>``'s options."""
@@ -343,60 +365,6 @@ def add_common_server_arguments(p: argparse.ArgumentParser, *, port: int, what: 
     p.add_argument("--port", type=int, default=port, help=f"port (default {port}; 0 = any free port)")
     p.add_argument("--startup-timeout", type=float, default=DEFAULTS.startup_timeout_s, help=f"seconds to wait for loading (default {DEFAULTS.startup_timeout_s:g})")
     p.add_argument("--log", default=None, help=f"log of {what} (default: under ~/.cache/draftbench/logs)")
-
-
-def launch_process(server: Server, spec: LaunchSpec, *, what: str, health_path: str,
-                   explain_exit: Callable[[int | None, str], ServerError],
-                   verify: Callable[[Server], None]) -> Server:
-    """Wait until the process behind ``server`` is ready, check it is ours, and time the load. Shared by the
-    backends that start a server process: on any failure (or Ctrl-C) the process group is stopped first."""
-    assert server.process is not None
-    start = server.process.started_at
-    try:
-        wait_until_ready(server.process, server.base_url + health_path, spec.startup_timeout_s, what=what,
-                         on_exit=explain_exit)
-        server.load_time_s = time.perf_counter() - start
-        if not server.alive():
-            raise explain_exit(server.returncode, server.log_tail(30))
-        verify(server)
-    except BaseException:
-        server.stop()
-        raise
-    return server
-
-
-def wait_until_ready(process: ManagedProcess, url: str, timeout_s: float, *, what: str,
-                     ready: Callable[[requests.Response], bool] | None = None,
-                     on_exit: Callable[[int | None, str], ServerError] | None = None) -> float:
-    """Poll ``url`` until it answers 200 (and ``ready(response)`` agrees), at short, growing intervals; raise
-    :class:`ServerError` if the process exits (with its log's tail) or the time-out passes. Seconds waited."""
-    start = time.perf_counter()
-    session = requests.Session()
-
-    def ready_now() -> bool | None:
-        if not process.alive():
-            tail = process.log_tail(30)
-            if on_exit:
-                raise on_exit(process.returncode, tail)
-            raise ServerError(f"{what} exited with code {process.returncode} while loading",
-                              log_fix("see the log lines below", tail, str(process.log_path)), log_tail=tail,
-                              log_path=str(process.log_path))
-        try:
-            response = session.get(url, timeout=2)
-        except requests.RequestException:
-            return None   # not listening yet
-        # Anything else (503 while loading, 404 before routes are mounted) means: not yet.
-        return True if response.status_code == 200 and (ready is None or ready(response)) else None
-
-    try:
-        if poll(ready_now, timeout_s) is None:
-            raise ServerError(f"{what} did not become ready within {timeout_s:g} s",
-                              "raise settings.startup_timeout_s (big models load slowly), or read the log",
-                              log_tail=process.log_tail(30), log_path=str(process.log_path),
-                              kind=ServerErrorKind.TIMEOUT)
-        return time.perf_counter() - start
-    finally:
-        session.close()
 
 
 def url_host(host: str) -> str:

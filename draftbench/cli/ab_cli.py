@@ -23,11 +23,11 @@ from ..config.long_prompts import server_context
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
 from ..config.settings import COMMON_SETTINGS, DEFAULTS, Settings
-from ..measure.sequential import MeasureOptions
 from ..results.file import save_results
 from ..results.lock import results_lock
 from ..sweep import Console, logs_dir_for
 from ..sweep.ab import ABPlan, run_ab, screen
+from .bench_options import measure_options, prompts_setting
 from .share_cli import check_output
 
 # bench.py options that only make sense against a running server
@@ -115,8 +115,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
                         ctx_size=args.ctx_size, port=0, runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                         temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
                         stall_timeout_s=args.stall_timeout, startup_timeout_s=args.startup_timeout,
-                        prompts=(args.prompt_file if args.prompt_file else "custom" if args.prompt
-                                 else list(args.category) if args.category else "builtin"),
+                        prompts=prompts_setting(args),
                         context_tokens=args.context_tokens, backend=LlamaCppSettings())
     if args.context_tokens is not None:
         _check_context(args, backend, settings)
@@ -131,10 +130,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
     if draft is not None and draft.label == target.label:
         draft = ModelRef(label=draft.label + " (draft)", path=draft.path, raw_path=draft.raw_path)
         spec = CandidateSpec(label=draft.label, method=methods, draft=draft, params=spec.params, where="$")
-    options = MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
-                             temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
-                             stall_timeout_s=args.stall_timeout)
-    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), options, args.context_tokens)
+    return ABPlan(target, expand(spec)[0], settings, tuple(prompts), measure_options(args), args.context_tokens)
 
 
 def _check_context(args: argparse.Namespace, backend: LlamaCppBackend, settings: Settings) -> None:

@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 
 from ..backends import REGISTRY, get_backend
+from ..backends.base import Backend, LaunchSpec, Server
 from ..backends.llamacpp.rpc_server import DEFAULT_PORT, find_rpc_server, start_rpc_server
 from ..common.errors import ServerError, ServerErrorKind, UsageError
 from ..common.files import cache_dir
@@ -117,43 +118,11 @@ def main(argv: list[str]) -> int:
         print(safe_text(f"Warning: {warning}"), flush=True)
     if backend is None:
         return run_rpc_server(args)
-    spec = backend.spec_from_args(args, extra)
-    if entry.checks_rpc:     # --rpc after --: the endpoints are probed before the start and recorded, as a target's are
-        endpoints, rest = take_rpc(spec.extra_args)
-        if endpoints:
-            spec = replace(spec, rpc=endpoints, extra_args=tuple(rest))
-    if backend.owns_port:     # a --host after -- is where the server listens, so where we connect
-        spec = replace(spec, host=bind_host(spec.host, spec.extra_args))
-    prepare_to_start_servers()   # a server left over from a crashed run is named before "port in use"
-    if spec.port == 0 and backend.owns_port:
-        spec = replace(spec, port=free_port(spec.host))
-    elif backend.owns_port and not port_is_free(spec.host, spec.port):
-        raise ServerError(f"port {spec.port} on {spec.host} is already in use by another program",
-                          "stop that program, pass another --port, or --port 0 for any free port", kind=ServerErrorKind.PORT_IN_USE)
-    if spec.log_path is None:
-        spec = replace(spec, log_path=str(cache_dir() / "logs" / f"server-{spec.port}.log"))
+    spec = launch_spec(backend, args, extra, entry)
     print(safe_text(f"Starting {args.backend} on {spec.host}:{spec.port} (log: {spec.log_path}) ..."), flush=True)
     server = backend.launch(spec)
     try:
-        print(f"Ready in {server.load_time_s:.1f} s at {server.base_url}" if server.load_time_s
-              else f"Ready at {server.base_url}", flush=True)
-        if server.command:
-            # a line to paste: a secret is a reference to a variable the shell insists on, never "***"
-            print(safe_text("Command: " + shell_line(server.command)), flush=True)
-        if server.version:
-            print(safe_text(f"Version: {server.version}"), flush=True)
-        for note in server.notes:
-            print(safe_text(f"Note: {note}"), flush=True)
-        requested = spec.draft is not None
-        status = server.speculation_status(requested=requested)
-        if requested:
-            if status.active:
-                print("Speculative decoding: active", flush=True)
-            elif status.active is False:
-                print(safe_text(f"Warning: speculative decoding is NOT active: {status.reason}"), flush=True)
-            else:
-                print("Speculative decoding: requested (the server does not report whether it is active)", flush=True)
-        print(f"Benchmark it with: {server.bench_hint}", flush=True)
+        describe(server, draft_requested=spec.draft is not None)
         print("Press Ctrl-C to stop.", flush=True)
         if server.process:
             server.wait()            # blocks until the server exits; Ctrl-C interrupts it
@@ -169,6 +138,48 @@ def main(argv: list[str]) -> int:
     finally:
         server.stop()
         print("Server stopped", flush=True)
+
+
+def launch_spec(backend: Backend, args: argparse.Namespace, extra: list[str], entry: EntryPoint) -> LaunchSpec:
+    """What to start, from the options and the arguments after --, with its port free and its log named."""
+    spec = backend.spec_from_args(args, extra)
+    if entry.checks_rpc:     # --rpc after --: the endpoints are probed before the start and recorded, as a target's are
+        endpoints, rest = take_rpc(spec.extra_args)
+        if endpoints:
+            spec = replace(spec, rpc=endpoints, extra_args=tuple(rest))
+    if backend.owns_port:     # a --host after -- is where the server listens, so where we connect
+        spec = replace(spec, host=bind_host(spec.host, spec.extra_args))
+    prepare_to_start_servers()   # a server left over from a crashed run is named before "port in use"
+    if spec.port == 0 and backend.owns_port:
+        spec = replace(spec, port=free_port(spec.host))
+    elif backend.owns_port and not port_is_free(spec.host, spec.port):
+        raise ServerError(f"port {spec.port} on {spec.host} is already in use by another program",
+                          "stop that program, pass another --port, or --port 0 for any free port", kind=ServerErrorKind.PORT_IN_USE)
+    if spec.log_path is None:
+        spec = replace(spec, log_path=str(cache_dir() / "logs" / f"server-{spec.port}.log"))
+    return spec
+
+
+def describe(server: Server, *, draft_requested: bool) -> None:
+    """The ready server: where, the command to paste, its version and notes, whether it speculates, how to bench it."""
+    print(f"Ready in {server.load_time_s:.1f} s at {server.base_url}" if server.load_time_s
+          else f"Ready at {server.base_url}", flush=True)
+    if server.command:
+        # a line to paste: a secret is a reference to a variable the shell insists on, never "***"
+        print(safe_text("Command: " + shell_line(server.command)), flush=True)
+    if server.version:
+        print(safe_text(f"Version: {server.version}"), flush=True)
+    for note in server.notes:
+        print(safe_text(f"Note: {note}"), flush=True)
+    status = server.speculation_status(requested=draft_requested)
+    if draft_requested:
+        if status.active:
+            print("Speculative decoding: active", flush=True)
+        elif status.active is False:
+            print(safe_text(f"Warning: speculative decoding is NOT active: {status.reason}"), flush=True)
+        else:
+            print("Speculative decoding: requested (the server does not report whether it is active)", flush=True)
+    print(f"Benchmark it with: {server.bench_hint}", flush=True)
 
 
 def entry() -> None:

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..analysis.busy import busy_before
 from ..analysis.verdict import analyze
 from ..analysis.winning_command import command_lines
 from ..backends import get_backend
@@ -15,6 +16,7 @@ from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
 from ..config.prompts import prompts_for
 from ..config.settings import Override
+from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
 from ..results.file import load_results
 from ..results.lock import results_lock
@@ -23,7 +25,7 @@ from ..share.redact_paths import redacted_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
 from ..sweep.config_file import load_config
 from ..sweep.console import Reporter, format_duration
-from ..sweep.estimate import Estimator, estimate_of, total_s
+from ..sweep.estimate import Estimator, accuracy, estimate_of, total_s
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
 from ..sweep.session import RunOptions
@@ -33,6 +35,7 @@ from . import run_main
 from .init_cli import run_init
 from .share_cli import add_share_arguments, run_share, wants_share
 
+DRY_RUN_LOAD_S = 0.25    # the machine's load is read over the dry run, at least this long
 PLAN_SHOWN = 30      # combinations --dry-run lists without --full-plan: the plan fits on a screen
 EPILOG = """exit codes: 0 every combination measured; 3 finished, but some combinations failed or were
 skipped (see the summary); 2 invalid config or arguments, or output paths that would overwrite an
@@ -133,6 +136,7 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
                              "give the configs different names (or hardware), which name their results files")
         used[real] = Path(path)
     if args.dry_run:
+        first_reading = machine_load.read()      # the machine's load over the dry run (ours counted apart)
         for warning in config.warnings:
             print(safe_text(f"Warning: {warning}"))
         runs = plan(config)
@@ -174,6 +178,12 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
             print(f"Estimated duration: at most ~{format_duration(total)} (less where a target is decided early"
                   + (" or the race leaves candidates behind" if config.settings.search == "adaptive" else "")
                   + (f"; the budget caps each target at {format_duration(budget)}" if budget else "") + ")")
+        now = machine_load.since(first_reading, at_least_s=DRY_RUN_LOAD_S)
+        for line in accuracy([estimate_of(estimator, c) for c in runs], probed=args.probe, now=now):
+            print(safe_text(line))
+        busy_now = busy_before(now, when="right now")
+        if busy_now is not None:
+            print(safe_text(f"Warning: {busy_now.message}"))
         print("Models (each checked: readable, and each draft's vocabulary against its targets):")
         for ref in config.targets + config.drafts:
             print(safe_text(f"  {ref.label}: {ref.path}"))

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,80 +87,98 @@ def unknown_key(path: str, key: str, known, *, other_backends: dict[str, str] | 
 def check_value(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
     """Validate one value against its spec; append problems; return the cleaned value."""
     if value is None:
-        if spec.nullable:
-            return spec.default
-        problems.append(Problem(path, "must not be null", "give a value or remove the key to use the default"))
+        if not spec.nullable:
+            problems.append(Problem(path, "must not be null", "give a value or remove the key to use the default"))
         return spec.default
+    check = KIND_CHECKS.get(spec.kind)
+    return value if check is None else check(path, value, spec, problems)
 
-    def bounded(v, kind_name, where=path):
-        if spec.min is not None and (v < spec.min or (spec.min_exclusive and v == spec.min)):
-            problems.append(Problem(where, f"is {v}; must be {'>' if spec.min_exclusive else '≥'} {spec.min:g}",
-                                    f"use a {kind_name} of at least {spec.min:g}"))
-        if spec.max is not None and v > spec.max:
-            problems.append(Problem(where, f"is {v}; must be ≤ {spec.max:g}", f"use a {kind_name} of at most "
-                                    f"{spec.max:g}"))
-        return v
 
-    def numeric_text(v) -> bool:
-        try:
-            return isinstance(v, str) and math.isfinite(float(v))
-        except ValueError:
-            return False
-
-    kind = spec.kind
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            hint = f"write {value} without quotes" if isinstance(value, str) and value.strip().lstrip("-").isdigit() \
-                else "use a whole number"
-            problems.append(Problem(path, f"must be an integer, not {type(value).__name__} {json.dumps(value)}", hint))
-            return spec.default
-        return bounded(value, "number")
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            hint = f"write {value} without quotes" if numeric_text(value) else "use a finite number"
-            problems.append(Problem(path, f"must be a number, not {type(value).__name__} {json.dumps(value)}", hint))
-            return spec.default
-        return bounded(float(value), "number")
-    if kind == "bool":
-        if not isinstance(value, bool):
-            hint = f"write {value.strip().lower()} without quotes" if isinstance(value, str) and \
-                value.strip().lower() in ("true", "false") else "write true or false"
-            problems.append(Problem(path, f"must be true or false, not {json.dumps(value)}", hint))
-            return spec.default
-        return value
-    if kind == "str":
-        if not isinstance(value, str) or not value:
-            problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}",
-                                    "write it in double quotes, or remove the key to use the default"))
-            return spec.default
-        if spec.choices and value not in spec.choices:
-            problems.append(Problem(path, f"is {value!r}; must be one of {', '.join(map(repr, spec.choices))}",
-                                    did_you_mean(value, spec.choices, quote=True)))
-        return value
-    if kind == "str_list":
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            problems.append(Problem(path, "must be a list of strings, e.g. [\"--threads\", \"8\"]",
-                                    "quote every argument separately"))
-            return list(spec.default or [])
-        return list(value)
-    if kind == "int_or_list":
-        items = value if isinstance(value, list) else [value]
-        if isinstance(value, list) and not value:
-            problems.append(Problem(path, "is an empty list", "give at least one value or remove the key"))
-        clean = []
-        for i, item in enumerate(items):
-            sub = f"{path}[{i}]" if isinstance(value, list) else path
-            if isinstance(item, bool) or not isinstance(item, int):
-                hint = f"write {item} without quotes" if isinstance(item, str) and item.strip().isdigit() else \
-                    "use a whole number, or a list of them such as [4, 8, 16]"
-                problems.append(Problem(sub, f"must be an integer, not {json.dumps(item)}", hint))
-                continue
-            clean.append(bounded(item, "number", sub))
-        if isinstance(value, list):
-            dupes = sorted(v for v, n in Counter(clean).items() if n > 1)
-            if dupes:
-                problems.append(Problem(path, f"lists {', '.join(map(str, dupes))} more than once",
-                                        "list every value once"))
-            return clean
-        return clean[0] if clean else spec.default
+def within_bounds(path: str, value: int | float, spec: Field, problems: list[Problem]) -> int | float:
+    if spec.min is not None and (value < spec.min or (spec.min_exclusive and value == spec.min)):
+        problems.append(Problem(path, f"is {value}; must be {'>' if spec.min_exclusive else '≥'} {spec.min:g}",
+                                f"use a number of at least {spec.min:g}"))
+    if spec.max is not None and value > spec.max:
+        problems.append(Problem(path, f"is {value}; must be ≤ {spec.max:g}", f"use a number of at most {spec.max:g}"))
     return value
+
+
+def numeric_text(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def check_int(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int):
+        hint = f"write {value} without quotes" if isinstance(value, str) and value.strip().lstrip("-").isdigit() \
+            else "use a whole number"
+        problems.append(Problem(path, f"must be an integer, not {type(value).__name__} {json.dumps(value)}", hint))
+        return spec.default
+    return within_bounds(path, value, spec, problems)
+
+
+def check_float(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        hint = f"write {value} without quotes" if numeric_text(value) else "use a finite number"
+        problems.append(Problem(path, f"must be a number, not {type(value).__name__} {json.dumps(value)}", hint))
+        return spec.default
+    return within_bounds(path, float(value), spec, problems)
+
+
+def check_bool(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    if not isinstance(value, bool):
+        hint = f"write {value.strip().lower()} without quotes" if isinstance(value, str) and \
+            value.strip().lower() in ("true", "false") else "write true or false"
+        problems.append(Problem(path, f"must be true or false, not {json.dumps(value)}", hint))
+        return spec.default
+    return value
+
+
+def check_str(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    if not isinstance(value, str) or not value:
+        problems.append(Problem(path, f"must be a non-empty string, not {json.dumps(value)}",
+                                "write it in double quotes, or remove the key to use the default"))
+        return spec.default
+    if spec.choices and value not in spec.choices:
+        problems.append(Problem(path, f"is {value!r}; must be one of {', '.join(map(repr, spec.choices))}",
+                                did_you_mean(value, spec.choices, quote=True)))
+    return value
+
+
+def check_str_list(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.append(Problem(path, "must be a list of strings, e.g. [\"--threads\", \"8\"]",
+                                "quote every argument separately"))
+        return list(spec.default or [])
+    return list(value)
+
+
+def check_int_or_list(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    """One whole number, or a list of distinct ones (each item checked and named by its index)."""
+    items = value if isinstance(value, list) else [value]
+    if isinstance(value, list) and not value:
+        problems.append(Problem(path, "is an empty list", "give at least one value or remove the key"))
+    clean = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]" if isinstance(value, list) else path
+        if isinstance(item, bool) or not isinstance(item, int):
+            hint = f"write {item} without quotes" if isinstance(item, str) and item.strip().isdigit() else \
+                "use a whole number, or a list of them such as [4, 8, 16]"
+            problems.append(Problem(where, f"must be an integer, not {json.dumps(item)}", hint))
+            continue
+        clean.append(within_bounds(where, item, spec, problems))
+    if isinstance(value, list):
+        dupes = sorted(v for v, n in Counter(clean).items() if n > 1)
+        if dupes:
+            problems.append(Problem(path, f"lists {', '.join(map(str, dupes))} more than once", "list every value once"))
+        return clean
+    return clean[0] if clean else spec.default
+
+
+# One checker per Field.kind; a kind without one (e.g. a backend's free-form value) is taken as it is.
+KIND_CHECKS: dict[str, Callable[[str, Any, Field, list[Problem]], Any]] = {
+    "int": check_int, "float": check_float, "bool": check_bool, "str": check_str, "str_list": check_str_list,
+    "int_or_list": check_int_or_list,
+}

@@ -268,6 +268,14 @@ def tail_file(path: str | os.PathLike, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def live_pids() -> list[int]:
+    """Every process we started that still runs: each server and its supervisor (machine_load counts
+    their CPU time as ours)."""
+    with _lock:
+        procs = list(_live.values())
+    return [pid for proc in procs for pid in (proc.popen.pid, proc.pid)]
+
+
 def stop_all() -> None:
     with _lock:
         procs = list(_live.values())

@@ -15,6 +15,7 @@ from ..results.kinds import Role
 from ..share.compare import CellState, ComparedRow, Comparison, FileCell
 from . import theme
 from .figures import Figure, ci_whiskers, dark_layout
+from .layout import heatmap_height
 from .text import plotly_text
 
 
@@ -133,7 +134,7 @@ def difference_heatmap_figure(comparison: Comparison, index: int, ref: int = 0) 
              colorscale=[[0, theme.PROBLEM_COLOR], [1, theme.PROBLEM_COLOR]], xgap=2, ygap=2,
              hovertemplate=hover, textfont=dict(size=12, color=theme.PROBLEM_TEXT)),
     ]
-    layout = dark_layout(height=max(320, 110 + 34 * len(names)), margin=dict(l=70, r=30, t=70, b=30),
+    layout = dark_layout(height=heatmap_height([[c[1] for c in row] for row in grid]), margin=dict(l=70, r=30, t=70, b=30),
                          xaxis=dict(type="category", side="top", showgrid=False),
                          yaxis=dict(type="category", autorange="reversed", showgrid=False))
     return dict(data=traces, layout=layout)

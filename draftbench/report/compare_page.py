@@ -21,6 +21,7 @@ from ..share.compare import ComparedFile, Comparison, DiffKind, compare
 from ..share.compare.text import (
     BEST_TITLE,
     NOT_SIGNIFICANT_MEANS,
+    agreement,
     best_table,
     change_columns,
     no_interval_reasons,
@@ -79,7 +80,7 @@ def _differences(comparison: Comparison) -> str:
         parts.append("<p>They also differ in:</p><ul id=\"other-differences\">"
                      + "".join(f"<li>{esc(d.message(letters))}</li>" for d in other) + "</ul>")
     if not comparison.differences:
-        parts.append("<p>The files agree in every recorded setting, build and hardware detail.</p>")
+        parts.append(f"<p>{esc(agreement(comparison))}</p>")
     return "".join(parts) + "</section>"
 
 

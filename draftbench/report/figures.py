@@ -20,6 +20,7 @@ from ..common.percent import percent, percent_change, signed_change
 from ..results.file import ResultsFile, Speedup
 from . import context_figures, inside, load_figures, theme
 from .layout import base_layout as _layout
+from .layout import heatmap_height
 from .method_figures import category_heatmap_figure, param_lines_figure
 from .text import num, plotly_text
 from .view import (
@@ -112,22 +113,47 @@ def throughput_figure(data: ReportData) -> Figure:
     values = [b.mean_tps for b in baselines if b and b.mean_tps] + [
         c.measured.mean_tps for cells in series.values() for c in cells if c and c.measured.mean_tps]
     value_fmt = "%{y:.0f}" if values and max(values) >= 20 else "%{y:.1f}"  # short labels do not collide
-    traces = [dict(type="bar", name="Baseline (target alone)", x=x,
+    traces = [dict(type="bar", name="Target alone (mean over all its sessions)", x=x, offsetgroup="baseline",
                    y=[b.mean_tps if b else None for b in baselines], marker=dict(color=theme.BASELINE_COLOR),
                    texttemplate=value_fmt, textposition="outside", cliponaxis=False,
-                   hovertemplate="<b>%{x}</b> alone<br>%{y:.1f} tok/s<extra></extra>")]
+                   hovertemplate="<b>%{x}</b> alone, every session<br>%{y:.1f} tok/s<extra></extra>")]
+    outlined = False
     for cls, cells in series.items():
-        traces.append(dict(type="bar", name=_series_name(data, cls), x=x,
+        traces.append(dict(type="bar", name=_series_name(data, cls), x=x, offsetgroup=cls,
                            y=[c.measured.mean_tps if c else None for c in cells],
                            customdata=[_bar_hover(c) for c in cells],
                            marker=dict(color=_class_color(data, cls)), texttemplate=value_fmt,
                            textposition="outside", cliponaxis=False,
                            hovertemplate="<b>%{x}</b> + %{customdata[0]}<br>%{customdata[1]}<br>"
                                          "speed-up %{customdata[2]}<br>acceptance %{customdata[3]}<extra></extra>"))
+        paired = [paired_baseline_tps(c) for c in cells]
+        pooled = [b.mean_tps if b else None for b in baselines]
+        if any(v is not None and p and abs(v / p - 1) > OUTLINE_FROM for v, p in zip(paired, pooled)):
+            # the target alone as the speed-up compares it: drawn over the draft's own bar, so the two bars of a
+            # draft say what the speed-up chart says (the pooled baseline may hold sessions at another load)
+            traces.append(dict(type="bar", name=PAIRED_NAME, x=x, y=paired, offsetgroup=cls, legendgroup="paired",
+                               legendrank=2000,
+                               showlegend=not outlined, customdata=[_bar_hover(c) for c in cells],
+                               marker=dict(color="rgba(0,0,0,0)", line=dict(color=theme.TEXT, width=1.5)),
+                               hovertemplate="<b>%{x}</b> alone, beside %{customdata[0]}<br>%{y:.2f} tok/s "
+                                             "(its tok/s ÷ its speed-up)<extra></extra>"))
+            outlined = True
     layout = _layout(barmode="group", height=460, uniformtext=dict(minsize=9, mode="hide"),
                      xaxis=dict(type="category", title=dict(text="target")),
                      yaxis=dict(title=dict(text="decode tok/s (mean per request)"), rangemode="tozero"))
     return dict(data=traces, layout=layout)
+
+
+PAIRED_NAME = "outline: the target alone beside that draft"
+OUTLINE_FROM = 0.02      # drawn where the paired baseline and the pooled one differ by more (else they agree)
+
+
+def paired_baseline_tps(cell: Cell | None) -> float | None:
+    """The target alone as a draft's speed-up compares it — in the sessions measured beside it, paired by
+    prompt — as tok/s: the draft's tok/s over its speed-up."""
+    if cell is None or not cell.shows_speedup or not cell.measured.mean_tps or not cell.speedup.ratio:
+        return None
+    return round(cell.measured.mean_tps / cell.speedup.ratio, 4)
 
 
 def speedup_figure(data: ReportData) -> Figure:
@@ -235,10 +261,12 @@ def heatmap_figure(data: ReportData) -> Figure:
              colorscale=[[0, theme.NEUTRAL_COLOR], [1, theme.NEUTRAL_COLOR]], showscale=False, hoverongaps=False,
              xgap=2, ygap=2, hovertemplate=HEAT_HOVER_OK, textfont=dict(size=12)),
     ]
-    layout = _layout(height=max(320, 110 + 34 * len(data.columns)), margin=dict(l=70, r=30, t=70, b=30),
+    layout = _layout(height=heatmap_height([[c.text or c.problem_text for c in row] for row in grid]),
+                     margin=dict(l=70, r=30, t=70, b=30),
                      xaxis=dict(type="category", side="top", showgrid=False),
                      yaxis=dict(type="category", autorange="reversed", showgrid=False))
     return dict(data=traces, layout=layout)
+
 
 
 # --------------------------------------------------------------------------- scatter
@@ -282,7 +310,7 @@ def scatter_figure(data: ReportData) -> Figure:
     """Acceptance vs speed-up, one labelled point per measured pair, coloured by size class (as the bars)."""
     traces = [t for t in (_scatter_trace(data, cls) for cls in data.classes) if t is not None]
     layout = _layout(height=480, margin=dict(l=70, r=30, t=20, b=60),
-                     legend=dict(orientation="v", x=1.01, xanchor="left", y=1, yanchor="top",
+                     legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0,
                                  title=dict(text="size class"), bgcolor="rgba(0,0,0,0)"),
                      # the whole 0-100% range: a file whose drafts all accept ~100% must not draw 99%-101%
                      xaxis=dict(title=dict(text="acceptance rate (accepted / drafted tokens)"), ticksuffix="%",
@@ -311,16 +339,25 @@ class Chart:
 
 
 def _heatmap_lead(data: ReportData) -> str:
-    return (f"{len(data.targets)} targets × {len(data.columns)} drafts ({data.n_run} measured combinations). "
+    return (f"{_count(len(data.targets), 'target')} × {_count(len(data.columns), 'draft')} "
+            f"({_count(data.n_run, 'measured combination')}). "
             "Cell: speed-up and acceptance. One fixed scale centred on 1.0×: red is slower than the target "
             "alone, blue faster (full colour at half and at twice its speed); neutral grey cells (n.s.) are not "
             "significantly different from it; dark grey cells have no valid speed-up.")
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 # In page order.
 CHARTS: tuple[Chart, ...] = (
     Chart("chart-throughput", "Throughput",
-          lambda data: "Decode tok/s of each target alone and with the fastest draft of each size class.",
+          lambda data: "Decode tok/s of each target alone (the mean over all its server sessions) and with the "
+                       "fastest draft of each size class. The outline over a draft's bar is the target alone in the "
+                       "sessions measured beside that draft — what its speed-up is measured against — so a draft's "
+                       "bar against its outline is the speed-up chart below; the pooled bar may differ where the "
+                       "machine's speed changed between sessions.",
           throughput_figure),
     Chart("chart-speedup", "Speed-up over the target alone",
           lambda data: "Best draft of each size class. Whiskers: 95% confidence interval; faded bars are not "

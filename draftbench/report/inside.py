@@ -8,8 +8,12 @@ report per-position counts, the report says so instead of drawing zeros.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from ..analysis.draft.evidence import too_little
+from ..analysis.draft.k_advice import kind
+from ..analysis.draft.positions import drafted_positions
 from ..common.percent import percent_change
 from ..results.file import ResultsFile, Row, Speedup, combination_title
 from ..results.kinds import Role
@@ -52,21 +56,44 @@ def _empty_note(layout: dict[str, Any], text: str) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- acceptance by position
 
+def drafted(row: Row) -> list[int]:
+    """A row's per-position counts over the positions actually drafted (``analysis/draft/positions.py``):
+    llama-server exports up to the method's maximum (64 for ngram-mod) whether or not a draft got there."""
+    return drafted_positions(row.accepted_per_pos or [], row.draft_max if kind(row) == "draft" else None)
+
+
+def _drawn(results: ResultsFile) -> list[Row]:
+    """The rows whose per-position counts are worth a line: enough drafts to tell (``evidence.too_little``)."""
+    return [r for r in _with_positions(results) if too_little(r) is None and drafted(r)]
+
+
+def _tick_step(positions: int) -> int:
+    """Every position up to 16; beyond, a step that keeps the axis to about a dozen readable ticks."""
+    return next((step for step in (1, 2, 4, 5, 8, 10, 16, 20, 32) if positions / step <= 16), 64)
+
+
 def positions_figure(data: ReportData) -> Figure:
-    """One line per draft: the share of verify steps that accepted each draft position."""
+    """One line per draft: the share of verify steps that accepted each draft position it actually drafted."""
     traces = []
-    for row in _with_positions(data.results):
+    rows = _drawn(data.results)
+    one_target = len({r.target for r in rows}) == 1
+    for row in rows:
         steps = row.verify_steps or 1
-        counts = list(row.accepted_per_pos or [])
+        counts = drafted(row)
         diagnosis = row.diagnosis.message if row.diagnosis else ""
-        traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(_title(row, data.multi_k)),
+        name = _title(row, data.multi_k)
+        if one_target:       # the target is the section's: the legend names what differs
+            name = name[len(row.target) + 3:] if name.startswith(row.target + " + ") else name
+        traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(name),
                            x=list(range(1, len(counts) + 1)), y=[round(a / steps * 100, 2) for a in counts],
                            customdata=[[a, steps, plotly_text(diagnosis)] for a in counts],
                            hovertemplate="<b>%{fullData.name}</b><br>position %{x}: accepted on %{y:.0f}% of verify "
                                          "steps (%{customdata[0]} of %{customdata[1]})<br>%{customdata[2]}"
                                          "<extra></extra>"))
-    layout = theme.plot_layout(height=440, colorway=list(theme.CLASS_COLORS),
-                               xaxis=dict(title=dict(text="draft position (1 = the first drafted token)"), dtick=1),
+    longest = max((len(t["x"]) for t in traces), default=1)
+    layout = theme.plot_layout(height=400 + LEGEND_ROW_PX * math.ceil(len(traces) / 2), colorway=list(theme.CLASS_COLORS),
+                               xaxis=dict(title=dict(text="draft position (1 = the first drafted token)"),
+                                          range=[0.5, longest + 0.5], tick0=1, dtick=_tick_step(longest)),
                                yaxis=dict(title=dict(text="verify steps that accepted it"), ticksuffix="%",
                                           range=[0, 105]))
     if not traces:
@@ -74,13 +101,20 @@ def positions_figure(data: ReportData) -> Figure:
     return dict(data=traces, layout=layout)
 
 
+LEGEND_ROW_PX = 24      # the legend above the chart takes a row for about every two lines
+
+
 def positions_lead(data: ReportData) -> str:
     if not _with_positions(data.results):
         return f"Acceptance by draft position: {_why_missing(data.results)}."
-    return ("One line per draft: the share of verify steps that accepted the token at each draft position (a "
-            "line can only fall). A line low from position 1 means early rejections — check the tokenizer and "
-            "chat template; one that falls off later shows drafting past that point is mostly in vain. What that "
-            "means for k, with the other evidence, is in each row's diagnosis under Inside each draft.")
+    few = [r for r in _with_positions(data.results) if r not in _drawn(data.results)]
+    return ("One line per draft: the share of verify steps that accepted the token at each draft position it "
+            "drafted (a line can only fall; it ends at the last position any token was accepted at, or at k). A "
+            "line low from position 1 means early rejections — check the tokenizer and chat template; one that "
+            "falls off later shows drafting past that point is mostly in vain. What that means for k, with the "
+            "other evidence, is in each row's diagnosis under Inside each draft."
+            + (f" Not drawn, too few drafts to tell: {', '.join(_title(r, data.multi_k) for r in few)}." if few
+               else ""))
 
 
 # --------------------------------------------------------------------------- the ceiling
@@ -190,7 +224,7 @@ def kpredict_lead(data: ReportData) -> str:
 def _positions_text(row: Row) -> str:
     if not row.accepted_per_pos or not row.verify_steps:
         return NOT_REPORTED
-    return ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
+    return ", ".join(f"{a / row.verify_steps:.0%}" for a in drafted(row)) or "none accepted"
 
 
 def _counters_text(row: Row) -> str:

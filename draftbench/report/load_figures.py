@@ -75,7 +75,8 @@ def _layout(**extra: Any) -> dict[str, Any]:
         template="none", paper_bgcolor=theme.CARD, plot_bgcolor=theme.CARD,
         font=dict(family=theme.FONT, color=theme.TEXT, size=13), margin=dict(l=70, r=30, t=30, b=60),
         hoverlabel=dict(align="left", bgcolor=theme.HOVER_BG, font=dict(color=theme.TEXT)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"))
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
+        modebar=dict(orientation="v"))      # the toolbar down the right edge, off the legend (report/layout.py)
     for key, value in extra.items():
         layout[key] = {**axis, **value} if key.startswith(("xaxis", "yaxis")) else value
     return layout

@@ -14,7 +14,7 @@ from ..analysis.stats import describe_subset, too_few_to_tell
 from ..common.percent import percent, signed_change
 from ..results.file import Row
 from . import theme
-from .layout import base_layout
+from .layout import base_layout, heatmap_height
 from .text import num, plotly_text
 from .view import Cell, ReportData
 
@@ -108,7 +108,7 @@ def category_heatmap_figure(data: ReportData) -> Figure:
     colour = dict(type="heatmap", name="speed-up by category", z=z, text=only(z), **theme.speedup_scale(), **shared)
     neutral = dict(type="heatmap", name="not significant or too few requests", z=grey, text=only(grey), zmin=-1, zmax=1,
                    colorscale=[[0, theme.NEUTRAL_COLOR], [1, theme.NEUTRAL_COLOR]], showscale=False, **shared)
-    layout = base_layout(height=max(300, 110 + 34 * len(y)), margin=dict(l=70, r=30, t=70, b=30),
+    layout = base_layout(height=heatmap_height(text, floor=300), margin=dict(l=70, r=30, t=70, b=30),
                          xaxis=dict(type="category", side="top", showgrid=False),
                          yaxis=dict(type="category", autorange="reversed", showgrid=False))
     return dict(data=[colour, neutral], layout=layout)

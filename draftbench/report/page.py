@@ -15,6 +15,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs, get_plotlyjs_version
 
 from .. import __version__
+from ..analysis import busy
 from ..analysis.context_length import filler_label
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
@@ -90,13 +91,23 @@ def _header(results: ResultsFile) -> str:
         ("Server version", ", ".join(versions) if versions else "not recorded"),
         ("Date", date_text(results.timestamp)),
         ("Settings", _settings_text(results)),
-    ] + ([("Prompts", _prompts_text(results.prompt_set))] if results.prompt_set else [])
+    ] + ([("Prompts", _prompts_text(results.prompt_set))] if results.prompt_set else []) + [
+        ("Machine load", busy.describe(results) or "not recorded")]
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
     origin = ("an upstream draftbench file (no per-request data: speed-ups are ratios of means, without "
               "confidence intervals)" if results.is_upstream else f"results schema {results.schema_version}")
     return (f"<header><h1>Speculative decoding: {esc(results.model_family or results.name)} on "
             f"{esc(results.hardware)}</h1><dl class=\"meta\" id=\"meta\">{dl}</dl>"
-            f"<p class=\"muted\">Source: {esc(origin)}.</p></header>")
+            f"<p class=\"muted\">Source: {esc(origin)}.</p>{_busy_warning(results)}</header>")
+
+
+def _busy_warning(results: ResultsFile) -> str:
+    """A file measured on a busy machine says so before its verdict (``analysis/busy.py``)."""
+    if not busy.busy(results):
+        return ""
+    return (f"<p class=\"warn\" id=\"busy-machine\">Measured on a busy machine — {esc(busy.describe(results) or '')}. "
+            "Every tok/s here is the busy machine's (a target can run several times faster on a quiet one), and the "
+            f"load may differ between rows: {esc(busy.WHAT_TO_DO)}.</p>")
 
 
 # --------------------------------------------------------------------------- verdict

@@ -52,6 +52,9 @@ def plot_layout(**extra: Any) -> dict[str, Any]:
         margin=dict(l=70, r=30, t=30, b=60),
         hoverlabel=dict(align="left", bgcolor=HOVER_BG, font=dict(color=TEXT)),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
+        # the toolbar down the right edge: across the top it covered the legend's last entries (always shown
+        # where the device has no hover, as on a tablet)
+        modebar=dict(orientation="v"),
         xaxis=dict(axis), yaxis=dict(axis),
     )
     for key, value in extra.items():

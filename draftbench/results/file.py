@@ -25,14 +25,14 @@ from ..common.errors import ResultsFileError
 from ..common.files import describe_write_error, write_output_text
 from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
 from ..config.settings import BackendSettings, Settings
-from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, declarations, declare, spec_of, write_fields
+from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, Str, declarations, declare, spec_of, write_fields
 from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
 from .sanity import rows_problem
 from .source import may_hold_surrogates, parse_results_json, read_results_text
 from .speedup import Speedup
 from .theory import Theory
-from .value_shapes import CONFIG, HOST, PROMPT_SET, SETTINGS, SUMMARY
+from .value_shapes import CONFIG, HOST, LOAD_BEFORE, PROMPT_SET, SETTINGS, SUMMARY
 
 # Rows, their requests and values are read from here too (results.row, speedup, theory).
 __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "ResultsFile", "Row", "Speedup",
@@ -44,6 +44,7 @@ __all__ = ["SCHEMA_VERSION", "TOOL", "UPSTREAM_ROW_KEYS", "RequestRecord", "Resu
 #    and what the server's counters allow (rows' ``counter_bound``).
 SCHEMA_VERSION = 4
 TOOL = "draftbench"
+MADE_BY = ("sweep.py", "bench.py")      # a sweep, or bench.py's one-command A/B (older files: a sweep)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +68,8 @@ class ResultsFile:
     host: dict | None = declare(HOST)
     summary: dict | None = declare(SUMMARY)             # recommendations etc., recomputed on save
     prompt_set: dict | None = declare(PROMPT_SET)       # the prompts measured: sample size, seed, ids (config.prompts)
+    made_by: str | None = declare(Str(choices=MADE_BY))   # the command that measured it: warnings name its flags
+    load_before: list | None = declare(LOAD_BEFORE)     # the machine's load just before each run (a resume adds one)
     results: tuple[Row, ...] = declare(ListOf(spec_of(Row), nullable=False), required=True, factory=tuple,
                                        upstream=True)
     extra: dict = field(default_factory=dict)
@@ -191,7 +194,8 @@ class ResultsFile:
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
                    config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
-                   prompt_set=data.get("prompt_set"),
+                   prompt_set=data.get("prompt_set"), made_by=data.get("made_by"),
+                   load_before=data.get("load_before"),
                    extra={k: v for k, v in data.items() if k not in known})
 
 

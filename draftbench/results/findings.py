@@ -31,10 +31,12 @@ class Code(str, Enum):
     EARLY_REJECTIONS = "early_rejections"        # the first drafted token is mostly rejected: tokenizer/template
     ACCEPTANCE_DECAYS = "acceptance_decays"      # late positions are rarely reached (k advice: k_advice.py)
     ACCEPTANCE_HOLDS = "acceptance_holds"        # even the last position is often accepted
+    TOO_FEW_DRAFTS = "too_few_drafts"            # too few drafts to tell where they fail (analysis/draft/evidence.py)
     DRAFT_LENGTH = "draft_length"                # what the evidence says about k, without per-position counts
     PER_POSITION_MISMATCH = "per_position_mismatch"   # per-position counts do not add up to the accepted total
     STREAMS_NOT_REACHED = "streams_not_reached"  # fewer requests were ever in flight at once than asked for
     COUNTERS_DISAGREE = "counters_disagree"      # per-request counters do not add up to the server's totals
+    BUSY_MACHINE = "busy_machine"                # other programs kept the machine busy (lifetime.machine_load)
     LEGACY = "legacy"                            # a warning read from an older results file (text only)
 
 

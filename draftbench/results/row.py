@@ -59,6 +59,7 @@ from .value_shapes import (
     EQUIVALENCE,
     K_PREDICTION,
     LOAD,
+    MACHINE_LOAD,
     MEMORY,
     METHOD_STATS,
     RACE,
@@ -202,6 +203,7 @@ class Row:
     # the context axis (settings.context_tokens): the prompts' length; the key grows only when it is set
     context_tokens: int | None = declare(Int(minimum=1, maximum=MAX_TOKENS), "tokens", omit_when_none=True)
     memory: dict | None = declare(MEMORY, omit_when_none=True)   # what its server held (Server.memory_use)
+    machine_load: dict | None = declare(MACHINE_LOAD)   # other programs' CPU share while it was measured (sweep.session)
     # new fields go above this line: findings and requests end the row
     warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
                                             factory=tuple)   # schema 1 files hold them as text

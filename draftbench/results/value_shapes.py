@@ -112,3 +112,8 @@ PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=F
                   "context": Obj({"filler": STR, "sources": MapOf(MapOf(STR)), "targets": MapOf(MapOf(MapOf(INT)))})})
 CONFIG = Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY), "measurement": Obj({})})
 HOST = Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM})
+# lifetime.machine_load (filled by sweep.session): how busy other programs kept the machine
+MACHINE_LOAD = Obj({"other_cpu_share": FRACTION, "other_cpu_share_max": FRACTION, "load_avg_1m_max": NUM,
+                    "cpu_count": INT, "seconds": SECONDS, "windows": INT})          # a row's measuring windows
+LOAD_BEFORE = ListOf(Obj({"at": STR, "other_cpu_share": FRACTION, "load_avg_1m": NUM, "cpu_count": INT,
+                          "seconds": SECONDS}, nullable=False))                   # before each run of a sweep

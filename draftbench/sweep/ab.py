@@ -1,20 +1,28 @@
-"""One-command A/B (``bench.py --target T --draft D``): the target alone, then the target with one
-speculative candidate, each on a server started and stopped by the sweep's own runner; one
-screen with both rates, the multiplier with its interval, acceptance, output match and a verdict.
+"""One-command A/B (``bench.py --target T --draft D``): the target alone against the target with one
+speculative candidate, measured the way a sweep measures them; one screen with both rates, the
+multiplier with its interval, acceptance, output match and a verdict.
 
-The measurement is the sweep's: :class:`sweep.CombinationRunner` runs both combinations (same
-launch path, same checks that the baseline did not speculate and that the candidate did), and
-:func:`analysis.analyze` computes the speed-up, so an A/B and a sweep agree on the same pair.
+The measurement is the sweep's: a target with one candidate, measured in ``runs`` stages of every prompt
+on fresh servers, in the same design (``sweep/schedule.py``: both servers up together with requests in
+ABBA order where they fit side by side, else a baseline server before and after the candidate's — never
+the target first and the candidate minutes later, which puts every drift on one side), by the same
+stage runner (:class:`stage_runner.StageRunner`: same launch path, same checks that the baseline did not
+speculate and that the candidate did) and :func:`analysis.analyze` for the speed-up, so an A/B and a
+sweep agree on the same pair. With one candidate there is nothing to select among.
 """
 
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import __version__
+from ..analysis.busy import busy_before, busy_row
 from ..analysis.context_length import extra_ttft_s, timing, typical_output_tokens
+from ..analysis.draft.evidence import why_slower
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
@@ -23,13 +31,24 @@ from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
 from ..config.settings import Settings
+from ..lifetime import machine_load
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter, long_context
+from .init_configs import this_hardware
+from .launcher import Launcher
+from .run import MemoryStore
+from .schedule import Design, stage_steps
+from .stage_plan import plan_stages
+from .stage_rows import RowWriter, StagedDesign
+from .stage_runner import StageRunner, TargetPlan
+from .target_plan import choose_design, conversation
 
 WIDTH = 78
+MIN_WINDOW_S = 0.001       # a row's wall time rounds to 0 on a fast stand-in: its load is still the latest reading
+AB_NAME = "ab"
 
 
 @dataclass(frozen=True)
@@ -49,8 +68,9 @@ class ABPlan:
 
 
 def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, reporter: Reporter) -> ResultsFile:
-    """Measure the baseline, then the candidate (skipped when the baseline failed); both rows, analysed.
-    Every server is stopped before this returns or raises (Ctrl-C included): the runner stops each one."""
+    """Measure the baseline and the candidate in the sweep's design (the candidate skipped when the
+    baseline failed); both rows, analysed. Every server is stopped before this returns or raises
+    (Ctrl-C included): the step runner stops each one."""
     runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options, logs_dir,
                                reporter, flags=BENCH_FLAGS)
     prompt_set = None
@@ -59,21 +79,63 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
                                    seed=plan.settings.seed)
         runner.prompts = built.by_length[plan.context_tokens]
         prompt_set = long_context.prompt_set_record(None, {plan.target.label: built})
-    failed: dict[str, str] = {}
-    rows = []
-    combos = plan.combinations()
-    for index, combo in enumerate(combos, 1):
-        reporter.combination_started(index, len(combos), combo.title(show_k=combo.draft_max is not None))
-        row = runner.run(combo, index, failed)
-        if combo.role is Role.BASELINE and not row.ok:
-            failed[combo.target.label] = row.reason or row.status
-        rows.append(row)
-    return analyze(ResultsFile(name="ab", hardware="this-machine", backend=backend_name, model_family="",
-                               # as a sweep saves them: a key passed after -- is masked (sweep/resume.py)
-                               settings={**plan.settings.to_dict(),
-                                         "extra_args": redact_args(plan.settings.extra_args)},
-                               results=tuple(rows), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
-                               tool_version=__version__, host=host_info(), prompt_set=prompt_set))
+    baseline, candidate = plan.combinations()
+    design, why = choose_design(plan.settings, backend, baseline, [candidate])
+    load = machine_load.now(machine_load.BEFORE_WINDOW_S)     # before any server of ours runs
+    busy = busy_before(load, when="before the A/B started")
+    if busy is not None:
+        reporter.warning(busy.message)
+    # settings as a sweep saves them: a key passed after -- is masked (sweep/resume.py)
+    settings = {**plan.settings.to_dict(), "extra_args": redact_args(plan.settings.extra_args)}
+    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
+                                    settings=settings, results=(), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
+                                    tool_version=__version__, host=host_info(), prompt_set=prompt_set,
+                                    made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]))
+    reporter.note(f"{design.label} — {why}")
+    with machine_load.Monitor() as monitor:
+        _measure(ab_plan(plan, runner.prompts, design, why), runner, store, reporter, plan.options)
+        results = store.current()
+        rows = {r.role: _with_load(r, monitor) for r in results.results}
+    ordered = tuple(r for role in (Role.BASELINE, Role.SPECULATIVE) if (r := rows.get(role)) is not None)
+    return analyze(replace(results, results=ordered))
+
+
+def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str) -> TargetPlan:
+    """The A/B as a sweep's target with one candidate: ``runs`` stages, each measuring every prompt on fresh
+    servers in the design (with one candidate there is nothing to select among)."""
+    baseline, candidate = plan.combinations()
+    stages = plan_stages([p.category for p in prompts], [conversation(p) for p in prompts],
+                         horizon=plan.options.runs, size=len(prompts), seed=plan.settings.seed)
+    return TargetPlan(baseline, {candidate.name: candidate}, design, why, stages, tuple(prompts))
+
+
+def _measure(target: TargetPlan, runner: CombinationRunner, store: MemoryStore, reporter: Reporter,
+             options: MeasureOptions) -> None:
+    """Every stage of the A/B (the stage runner stops each server it started, Ctrl-C included); the candidate
+    is skipped when the baseline failed."""
+    rows = RowWriter(store, runner, StagedDesign(target.design, target.stages.horizon, target.stages.size,
+                                                 target.stages.fixed))
+    names = list(target.candidates)
+    total = target.stages.horizon * len(stage_steps(target.design, 0, target.stages.stage(0), 0, names))
+    stages = StageRunner(Launcher(runner, reporter, time.perf_counter), target, rows, reporter, options, (0, total))
+    for stage in range(target.stages.horizon):
+        outcome = stages.run(stage, names, stop=lambda: False)
+        if outcome.baseline_failed is not None:
+            why = f"skipped: the baseline of {target.label} failed ({outcome.baseline_failed.splitlines()[0]})"
+            for combo in target.candidates.values():
+                if rows.row(combo) is None:
+                    reporter.row_recorded(rows.skipped(combo, why))
+            return
+        if outcome.dead:
+            return
+
+
+def _with_load(row: Row, monitor: machine_load.Monitor) -> Row:
+    """A row with other programs' CPU share over its measuring time (both sides of the A/B run together)."""
+    load = monitor.over_last(max(row.wall_time or 0.0, MIN_WINDOW_S))
+    row = replace(row, machine_load=machine_load.add_window(None, load) if load is not None else None)
+    finding = busy_row(row)
+    return replace(row, warnings=row.warnings + (finding,)) if finding is not None else row
 
 
 # --------------------------------------------------------------------------- the verdict
@@ -100,10 +162,8 @@ def verdict(baseline: Row, spec: Row) -> str:
     elif s.ratio > 1:
         out = f"Use it: {s.ratio:.2f}x as fast with speculative decoding on this machine ({text})."
     else:
-        out = f"Do not use it here: speculative decoding is {1 / s.ratio:.2f}x slower on this machine ({text})."
-        if (spec.acceptance_rate or 0) >= 0.5:
-            out += (" Its drafts are mostly accepted, so verifying them is what costs: the target is likely "
-                    "compute-bound here (typical of CPUs); the same pair may pay on a GPU.")
+        out = (f"Do not use it here: speculative decoding is {1 / s.ratio:.2f}x slower on this machine ({text})."
+               + why_slower(spec))
     if spec.acceptance_rate is not None and spec.acceptance_rate < 0.1:
         out += (f" The draft rarely predicts this target ({spec.acceptance_rate:.0%} accepted): use a draft from the "
                 "same model family.")

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from typing import TextIO
 
 from ..analysis.comparison import describe_with_bound
 from ..analysis.context_length import describe_length
 from ..analysis.draft import best_k as kpredict
+from ..analysis.draft.k_advice import kind
+from ..analysis.draft.positions import drafted_positions
 from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
@@ -67,16 +71,25 @@ class Reporter:
     def summary(self, results: ResultsFile, results_path: str, chart_path: str | None) -> None: ...
 
 
+# A block that runs this long between two words on the console says how far it got (not only dots).
+PROGRESS_EVERY_S = 60.0
+
+
 class Console(Reporter):
-    def __init__(self, stream: TextIO | None = None):
+    def __init__(self, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
         self.stream = stream or sys.stdout
+        self.clock = clock
+        self._after_progress = False            # the last thing printed was the "Elapsed" line
+        self._block: tuple[float, float] | None = None   # (when the requests began, when progress was last said)
 
     # Labels, reasons and server log tails reach the terminal: control sequences in them are shown, not run.
     def line(self, text: str = "") -> None:
         print(safe_text(text), file=self.stream, flush=True)
+        self._after_progress = False
 
     def part(self, text: str) -> None:
         print(safe_text(text), end="", file=self.stream, flush=True)
+        self._after_progress = False
 
     def warning(self, text: str) -> None:
         self.line(f"Warning: {text}")
@@ -123,9 +136,18 @@ class Console(Reporter):
 
     def benchmarking(self) -> None:
         self.part("  Benchmarking ... ")
+        now = self.clock()
+        self._block = (now, now)
 
     def request_done(self, done, total) -> None:
         self.part(".")
+        if self._block is None or done >= total:
+            return
+        began, said = self._block
+        now = self.clock()
+        if now - said >= PROGRESS_EVERY_S:     # a long block: how far it got, not only dots
+            self.part(f" {done}/{total} requests in {format_duration(now - began)} ")
+            self._block = (began, now)
 
     def measured(self, tps, acceptance, speculative) -> None:
         line = " " + (f"{tps:.2f} tok/s" if tps is not None else "n/a tok/s")
@@ -204,15 +226,19 @@ class Console(Reporter):
         if row.role is not Role.SPECULATIVE:
             return
         if row.accepted_per_pos and row.verify_steps:
-            shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in row.accepted_per_pos)
+            k = row.draft_max if kind(row) == "draft" else None      # only the positions drafted
+            shares = ", ".join(f"{a / row.verify_steps:.0%}" for a in drafted_positions(row.accepted_per_pos, k))
             self.line(f"  Acceptance by position: {shares} (mean accepted length {row.mean_accepted_len})")
         if row.diagnosis:     # ends with the one statement about k (analysis/draft/k_advice.py)
             self.line(f"  Diagnosis: {row.diagnosis.message}")
 
     def progress(self, elapsed_s, remaining_s, at_most=False) -> None:
+        if self._after_progress:       # said just now (a race reports after a step and after its pass)
+            return
         eta = f", {'at most' if at_most else 'about'} {format_duration(remaining_s)} left" if remaining_s else ""
         self.line(f"  Elapsed {format_duration(elapsed_s)}{eta}")
         self.line()
+        self._after_progress = True
 
     def _predicted_vs_measured(self, results: ResultsFile) -> None:
         """Where a draft_max list was swept: each measured k beside its one-run prediction; then each

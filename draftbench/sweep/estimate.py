@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import DraftbenchError
+from ..lifetime.machine_load import Load
 from ..results.file import ResultsFile, Row, load_results
 from ..results.kinds import Role
 from ..results.peek import peek_header
@@ -54,6 +55,7 @@ class Estimate:
     source: str                      # "measured", "one stream", "real run", "baseline", "probe", "model size", "unknown"
     fixed_s: float = 0.0             # of which: loading the server, its start-up and its warm-up
     request_s: float = 0.0           # one request (N streams: one round of N), as the rest was counted
+    learned_load: float | None = None   # other programs' CPU share while the row it was learned from ran
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,12 @@ class Known:
 
     row: Row
     max_tokens: int | None
+
+    @property
+    def load(self) -> float | None:
+        """Other programs' CPU share while the row was measured (None: not recorded)."""
+        share = (self.row.machine_load or {}).get("other_cpu_share")
+        return float(share) if isinstance(share, (int, float)) else None
 
     def request_s(self, max_tokens: int, decode_speedup: float = 1.0, *, made_at: int | None = None) -> float | None:
         """Mean seconds for one request at ``max_tokens``, rebuilt from each measured request (TTFT, then
@@ -182,7 +190,7 @@ class Estimator:
             warm = known.request_s(min(max_tokens, WARMUP_TOKENS), decode_speedup, made_at=max_tokens) or 0.0
             load = known.row.load_time_s if known.row.load_time_s is not None else 0.0
             fixed = load + SERVER_OVERHEAD_S + factor * warmup * warm
-            return Estimate(fixed + factor * rounds * per_request, source, fixed, factor * per_request)
+            return Estimate(fixed + factor * rounds * per_request, source, fixed, factor * per_request, known.load)
 
         candidates: list[Estimate | None] = []
         exact = self._get(role, target, draft, draft_max, concurrency, level)
@@ -250,3 +258,47 @@ def total_s(estimator: Estimator, combos) -> float | None:
     if not estimates or all(e.source == "unknown" for e in estimates):
         return None
     return sum(e.seconds for e in estimates)
+
+
+# How far a plan's estimate can be off, by the weakest source it rests on (the figures: benchmarks/estimate.py
+# and issue 37, where a guess from model sizes said ~37 s for a sweep that took 1h35m on a busy 2-core machine).
+ACCURACY = {
+    "model size": "a guess from the model files' sizes and an assumed memory bandwidth: it can be 100x short on a "
+                  "CPU or a busy machine",
+    "baseline": "learned from each target's earlier baseline, with candidates scaled as the measured ones ran: "
+                "often within a factor of 2-3, more for candidates unlike those measured",
+    "probe": "learned from one request per target just now: within a factor of about 2-3 while the machine's load "
+             "stays as it is",
+    "measured": "learned from these same combinations measured before: close, while the machine's load stays as "
+                "it was",
+}
+ORDER = ("model size", "baseline", "probe", "measured")
+LOAD_APART = 0.15        # other programs' share this much higher or lower now than when learned: said
+
+
+def accuracy(estimates: list[Estimate], *, probed: bool, now: Load | None = None) -> list[str]:
+    """What ``--dry-run`` says about how far its estimate can be off: the weakest source it rests on, the
+    load its figures were learned under (against ``now``, the machine's load right now), and ``--probe``
+    where a guess could be replaced by a measurement."""
+    sources = {e.source for e in estimates if e.source != "unknown"}
+    weakest = next((s for s in ORDER if s in sources or (s == "baseline" and sources & {"one stream", "real run"})),
+                   None)
+    lines = []
+    if weakest is not None:
+        lines.append(f"How far off: {ACCURACY[weakest]}.")
+    if "model size" in sources and not probed:
+        lines.append("  For a measured estimate, add --probe (one request of each target, nothing saved): "
+                     "python sweep.py --config … --dry-run --probe")
+    learned = [e.learned_load for e in estimates if e.learned_load is not None]
+    if learned:
+        mean = statistics.fmean(learned)
+        text = f"  Learned from rows measured while other programs used {mean:.0%} of the CPU on average"
+        current = now.other_cpu_share if now is not None else None
+        if current is None:
+            text += ": a quieter machine runs it faster, a busier one slower."
+        else:
+            text += f"; right now they use {current:.0%}"
+            text += (", so it should run faster than estimated." if current < mean - LOAD_APART else
+                     ", so it may run slower than estimated." if current > mean + LOAD_APART else ".")
+        lines.append(text)
+    return lines

@@ -248,7 +248,9 @@ def config_for(family: Family, *, spec_types: list[str], hardware: str, name: st
 
 
 def this_hardware() -> str:
-    """A name for this machine that can be part of file names (the config's ``hardware``)."""
+    """A name for this machine that can be part of file names (the config's ``hardware``): its host name.
+    The one rule wherever draftbench names the machine itself (``--init``, the A/B's results file), so
+    their files compare, and estimate each other's durations, under one name (docs/init.md)."""
     return _slug(socket.gethostname().split(".")[0], 40) if socket.gethostname() else "this-machine"
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..analysis.busy import busy_before, busy_row
 from ..analysis.concurrency import levels
 from ..analysis.context_length import each_length
 from ..analysis.context_length import lengths as context_lengths
@@ -22,8 +23,10 @@ from ..backends.base import Backend
 from ..common.errors import ConfigError
 from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
+from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
-from ..results.file import ResultsFile, Row, save_results
+from ..results.file import ResultsFile, Row, now_iso, save_results
+from ..results.findings import Code
 from ..results.kinds import Status
 from ..results.output_paths import logs_dir_for
 from . import long_context
@@ -64,6 +67,7 @@ class Sweep:
         self.backend = backend if backend is not None else get_backend(config.backend)
         self.options = options
         self.results: ResultsFile | None = None
+        self.monitor: machine_load.Monitor | None = None     # reads the machine's load while the sweep runs
 
     def run(self) -> int:
         settings = self.config.settings
@@ -81,6 +85,7 @@ class Sweep:
             raise ConfigError(self.config.source, problems)
         prepare_to_start_servers(results=self.results_path)   # a server left by a crashed run: stop here
         results = open_results(self.config, self.backend, self.results_path)
+        results = self._load_before(results)     # before any server of ours runs: the others' load alone
         combos = plan(self.config)
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
         # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
@@ -104,6 +109,7 @@ class Sweep:
         self.results = analyze(results)
         save_results(self.results, self.results_path)
         interrupted = False
+        self.monitor = machine_load.Monitor().start()
         try:
             run_sweep(self.config, self.backend, store=self, reporter=self.reporter, clock=self.options.clock,
                       logs_dir=logs_dir_for(self.results_path), more=self.options.more)
@@ -111,6 +117,7 @@ class Sweep:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
         finally:
+            self.monitor.stop()
             results = self.results = analyze(self.results)
             save_results(results, self.results_path)
             chart_written = self.chart_path is not None and self._write_chart(results)
@@ -131,8 +138,31 @@ class Sweep:
         self.results = replace(self.current(), prompt_set=prompt_set)
         save_results(self.results, self.results_path)
 
+    def _load_before(self, results: ResultsFile) -> ResultsFile:
+        """Read the machine's load for a second, record it, and say so up front when it is busy."""
+        load = machine_load.now(machine_load.BEFORE_WINDOW_S)
+        finding = busy_before(load)
+        if finding is not None:
+            self.reporter.warning(finding.message)
+        return replace(results, load_before=[*(results.load_before or ()), {"at": now_iso(), **load.to_dict()}])
+
+    def _with_machine_load(self, row: Row) -> Row:
+        """The row with the load of the window it was just measured in (its wall time grew by that much)."""
+        prior = self.current().row(row.key)
+        summary = prior.machine_load if prior is not None else row.machine_load
+        grew = (row.wall_time or 0.0) - ((prior.wall_time or 0.0) if prior is not None else 0.0)
+        load = self.monitor.over_last(grew) if self.monitor is not None and grew > 0 else None
+        if load is not None:
+            summary = machine_load.add_window(summary, load)
+        row = replace(row, machine_load=summary)
+        finding = busy_row(row)
+        kept = tuple(w for w in row.warnings if w.code is not Code.BUSY_MACHINE)
+        return replace(row, warnings=kept + ((finding,) if finding else ()))
+
     def record(self, row: Row) -> Row:
-        """Add (or replace) a row, re-analyse and rewrite the file; the row as analysed."""
+        """Add (or replace) a row with the machine's load while it was measured, re-analyse and rewrite the
+        file; the row as analysed."""
+        row = self._with_machine_load(row)
         self.results = analyze(self.current().with_row(row))
         save_results(self.results, self.results_path)
         return self.results.row(row.key) or row

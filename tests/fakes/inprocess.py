@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from draftbench.backends.base import Backend, CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus
+from draftbench.backends.base import Backend, CountsSource, DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.common.errors import ModelProblem, RequestError, ServerError, ServerErrorKind
 
@@ -65,9 +65,9 @@ class WordTokenizer:
 
 class FakeServer(Server):
     def __init__(self, spec: LaunchSpec, script: Script, log: list):
-        super().__init__(f"http://fake:{spec.port}", model=spec.target, command=["fake-server", spec.target]
-                         + (["--draft", spec.draft] if spec.draft else []), version="fake 1.0", port=spec.port,
-                         load_time_s=0.01)
+        command = ["fake-server", spec.target] + (["--draft", spec.draft] if spec.draft else [])
+        super().__init__(f"http://fake:{spec.port}", model=spec.target,
+                         launched=Launched(command=command, port=spec.port, version="fake 1.0", load_time_s=0.01))
         self.spec, self.script, self.log = spec, script, log
         self.requests = 0
         self.stopped = False

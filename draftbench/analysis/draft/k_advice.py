@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from ...results.file import Row
 from ...results.findings import Code, Finding
 from . import best_k
-from .positions import EARLY_REJECTION_BELOW, diagnose, first_in_vain, reach
+from .evidence import too_little
+from .positions import EARLY_REJECTION_BELOW, diagnose, drafted_positions, first_in_vain, reach
 
 K_SETTING = "draft_max (settings.draft_max, or the candidate's params.draft_max)"
 
@@ -93,7 +94,8 @@ def advise(row: Row, rows: Iterable[Row]) -> Advice | None:
                       "(draft_max: [2, 4, 8])")
     evidence: list[str] = []
     measured = _measured(rows, row, same_candidate=True)
-    prediction = row.k_prediction
+    # a prediction from too few drafts is no evidence (evidence.py); measured k are, however few their drafts
+    prediction = row.k_prediction if too_little(row) is None else None
     k: int | None = None
     if len(measured) >= 2:
         k, head = _measured_text(measured)
@@ -102,12 +104,15 @@ def advise(row: Row, rows: Iterable[Row]) -> Advice | None:
     elif prediction:
         k, head = prediction.get("recommended_k"), _prediction_text(prediction)
     elif row.accepted_per_pos and row.verify_steps:
-        shares = reach(row.accepted_per_pos, row.verify_steps)
+        if too_little(row) is not None:
+            return None     # too few drafts to read the positions (the diagnosis says so)
+        shares = reach(drafted_positions(row.accepted_per_pos, row.draft_max), row.verify_steps)
         kept = first_in_vain(shares)
         if shares[0] < EARLY_REJECTION_BELOW:
             return None     # the draft is wrong from its first token: its k is not the question
-        if kept < len(shares):
-            k, head = max(1, kept), f"a smaller k (k={max(1, kept)}) should do as well for less drafting"
+        if kept < len(shares) or (row.draft_max and len(shares) < row.draft_max):
+            smaller = max(1, min(kept, len(shares)))
+            k, head = smaller, f"a smaller k (k={smaller}) should do as well for less drafting"
         else:
             head = "a larger k may pay (even the last position is mostly accepted)"
     else:
@@ -130,13 +135,16 @@ def _prediction_text(prediction: dict) -> str:
 def diagnosis(row: Row, rows: Iterable[Row]) -> Finding | None:
     """The row's one-line diagnosis: where its tokens are rejected, then what that and everything else
     known says about k (one statement; see the module's docstring)."""
-    pattern = diagnose(row.accepted_per_pos, row.verify_steps, model_free=kind(row) == "model-free")
+    what = kind(row)
+    pattern = diagnose(row.accepted_per_pos, row.verify_steps, model_free=what == "model-free",
+                       k=row.draft_max if what == "draft" else None,
+                       too_few=too_little(row) if row.accepted_per_pos and row.verify_steps else None)
     advice = advise(row, rows)
     about_k = advice.text if advice else None
     if pattern is None and about_k is None:
         return None
     if pattern is None:
         return Finding(Code.DRAFT_LENGTH, about_k[0].upper() + about_k[1:], K_SETTING) if about_k else None
-    if about_k is None or pattern.code is Code.EARLY_REJECTIONS:
+    if about_k is None or pattern.code in (Code.EARLY_REJECTIONS, Code.TOO_FEW_DRAFTS):
         return pattern
     return Finding(pattern.code, f"{pattern.message}; {about_k}", K_SETTING)

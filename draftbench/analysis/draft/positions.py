@@ -25,6 +25,8 @@ from ...results.findings import Code, Finding
 EARLY_REJECTION_BELOW = 0.4
 # Positions accepted on fewer than this share of steps are drafted mostly in vain.
 WORTH_DRAFTING_FROM = 0.25
+# Fewer verified drafts than this tell nothing about where drafts fail (:mod:`evidence` uses it too).
+MIN_DRAFTS = 20
 
 
 def row_positions(records: Iterable[RequestRecord]) -> tuple[list[int] | None, list[Finding]]:
@@ -58,14 +60,31 @@ def reach(per_pos: Sequence[int], steps: int) -> list[float]:
     return [a / steps for a in per_pos] if steps else []
 
 
-def diagnose(per_pos: Sequence[int] | None, steps: int | None, *, model_free: bool = False) -> Finding | None:
+def drafted_positions(per_pos: Sequence[int], k: int | None = None) -> list[int]:
+    """The counts of the positions known to have been drafted: up to the last one at which any token was
+    accepted. llama-server exports every position up to the method's maximum (``ngram-mod``'s n-max 64)
+    whether or not a draft ever reached it, so a trailing 0 may be a position never drafted; nothing is
+    said about those (but every draft has a first position). ``k`` (the draft length, where known) bounds
+    them too."""
+    counts = list(per_pos[:k] if k else per_pos)
+    last = max((i for i, accepted in enumerate(counts) if accepted), default=0)
+    return counts[:last + 1]
+
+
+def diagnose(per_pos: Sequence[int] | None, steps: int | None, *, model_free: bool = False,
+             k: int | None = None, too_few: str | None = None) -> Finding | None:
     """Where a row's drafted tokens are rejected, in one line of facts (no advice about k: what to do
     about the draft length is decided in one place, :mod:`k_advice`, from every source at once); None
-    without per-position counts. ``model_free``: n-gram proposals, which share no tokenizer to check."""
+    without per-position counts. ``model_free``: n-gram proposals, which share no tokenizer to check;
+    ``k``: the draft length where known; ``too_few``: why the row's drafts are too few to tell
+    (:func:`evidence.too_little`), said instead of a diagnosis."""
     if not per_pos or not steps:
         return None
+    if too_few is None and steps < MIN_DRAFTS:
+        too_few = f"only {steps} drafts were verified (at least {MIN_DRAFTS} are needed to tell)"
+    if too_few is not None:
+        return Finding(Code.TOO_FEW_DRAFTS, f"too few drafts to tell where they are rejected: {too_few}")
     shares = reach(per_pos, steps)
-    k = len(shares)
     if shares[0] < EARLY_REJECTION_BELOW:
         if model_free:
             return Finding(Code.EARLY_REJECTIONS, f"its proposals are mostly rejected: only {shares[0]:.0%} of verify "
@@ -73,12 +92,21 @@ def diagnose(per_pos: Sequence[int] | None, steps: int | None, *, model_free: bo
         return Finding(Code.EARLY_REJECTIONS, f"rejections are early: only {shares[0]:.0%} of verify steps accept "
                        "even the first drafted token — check that draft and target share the tokenizer and chat "
                        "template (same model family and version)")
-    kept = first_in_vain(shares)
-    if kept < k:
-        return Finding(Code.ACCEPTANCE_DECAYS, f"acceptance decays after position {kept}: only {shares[kept]:.0%} of "
-                       f"verify steps get to position {kept + 1} of {k}")
-    return Finding(Code.ACCEPTANCE_HOLDS, f"acceptance holds to the last position: {shares[-1]:.0%} of verify steps "
-                   f"accept all {k} drafted tokens")
+    drafted = reach(drafted_positions(per_pos, k), steps)
+    n = len(drafted)
+    never = f"; no token past position {n} was ever accepted (k={k})" if k and n < k else ""
+    kept = first_in_vain(drafted)
+    if kept < n:
+        return Finding(Code.ACCEPTANCE_DECAYS, f"acceptance decays after position {kept}: only {drafted[kept]:.0%} of "
+                       f"verify steps get to position {kept + 1} (tokens were accepted up to position {n}){never}")
+    if never:
+        return Finding(Code.ACCEPTANCE_DECAYS, f"acceptance holds to position {n}: {drafted[-1]:.0%} of verify steps "
+                       f"get there{never}")
+    if k:
+        return Finding(Code.ACCEPTANCE_HOLDS, f"acceptance holds to the last position: {drafted[-1]:.0%} of verify "
+                       f"steps accept all {n} drafted tokens")
+    return Finding(Code.ACCEPTANCE_HOLDS, f"acceptance holds to the furthest position reached: {drafted[-1]:.0%} of "
+                   f"verify steps get to position {n}, the last at which any token was accepted")
 
 
 def first_in_vain(shares: Sequence[float]) -> int:

@@ -34,12 +34,13 @@ from .. import prometheus
 from ..base import (
     Backend,
     CountsSource,
+    Credentials,
     DraftCounts,
+    Launched,
     LaunchSpec,
     Server,
     SpeculationStatus,
     add_common_server_arguments,
-    launch_process,
     url_host,
 )
 from ..executables import same_file
@@ -47,6 +48,7 @@ from ..how_to_run import Plumbing
 from ..http.client import probe_json
 from ..http.server_values import MAX_TOKENS, counter_difference
 from ..slots import SlotState
+from ..startup import launch_process
 from .command import (
     SYNTH_LEN_FLAG,
     build_command,
@@ -311,10 +313,11 @@ class LlamaCppBackend(Backend):
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
-                                process=ManagedProcess(cmd, log_path, port=spec.port), command=cmd,
-                                version=caps.get("version"), port=spec.port, has_metrics="--metrics" in cmd,
+                                launched=Launched(ManagedProcess(cmd, log_path, port=spec.port), cmd, spec.port,
+                                                  version=caps.get("version")),
+                                has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
-                                api_key=api_key_from_args(spec.extra_args))
+                                credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
@@ -343,7 +346,7 @@ class LlamaCppBackend(Backend):
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> LlamaCppServer:
-        server = LlamaCppServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+        server = LlamaCppServer(base_url, model=model or "default", credentials=Credentials(api_key, auth),
                                 probe_timeout_s=probe_timeout_s)
         try:
             _, props = probe_json(server.session, server.base_url + "/props", headers=server.headers(),

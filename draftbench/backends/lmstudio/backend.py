@@ -20,7 +20,7 @@ from ...common.suggest import did_you_mean
 from ...config.candidates import DRAFT_MAX, CandidateSpec
 from ...config.settings import DEFAULTS, Settings
 from ...results.file import Row
-from ..base import Backend, LaunchSpec, Server
+from ..base import Backend, Credentials, LaunchSpec, Server
 from ..how_to_run import RunAdvice, shell_line, without_plumbing
 from . import choice as lmstudio_choice
 from .lms import IDENTIFIER, find_lms, load_command
@@ -151,7 +151,7 @@ class LMStudioBackend(Backend):
                auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> LMStudioServer:
         """``bench.py --url``: always the REST API (the SDK path sweeps; bench.py measures a running server)."""
         api_key = api_key or (os.environ.get("LM_API_TOKEN") if auth is None else None) or None
-        server = LMStudioServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+        server = LMStudioServer(base_url, model=model or "default", credentials=Credentials(api_key, auth),
                                 probe_timeout_s=probe_timeout_s)
         if model is None:
             models = list_models(server.session, server.base_url, server.headers(),

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
@@ -121,6 +122,15 @@ def load_failure(proc: subprocess.CompletedProcess, target: str, log: LMStudioLo
                                log_tail=log_tail(log), log_path=str(log.path), kind=kind)
     return ServerError(f"`lms load {target}` failed (exit code {proc.returncode})", "see the log lines below",
                        log_tail=log_tail(log), log_path=str(log.path), kind=ServerErrorKind.MODEL)
+
+
+def check_models(available: Collection[str], spec: LaunchSpec, log: LMStudioLog) -> None:
+    """The target and the draft are among the model keys LM Studio lists, or a named error."""
+    for ref, kind in ((spec.target, ServerErrorKind.MODEL), (spec.draft, ServerErrorKind.DRAFT_MODEL)):
+        if ref is not None and ref not in available:
+            known = ", ".join(sorted(available)[:12]) or "none"
+            raise ServerError(f"LM Studio has no model {ref!r}", f"use a model key from `lms ls` (LM Studio "
+                              f"lists: {known})", log_path=str(log.path), kind=kind)
 
 
 def log_tail(log: LMStudioLog, lines: int = 20) -> str:

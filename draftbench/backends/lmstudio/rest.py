@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import requests
@@ -32,13 +33,14 @@ from ...common.errors import RequestError, ServerError, ServerErrorKind
 from ...common.files import cache_dir
 from ...lifetime.polling import poll
 from ...lifetime.process import tail_file
-from ..base import CountsSource, DraftCounts, LaunchSpec, Server, SpeculationStatus, url_host
+from ..base import CountsSource, Credentials, DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus, url_host
 from ..http.client import StreamedResponse, expect_type, new_session, post_json, probe_json
 from ..http.server_values import server_count, server_rate
 from .lms import (
     HOW_TO_GET,
     IDENTIFIER,
     LMStudioLog,
+    check_models,
     find_lms,
     load_command,
     load_failure,
@@ -135,19 +137,33 @@ def blocking_chat(session: requests.Session, url: str, body: dict, *, headers: d
     return result
 
 
+@dataclass(frozen=True)
+class LMStudioChanges:
+    """What draftbench changed in LM Studio through the lms CLI, undone by :meth:`LMStudioServer.stop`:
+    the instance it loaded, a draft LM Studio loaded for it, a server it started. Without ``lms`` nothing
+    was changed (a server somebody else runs, used as it is)."""
+
+    lms: str | None = None
+    log: LMStudioLog | None = None
+    loaded_identifier: str | None = None
+    started_server: bool = False
+    unload_draft_after: bool = False
+
+
+NO_CHANGES = LMStudioChanges()
+
+
 class LMStudioServer(Server):
     def __init__(self, base_url: str, *, model: str, draft: str | None = None, endpoint: str = "native",
-                 lms: str | None = None, log: LMStudioLog | None = None,
-                 loaded_identifier: str | None = None, started_server: bool = False,
-                 unload_draft_after: bool = False, **kwargs):
+                 changes: LMStudioChanges = NO_CHANGES, **kwargs):
         super().__init__(base_url, model=model, **kwargs)
         self.draft = draft
         self.endpoint = endpoint
-        self.lms = lms
-        self._log = log
-        self.loaded_identifier = loaded_identifier
-        self.started_server = started_server
-        self.unload_draft_after = unload_draft_after
+        self.lms = changes.lms
+        self._log = changes.log
+        self.loaded_identifier = changes.loaded_identifier
+        self.started_server = changes.started_server
+        self.unload_draft_after = changes.unload_draft_after
         self._stopped = False
 
     # -- requests -------------------------------------------------------------------------
@@ -281,7 +297,6 @@ def launch_rest(spec: LaunchSpec) -> LMStudioServer:
     lms = find_lms(own.lms_bin)
     api_key = os.environ.get("LM_API_TOKEN") or None
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    endpoint = own.lmstudio_endpoint
     session = new_session()         # refuses redirects: we only benchmark the server we asked
     notes: list[str] = []
     start = time.perf_counter()
@@ -289,65 +304,33 @@ def launch_rest(spec: LaunchSpec) -> LMStudioServer:
     loaded = None
     log.write(f"LM Studio server: {base_url}" + (f" (lms: {lms})" if lms else " (lms CLI not found)"))
     try:
-        state, models = probe(session, base_url, headers)
-        if state == "auth":
-            raise ServerError(f"LM Studio at {base_url} requires an API token", "export LM_API_TOKEN=<a token "
-                              "from LM Studio's Developer page> (it is sent as a Bearer token and never saved)",
-                              log_path=str(log.path), kind=ServerErrorKind.AUTH)
-        if state == "foreign":
-            raise ServerError(f"port {port} answers, but not as LM Studio (no /api/v0/models there)",
-                              "set settings.lmstudio_port / --port to LM Studio's port (default 1234), or stop "
-                              "the program using that port", log_path=str(log.path), kind=ServerErrorKind.FOREIGN)
+        models = running_models(session, base_url, headers, port, log)
         if models is None:
-            if lms is None:
-                raise ServerError(f"no LM Studio server answers at {base_url}, and the lms CLI was not found "
-                                  "to start one", "start LM Studio's server (Developer tab → Start server, port "
-                                  f"{port}) and run again, set settings.lmstudio_port if it uses another port, "
-                                  f"or {HOW_TO_GET}", log_path=str(log.path), kind=ServerErrorKind.UNREACHABLE)
-            proc = run_lms([lms, "server", "start", "--port", str(port)], log, 120)
-            started_server = True
-            if proc.returncode != 0:
-                raise ServerError(f"`lms server start --port {port}` failed (exit code {proc.returncode})",
-                                  f"see the log lines below; is port {port} taken by another program?",
-                                  log_tail=log_tail(log), log_path=str(log.path), kind=ServerErrorKind.SERVER)
-            models = wait_for_models(session, base_url, headers, spec.startup_timeout_s, log)
+            started_server = True     # before it answers: a server that started but never answered is stopped too
+            models = start_server(session, base_url, headers, lms, spec.startup_timeout_s, port, log)
         else:
             notes.append(f"LM Studio's server was already running at {base_url}: using it (it stays running)")
+        check_models(models, spec, log)
+        command = None
         if lms is None:
             notes.append("the lms CLI was not found, so draftbench attached to the running LM Studio server and "
                          "cannot load or unload models: LM Studio loads them on the first request (just-in-time "
                          "loading must be on) with its own context length and GPU settings")
-        for ref, kind in ((spec.target, ServerErrorKind.MODEL), (spec.draft, ServerErrorKind.DRAFT_MODEL)):
-            if ref is not None and ref not in models:
-                known = ", ".join(sorted(models)[:12]) or "none"
-                raise ServerError(f"LM Studio has no model {ref!r}", f"use a model key from `lms ls` (LM Studio "
-                                  f"lists: {known})", log_path=str(log.path), kind=kind)
-        model_name = spec.target
-        command = None
-        if lms is not None:
-            if (models.get(spec.target) or {}).get("state") == "loaded":
-                notes.append(f"{spec.target} was already loaded in LM Studio: using that instance (its context "
-                             "length and GPU offload are LM Studio's, not settings.ctx_size / lmstudio_gpu)")
-            else:
-                command = load_command(lms, spec)
-                proc = run_lms(command, log, spec.startup_timeout_s)
-                if proc.returncode != 0 and re.search(r"already", proc.stdout + proc.stderr, re.IGNORECASE):
-                    # an instance left by an interrupted run: replace it
-                    run_lms([lms, "unload", IDENTIFIER], log, 120)
-                    proc = run_lms(command, log, spec.startup_timeout_s)
-                if proc.returncode != 0:
-                    raise load_failure(proc, spec.target, log)
-                loaded = IDENTIFIER
-                model_name = IDENTIFIER
+        elif (models.get(spec.target) or {}).get("state") == "loaded":
+            notes.append(f"{spec.target} was already loaded in LM Studio: using that instance (its context "
+                         "length and GPU offload are LM Studio's, not settings.ctx_size / lmstudio_gpu)")
+        else:
+            command = load_command(lms, spec)
+            loaded = load_target(lms, command, spec, log)
         for note in notes:
             log.write("note: " + note)
         draft_was_loaded = (models.get(spec.draft) or {}).get("state") == "loaded" if spec.draft else True
-        server = LMStudioServer(base_url, model=model_name, draft=spec.draft, endpoint=endpoint, lms=lms, log=log,
-                                api_key=api_key, loaded_identifier=loaded, started_server=started_server,
-                                unload_draft_after=not draft_was_loaded, command=command, port=port,
-                                load_time_s=time.perf_counter() - start)
+        changes = LMStudioChanges(lms, log, loaded, started_server, unload_draft_after=not draft_was_loaded)
+        server = LMStudioServer(base_url, model=loaded or spec.target, draft=spec.draft,
+                                endpoint=own.lmstudio_endpoint, changes=changes,
+                                credentials=Credentials(api_key=api_key),
+                                launched=Launched(command=command, port=port, load_time_s=time.perf_counter() - start))
         server.notes.extend(notes)
-        session.close()
         return server
     except BaseException:
         if lms is not None:
@@ -355,5 +338,50 @@ def launch_rest(spec: LaunchSpec) -> LMStudioServer:
                 quietly(lambda: run_lms([lms, "unload", loaded], log, 120))
             if started_server:
                 quietly(lambda: run_lms([lms, "server", "stop"], log, 60))
-        session.close()
         raise
+    finally:
+        session.close()
+
+
+def running_models(session: requests.Session, base_url: str, headers: dict, port: int,
+                   log: LMStudioLog) -> dict[str, dict] | None:
+    """The models of the LM Studio server answering at ``base_url``; None when nothing answers there.
+    Something that answers but wants a token, or is not LM Studio, is an error."""
+    state, models = probe(session, base_url, headers)
+    if state == "auth":
+        raise ServerError(f"LM Studio at {base_url} requires an API token", "export LM_API_TOKEN=<a token "
+                          "from LM Studio's Developer page> (it is sent as a Bearer token and never saved)",
+                          log_path=str(log.path), kind=ServerErrorKind.AUTH)
+    if state == "foreign":
+        raise ServerError(f"port {port} answers, but not as LM Studio (no /api/v0/models there)",
+                          "set settings.lmstudio_port / --port to LM Studio's port (default 1234), or stop "
+                          "the program using that port", log_path=str(log.path), kind=ServerErrorKind.FOREIGN)
+    return models
+
+
+def start_server(session: requests.Session, base_url: str, headers: dict, lms: str | None, timeout_s: float,
+                 port: int, log: LMStudioLog) -> dict[str, dict]:
+    """`lms server start` on ``port``, then its models once it answers."""
+    if lms is None:
+        raise ServerError(f"no LM Studio server answers at {base_url}, and the lms CLI was not found "
+                          "to start one", "start LM Studio's server (Developer tab → Start server, port "
+                          f"{port}) and run again, set settings.lmstudio_port if it uses another port, "
+                          f"or {HOW_TO_GET}", log_path=str(log.path), kind=ServerErrorKind.UNREACHABLE)
+    proc = run_lms([lms, "server", "start", "--port", str(port)], log, 120)
+    if proc.returncode != 0:
+        raise ServerError(f"`lms server start --port {port}` failed (exit code {proc.returncode})",
+                          f"see the log lines below; is port {port} taken by another program?",
+                          log_tail=log_tail(log), log_path=str(log.path), kind=ServerErrorKind.SERVER)
+    return wait_for_models(session, base_url, headers, timeout_s, log)
+
+
+def load_target(lms: str, command: list[str], spec: LaunchSpec, log: LMStudioLog) -> str:
+    """`lms load` the target under our identifier (returned)."""
+    proc = run_lms(command, log, spec.startup_timeout_s)
+    if proc.returncode != 0 and re.search(r"already", proc.stdout + proc.stderr, re.IGNORECASE):
+        # an instance left by an interrupted run: replace it
+        run_lms([lms, "unload", IDENTIFIER], log, 120)
+        proc = run_lms(command, log, spec.startup_timeout_s)
+    if proc.returncode != 0:
+        raise load_failure(proc, spec.target, log)
+    return IDENTIFIER

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 import lmstudio
 import requests
@@ -29,10 +30,10 @@ from ...common.errors import RequestError, ServerError, ServerErrorKind
 from ...common.files import cache_dir
 from ...config.settings import Settings
 from ...lifetime.process import tail_file
-from ..base import DraftCounts, LaunchSpec, Server, SpeculationStatus, url_host
+from ..base import DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus, url_host
 from ..http.client import StreamedResponse, new_session, probe_json
 from ..http.server_values import server_rate
-from .lms import IDENTIFIER, LMStudioLog, gpu_value, quietly
+from .lms import IDENTIFIER, LMStudioLog, check_models, gpu_value, quietly
 from .sdk_predict import DraftSettings, PredictionRefused, draft_counts, predict, server_error_text
 from .settings import LMStudioSettings
 
@@ -145,8 +146,7 @@ def _launch_error(exc: BaseException, what: str, log: LMStudioLog) -> ServerErro
 
 def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
     """Attach to LM Studio, check the models, load the target; the caller must stop() the server."""
-    settings, own = spec.settings, LMStudioSettings.of(spec.settings)
-    port = own.lmstudio_port
+    port = LMStudioSettings.of(spec.settings).lmstudio_port
     log = LMStudioLog(spec.log_path or cache_dir() / "logs" / f"lmstudio-sdk-{port}.log")
     start = time.perf_counter()
     api_host, notes = find_api_host(url_host(spec.host), port, log)
@@ -156,55 +156,31 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
     try:
         try:
             lmstudio.set_sync_api_timeout(_QUICK_CALL_S)
-            try:
-                downloaded = {m.model_key for m in client.llm.list_downloaded()}
-                instances = {h.identifier: (h, h.get_info().model_key) for h in client.llm.list_loaded()}
-            except lmstudio.LMStudioError as exc:
-                raise _launch_error(exc, "listing LM Studio's models", log) from None
-            for ref, kind in ((spec.target, ServerErrorKind.MODEL), (spec.draft, ServerErrorKind.DRAFT_MODEL)):
-                if ref is not None and ref not in downloaded:
-                    known = ", ".join(sorted(downloaded)[:12]) or "none"
-                    raise ServerError(f"LM Studio has no model {ref!r}", f"use a model key from `lms ls` (LM Studio "
-                                      f"lists: {known})", log_path=str(log.path), kind=kind)
+            downloaded, instances = known_models(client, log)
+            check_models(downloaded, spec, log)
             if IDENTIFIER in instances:          # left by an interrupted run: ours, so replace it
                 log.write(f"unloading {IDENTIFIER}, left loaded by an earlier run")
                 client.llm.unload(IDENTIFIER)
                 del instances[IDENTIFIER]
-            reuse = next((handle for handle, key in instances.values() if key == spec.target), None)
+            model = next((handle for handle, key in instances.values() if key == spec.target), None)
             command = None
-            if reuse is not None:
-                model = reuse
+            if model is not None:
                 notes.append(f"{spec.target} was already loaded in LM Studio: using that instance (its context length "
                              "and GPU offload are LM Studio's, not settings.ctx_size / lmstudio_gpu)")
             else:
-                ratio = gpu_ratio(settings)
-                config: lmstudio.LlmLoadModelConfigDict = {"contextLength": spec.ctx_size, "gpu": {"ratio": ratio}}
-                command = ["llm.load_new_instance", spec.target, f"identifier={IDENTIFIER}",
-                           f"contextLength={spec.ctx_size}", f"gpu.ratio={ratio:g}"]
-                log.write("$ " + " ".join(command))
-                lmstudio.set_sync_api_timeout(spec.startup_timeout_s)
-                try:
-                    model = client.llm.load_new_instance(spec.target, IDENTIFIER, config=config)
-                except lmstudio.LMStudioError as exc:
-                    raise _launch_error(exc, f"LM Studio could not load {spec.target}", log) from None
+                model, command = load_target(client, spec, log)
                 loaded = IDENTIFIER
-                log.write(f"loaded {spec.target} as {IDENTIFIER}")
             if spec.extra_args:
                 notes.append(f"extra_args ({' '.join(spec.extra_args)}) are not used with LM Studio's SDK")
-            # a candidate's own parameters win over the settings (see LMStudioBackend.validate_candidates)
-            draft_settings = DraftSettings(draft=spec.draft, num_draft_tokens=spec.draft_max,
-                                           min_continue_probability=spec.params.get("draft_p_min",
-                                                                                    settings.draft_p_min),
-                                           min_draft_length=spec.params.get("min_draft_length",
-                                                                            own.lmstudio_min_draft_length))
             for note in notes:
                 log.write("note: " + note)
             draft_was_loaded = spec.draft is None or any(key == spec.draft for _, key in instances.values())
-            server = LMStudioSDKServer(f"http://{api_host}", client=client, llm=model,
-                                       draft_settings=draft_settings, log=log, log_router=router,
-                                       loaded_identifier=loaded, unload_draft_after=not draft_was_loaded,
-                                       command=command, version=f"lmstudio SDK {lmstudio.__version__}", port=port,
-                                       load_time_s=time.perf_counter() - start)
+            server = LMStudioSDKServer(f"http://{api_host}", connection=SDKConnection(client, log, router), llm=model,
+                                       draft_settings=draft_settings(spec), loaded_identifier=loaded,
+                                       unload_draft_after=not draft_was_loaded,
+                                       launched=Launched(command=command, port=port,
+                                                         version=f"lmstudio SDK {lmstudio.__version__}",
+                                                         load_time_s=time.perf_counter() - start))
             server.notes.extend(notes)
             return server
         except lmstudio.LMStudioError as exc:       # anything the SDK raises becomes a named error
@@ -217,18 +193,62 @@ def launch_sdk(spec: LaunchSpec) -> LMStudioSDKServer:
         raise
 
 
+def known_models(client: lmstudio.Client, log: LMStudioLog) -> tuple[set[str], dict[str, tuple[lmstudio.LLM, str]]]:
+    """The model keys LM Studio has downloaded, and its loaded instances: identifier -> (handle, model key)."""
+    try:
+        downloaded = {m.model_key for m in client.llm.list_downloaded()}
+        instances = {h.identifier: (h, h.get_info().model_key) for h in client.llm.list_loaded()}
+    except lmstudio.LMStudioError as exc:
+        raise _launch_error(exc, "listing LM Studio's models", log) from None
+    return downloaded, instances
+
+
+def load_target(client: lmstudio.Client, spec: LaunchSpec, log: LMStudioLog) -> tuple[lmstudio.LLM, list[str]]:
+    """Load the target under our identifier with the settings' context and GPU share; the command as logged."""
+    ratio = gpu_ratio(spec.settings)
+    config: lmstudio.LlmLoadModelConfigDict = {"contextLength": spec.ctx_size, "gpu": {"ratio": ratio}}
+    command = ["llm.load_new_instance", spec.target, f"identifier={IDENTIFIER}",
+               f"contextLength={spec.ctx_size}", f"gpu.ratio={ratio:g}"]
+    log.write("$ " + " ".join(command))
+    lmstudio.set_sync_api_timeout(spec.startup_timeout_s)
+    try:
+        model = client.llm.load_new_instance(spec.target, IDENTIFIER, config=config)
+    except lmstudio.LMStudioError as exc:
+        raise _launch_error(exc, f"LM Studio could not load {spec.target}", log) from None
+    log.write(f"loaded {spec.target} as {IDENTIFIER}")
+    return model, command
+
+
+def draft_settings(spec: LaunchSpec) -> DraftSettings:
+    """What every request asks of the draft: a candidate's own parameters win over the settings (see
+    LMStudioBackend.validate_candidates)."""
+    own = LMStudioSettings.of(spec.settings)
+    return DraftSettings(draft=spec.draft, num_draft_tokens=spec.draft_max,
+                         min_continue_probability=spec.params.get("draft_p_min", spec.settings.draft_p_min),
+                         min_draft_length=spec.params.get("min_draft_length", own.lmstudio_min_draft_length))
+
+
+@dataclass(frozen=True)
+class SDKConnection:
+    """The SDK's connection to LM Studio, the log and the router of the SDK's own log records: all closed
+    by :meth:`LMStudioSDKServer.stop`."""
+
+    client: lmstudio.Client
+    log: LMStudioLog
+    log_router: SDKLogRouter
+
+
 class LMStudioSDKServer(Server):
     """A model loaded in LM Studio, driven through its SDK. Stopping unloads what we loaded."""
 
-    def __init__(self, base_url: str, *, client: lmstudio.Client, llm: lmstudio.LLM, draft_settings: DraftSettings,
-                 log: LMStudioLog, log_router: SDKLogRouter, loaded_identifier: str | None, unload_draft_after: bool,
-                 **kwargs):
+    def __init__(self, base_url: str, *, connection: SDKConnection, llm: lmstudio.LLM, draft_settings: DraftSettings,
+                 loaded_identifier: str | None, unload_draft_after: bool, **kwargs):
         super().__init__(base_url, model=llm.identifier, **kwargs)
-        self.client = client
+        self.client = connection.client
         self.llm = llm
         self.draft_settings = draft_settings
-        self._log = log
-        self._log_router = log_router
+        self._log = connection.log
+        self._log_router = connection.log_router
         self.loaded_identifier = loaded_identifier
         self.unload_draft_after = unload_draft_after
         self._stopped = False

@@ -123,6 +123,14 @@ def predict(model: lmstudio.LLM, messages: list[dict], config: lmstudio.LlmPredi
         raise RequestError(f"LM Studio's SDK failed during the prediction: {server_error_text(exc)}",
                            "check LM Studio, then resume the sweep") from None
     result.t_end = time.perf_counter()
+    add_outcome(result, outcome, tokens_streamed, fragments.encode(pieces) if record_fragments else None)
+    return result
+
+
+def add_outcome(result: StreamedResponse, outcome: lmstudio.PredictionResult, tokens_streamed: int,
+                draft_fragments: str | None) -> None:
+    """What LM Studio reports once the prediction ended: token counts, why it stopped, its own TTFT, its
+    statistics and the draft settings it applied."""
     stats = outcome.stats
     completion = stats.predicted_tokens_count if stats.predicted_tokens_count is not None else tokens_streamed
     result.usage = {"prompt_tokens": stats.prompt_tokens_count, "completion_tokens": completion}
@@ -130,8 +138,8 @@ def predict(model: lmstudio.LLM, messages: list[dict], config: lmstudio.LlmPredi
     ttft = stats.time_to_first_token_sec
     # LM Studio's own figure, kept beside the client's; a value that cannot be a time is not recorded
     result.server_ttft_s = ttft if isinstance(ttft, (int, float)) and math.isfinite(ttft) and ttft >= 0 else None
-    if record_fragments:
-        result.draft_fragments = fragments.encode(pieces)
+    if draft_fragments is not None:
+        result.draft_fragments = draft_fragments
     result.extras["sdk_stats"] = stats
     applied = outcome.prediction_config
     result.extras["applied"] = {
@@ -139,7 +147,6 @@ def predict(model: lmstudio.LLM, messages: list[dict], config: lmstudio.LlmPredi
         "min_continue_drafting_probability": applied.speculative_decoding_min_continue_drafting_probability,
         "min_draft_length_to_consider": applied.speculative_decoding_min_draft_length_to_consider,
     }
-    return result
 
 
 def draft_counts(stats: lmstudio.LlmPredictionStats, applied: dict, *, draft_requested: bool) -> DraftCounts:

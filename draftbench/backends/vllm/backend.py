@@ -38,17 +38,19 @@ from ...lifetime.process import ManagedProcess
 from ..base import (
     Backend,
     CountsSource,
+    Credentials,
     DraftCounts,
+    Launched,
     LaunchSpec,
     Server,
     SpeculationStatus,
     add_common_server_arguments,
-    launch_process,
     url_host,
 )
 from ..how_to_run import Plumbing
 from ..http.client import probe_json
 from ..http.server_values import counter_difference, server_count
+from ..startup import launch_process
 from .command import (
     COUNTERS,
     DEFAULT_NUM_SPECULATIVE_TOKENS,
@@ -279,8 +281,8 @@ class VLLMBackend(Backend):
         cmd = build_command(launcher, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
-                            process=ManagedProcess(cmd, log_path, port=spec.port, grace_s=VLLMServer.stop_grace_s),
-                            command=cmd, port=spec.port,
+                            launched=Launched(ManagedProcess(cmd, log_path, port=spec.port,
+                                                             grace_s=VLLMServer.stop_grace_s), cmd, spec.port),
                             expects_draft=spec.draft is not None)
         if launcher.note:
             server.notes.append(launcher.note)
@@ -293,7 +295,7 @@ class VLLMBackend(Backend):
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> VLLMServer:
-        server = VLLMServer(base_url, model=model or "default", api_key=api_key, auth=auth,
+        server = VLLMServer(base_url, model=model or "default", credentials=Credentials(api_key, auth),
                             probe_timeout_s=probe_timeout_s)
         if model is None:
             served = _served_models(server)

@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from enum import Enum
 
+from ...analysis import busy
 from ...backends import REGISTRY
 from ...config.settings import measured_keys
 from .match import ComparedFile
@@ -59,6 +60,29 @@ def _differ(values: list) -> bool:
     return len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1
 
 
+# Other programs' CPU shares this far apart (or one file busy, the other quiet) make every tok/s differ.
+LOAD_APART = 0.15
+
+
+def _load_difference(files: list[ComparedFile]) -> Difference | None:
+    """The machine's load while each file was measured (``analysis/busy.py``), where it differs enough to
+    move the numbers — or was recorded in some files only."""
+    described = [busy.describe(f.results) for f in files]
+    if all(d is None for d in described):
+        return None
+    states = {busy.busy(f.results) for f in files}
+    shares = [m.other_cpu_share for f in files if (m := busy.during(f.results)) is not None
+              and m.other_cpu_share is not None]
+    apart = len(shares) > 1 and max(shares) - min(shares) >= LOAD_APART
+    if None not in described and len(states) == 1 and not apart:
+        return None
+    return Difference(DiffKind.MEASUREMENT, "machine load",
+                      tuple(f"{'busy' if busy.busy(f.results) else 'quiet'} ({d})" if d else NOT_RECORDED
+                            for f, d in zip(files, described)),
+                      "a busy machine runs every combination slower: compare the speed-ups within each file, "
+                      "not the tok/s across them")
+
+
 def file_differences(files: list[ComparedFile]) -> list[Difference]:
     out: list[Difference] = []
 
@@ -84,6 +108,9 @@ def file_differences(files: list[ComparedFile]) -> list[Difference]:
     for key, what in (("cpu", "CPU"), ("cpu_count", "CPU cores"), ("memory_gb", "memory (GB)"), ("os", "OS"),
                       ("machine", "architecture")):
         add(DiffKind.HARDWARE, what, [(f.results.host or {}).get(key) for f in files])
+    load = _load_difference(files)
+    if load is not None:
+        out.append(load)
     add(DiffKind.DATA, "per-request data", ["yes" if f.has_requests else "no" for f in files],
         "rows without it are compared as ratios of means, with no confidence interval")
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from ...analysis import busy
 from ...analysis.stats import describe_speedup
 from ...results.kinds import Role
 from .best import best_per_target
@@ -14,6 +15,9 @@ from .view import CellState, Change, Comparison, FileCell
 
 NOT_SIGNIFICANT_MEANS = ("not significant: the 95% interval includes 1.00x, or the change is smaller than the noise "
                          "floor (settings.noise_floor, 2% unless set)")
+
+
+SAME_MEASUREMENTS = "same measurements"   # the file's row is the other's own requests (a copy): no change
 
 
 def times(x: float) -> str:
@@ -76,6 +80,7 @@ def speedup_text(cell: FileCell) -> str:
 def change_columns(comparison: Comparison) -> list[tuple[int, int]]:
     """(file, reference) pairs that appear in the table, in a stable order (B vs A, C vs A, C vs B…)."""
     pairs = {(c.index, c.reference) for row in comparison.rows for c in row.changes}
+    pairs |= {pair for row in comparison.rows for pair in row.copies}    # "same measurements" is said there
     return sorted(pairs, key=lambda p: (p[1], p[0]))
 
 
@@ -90,7 +95,8 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         cells = [row.title] + [tps_text(c) for c in row.cells]
         for i, ref in pairs:
             c = row.change_for(i)
-            cells.append(describe_change(c) if c is not None and c.reference == ref else "—")
+            cells.append(describe_change(c) if c is not None and c.reference == ref else
+                         SAME_MEASUREMENTS if row.copy_of(i, ref) else "—")
         cells += [speedup_text(c) for c in row.cells]
         body.append(cells)
     return header, body
@@ -172,8 +178,18 @@ def difference_lines(comparison: Comparison) -> list[str]:
         out.append("The files also differ in:")
         out += [f"  - {d.message(letters)}" for d in other]
     if not comparison.differences:
-        out.append("The files agree in every recorded setting, build and hardware detail.")
+        out.append(agreement(comparison))
     return out
+
+
+def agreement(comparison: Comparison) -> str:
+    """What is said when no difference was found: never "every … detail" about a load nobody recorded."""
+    unrecorded = [f.letter for f in comparison.files if busy.describe(f.results) is None]
+    if not unrecorded:
+        return "The files agree in every recorded setting, build and hardware detail, and in the machine's load."
+    return ("The files agree in every recorded setting, build and hardware detail; the machine's load was not "
+            f"recorded in {', '.join(unrecorded)} (files older than draftbench's load readings), so a busy "
+            "machine would not show here.")
 
 
 def render(comparison: Comparison) -> str:
@@ -194,9 +210,18 @@ def render(comparison: Comparison) -> str:
         if reasons:
             out.append("no CI: significance unknown because " + "; ".join(reasons) + ".")
         unpaired = sorted({c.why_unpaired for row in comparison.rows for c in row.changes
-                           if not c.paired and c.ratio.method != "ratio-of-means" and c.why_unpaired})
+                           if not c.paired and c.ratio.method != "ratio-of-means" and c.why_unpaired and not c.repeated})
         if unpaired:
             out.append("Requests compared unpaired (Welch) because " + "; ".join(unpaired) + ".")
+        repeated = [(row.title, c) for row in comparison.rows for c in row.changes if c.repeated]
+        copied = [row.title for row in comparison.rows if row.copies]
+        if repeated or copied:
+            said = ([f"{title}: {c.why_unpaired}" for title, c in repeated]
+                    + [f"{title}: {SAME_MEASUREMENTS} (no change to show)" for title in copied])
+            more = f"; and {len(said) - 3} more combination(s)" if len(said) > 3 else ""
+            out.append("Some files hold the same measurements as an earlier file (a copy of it, or a results file "
+                       "resumed from it): a request is measured once, so those are left out of the change — "
+                       + "; ".join(said[:3]) + more + ".")
     else:
         out.append("No combination is in more than one file: nothing to compare row by row "
                    "(rows match on target, candidate and settings; check the labels).")

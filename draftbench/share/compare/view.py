@@ -15,12 +15,14 @@ log tok/s), and a file without per-request data gives a ratio of means without a
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 from enum import Enum
 
 from ...analysis.stats import speedup
 from ...common.percent import percent_change
-from ...results.file import Row
+from ...results.file import RequestRecord, Row
 from ...results.kinds import Status
 from ...results.speedup import Speedup
 from .differences import Difference, file_differences
@@ -67,6 +69,7 @@ class Change:
     ratio: Speedup
     paired: bool
     why_unpaired: str = ""
+    repeated: int = 0            # file ``index``'s requests that are file ``reference``'s own (left out)
 
     @property
     def significant(self) -> bool | None:
@@ -78,6 +81,8 @@ class ComparedRow:
     match: Match
     cells: tuple[FileCell, ...]
     changes: tuple[Change, ...]
+    copies: tuple[tuple[int, int], ...] = ()   # (file, reference): the file's row holds only the reference's own
+                                               # measurements (a copy): no change to show
 
     @property
     def title(self) -> str:
@@ -85,6 +90,10 @@ class ComparedRow:
 
     def change_for(self, index: int) -> Change | None:
         return next((c for c in self.changes if c.index == index), None)
+
+    def copy_of(self, index: int, reference: int) -> bool:
+        """Whether file ``index``'s row is file ``reference``'s own measurements (no change to show)."""
+        return (index, reference) in self.copies
 
 
 @dataclass(frozen=True)
@@ -109,8 +118,27 @@ def cell_for(row: Row | None) -> FileCell:
     return FileCell(row, CellState.OK)
 
 
-def _tps_by_request(row: Row) -> dict[tuple, float]:
-    return {(r.prompt_id, r.run): r.decode_tps for r in row.requests if r.error is None and r.decode_tps}
+def _measurement(r: RequestRecord) -> tuple:
+    """What makes a request one measurement: a copy of a file (or a resumed copy) holds it unchanged."""
+    return (r.session, r.block, r.prompt_id, r.run, r.decode_tps, r.ttft_s, r.total_s, r.completion_tokens)
+
+
+def tps_by_request(row: Row, leave_out: frozenset[tuple] = frozenset()) -> dict[tuple, float]:
+    """(prompt, repetition) → tok/s. The interleaved design measures a baseline's (prompt, repetition) once
+    beside every candidate, each on a server session of its own: those are averaged (geometric mean, as
+    the speed-up averages), never one picked. ``leave_out``: measurements the other file holds too."""
+    logs: dict[tuple, list[float]] = {}
+    for r in row.requests:
+        if r.error is None and r.decode_tps and _measurement(r) not in leave_out:
+            logs.setdefault((r.prompt_id, r.run), []).append(math.log(r.decode_tps))
+    return {key: math.exp(statistics.fmean(values)) for key, values in logs.items()}
+
+
+def repeated_measurements(reference: Row, row: Row) -> frozenset[tuple]:
+    """The measurements ``row`` holds that ``reference`` holds too (a file compared with its own copy,
+    or with the file it was resumed from): the same requests, not a second measurement of them."""
+    mine = {_measurement(r) for r in reference.requests if r.error is None and r.decode_tps}
+    return frozenset(m for r in row.requests if (m := _measurement(r)) in mine)
 
 
 def why_not_paired(a: ComparedFile, ra: Row, b: ComparedFile, rb: Row) -> str:
@@ -133,7 +161,7 @@ def why_not_paired(a: ComparedFile, ra: Row, b: ComparedFile, rb: Row) -> str:
             return "prompt token counts are not recorded, so the prompt texts cannot be checked"
         if tokens != tokens_b:
             return f"prompt {pid} has {tokens} vs {tokens_b} prompt tokens (another text or chat template)"
-    if len(set(_tps_by_request(ra)) & set(_tps_by_request(rb))) < 2:
+    if len(set(tps_by_request(ra)) & set(tps_by_request(rb))) < 2:
         return "fewer than two requests measured in both"
     return ""
 
@@ -142,14 +170,20 @@ def change(files: tuple[ComparedFile, ...], ref: int, index: int, ra: Row, rb: R
     """File ``index``'s tok/s against file ``ref``'s for one combination."""
     noise_floor = max(files[ref].noise_floor, files[index].noise_floor)
     if ra.requests and rb.requests:
+        repeated = repeated_measurements(ra, rb)
         why = why_not_paired(files[ref], ra, files[index], rb)
-        base, cand = _tps_by_request(ra), _tps_by_request(rb)
+        base, cand = tps_by_request(ra), tps_by_request(rb, leave_out=repeated)
+        if repeated and not cand:
+            return None     # the same measurements in both files: there is nothing to compare
+        if repeated:
+            why = (f"{files[index].letter} repeats {len(repeated)} of {files[ref].letter}'s own requests of this "
+                   "combination (the same measurements), which are left out")
         if why:   # keys made disjoint, so stats.speedup compares the two groups unpaired (Welch)
             base = {("ref", *k): v for k, v in base.items()}
             cand = {("new", *k): v for k, v in cand.items()}
         ratio = speedup(base, cand, noise_floor=noise_floor)
         if ratio is not None:
-            return Change(index, ref, ratio, paired=not why, why_unpaired=why)
+            return Change(index, ref, ratio, paired=not why, why_unpaired=why, repeated=len(repeated))
     if ra.mean_tps and rb.mean_tps:
         value = rb.mean_tps / ra.mean_tps
         missing = [files[i].letter for i, r in ((ref, ra), (index, rb)) if not r.requests]
@@ -170,7 +204,7 @@ def compare(files: list[ComparedFile]) -> Comparison:
             only[present[0]].append(m)
             continue
         cells = tuple(cell_for(r) for r in m.rows)
-        changes = []
+        changes, copies = [], []
         ok = [i for i in present if cells[i].state is CellState.OK]
         for index in ok[1:]:
             ref = ok[0]
@@ -179,5 +213,7 @@ def compare(files: list[ComparedFile]) -> Comparison:
             c = change(fs, ref, index, ra, rb)
             if c is not None:
                 changes.append(c)
-        rows.append(ComparedRow(m, cells, tuple(changes)))
+            elif rb.requests and len(repeated_measurements(ra, rb)) == len(rb.requests):
+                copies.append((index, ref))
+        rows.append(ComparedRow(m, cells, tuple(changes), tuple(copies)))
     return Comparison(fs, tuple(rows), tuple(tuple(o) for o in only), tuple(file_differences(files)))

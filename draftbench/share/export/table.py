@@ -18,7 +18,7 @@ from ...analysis.winning_command import run_commands
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
-from ..compare.text import describe_change, speedup_text, tps_text
+from ..compare.text import SAME_MEASUREMENTS, change_columns, describe_change, speedup_text, tps_text
 from .markdown_text import code, plain
 
 Record = dict[str, Any]
@@ -77,7 +77,7 @@ def _params_text(row: Row) -> str | None:
 
 def result_record(row: Row) -> Record:
     tps = row.tps or {}
-    speed = row.speedup
+    speed = row.speedup if row.speculation_active is not False else None   # an inactive row has no speed-up
     cand = row.candidate if isinstance(row.candidate, dict) else {}
     method = "+".join(str(m) for m in cand.get("method") or ()) or None
     return {
@@ -175,7 +175,7 @@ def _match_record(comparison: Comparison, m: Match) -> Record:
 def comparison_table(comparison: Comparison) -> Table:
     """One record per combination of any file: each file's tok/s and speed-up, and each change between files."""
     letters = comparison.letters
-    pairs = sorted({(c.index, c.reference) for row in comparison.rows for c in row.changes}, key=lambda p: (p[1], p[0]))
+    pairs = change_columns(comparison)
     columns = ["combination", "role", "target", "candidate", "draft_max", "files"]
     for x in letters:
         columns += [f"{x}_status", f"{x}_mean_tps", f"{x}_speedup", f"{x}_speedup_significant"]
@@ -201,7 +201,7 @@ def comparison_table(comparison: Comparison) -> Table:
             rec.update({f"{p}_ratio": r.ratio if r else None, f"{p}_ci95_low": r.ci95_low if r else None,
                         f"{p}_ci95_high": r.ci95_high if r else None, f"{p}_significant": r.significant if r else None,
                         f"{p}_method": r.method if r else None})
-            texts[p] = describe_change(c)
+            texts[p] = SAME_MEASUREMENTS if c is None and row.copy_of(i, ref) else describe_change(c)
         records.append(rec)
         shown.append(texts)
     for index, matches in enumerate(comparison.only_in):

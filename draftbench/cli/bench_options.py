@@ -1,0 +1,140 @@
+"""``python bench.py``'s options, checked once before anything is measured: the prompts they choose,
+the file ``--json`` will write, and the settings and measurement options they stand for (the same for
+``--url`` and for the A/B of ``--target``)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from pathlib import Path
+
+from ..backends import backend_names, get_backend
+from ..common.errors import UsageError
+from ..config.prompts import ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
+from ..config.settings import COMMON_SETTINGS, Settings
+from ..measure.sequential import MeasureOptions
+
+MAX_TIMEOUT_S = COMMON_SETTINGS["request_timeout_s"].max or math.inf   # as settings.request_timeout_s / stall_timeout_s
+
+
+def check_options(args: argparse.Namespace) -> tuple[list[Prompt], Path | None]:
+    """The prompts to send and the checked ``--json`` path; a :class:`UsageError` for the first bad option."""
+    if args.server_args and not args.target:
+        raise UsageError("arguments after -- go to the servers that --target starts; --url measures a server "
+                         "that is already running", "pass them when you start that server, or use --target")
+    if args.context_tokens is not None and not args.target:
+        raise UsageError("--context-tokens cuts long prompts with the target's own tokenizer on servers it starts",
+                         "use it with --target T.gguf (and --draft or --spec-type)")
+    for name in ("runs", "max_tokens"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")
+    if args.warmup < 0 or not math.isfinite(args.temperature) or args.temperature < 0:
+        raise UsageError("--warmup and --temperature must not be negative")
+    check_concurrency(args)
+    check_seconds("--request-timeout", args.request_timeout)
+    check_seconds("--stall-timeout", args.stall_timeout)
+    json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
+    prompts = choose_prompts(args)
+    if args.concurrency > len(prompts) * args.runs:
+        raise UsageError(f"--concurrency {args.concurrency} asks for more requests at once than the "
+                         f"{len(prompts) * args.runs} it sends (prompts × --runs): they could never all be in flight",
+                         f"use --concurrency {len(prompts) * args.runs} at most, or more prompts (--requests N) or --runs")
+    if not args.target and not args.url:
+        raise UsageError("give --url URL (a running server) or --target T.gguf (an A/B that starts its own servers)",
+                         "see python bench.py --help")
+    return prompts, json_path
+
+
+def check_concurrency(args: argparse.Namespace) -> None:
+    if args.concurrency < 1:
+        raise UsageError(f"--concurrency must be at least 1 (got {args.concurrency})")
+    if args.concurrency > 1 and args.backend not in ("auto", "openai") and args.backend in backend_names() \
+            and get_backend(args.backend).config_name == "lmstudio":
+        raise UsageError("--concurrency is not supported with LM Studio", "measure it with --concurrency 1, or "
+                         "benchmark concurrency on llama-server or vLLM")
+    if args.concurrency > 1 and args.target:
+        raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",
+                         "for an A/B under load, sweep a config with settings.concurrency (see README)")
+
+
+def choose_prompts(args: argparse.Namespace) -> list[Prompt]:
+    if args.prompt and args.prompt_file:
+        raise UsageError("use either --prompt or --prompt-file, not both")
+    if args.prompt:
+        prompts = custom_prompts(args.prompt)
+    elif args.prompt_file:
+        prompts = load_prompt_file(args.prompt_file)
+    else:
+        prompts = (list(BUILTIN_PROMPTS) if not args.category
+                   else [p for p in ALL_PROMPTS if p.category in args.category])
+    if args.requests is not None:
+        if args.requests < 1:
+            raise UsageError(f"--requests must be at least 1 (got {args.requests})")
+        cycled = []
+        for i in range(args.requests):
+            p = prompts[i % len(prompts)]
+            rep = i // len(prompts)
+            cycled.append(p if rep == 0 else Prompt(f"{p.id}#{rep + 1}", p.category, p.messages))
+        prompts = cycled
+    return prompts
+
+
+def check_seconds(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise UsageError(f"{flag} is {value:g}; it must be a number of seconds above 0 and at most {MAX_TIMEOUT_S}",
+                         f"e.g. {flag} 120")
+
+
+def check_output_file(path: str, flag: str, inputs: tuple[str | None, ...] = ()) -> Path:
+    """The file ``path`` will be written to, refused now (before measuring) if it cannot be.
+
+    A symlink is followed, so the file it points to is updated, never replaced by a file.
+    """
+    target = Path(path).expanduser().resolve()
+    if target.is_dir():
+        raise UsageError(f"{flag} {path} is a folder", f"give a file name, e.g. {flag} {Path(path) / 'bench.json'}")
+    for other in inputs:
+        if other and target == Path(other).expanduser().resolve():
+            raise UsageError(f"{flag} {path} is also an input ({other}); writing it would destroy it",
+                             f"give {flag} another file name")
+    if target.exists():
+        if not target.is_file():
+            raise UsageError(f"{flag} {path} is not a regular file", f"give {flag} a file name")
+        try:
+            with open(target, "r+b"):    # opened for writing, not truncated
+                pass
+        except OSError as exc:
+            raise UsageError(f"{flag} {path} cannot be written ({exc.strerror})",
+                             "choose another path, or make the file writable") from None
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path} cannot be created: {folder} is a file, not a folder",
+                         f"give {flag} a path inside a folder")
+    try:   # the file is written as a temporary file beside it, then renamed
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path} cannot be written: no new file can be made in {folder} ({exc.strerror})",
+                         "choose a folder you can write to") from None
+    return target
+
+
+def measure_options(args: argparse.Namespace) -> MeasureOptions:
+    return MeasureOptions(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
+                          temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
+                          stall_timeout_s=args.stall_timeout)
+
+
+def prompts_setting(args: argparse.Namespace) -> str | list[str]:
+    """``settings.prompts`` as a config would say it: the file, "custom", the categories, or "builtin"."""
+    return (args.prompt_file if args.prompt_file else "custom" if args.prompt
+            else list(args.category) if args.category else "builtin")
+
+
+def url_settings(args: argparse.Namespace) -> Settings:
+    """The settings ``bench.py --url`` measured with, as a sweep's results file records them."""
+    return Settings(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
+                    seed=args.seed, request_timeout_s=args.request_timeout, stall_timeout_s=args.stall_timeout,
+                    concurrency=args.concurrency, prompts=prompts_setting(args))
