@@ -330,7 +330,9 @@ def test_ceiling_rows_resume_by_level(tmp_path):
 # --------------------------------------------------------------------------- the report
 
 def test_report_draws_positions_ceiling_and_prediction(tmp_path):
-    _code, path = run_sweep(tmp_path, FakeBackend(script()), config(tmp_path, ceiling=True, draft_max=[2, 4]))
+    # four prompts: a stage drafts enough for every row's positions to be drawn (fewer are a diagnosis' "too few")
+    cfg = config(tmp_path, ceiling=True, draft_max=[2, 4], prompts=["code", "json", "prose", "list"])
+    _code, path = run_sweep(tmp_path, FakeBackend(script()), cfg)
     results = load_results(path)
     figures = build_figures(results)
     positions = figures["chart-positions"]["data"]

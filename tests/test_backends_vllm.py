@@ -325,7 +325,8 @@ def test_sweep_results_rows(fake, tmp_path, monkeypatch):
     assert good["mean_accepted_len"] == 3.286
     assert good["accepted_per_pos"] == [6 * n, 4 * n, 4 * n, 2 * n]
     assert sum(good["accepted_per_pos"]) == good["draft_n_accepted"]
-    assert good["diagnosis"]["code"] == "acceptance_holds"
+    # a diagnosis needs 20 verify steps (issue 37): a sweep decided after one stage has 14
+    assert good["diagnosis"]["code"] == ("acceptance_holds" if 7 * n >= 20 else "too_few_drafts")
     # best k from one run works from vLLM's counters too (client times: vLLM reports no decode timings)
     assert good["k_prediction"]["from_k"] == 4 and good["k_prediction"]["times"] == "client"
     assert [p["k"] for p in good["k_prediction"]["per_k"]] == [1, 2, 3, 4]

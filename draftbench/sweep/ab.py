@@ -41,13 +41,13 @@ from .init_configs import this_hardware
 from .launcher import Launcher
 from .run import MemoryStore
 from .schedule import Design, stage_steps
+from .session import MIN_WINDOW_S
 from .stage_plan import plan_stages
 from .stage_rows import RowWriter, StagedDesign
 from .stage_runner import StageRunner, TargetPlan
 from .target_plan import choose_design, conversation
 
 WIDTH = 78
-MIN_WINDOW_S = 0.001       # a row's wall time rounds to 0 on a fast stand-in: its load is still the latest reading
 AB_NAME = "ab"
 
 

@@ -37,6 +37,7 @@ from .resume import open_results
 from .run import run_sweep
 from .stages import final
 
+MIN_WINDOW_S = 0.001      # the shortest window a row's load is read over (its latest reading)
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -151,6 +152,8 @@ class Sweep:
         prior = self.current().row(row.key)
         summary = prior.machine_load if prior is not None else row.machine_load
         grew = (row.wall_time or 0.0) - ((prior.wall_time or 0.0) if prior is not None else 0.0)
+        if len(row.requests) > (len(prior.requests) if prior is not None else 0):
+            grew = max(grew, MIN_WINDOW_S)      # new requests in a window too short to round above 0
         load = self.monitor.over_last(grew) if self.monitor is not None and grew > 0 else None
         if load is not None:
             summary = machine_load.add_window(summary, load)
