@@ -11,6 +11,7 @@ from ..analysis.busy import busy_before
 from ..analysis.verdict import analyze
 from ..analysis.winning_command import command_lines
 from ..backends import get_backend
+from ..backends.base import Backend
 from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
@@ -23,7 +24,7 @@ from ..results.lock import results_lock
 from ..results.output_paths import check_output_paths, default_chart_for
 from ..share.redact_paths import redacted_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
-from ..sweep.config_file import load_config
+from ..sweep.config_file import SweepConfig, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, accuracy, estimate_of, total_s
 from ..sweep.preflight import model_problems
@@ -136,63 +137,76 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
                              "give the configs different names (or hardware), which name their results files")
         used[real] = Path(path)
     if args.dry_run:
-        first_reading = machine_load.read()      # the machine's load over the dry run (ours counted apart)
-        for warning in config.warnings:
-            print(safe_text(f"Warning: {warning}"))
-        runs = plan(config)
-        # the checks the run makes before each combination, made now for all of them (exit 2)
-        problems = model_problems(config, backend, runs)
-        if problems:
-            raise ConfigError(config.source, problems)
-        print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
-                        f"results would go to {results_path}"))
-        show_k = shows_k(config)
-        estimator = Estimator.for_results_path(config, len(prompts_for(config.settings).prompts),
-                                               results_path)
-        if args.probe:
-            backend.check_ready_to_run(config.settings)
-            prepare_to_start_servers()
-            print("Probing the targets (one request each):")
-            for line in probe_targets(config, backend, estimator, Reporter()):
-                print(safe_text(f"  {line}"))
-        shown = runs if args.full_plan else runs[:PLAN_SHOWN]
-        for i, run in enumerate(shown, 1):
-            est = estimate_of(estimator, run)
-            when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
-                "duration unknown"
-            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
-        if len(shown) < len(runs):
-            print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
-        prompts = list(prompts_for(config.settings).prompts)
-        total = total_s(estimator, [c for c in runs if not in_stages(c)])
-        for target in config.targets:
-            found = target_plan(config.settings, backend, runs, target.label, prompts)
-            if found is None:
-                continue
-            print(safe_text(f"Design for {target.label}: {found.design.label} — {found.why}."))
-            print(safe_text(f"  {describe_cost(found, config.settings.warmup)}"))
-            seconds = stages_seconds(found, estimator)
-            total = (total or 0.0) + seconds if seconds else total
-        if total is not None:
-            budget = config.settings.budget_s
-            print(f"Estimated duration: at most ~{format_duration(total)} (less where a target is decided early"
-                  + (" or the race leaves candidates behind" if config.settings.search == "adaptive" else "")
-                  + (f"; the budget caps each target at {format_duration(budget)}" if budget else "") + ")")
-        now = machine_load.since(first_reading, at_least_s=DRY_RUN_LOAD_S)
-        for line in accuracy([estimate_of(estimator, c) for c in runs], probed=args.probe, now=now):
-            print(safe_text(line))
-        busy_now = busy_before(now, when="right now")
-        if busy_now is not None:
-            print(safe_text(f"Warning: {busy_now.message}"))
-        print("Models (each checked: readable, and each draft's vocabulary against its targets):")
-        for ref in config.targets + config.drafts:
-            print(safe_text(f"  {ref.label}: {ref.path}"))
-        for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
-            print(safe_text(f"Warning: {unreachable}"))
-        return EXIT_OK
+        return dry_run(config, backend, args, results_path)
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):
         return Sweep(config, results_path, chart_path, options=RunOptions(cdn=args.cdn, more=args.more)).run()
+
+
+def dry_run(config: SweepConfig, backend: Backend, args, results_path: Path) -> int:
+    """What a run would do, checked and costed, starting nothing (``--probe``: one request per target)."""
+    first_reading = machine_load.read()      # the machine's load over the dry run (ours counted apart)
+    for warning in config.warnings:
+        print(safe_text(f"Warning: {warning}"))
+    runs = plan(config)
+    # the checks the run makes before each combination, made now for all of them (exit 2)
+    problems = model_problems(config, backend, runs)
+    if problems:
+        raise ConfigError(config.source, problems)
+    print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
+                    f"results would go to {results_path}"))
+    estimator = Estimator.for_results_path(config, len(prompts_for(config.settings).prompts), results_path)
+    if args.probe:
+        backend.check_ready_to_run(config.settings)
+        prepare_to_start_servers()
+        print("Probing the targets (one request each):")
+        for line in probe_targets(config, backend, estimator, Reporter()):
+            print(safe_text(f"  {line}"))
+    _print_plan(config, runs, estimator, args.full_plan)
+    _print_duration(config, backend, runs, estimator)
+    now = machine_load.since(first_reading, at_least_s=DRY_RUN_LOAD_S)
+    for line in accuracy([estimate_of(estimator, c) for c in runs], probed=args.probe, now=now):
+        print(safe_text(line))
+    busy_now = busy_before(now, when="right now")
+    if busy_now is not None:
+        print(safe_text(f"Warning: {busy_now.message}"))
+    print("Models (each checked: readable, and each draft's vocabulary against its targets):")
+    for ref in config.targets + config.drafts:
+        print(safe_text(f"  {ref.label}: {ref.path}"))
+    for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
+        print(safe_text(f"Warning: {unreachable}"))
+    return EXIT_OK
+
+
+def _print_plan(config: SweepConfig, runs: list, estimator: Estimator, full: bool) -> None:
+    show_k = shows_k(config)
+    shown = runs if full else runs[:PLAN_SHOWN]
+    for i, run in enumerate(shown, 1):
+        est = estimate_of(estimator, run)
+        when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
+            "duration unknown"
+        print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
+    if len(shown) < len(runs):
+        print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
+
+
+def _print_duration(config: SweepConfig, backend: Backend, runs: list, estimator: Estimator) -> None:
+    """Each target's design and the cost of its stages, and the most the whole run may take."""
+    prompts = list(prompts_for(config.settings).prompts)
+    total = total_s(estimator, [c for c in runs if not in_stages(c)])
+    for target in config.targets:
+        found = target_plan(config.settings, backend, runs, target.label, prompts)
+        if found is None:
+            continue
+        print(safe_text(f"Design for {target.label}: {found.design.label} — {found.why}."))
+        print(safe_text(f"  {describe_cost(found, config.settings.warmup)}"))
+        seconds = stages_seconds(found, estimator)
+        total = (total or 0.0) + seconds if seconds else total
+    if total is not None:
+        budget = config.settings.budget_s
+        print(f"Estimated duration: at most ~{format_duration(total)} (less where a target is decided early"
+              + (" or the race leaves candidates behind" if config.settings.search == "adaptive" else "")
+              + (f"; the budget caps each target at {format_duration(budget)}" if budget else "") + ")")
 
 
 def run_config_dir(folder: str, args) -> int:

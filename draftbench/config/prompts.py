@@ -160,59 +160,64 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
         raise UsageError(f"prompt file {p} {problem.message}", problem.fix) from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"prompt file {p} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from None
-    prompts: list[Prompt] = []
-    if p.suffix.lower() in (".jsonl", ".ndjson"):
-        ids: dict[str, int] = {}
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            where = f"{p}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
-                                 'each line must be an object like {"prompt": "...", "category": "code"}') from None
-            except RecursionError:
-                raise UsageError(f"{where}: nested too deeply to be a prompt",
-                                 'each line must be an object like {"prompt": "...", "category": "code"}') from None
-            if isinstance(obj, str):
-                obj = {"prompt": obj}
-            if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or "messages" in obj):
-                raise UsageError(f"{where}: needs a \"prompt\" string or a \"messages\" list",
-                                 'write e.g. {"prompt": "Explain TCP", "category": "prose"}')
-            if "messages" in obj:
-                messages = _check_messages(obj["messages"], where)
-            elif not obj["prompt"].strip():
-                raise UsageError(f"{where}: \"prompt\" is empty", "write the prompt text, or delete the line")
-            else:
-                messages = _user(obj["prompt"])
-            pid = str(obj.get("id") or f"line{lineno}")
-            if pid in ids:
-                # ids pair requests across servers; two prompts with one id would pair the wrong requests
-                raise UsageError(f"{where}: id {pid!r} is already used on line {ids[pid]}",
-                                 "give every prompt its own id")
-            ids[pid] = lineno
-            prompts.append(Prompt(pid, str(obj.get("category") or "custom"), messages))
-    else:
-        lines = text.splitlines()
-        if any(line.strip() == "---" for line in lines):
-            blocks: list[str] = []
-            current: list[str] = []
-            for line in lines:
-                if line.strip() == "---":
-                    blocks.append("\n".join(current))
-                    current = []
-                else:
-                    current.append(line)
-            blocks.append("\n".join(current))
-        else:
-            blocks = lines
-        for block in blocks:
-            if block.strip():
-                prompts.append(Prompt(f"p{len(prompts) + 1}", "custom", _user(block.strip())))
+    prompts = _jsonl_prompts(text, p) if p.suffix.lower() in (".jsonl", ".ndjson") else _text_prompts(text)
     if not prompts:
         raise UsageError(f"prompt file {p} holds no prompts", "add at least one prompt")
     return prompts
+
+
+def _jsonl_prompts(text: str, p: Path) -> list[Prompt]:
+    """One prompt object (or string) per line; ids unique (they pair requests across servers)."""
+    prompts: list[Prompt] = []
+    ids: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{p}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
+                             'each line must be an object like {"prompt": "...", "category": "code"}') from None
+        except RecursionError:
+            raise UsageError(f"{where}: nested too deeply to be a prompt",
+                             'each line must be an object like {"prompt": "...", "category": "code"}') from None
+        if isinstance(obj, str):
+            obj = {"prompt": obj}
+        if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or "messages" in obj):
+            raise UsageError(f"{where}: needs a \"prompt\" string or a \"messages\" list",
+                             'write e.g. {"prompt": "Explain TCP", "category": "prose"}')
+        if "messages" in obj:
+            messages = _check_messages(obj["messages"], where)
+        elif not obj["prompt"].strip():
+            raise UsageError(f"{where}: \"prompt\" is empty", "write the prompt text, or delete the line")
+        else:
+            messages = _user(obj["prompt"])
+        pid = str(obj.get("id") or f"line{lineno}")
+        if pid in ids:
+            # ids pair requests across servers; two prompts with one id would pair the wrong requests
+            raise UsageError(f"{where}: id {pid!r} is already used on line {ids[pid]}", "give every prompt its own id")
+        ids[pid] = lineno
+        prompts.append(Prompt(pid, str(obj.get("category") or "custom"), messages))
+    return prompts
+
+
+def _text_prompts(text: str) -> list[Prompt]:
+    """Blocks separated by ``---`` lines, or one prompt per line when there is no separator."""
+    lines = text.splitlines()
+    blocks: list[str] = lines
+    if any(line.strip() == "---" for line in lines):
+        blocks = []
+        current: list[str] = []
+        for line in lines:
+            if line.strip() == "---":
+                blocks.append("\n".join(current))
+                current = []
+            else:
+                current.append(line)
+        blocks.append("\n".join(current))
+    return [Prompt(f"p{n}", "custom", _user(block.strip()))
+            for n, block in enumerate((b for b in blocks if b.strip()), 1)]
 
 
 @dataclass(frozen=True)
