@@ -299,16 +299,19 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float, flags: dict[st
 def staged_speedup(stages: TargetStages, row: Row, measured: Speedup | None) -> Speedup | None:
     """A staged row's own speed-up: its stages against the target alone with the machine's pooled session
     spread, 95% for this candidate alone (the verdict's quote is the one corrected for choosing among many);
-    a row that is not a speed-up keeps its note."""
+    a row that is not a speed-up keeps its note; a floor raised to the control's drift is kept, with its note."""
     name = next((n for n, r in stages.rows.items() if r.key == row.key), None)
     series = stages.series.get(name) if name is not None else None
     est = estimate(series, stages.spread.pair) if series else None
     if est is None or measured is None:
         return measured
-    found = stats.from_estimate(est, noise_floor=stages.rule.noise_floor, n_pairs=measured.n_pairs or 0)
+    floor = max(stages.rule.noise_floor, measured.noise_floor or 0.0)
+    found = stats.from_estimate(est, noise_floor=floor, n_pairs=measured.n_pairs or 0)
     if stages.rule.spending.horizon and (row.design or {}).get("fixed_prompts"):
         found = replace(found, question=THESE_PROMPTS)
     found = replace(found, interval=f"95% for this candidate alone, for the average on {found.question}")
+    if measured.note and floor > stages.rule.noise_floor and measured.noise_floor == floor:
+        return replace(found, note=measured.note)          # judged against the drift: significance still says
     return replace(found, significant=False, note=measured.note) if measured.note else found
 
 

@@ -143,6 +143,7 @@ class StageRunner:
             self._send(stage, step, {Side.BASELINE: session}, records, [])
         except _RequestFailed as failed:
             self._baseline_failure(failed.error, session, records[Side.BASELINE])
+        self.reporter.measured(_mean(r.decode_tps for r in records[Side.BASELINE]), None, False)
         self._baseline_rows(session, records[Side.BASELINE], self.launcher.clock() - started)
 
     def _candidate_step(self, stage: int, step: StageStep, slots: dict[int, Session], ids: dict[int, str],
@@ -166,6 +167,8 @@ class StageRunner:
             self.launcher.warm(opened, self.plan.prompts, self.options)
             sessions = {Side.CANDIDATE: opened, **({Side.BASELINE: base} if base is not None else {})}
             self._send(stage, step, sessions, records, compared)
+            shown = records[Side.CANDIDATE]            # said before its server stops, as a one-pass sweep says it
+            self.reporter.measured(_mean(r.decode_tps for r in shown), _acceptance(shown), combo.is_speculative)
         except (LaunchFailed, _RequestFailed) as failed:
             self._candidate_failure(name, combo, failed, opened, records, started, base, outcome)
             return
@@ -176,8 +179,6 @@ class StageRunner:
         if base is not None and records[Side.BASELINE]:
             self._baseline_rows(base, records[Side.BASELINE], 0.0)
         row = self.rows.measured(combo, opened, records[Side.CANDIDATE], wall)
-        shown = records[Side.CANDIDATE]
-        self.reporter.measured(_mean(r.decode_tps for r in shown), _acceptance(shown), combo.is_speculative)
         if row.role is Role.SPECULATIVE:
             self.reporter.note(f"{name} so far ({len(row.requests)} requests): {describe_subset(row.speedup)}")
 
@@ -187,6 +188,7 @@ class StageRunner:
         base_row = self.rows.row(self.plan.baseline)
         known = answers_of(base_row.requests) if base_row is not None else {}     # second turns' context
         candidate = sessions.get(Side.CANDIDATE)
+        self.reporter.benchmarking()
         for done, request in enumerate(step.requests, 1):
             session = sessions[request.side]
             record = self._one(session, request, known)
