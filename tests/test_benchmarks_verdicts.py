@@ -90,7 +90,7 @@ def test_an_outside_world_runs_through_the_same_sweep(tmp_path):
 def test_a_seeded_subset_of_the_guarantees_holds():
     """Ten sweeps of each strategy on the null grid and on the best-+10% grid under the harsher machine:
     no false recommendation, and every recommendation covered and within 2% of the best. (The published
-    rates, 200 sweeps of every scenario: docs/statistics.md.)"""
+    rates, 100 sweeps of every scenario and strategy: docs/statistics.md.)"""
     grids = grids_for(HARSH)
     for name in ("null", "best10"):
         about, g = grids[name]
