@@ -42,15 +42,15 @@ def stages_section(data: ReportData) -> str:
             continue
         rows = "".join(
             f"<tr><td>{esc(candidate_name(r))}</td><td class=\"num\">{len({q.block for q in r.requests})}</td>"
-            f"<td class=\"num\">{esc(describe_speedup(r.speedup) if r.speedup else '—')}</td>"
+            f"<td>{esc(describe_speedup(r.speedup) if r.speedup else '—')}</td>"     # wraps: a long interval
             f"<td>{esc(_ended(candidate_name(r), stages))}</td></tr>" for r in _rows(data.results, entry["target"]))
         settle = (stages.get("settle") or {}).get("text")
         power = stages.get("power")
         parts.append(f"<h3>{esc(entry['target'])}</h3><p>{esc(entry.get('verdict', ''))}</p>"
                      + (f"<p class=\"muted\">{esc(settle)}.</p>" if settle else "")
                      + (f"<p class=\"muted power\">Power: {esc(power)}</p>" if power else "")
-                     + "<div class=\"table-wrap\"><table class=\"stages-table\"><thead><tr><th>Candidate</th>"
-                     "<th>Stages</th><th>Its speed-up (95%, this candidate alone)</th><th>Where it ended</th>"
+                     + f"<div class=\"table-wrap\"><table class=\"stages-table\" id=\"stages-table-{len(parts) + 1}\">"
+                     "<thead><tr><th>Candidate</th><th>Stages</th><th>Its speed-up (95%, this candidate alone)</th><th>Where it ended</th>"
                      "</tr></thead><tbody>" + rows + "</tbody></table></div>")
     if not parts:
         return ""
