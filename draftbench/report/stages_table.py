@@ -35,7 +35,7 @@ def _rows(results: ResultsFile, target: str) -> list[Row]:
 
 
 def stages_section(data: ReportData) -> str:
-    parts = []
+    parts: list[str] = []
     for entry in (data.results.summary or {}).get("targets", []):
         stages = entry.get("stages")
         if not isinstance(stages, dict):
