@@ -9,7 +9,7 @@ from pathlib import Path
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config.prompts import resolve_prompts
 from draftbench.measure.sequential import MeasureOptions
-from draftbench.sweep import CombinationRunner, Sweep, plan
+from draftbench.sweep import CombinationRunner, RunnerIO, Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
@@ -67,7 +67,7 @@ def test_a_hybrid_records_both_of_its_components(models, tmp_path):
     cfg = config(models, tmp_path, [hybrid], drafts=(("57M", "draft-trunc"),), max_tokens=32)
     combo = next(c for c in plan(cfg) if c.candidate and c.candidate.label == "57M + ngram-mod")
     runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, resolve_prompts(["code-edit"]),
-                               MeasureOptions(runs=1, warmup=0, max_tokens=32), tmp_path / "logs")
+                               MeasureOptions(runs=1, warmup=0, max_tokens=32), RunnerIO(tmp_path / "logs"))
     row = runner.run(combo, 1, {})
     assert row.ok, row.reason
     assert set(row.active_methods) == {"draft-simple", "ngram-mod"}

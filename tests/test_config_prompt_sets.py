@@ -39,7 +39,7 @@ from draftbench.results.file import RequestRecord, load_results
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Console
 from draftbench.sweep.plan import plan
-from draftbench.sweep.runner import CombinationRunner
+from draftbench.sweep.runner import CombinationRunner, RunnerIO
 from draftbench.sweep.session import Sweep
 
 from fakes.inprocess import FakeBackend, Script
@@ -271,7 +271,7 @@ def test_a_candidate_without_the_baselines_answers_is_an_error_row_before_any_se
     config = sweep_config(tmp_path)
     backend = FakeBackend(Script())
     runner = CombinationRunner(backend, "llamacpp", config.settings, prompts_for(config.settings).prompts,
-                               MeasureOptions(runs=1, warmup=0), tmp_path / "logs", Console(io.StringIO()))
+                               MeasureOptions(runs=1, warmup=0), RunnerIO(tmp_path / "logs", Console(io.StringIO())))
     candidate = plan(config)[1]
     row = runner.run(candidate, 2, {}, results=None)
     assert row.status == "error" and "has no answer to mt-bench-" in (row.reason or "")

@@ -14,7 +14,16 @@ from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.measure.sequential import MeasureOptions
 from draftbench.results.file import SCHEMA_VERSION, load_results
 from draftbench.results.kinds import Role
-from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, CombinationRunner, Console, Sweep, plan
+from draftbench.sweep import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CombinationRunner,
+    Console,
+    RunnerIO,
+    Sweep,
+    plan,
+)
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 from draftbench.sweep.plan import Combination
@@ -64,7 +73,7 @@ def test_plan_follows_upstreams_order_and_adds_k_values_and_controls(tmp_path):
 def runner(tmp_path, backend, **settings) -> CombinationRunner:
     cfg = config(tmp_path, **settings)
     return CombinationRunner(backend, "llamacpp", cfg.settings, list(BUILTIN_PROMPTS[:2]),
-                             MeasureOptions(runs=2, warmup=1, max_tokens=64), tmp_path / "logs")
+                             MeasureOptions(runs=2, warmup=1, max_tokens=64), RunnerIO(tmp_path / "logs"))
 
 
 def test_a_measured_row_records_the_server_and_every_request(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config.prompts import resolve_prompts
 from draftbench.measure.sequential import MeasureOptions, run_prompts
-from draftbench.sweep import CombinationRunner, Sweep, plan
+from draftbench.sweep import CombinationRunner, RunnerIO, Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
@@ -89,7 +89,7 @@ def test_one_server_replays_what_it_has_seen(models, tmp_path):
     combo = next(c for c in plan(cfg) if c.candidate is not None)
     prompts = resolve_prompts(["code-edit"])
     options = MeasureOptions(runs=2, warmup=0, max_tokens=48)
-    runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, prompts, options, tmp_path / "logs")
+    runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, prompts, options, RunnerIO(tmp_path / "logs"))
     spec = runner.launch_spec(combo, 0, tmp_path / "one.log")
     server = runner.launch(replace(spec, port=runner.choose_port(spec.host)))
     try:

@@ -7,7 +7,7 @@ from .config_file import load_config
 from .console import Console, Reporter
 from .plan import Combination, plan, shows_k
 from .run import SweepOutcome, run_sweep
-from .runner import CombinationRunner, ServerInfo
+from .runner import CombinationRunner, RunnerIO, ServerInfo
 from .session import (
     EXIT_CONFIG,
     EXIT_ERROR,
@@ -20,5 +20,5 @@ from .session import (
 )
 
 __all__ = ["EXIT_CONFIG", "EXIT_ERROR", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK", "Combination",
-           "CombinationRunner", "Console", "Reporter", "ServerInfo", "Sweep", "SweepOutcome", "default_paths",
+           "CombinationRunner", "Console", "Reporter", "RunnerIO", "ServerInfo", "Sweep", "SweepOutcome", "default_paths",
            "load_config", "logs_dir_for", "plan", "run_sweep", "shows_k"]

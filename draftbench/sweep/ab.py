@@ -36,7 +36,7 @@ from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
-from . import Combination, CombinationRunner, Reporter, long_context
+from . import Combination, CombinationRunner, Reporter, RunnerIO, long_context
 from .init_configs import this_hardware
 from .launcher import Launcher
 from .run import MemoryStore
@@ -71,8 +71,8 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     """Measure the baseline and the candidate in the sweep's design (the candidate skipped when the
     baseline failed); both rows, analysed. Every server is stopped before this returns or raises
     (Ctrl-C included): the step runner stops each one."""
-    runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options, logs_dir,
-                               reporter, flags=BENCH_FLAGS)
+    runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options,
+                               RunnerIO(logs_dir, reporter, flags=BENCH_FLAGS))
     prompt_set = None
     if plan.context_tokens is not None:
         built = long_context.build(runner, plan.target, (plan.context_tokens,), filler=plan.settings.context_filler,

@@ -46,7 +46,7 @@ from .console import Reporter, format_duration
 from .estimate import Estimator
 from .launcher import Launcher, next_session_number
 from .plan import Combination, plan, shows_k
-from .runner import CombinationRunner
+from .runner import CombinationRunner, RunnerIO
 from .schedule import Design, stage_steps
 from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
 from .stage_runner import StageRunner, TargetPlan
@@ -116,8 +116,8 @@ class SweepRun:
         combos = plan(self.config)
         prompts = prompts_for(settings).prompts
         options = MeasureOptions.from_settings(settings)
-        runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options, logs_dir,
-                                   self.reporter, clock=self.clock)
+        runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
+                                   RunnerIO(logs_dir, self.reporter, clock=self.clock))
         launcher = Launcher(runner, self.reporter, self.clock, next_session_number(self.store.current()))
         lengths = context_lengths(settings)
         for target in self.config.targets:

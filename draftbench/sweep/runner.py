@@ -97,6 +97,16 @@ def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int
 
 
 @dataclass(frozen=True)
+class RunnerIO:
+    """Where a runner writes its servers' logs, and how it tells and times what it does."""
+
+    logs_dir: Path
+    reporter: Reporter | None = None
+    clock: Callable[[], float] = time.perf_counter
+    flags: dict[str, str] | None = None       # how warnings name the settings to change (bench.py: its flags)
+
+
+@dataclass(frozen=True)
 class Measured:
     """What one server answered for a combination, before its row is made."""
 
@@ -111,17 +121,16 @@ class CombinationRunner:
     """Runs combinations one at a time: check the models, start a server, measure, stop it."""
 
     def __init__(self, backend: Backend, backend_name: str, settings: Settings, prompts: list[Prompt],
-                 options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
-                 clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
+                 options: MeasureOptions, io: RunnerIO):
         self.backend = backend
         self.backend_name = backend_name
         self.settings = settings
         self.prompts = prompts
         self.options = options
-        self.logs_dir = logs_dir
-        self.reporter = reporter or Reporter()
-        self.clock = clock
-        self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
+        self.logs_dir = io.logs_dir
+        self.reporter = io.reporter or Reporter()
+        self.clock = io.clock
+        self.flags = io.flags
 
     # ------------------------------------------------------------------ rows
     def base_fields(self, combo: Combination) -> dict:
