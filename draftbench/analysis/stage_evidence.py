@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .moments import variance
-from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance
+from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance, satterthwaite
 from .student_t import t_quantile
 
 # Before the machine's session spread can be measured (no comparison has two stages yet), a server pair's
@@ -106,16 +106,6 @@ def crossed(series: Series) -> bool:
             return True
         seen.update(s.prompts)
     return False
-
-
-def satterthwaite(terms: Sequence[tuple[float, float]]) -> float:
-    total = sum(v for v, _ in terms)
-    if total <= 0:
-        return max((d for _, d in terms), default=0.0)
-    if any(v > 0 and d <= 0 for v, d in terms):
-        return 0.0
-    denominator = sum(v * v / d for v, d in terms if v > 0 and d > 0 and math.isfinite(d))
-    return total * total / denominator if denominator else math.inf
 
 
 def _within(series: Series) -> tuple[float, int]:
