@@ -196,7 +196,7 @@ class SweepRun:
         if ending is Ending.BUDGET:
             self._not_probed(plan, rows, budget)
         if ending is Ending.BASELINE_FAILED:
-            self._skip_unmeasured(plan, rows)
+            self._skip_unmeasured(plan, rows, runner.baseline_failed)
         self._rows_in_full(plan, rows)
         return ending
 
@@ -261,14 +261,17 @@ class SweepRun:
         self.reporter.race(f"{plan.label}: the budget of {format_duration(budget.seconds or 0)} was spent; "
                            "run the same command with a larger budget_s (or --more) to continue")
 
-    def _skip_unmeasured(self, plan: TargetPlan, rows: RowWriter) -> None:
-        """The baseline failed before measuring anything: its candidates are skipped (as upstream)."""
+    def _skip_unmeasured(self, plan: TargetPlan, rows: RowWriter, reason: str | None) -> None:
+        """The baseline failed: its candidates not measured yet are skipped, with why (as upstream) — all of them
+        when it failed before measuring anything; a candidate's own error row is kept."""
         baseline = rows.row(plan.baseline)
-        if baseline is not None and baseline.ok and baseline.requests:
-            return
-        why = f"skipped: the baseline of {plan.label} failed ({baseline.reason if baseline else 'not measured'})"
+        measured_before = baseline is not None and bool(baseline.requests)
+        reason = reason or (baseline.reason if baseline is not None else None) or "not measured"
+        why = f"skipped: the baseline of {plan.label} failed ({reason.splitlines()[0]})"
         for combo in plan.candidates.values():
-            self.reporter.row_recorded(rows.skipped(combo, why.splitlines()[0]))
+            row = rows.row(combo)
+            if row is None or (not measured_before and row.status is Status.OK):
+                self.reporter.row_recorded(rows.skipped(combo, why.splitlines()[0]))
 
     # ------------------------------------------------------------------ on their own
     def plain(self, combos: list[Combination], runner: CombinationRunner) -> None:

@@ -63,6 +63,7 @@ class StageRunner:
         self.steps_run = numbering[0] if numbering is not None else 0
         self.total: int | None = numbering[1] if numbering is not None else None
         self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row with its requests
+        self.baseline_failed: str | None = None      # why the baseline failed, when it did (it ends the target)
 
     def run(self, stage: int, names: Sequence[str], stop: Callable[[], bool]) -> Outcome:
         """Measure stage ``stage`` for the candidates ``names``; ``stop`` is asked before each candidate step."""
@@ -74,7 +75,7 @@ class StageRunner:
         early = self.launcher.runner.skipped_or_broken(plan.baseline, {})
         if early is not None:           # the target's model missing or broken: checked before any server starts
             self.reporter.row_recorded(self.rows.store.record(early))
-            outcome.baseline_failed = early.reason or str(early.status)
+            outcome.baseline_failed = self.baseline_failed = early.reason or str(early.status)
             return outcome
         try:
             for position, step in enumerate(steps):
@@ -87,7 +88,7 @@ class StageRunner:
                 for slot in [s for s in slots if not any(t.baseline == s for t in steps[position + 1:])]:
                     self.launcher.stop(slots.pop(slot))
         except _BaselineFailed as failed:
-            outcome.baseline_failed = failed.reason
+            outcome.baseline_failed = self.baseline_failed = failed.reason
         finally:
             for session in slots.values():
                 self.launcher.stop(session)

@@ -17,7 +17,7 @@ from enum import Enum
 
 from ..analysis.stage_records import TargetStages
 from ..analysis.stage_rule import Outcome
-from ..results.kinds import Role
+from ..results.kinds import Role, Status
 from .stage_rows import RowWriter
 from .stage_runner import StageRunner, TargetPlan
 
@@ -72,8 +72,14 @@ class StageLoop:
         self.failed: dict[str, str] = {}
 
     def has_stage(self, name: str, stage: int) -> bool:
+        """Whether ``name`` measured ``stage`` (a row that failed mid-stage has not: a later run measures it)."""
         row = self.rows.row(self.plan.candidates[name])
-        return row is not None and any(r.block == stage and r.error is None and r.decode_tps for r in row.requests)
+        if row is None:
+            return False
+        measured = {r.prompt_id for r in row.requests if r.block == stage and r.error is None and r.decode_tps}
+        if row.status is not Status.ERROR:
+            return bool(measured)
+        return measured >= {self.plan.prompts[i].id for i in self.plan.stages.stage(stage)}
 
     def dead(self) -> dict[str, str]:
         """Candidates not measured further in this run: they failed (or were skipped) in it. A later run tries
