@@ -1,33 +1,29 @@
 #!/usr/bin/env python3
-"""How often is the verdict wrong? A Monte Carlo of whole sweeps on grids with known truth.
+"""Does the verdict keep its three promises? A Monte Carlo of whole sweeps on grids with known truth.
 
-Each trial draws the truth of one sweep (per-prompt effects around each candidate's true speed-up)
-and runs it twice on the same simulated machine: an exhaustive sweep and an adaptive race. The
-requests go through the sweep's own code (``benchmarks/simulation/sweeps.py``: plan, runner, request
-records, ``analyze``/``recommend``, ``AdaptiveSearch`` and ``racing.judge``), in the order the sweep's
-own schedule gives (``draftbench/sweep/schedule.py``, ``--design``: interleaved by default, as on a
-CPU); only the servers and the clock are simulated (``benchmarks/simulation/world.py``). Per
-scenario and strategy it prints:
+Each trial draws the truth of one sweep (per-prompt effects around each candidate's true gain) and runs it
+twice on the same simulated machine, exhaustively and as a race, through the sweep's own entry point
+(``draftbench.sweep.run.run_sweep``: the plan, the stages, the looks, the verdict; only the servers and the
+clock are simulated: ``benchmarks/simulation``). Per scenario and strategy it prints:
 
-  recommends     share of sweeps whose verdict recommends a candidate
-  false ≤1.00    … one whose true speed-up on prompts like these is at most 1.00
-  false ≤floor   … at most 1 + noise floor (1.02)
-  within 2%      the pick is within 2% of the true best (or nothing is picked and nothing beats 1.02)
-    (these)      … judged by the speed-ups on the sweep's own prompts (the best a sweep of them can know)
-  cover          share of the rows' 95% intervals that contain the speed-up on the prompts each row
-                 measured ("on these prompts": what the README's geometric-mean ratio estimates)
-    (like)       … that contain the candidate's speed-up on prompts like these (its population value)
-    (pick)       … of the verdict's own interval, around the pick's population value
-  requests, loads, wall: measured requests, server loads and simulated wall time per sweep
+  recommends      share of sweeps that recommend a candidate
+  (1) false       share of sweeps that recommend one whose true gain is at most the noise floor (≤ 5% promised)
+  (2) covered     given a recommendation: the quoted interval covers the pick's true gain (≥ 95% promised);
+      naive       … the pick's own 95% interval, not corrected for choosing among many and stopping early
+  (3) within 2%   given a recommendation: the pick is within 2% of the true best (≥ 95% promised)
+  nothing / shortlist / unresolved: the other outcomes (a shortlist: every candidate left gains, which is
+                  fastest is not settled — its share holding the true best, and its leader within 2%)
+  requests, loads: per sweep, and as a multiple of the exhaustive sweep before issue 32; wall: simulated
 
-    python benchmarks/verdicts.py --quick                 # every scenario, a few trials: seconds
-    python benchmarks/verdicts.py --trials 200            # the published figures (docs/statistics.md)
-    python benchmarks/verdicts.py --scenario null-session-2 --scenario useless-22
+    python benchmarks/verdicts.py --quick                       # every scenario, two trials: it runs
+    python benchmarks/verdicts.py --trials 200                  # the published figures (docs/statistics.md)
+    python benchmarks/verdicts.py --scenario best10/harsh --world mymodel:factory
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 import sys
@@ -39,53 +35,81 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from simulation.grids import Scenario, prompts, scenarios
 from simulation.score import score, summary
-from simulation.sweeps import Setup, exhaustive, race
+from simulation.sweeps import Setup, WorldFactory, machine_world, sweep
 from simulation.world import draw_truth
 
 STRATEGIES = ("exhaustive", "race")
 QUICK_TRIALS = 2
-
-
 DESIGNS = ("interleaved", "bracketed", "sequential")
 
 
-def run_scenario(scenario: Scenario, trials: int, seed: int, design: str = "interleaved") -> dict[str, dict]:
+def run_scenario(scenario: Scenario, trials: int, seed: int, design: str = "interleaved",
+                 world: WorldFactory | None = None, stages: int | None = None) -> dict[str, dict]:
     """Both strategies on the same drawn truths; each gets its own noise (its own sweep of the machine)."""
     rng = random.Random(f"{seed}:{scenario.name}")
     listed = prompts(scenario.n_prompts)
+    categories = [p.category for p in listed]
     setups: dict[tuple[int, str], Setup] = {}
     scores: dict[str, list] = {s: [] for s in STRATEGIES}
     for trial in range(trials):
         g = trial % len(scenario.grids)
         grid = scenario.grids[g]
-        truth = draw_truth(grid, len(listed), rng)
+        truth = draw_truth(grid, len(listed), rng, categories)
         for strategy in STRATEGIES:
             setup = setups.get((g, strategy))
             if setup is None:
                 setup = setups[(g, strategy)] = Setup.of(
-                    grid, listed, runs=scenario.runs, max_tokens=scenario.max_tokens,
-                    noise_floor=scenario.noise_floor, search="adaptive" if strategy == "race" else "exhaustive",
-                    design=design)
-            world = setup.world(grid, scenario.machine, truth, random.Random(rng.getrandbits(64)))
-            sweep = race(setup, world) if strategy == "race" else exhaustive(setup, world)
-            scores[strategy].append(score(sweep, truth, setup.prompts, scenario.noise_floor))
-    return {s: summary(v) for s, v in scores.items()}
+                    grid, listed, max_tokens=scenario.max_tokens, noise_floor=scenario.noise_floor,
+                    search="adaptive" if strategy == "race" else "exhaustive", design=design,
+                    stages=stages or scenario.stages, per_stage=scenario.per_stage)
+            factory = world or machine_world(scenario.machine, setup)
+            backend = factory(grid, truth, setup.names, listed, random.Random(rng.getrandbits(64)))
+            scores[strategy].append(score(sweep(setup, backend), truth, scenario.noise_floor))
+    return {s: {**summary(v), "today_requests": scenario.today_cost[0], "today_loads": scenario.today_cost[1]}
+            for s, v in scores.items()}
 
 
 def pct(x: float | None) -> str:
-    return "    —" if x is None else f"{x:6.1%}"
+    return "     —" if x is None else f"{x:6.1%}"
 
 
-HEADER = (f"{'scenario':<24} {'strategy':<10} {'recommends':>10} {'false ≤1.00':>11} {'false ≤floor':>12} "
-          f"{'within 2%':>9} {'(these)':>7} {'cover':>6} {'(like)':>6} {'(pick)':>6} {'requests':>8} {'loads':>6} "
-          f"{'wall':>7}")
+HEADER = (f"{'scenario':<22} {'strategy':<10} {'recommends':>10} {'(1)false':>8} {'(2)cover':>8} {'naive':>6} "
+          f"{'(3)2%':>6} {'nothing':>7} {'short':>6} {'best in':>7} {'lead2%':>6} {'unres.':>6} {'requests':>14} "
+          f"{'loads':>12} {'wall':>7}")
 
 
 def line(name: str, strategy: str, s: dict) -> str:
-    return (f"{name:<24} {strategy:<10} {pct(s['recommends']):>10} {pct(s['false_1']):>11} {pct(s['false_floor']):>12} "
-            f"{pct(s['within_2pct']):>9} {pct(s['within_these']):>7} {pct(s['coverage_these']):>6} "
-            f"{pct(s['coverage_like']):>6} {pct(s['coverage_pick']):>6} {s['requests']:8.0f} {s['loads']:6.1f} "
-            f"{s['wall_s'] / 60:6.1f}m")
+    return (f"{name:<22} {strategy:<10} {pct(s['recommends']):>10} {pct(s['false']):>8} {pct(s['covered']):>8} "
+            f"{pct(s['covered_naive']):>6} {pct(s['within']):>6} {pct(s['nothing']):>7} {pct(s['shortlist']):>6} "
+            f"{pct(s['shortlist_best']):>7} {pct(s['leader_within']):>6} {pct(s['unresolved']):>6} "
+            f"{s['requests']:6.0f} ({s['requests'] / s['today_requests']:4.2f}×) "
+            f"{s['loads']:5.1f} ({s['loads'] / s['today_loads']:4.2f}×) {s['wall_s'] / 60:6.1f}m")
+
+
+MARKDOWN_HEADER = ("| scenario | strategy | recommends | (1) false | (2) covered (naive) | (3) within 2% | nothing gains "
+                   "| shortlist (holds the best; leader within 2%) | unresolved | requests (× before) | loads (× before) "
+                   "| wall |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def markdown_line(name: str, strategy: str, s: dict) -> str:
+    """One row of the published table (docs/statistics.md)."""
+    def p(x):
+        return "—" if x is None else f"{x:.1%}"
+    recs = s.get("recommendations", 0)
+    covered = f"{p(s['covered'])} ({p(s['covered_naive'])})" + (f" of {recs}" if recs else "")
+    shortlist = p(s["shortlist"]) + (f" ({p(s['shortlist_best'])}; {p(s['leader_within'])})" if s["shortlist"] else "")
+    return (f"| {name} | {strategy} | {p(s['recommends'])} | {p(s['false'])} | {covered} | {p(s['within'])} | "
+            f"{p(s['nothing'])} | {shortlist} | {p(s['unresolved'])} | {s['requests']:.0f} "
+            f"({s['requests'] / s['today_requests']:.2f}×) | {s['loads']:.1f} ({s['loads'] / s['today_loads']:.2f}×) | "
+            f"{s['wall_s'] / 60:.1f} min |")
+
+
+def load_world(spec: str) -> WorldFactory:
+    """``MODULE:FACTORY`` — a factory(grid, truth, names, prompts, rng) returning a backend (see sweeps.py)."""
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise SystemExit(f"--world {spec}: write MODULE:FACTORY, e.g. mynoise:world")
+    return getattr(importlib.import_module(module), name)
 
 
 def main(argv: list[str]) -> int:
@@ -94,34 +118,47 @@ def main(argv: list[str]) -> int:
     p.add_argument("--trials", type=int, default=100, help="sweeps per scenario and strategy (default 100)")
     p.add_argument("--scenario", action="append", choices=sorted(known), metavar="NAME",
                    help=f"run only this scenario (repeatable): {', '.join(known)}")
-    p.add_argument("--quick", action="store_true", help=f"{QUICK_TRIALS} trials per scenario: seconds, not minutes "
-                   "(checks that everything runs; the rates are far too coarse to quote)")
-    p.add_argument("--design", choices=DESIGNS, default="interleaved",
-                   help="the sweeps' measurement design (sweep/schedule.py; default: interleaved, a CPU's)")
+    p.add_argument("--quick", action="store_true", help=f"{QUICK_TRIALS} trials per scenario (it runs; the rates "
+                   "are far too coarse to quote)")
+    p.add_argument("--design", choices=DESIGNS, default="interleaved", help="the sweeps' design (default: a CPU's)")
+    p.add_argument("--stages", type=int, help="planned stages per target (default: the scenario's, 6)")
+    p.add_argument("--world", metavar="MODULE:FACTORY", help="an outside noise model written against the backend "
+                   "contract, in place of the scenario's machine")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", metavar="FILE", help="also write the figures there")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--markdown", nargs="+", metavar="JSON", help="print the table of earlier --json files in "
+                   "Markdown (docs/statistics.md) and exit")
     args = p.parse_args(argv)
+    if args.markdown:
+        print(MARKDOWN_HEADER)
+        for path in args.markdown:
+            for name, by_strategy in json.loads(Path(path).read_text())["scenarios"].items():
+                for strategy, figures in by_strategy.items():
+                    print(markdown_line(name, strategy, figures))
+        return 0
     if args.list:
         for s in known.values():
-            print(f"{s.name:<24} {s.about} ({s.n_prompts} prompts × {s.runs} runs, {s.max_tokens} tokens)")
+            print(f"{s.name:<22} {s.about}")
         return 0
     if args.trials < 1:
         p.error("--trials must be at least 1")
     trials = QUICK_TRIALS if args.quick else args.trials
+    world = load_world(args.world) if args.world else None
     chosen = [known[n] for n in args.scenario] if args.scenario else list(known.values())
-    print(f"{trials} trials per scenario, seed {args.seed}, design {args.design}")
+    print(f"{trials} trials per scenario, seed {args.seed}, design {args.design}"
+          + (f", world {args.world}" if args.world else ""))
     print(HEADER)
     out = {}
     for scenario in chosen:
         start = time.perf_counter()
-        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design)
+        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design, world, args.stages)
         for strategy in STRATEGIES:
             print(line(scenario.name, strategy, figures[strategy]), flush=True)
-        print(f"{'':<24} ({scenario.about}; {time.perf_counter() - start:.0f} s)", flush=True)
+        print(f"{'':<22} ({time.perf_counter() - start:.0f} s)", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"trials": trials, "seed": args.seed, "design": args.design,
-                                               "scenarios": out}, indent=2) + "\n")
+                                               "world": args.world, "scenarios": out}, indent=2) + "\n")
     return 0
 
 

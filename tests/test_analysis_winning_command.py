@@ -80,9 +80,14 @@ def test_per_category_commands_when_the_best_differs():
                 *server["command"], "--spec-type", "ngram-mod"]}))
     results = ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="", settings={}, results=rows)
     entry = {"recommended_draft": "ngram-mod", "speedup": _speedup(1.4, True),
-             "by_category": {"code-edit": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None},
-                             "rewrite": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None},
-                             "chat": {"candidate": None}}}
+             "by_category": {"code-edit": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None,
+                                           "significant_gain": True},
+                             "rewrite": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None,
+                                         "significant_gain": True},
+                             "chat": {"candidate": None},
+                             # a best not shown to gain once corrected: exploratory, no command of its own
+                             "json": {"candidate": "other", "draft": "other", "draft_max": None,
+                                      "significant_gain": False}}}
     add_how_to_run(entry, results, "T", 1)
     assert entry["run"] == {"what": RECOMMENDED, "kind": "command", "line": "llama-server -m t --spec-type ngram-mod"}
     assert command_lines(entry) == ["Run it: llama-server -m t --spec-type ngram-mod",
@@ -130,7 +135,7 @@ def test_the_printed_command_serves_the_recommended_methods(models, tmp_path):
               "drafts": [{"label": "135M", "path": models["base"]}],
               "candidates": [{"label": "135M + ngram-mod", "draft": "135M", "method": ["draft-simple", "ngram-mod"],
                               "params": {"ngram_mod_n_match": 4, "ngram_mod_n_min": 2, "ngram_mod_n_max": 16}}],
-              "settings": {"runs": 1, "warmup": 0, "max_tokens": 24, "ctx_size": 1024, "gpu_layers": 0, "port": 0,
+              "settings": {"stages": 1, "warmup": 0, "max_tokens": 24, "ctx_size": 1024, "gpu_layers": 0, "port": 0,
                            "prompts": ["code-edit"], "draft_max": 4}}
     path = tmp_path / "cmd.json"
     path.write_text(json.dumps(config))

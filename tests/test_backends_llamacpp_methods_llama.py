@@ -9,7 +9,7 @@ from pathlib import Path
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config.prompts import resolve_prompts
 from draftbench.measure.sequential import MeasureOptions
-from draftbench.sweep import CombinationRunner, Sweep, plan
+from draftbench.sweep import CombinationRunner, RunnerIO, Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
@@ -26,7 +26,7 @@ def config(models, tmp_path, candidates, drafts=(), max_tokens=40):
         "targets": [{"label": "135M", "path": models["base"]}],
         "drafts": [{"label": label, "path": models[key]} for label, key in drafts],
         "candidates": candidates,
-        "settings": {"runs": 1, "warmup": 0, "max_tokens": max_tokens, "prompts": ["code-edit"], "gpu_layers": 0,
+        "settings": {"runs": 1, "stages": 1, "warmup": 0, "max_tokens": max_tokens, "prompts": ["code-edit"], "gpu_layers": 0,
                      "ctx_size": 2048, "port": 0, "startup_timeout_s": 300}}, source=str(tmp_path / "c.json"),
         base_dir=str(tmp_path))
 
@@ -67,7 +67,7 @@ def test_a_hybrid_records_both_of_its_components(models, tmp_path):
     cfg = config(models, tmp_path, [hybrid], drafts=(("57M", "draft-trunc"),), max_tokens=32)
     combo = next(c for c in plan(cfg) if c.candidate and c.candidate.label == "57M + ngram-mod")
     runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, resolve_prompts(["code-edit"]),
-                               MeasureOptions(runs=1, warmup=0, max_tokens=32), tmp_path / "logs")
+                               MeasureOptions(runs=1, warmup=0, max_tokens=32), RunnerIO(tmp_path / "logs"))
     row = runner.run(combo, 1, {})
     assert row.ok, row.reason
     assert set(row.active_methods) == {"draft-simple", "ngram-mod"}

@@ -23,9 +23,9 @@ from draftbench.results.file import ResultsFile, Row
 from draftbench.results.schema import first_problem
 from draftbench.results.topology import describe
 from draftbench.sweep.config_file import validate_config
-from draftbench.sweep.passes import choose_design
 from draftbench.sweep.plan import plan
 from draftbench.sweep.schedule import Design
+from draftbench.sweep.target_plan import choose_design
 
 from helpers import default_settings, run_cli
 

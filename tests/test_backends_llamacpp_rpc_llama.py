@@ -50,7 +50,7 @@ def write_config(folder: Path, models: dict, endpoints: list[str], *, prompts: i
     config = {"name": "rpc", "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
               "targets": [{"label": "241M split", "path": models["target-2x"], "rpc": endpoints}],
               "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
-              "settings": {"runs": 1, "warmup": 0, "max_tokens": 8, "ctx_size": 512, "port": 0,
+              "settings": {"runs": 1, "stages": 1, "warmup": 0, "max_tokens": 8, "ctx_size": 512, "port": 0,
                            "prompts": str(prompt_file), "draft_placement": "rpc", "draft_max": 3, **settings}}
     path = folder / "rpc.json"
     path.write_text(json.dumps(config, indent=2))
@@ -104,7 +104,7 @@ class KillsAnEndpoint(Reporter):
     def __init__(self, victim):
         self.victim, self.title, self.killed = victim, "", False
 
-    def combination_started(self, index, total, title):
+    def combination_started(self, index, total, title, at_most=False):
         self.title = title
 
     def request_done(self, done, total):
@@ -115,8 +115,8 @@ class KillsAnEndpoint(Reporter):
 
 def test_an_endpoint_dying_mid_row_ends_that_row_and_a_resume_measures_it(models, rpc_servers, tmp_path):
     first, second = rpc_servers(), rpc_servers()
-    # runs=2: each block (a server session of its own; the design is bracketed, as for any split target) sends
-    # both prompts, so the endpoint dies between two requests of one session: mid-row, mid-block
+    # two prompts: each stage's server (a session of its own; the design is bracketed, as for any split target)
+    # sends both, so the endpoint dies between two requests of one session: mid-row, mid-stage
     config = load_config(write_config(tmp_path, models, [first.endpoint, second.endpoint], prompts=2,
                                       control_baseline=True, runs=2))
     results = tmp_path / "out.json"
@@ -129,8 +129,9 @@ def test_an_endpoint_dying_mid_row_ends_that_row_and_a_resume_measures_it(models
     assert speculative["status"] == "error" and len(speculative["requests"]) >= 1   # what was measured is kept
     assert "an RPC endpoint went away" in speculative["reason"] and "server.py rpc-server" in speculative["reason"]
     assert speculative["topology"]["split_proven"] is True
-    # the row after it fails fast, before its server starts, naming the endpoint
-    assert control["status"] == "error" and second.endpoint in control["reason"]
+    # the stage's next baseline server fails fast, before it starts, naming the endpoint: the target ends and the
+    # candidate not measured yet is skipped with that reason
+    assert control["status"] == "skipped" and second.endpoint in control["reason"]
     assert "connection refused" in control["reason"]
     # the endpoint comes back on the same port: a resume measures exactly the rows that failed
     rpc_servers(port=second.port)

@@ -99,7 +99,7 @@ def test_a_host_in_extra_args_is_where_we_connect(start_llama, models):
 def test_a_resumed_race_does_not_say_nothing_remains_while_it_measures(tmp_path):
     class StopAtExtension(Reporter):
         def combination_started(self, index, total, title, at_most=False):
-            if "block 2/" in title:           # the race's second pass
+            if "[stage 2/" in title:          # the race's second stage
                 raise KeyboardInterrupt
 
     cfg = config(tmp_path)
@@ -111,4 +111,4 @@ def test_a_resumed_race_does_not_say_nothing_remains_while_it_measures(tmp_path)
     header = next(line for line in out.getvalue().splitlines() if "Resuming" in line)
     measured_again = {entry[2] for entry in backend.log if entry[0] == "launch"}
     assert measured_again, "the race measured nothing more: this test no longer shows the case"
-    assert "0 remaining" not in header and "left open by an adaptive race" in header, header
+    assert "0 remaining" not in header and "stages still to measure" in header, header

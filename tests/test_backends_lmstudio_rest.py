@@ -211,7 +211,7 @@ def test_sweep_rows_with_good_ignored_and_refused_drafts(lms, tmp_path, monkeypa
     assert base["status"] == "ok" and base["mean_tps"] > 0 and base["draft_n"] is None
     assert good["status"] == "ok" and good["speculation_active"] is True and good["mean_tps"] > 0
     n = len(good["requests"])      # 2 prompts, + their confirmation on fresh requests when it is selected
-    assert n in (2, 4) and (good["draft_n"], good["draft_n_accepted"]) == (22 * n, 16 * n)   # 24 tokens each
+    assert n % 2 == 0 and (good["draft_n"], good["draft_n_accepted"]) == (22 * n, 16 * n)   # 24 tokens each, 2 prompts a stage
     assert good["acceptance_rate"] == round(32 / 44, 4)
     # LM Studio reports no per-position counts: null, never zeros, and so no diagnosis or k prediction
     assert good["accepted_per_pos"] is None and good["diagnosis"] is None and good["k_prediction"] is None

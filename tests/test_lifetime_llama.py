@@ -55,10 +55,13 @@ def test_sigkill_of_sweep_mid_request_leaves_no_server(models, tmp_path):
                               str(results), "--no-chart"], cwd=str(REPO), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env=dict(os.environ, **PORTABLE))
     try:
-        # The default (interleaved) design: the baseline server (on the configured port) and the draft's
-        # server are up together, requests alternating; both must go when sweep.py is killed.
-        servers = wait_for(lambda: (llama_server_pids() - before) if slot_busy(port) else None, timeout=120,
-                           interval=0.02)
+        # The default (interleaved) design: the stage's baseline server (on the configured port; it warms up
+        # first) and the draft's server are up together, requests alternating; both must go when sweep.py is
+        # killed.
+        def both_up_and_measuring():
+            servers = llama_server_pids() - before
+            return servers if len(servers) == 2 and slot_busy(port) else None
+        servers = wait_for(both_up_and_measuring, timeout=120, interval=0.02)
         assert len(servers) == 2, f"expected the baseline and the candidate server, found {sorted(servers)}"
         groups = {pid: leader_of_its_group(pid) for pid in servers}
         sweep.kill()

@@ -236,9 +236,9 @@ def test_a_concurrency_sweep_finds_the_crossover_and_keeps_one_stream_results_as
     backend = FakeBackend(crossover_script())
     path = sweep(tmp_path / "b", backend, config(tmp_path, concurrency=[1, 2, 4], design="sequential"))
     data = json.loads(path.read_text())
-    # one stream: the baseline, both candidates, then the best confirmed on fresh requests (its own
-    # baseline block first); then the other levels, on a server each
-    assert [s.concurrency for s in backend.specs] == [1] * 5 + [2, 2, 2, 4, 4, 4]
+    # one stream: the stages (a baseline server, then each candidate's); then the other levels, a server each
+    levels = [s.concurrency for s in backend.specs]
+    assert levels[-6:] == [2, 2, 2, 4, 4, 4] and set(levels[:-6]) == {1}
     by_key = {(r["role"], r["draft"], r["concurrency"]): r for r in data["results"]}
     assert len(by_key) == 9
     # one-stream rows: as a one-stream sweep writes them, apart from the new fields

@@ -57,7 +57,7 @@ def write_config(folder: Path, models: dict, **settings) -> Path:
         "name": "levels", "hardware": "test-2core", "backend": "llamacpp", "model_family": "SmolLM2 (forged)",
         "targets": [{"label": "135M target", "path": models["base"]}],
         "drafts": [{"label": "135M Q4_1", "path": models["base"]}],
-        "settings": {"runs": 1, "max_tokens": 16, "ctx_size": CTX, "gpu_layers": 0, "port": free_port(),
+        "settings": {"runs": 1, "stages": 1, "max_tokens": 16, "ctx_size": CTX, "gpu_layers": 0, "port": free_port(),
                      "prompts": ["code", "json"], "concurrency": [1, 2], "request_timeout_s": 600,
                      "stall_timeout_s": 300, "extra_args": list(ONE_THREAD), **settings},
     }
@@ -72,9 +72,9 @@ def test_a_sweep_over_two_levels_end_to_end(models, tmp_path):
                    timeout=1200)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    # issue 23: one stream runs in the design's passes (two interleaved blocks, numbered [1/2] [2/2]); the other
-    # level runs after them in plan order, numbered on its own
-    assert "135M target + 135M Q4_1 [block 2/2, alternating with a baseline server]" in out
+    # one stream runs in the target's stages (one interleaved stage here); the other level runs after them in plan
+    # order, numbered on its own
+    assert "[1/≤1] 135M target + 135M Q4_1 [stage 1/1, beside the stage's baseline server]" in out
     assert "[1/2] 135M target (baseline) [2 streams]" in out and "[2/2] 135M target + 135M Q4_1 [2 streams]" in out
     assert "2 streams:" in out and "tok/s in total" in out
     data = json.loads(results.read_text())

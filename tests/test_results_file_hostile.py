@@ -217,7 +217,7 @@ def test_a_nested_gguf_is_an_error_row_and_the_next_combination_runs(tmp_path, m
     config = {"name": "x", "hardware": "h",
               "targets": [{"label": "deep", "path": str(nested_gguf(tmp_path / "deep.gguf", 5000))},
                           {"label": "real", "path": models["target-2x"]}],
-              "settings": {"runs": 1, "max_tokens": 8, "gpu_layers": 0, "ctx_size": 512, "prompts": ["code"],
+              "settings": {"runs": 1, "stages": 1, "max_tokens": 8, "gpu_layers": 0, "ctx_size": 512, "prompts": ["code"],
                            "warmup": 0, "port": free_port()}}
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))

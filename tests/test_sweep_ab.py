@@ -87,7 +87,7 @@ def test_a_slower_candidate_is_called_slower(tmp_path):
 def test_no_difference_is_said_out_loud(tmp_path):
     _, results = ab(tmp_path, Script(tps={TARGET: 50.0}, speedup={DRAFT: 1.0}, acceptance={DRAFT: 0.05}))
     text = verdict(*results.results)
-    assert text.startswith("Not worth it here: the difference") and "(not significant)" in text
+    assert text.startswith("Not worth it here: the difference") and "not significant)" in text    # 95%, what for
     assert "rarely predicts this target (5% accepted)" in text
     assert "not significant" in screen(results, plan())
 
@@ -190,10 +190,11 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
                    "--json", str(out), "--", "--threads", "1", timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
-    # the sweep's interleaved design: per block, a baseline and a speculative server side by side
-    assert "Note: interleaved (baseline and candidate servers up together" in text
-    assert ("[1/2] smollm2-target-2x.Q4_1 + SmolLM2-135M-Instruct.Q4_1 [block 1/2, alternating with a baseline "
-            "server]") in text and text.count("Server stopped") == 4
+    # the sweep's interleaved design: per stage (one a run: --runs 1), a baseline and a speculative server side by
+    # side, requests in ABBA order
+    assert "Note: interleaved (" in text
+    assert ("[1/≤1] smollm2-target-2x.Q4_1 + SmolLM2-135M-Instruct.Q4_1 [stage 1/1, beside the stage's baseline "
+            "server]") in text and text.count("Server stopped") == 2
     for item in ("baseline", "speculative", "multiplier", "acceptance", "mean accepted len", "output", "verdict"):
         assert f"\n  {item:<18} " in text, item
     results = load_results(out)

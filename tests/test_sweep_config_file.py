@@ -61,7 +61,7 @@ def test_example_config_loads():
     assert [t.label for t in cfg.targets] == ["72B Q8_0", "72B Q4_K_M"]
     assert len(cfg.drafts) == 3
     assert cfg.settings.runs == 1 and cfg.settings.max_tokens == 1024
-    assert cfg.settings.prompts == "builtin"
+    assert cfg.settings.prompts == "standard"         # the default: a pool large enough for fresh stages
     assert cfg.warnings == ()
     assert cfg.default_stem() == "m2ultra-128gb_llamacpp_qwen25-72b"
 
@@ -200,8 +200,8 @@ def test_config_must_be_an_object():
     ({"extra_args": "--threads 8"}, "$.settings.extra_args", "must be a list of strings",
      "quote every argument separately"),
     ({"extra_args": ["-t", 8]}, "$.settings.extra_args", "must be a list of strings", "quote every argument"),
-    ({"prompts": 5}, "$.settings.prompts", 'must be "builtin", a list of categories and sets or a file path, not 5',
-     '"builtin"'),
+    ({"prompts": 5}, "$.settings.prompts", 'must be "standard", "builtin", a list of categories and sets or a file '
+     'path, not 5', '"standard"'),
     ({"prompts": ["code", "poetry"]}, "$.settings.prompts[1]", "unknown prompt category or set 'poetry'",
      "choose from builtin, code, json"),
     ({"prompts": []}, "$.settings.prompts", "is an empty list", "name at least one"),

@@ -1,6 +1,6 @@
 """What the person watching a sweep reads (issue 37): a long block says how far it got, "Elapsed" once, and a
-resumed race numbers its steps on instead of from 1 again. The console with a fake clock; the race with the
-in-process fake backend."""
+resumed race numbers its steps on instead of from 1 again. The console with a fake clock; the race (in stages)
+with the in-process fake backend."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_a_resumed_race_numbers_its_steps_on(tmp_path):
     class StopAtSecondBlock(Reporter):
         def combination_started(self, index, total, title, at_most=False):
             titles.append(f"[{index}/{'≤' if at_most else ''}{total}] {title}")
-            if "block 2/3" in title:
+            if "[stage 2/" in title:
                 raise KeyboardInterrupt
 
     class Titles(Reporter):
@@ -61,7 +61,7 @@ def test_a_resumed_race_numbers_its_steps_on(tmp_path):
     noisy = dict(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.1, GOOD: 0.1})
     code, _ = sweep(tmp_path, FakeBackend(script(**noisy)), cfg, reporter=StopAtSecondBlock())
     assert code == EXIT_INTERRUPTED
-    measured = [t for t in titles if "block 1/3" in t]
+    measured = [t for t in titles if "[stage 1/" in t]
     numbers_before = [int(re.match(r"\[(\d+)/", t).group(1)) for t in measured]
     titles.clear()
     sweep(tmp_path, FakeBackend(script(**noisy)), cfg, reporter=Titles())

@@ -1,7 +1,8 @@
-"""No replayed answers, on the real llama-server: ngram-mod remembers earlier answers on the same server
-(a /slots erase does not reset it), so a repetition of a prompt on one server is served from memory.
-The sweep's design gives every repetition a fresh server, and its counts then match first exposure.
-Mechanics, not speed."""
+"""Stages on the real llama-server: fresh servers at every stage, and no replayed answers. ngram-mod
+remembers earlier answers on the same server (a /slots erase does not reset it), so a repetition of a
+prompt on one server is served from memory; every stage starts its servers afresh, so when a small prompt
+set is measured again at the next stage, its counts match first exposure. With a larger set every stage
+draws fresh prompts. Mechanics, not speed."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config.prompts import resolve_prompts
 from draftbench.measure.sequential import MeasureOptions, run_prompts
-from draftbench.sweep import CombinationRunner, Sweep, plan
+from draftbench.sweep import CombinationRunner, RunnerIO, Sweep, plan
 from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
@@ -24,13 +25,13 @@ def config(models, tmp_path, **settings):
     return validate_config({
         "name": "replay", "backend": "llamacpp", "targets": [{"label": "135M", "path": models["base"]}],
         "candidates": [{"label": "ngram-mod", "method": "ngram-mod", "params": NGRAM_MOD}],
-        "settings": {"runs": 3, "warmup": 1, "max_tokens": 48, "prompts": PROMPTS, "gpu_layers": 0,
-                     "ctx_size": 1024, "port": 0, "startup_timeout_s": 300, **settings}},
+        "settings": {"warmup": 1, "max_tokens": 48, "prompts": PROMPTS, "gpu_layers": 0, "stages": 3,
+                     "search": "exhaustive", "ctx_size": 1024, "port": 0, "startup_timeout_s": 300, **settings}},
         source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
 
 
 @pytest.mark.llama
-def test_ngram_mod_counts_on_every_repetition_match_first_exposure(models, tmp_path):
+def test_ngram_mod_counts_at_every_stage_match_first_exposure(models, tmp_path):
     path = tmp_path / "r.json"
     Sweep(config(models, tmp_path), path, None, reporter=Reporter()).run()
     rows = {r["draft"]: r for r in json.loads(path.read_text())["results"]}
@@ -42,7 +43,8 @@ def test_ngram_mod_counts_on_every_repetition_match_first_exposure(models, tmp_p
         by_prompt.setdefault(r["prompt_id"], []).append(r)
     compared = 0
     for pid, reqs in by_prompt.items():
-        assert len(reqs) == 3 and len({r["session"] for r in reqs}) == 3          # a fresh server per repetition
+        assert len(reqs) >= 2 and len({r["session"] for r in reqs}) == len(reqs)   # a fresh server per stage
+        assert [r["block"] for r in reqs] == list(range(len(reqs)))
         assert all(r["seen_before"] is False for r in reqs)
         first = reqs[0]
         for again in reqs[1:]:
@@ -51,9 +53,32 @@ def test_ngram_mod_counts_on_every_repetition_match_first_exposure(models, tmp_p
                 compared += 1
     assert compared >= 2
     assert sum(r["draft_n"] for r in ngram["requests"]) > 0, "ngram-mod drafted nothing: the prompts no longer show it"
-    # the baseline ran beside it, one fresh server per block, never speculating
+    # the baseline ran beside it, one fresh server per stage, never speculating
     baseline = rows[None]
-    assert baseline["active_methods"] == [] and len({r["session"] for r in baseline["requests"]}) == 3
+    stages = {r["block"] for r in ngram["requests"]}
+    assert baseline["active_methods"] == [] and len({r["session"] for r in baseline["requests"]}) == len(stages)
+    assert all(r["beside"] in {q["session"] for q in ngram["requests"]} for r in baseline["requests"])
+
+
+@pytest.mark.llama
+def test_every_stage_draws_fresh_prompts_on_fresh_servers(models, tmp_path):
+    """With more prompts than two stages need, no prompt is measured twice and every stage is a new pair."""
+    prompt_file = tmp_path / "prompts.txt"
+    prompt_file.write_text("\n".join(f"Write one sentence about the number {i}." for i in range(8)))
+    path = tmp_path / "fresh.json"
+    Sweep(config(models, tmp_path, prompts=str(prompt_file), prompts_per_stage=4, stages=2, max_tokens=24), path,
+          None, reporter=Reporter()).run()
+    rows = {r["draft"]: r for r in json.loads(path.read_text())["results"]}
+    ngram = rows["ngram-mod"]
+    assert ngram["status"] == "ok", ngram["reason"]
+    prompts = [r["prompt_id"] for r in ngram["requests"]]
+    assert len(prompts) == len(set(prompts))                        # fresh prompts: none twice
+    by_stage: dict[int, set] = {}
+    for r in ngram["requests"]:
+        by_stage.setdefault(r["block"], set()).add(r["session"])
+    assert all(len(s) == 1 for s in by_stage.values())              # one server per stage
+    assert len({s for ss in by_stage.values() for s in ss}) == len(by_stage)   # a new one each time
+    assert all(r["seen_before"] is False for r in ngram["requests"])
 
 
 @pytest.mark.llama
@@ -64,7 +89,7 @@ def test_one_server_replays_what_it_has_seen(models, tmp_path):
     combo = next(c for c in plan(cfg) if c.candidate is not None)
     prompts = resolve_prompts(["code-edit"])
     options = MeasureOptions(runs=2, warmup=0, max_tokens=48)
-    runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, prompts, options, tmp_path / "logs")
+    runner = CombinationRunner(LlamaCppBackend(), "llamacpp", cfg.settings, prompts, options, RunnerIO(tmp_path / "logs"))
     spec = runner.launch_spec(combo, 0, tmp_path / "one.log")
     server = runner.launch(replace(spec, port=runner.choose_port(spec.host)))
     try:

@@ -1,81 +1,98 @@
-"""What a simulated sweep got right, against the truth it was drawn from."""
+"""What a simulated sweep got right, against the truth it was drawn from: the three guarantees.
+
+(1) a recommendation whose true gain on prompts like these is at most 1 + floor (a *false* one);
+(2) given a recommendation, whether the quoted interval covers the pick's true gain — and whether the
+    pick's own 95% interval (not corrected for choosing and stopping) would have;
+(3) given a recommendation, whether the pick is within 2% of the true best.
+Plus the other outcomes (nothing gains, a shortlist, unresolved) and what the sweep cost.
+"""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
 
-from draftbench.config.prompts import Prompt
-from draftbench.results.kinds import Role
-from draftbench.results.speedup import Speedup
+from draftbench.analysis.stage_verdict import Verdict
 
 from .sweeps import Sweep
 from .world import Truth
 
 
-def within_2pct(pick_truth: float | None, best: float) -> bool:
-    """The pick's true speed-up is within 2% of the best candidate's, or nothing was picked where
-    nothing beats the target alone by 2% (``benchmarks/adaptive.py`` scores its races the same way)."""
-    return (pick_truth is not None and pick_truth >= best / 1.02) or (pick_truth is None and best < 1.02)
-
-
-def covers(speed: Speedup, truth: float) -> bool:
-    assert speed.ci95_low is not None and speed.ci95_high is not None
-    return speed.ci95_low <= truth <= speed.ci95_high
+def within_2pct(pick_truth: float, best: float) -> bool:
+    return pick_truth >= best / 1.02
 
 
 @dataclass(frozen=True)
 class Score:
-    recommended: bool
-    false_1: bool               # recommended a candidate whose true speed-up ("prompts like these") ≤ 1.00
-    false_floor: bool           # … ≤ 1 + noise floor
-    within_2pct: bool           # … of the true best on prompts like these
-    within_these: bool          # … of the best on this sweep's prompts (what a sweep of them can know at best)
-    these: tuple[bool, ...]     # per row with an interval: it covers the speed-up on the prompts it measured
-    like: tuple[bool, ...]      # … the speed-up on prompts like these (the candidate's population value)
-    pick_covered: bool | None   # the verdict's interval covers the pick's population value
+    decision: str                     # recommend, nothing gains, shortlist, unresolved
+    false: bool                       # (1) recommended a candidate that gains at most the floor
+    covered: bool | None              # (2) the quoted interval covers the pick's true gain
+    covered_naive: bool | None        #     … the pick's own 95% interval (not corrected)
+    within: bool | None               # (3) the pick is within 2% of the true best
+    width: float | None               # the quoted interval's high / low
+    shortlist_best: bool | None       # a shortlist holds the true best
+    shortlist_false: bool | None      # … holds a candidate that gains at most the floor
+    leader_within: bool | None        # … its leader is within 2% of the true best
+    false_nothing: bool               # "nothing gains" while the true best gains more than the floor
+    stages: int                       # stages measured: where it decided (the power curve), or all it was given
     requests: int
     loads: int
     wall_s: float
 
 
-def score(sweep: Sweep, truth: Truth, prompts: tuple[Prompt, ...], noise_floor: float) -> Score:
-    entry = (sweep.results.summary or {}).get("targets", [{}])[0]
-    pick = entry.get("recommended_draft")
-    pick_speed = Speedup.from_value(entry.get("speedup"))
-    index = {p.id: i for i, p in enumerate(prompts)}
-    these, like = [], []
-    for row in sweep.results.results:
-        if row.role is not Role.SPECULATIVE or row.draft is None or row.speedup is None or not row.speedup.has_interval:
-            continue
-        measured = [index[r.prompt_id] for r in row.requests if r.error is None and r.decode_tps]
-        these.append(covers(row.speedup, truth.on_prompts(row.draft, measured)))
-        like.append(covers(row.speedup, truth.population[row.draft]))
-    value = truth.population.get(pick) if pick else None
-    on_all = {name: truth.on_prompts(name, list(range(len(prompts)))) for name in truth.population}
-    recommended = pick is not None and bool(pick_speed and pick_speed.significant)
-    return Score(recommended=recommended, false_1=recommended and value is not None and value <= 1.0,
-                 false_floor=recommended and value is not None and value <= 1.0 + noise_floor,
-                 within_2pct=within_2pct(value if recommended else None, max(truth.population.values())),
-                 within_these=within_2pct(on_all[pick] if recommended and pick else None, max(on_all.values())),
-                 these=tuple(these), like=tuple(like),
-                 pick_covered=covers(pick_speed, value) if recommended and pick_speed and pick_speed.has_interval
-                 and value is not None else None,
-                 requests=sweep.requests, loads=sweep.loads, wall_s=sweep.wall_s)
+def score(sweep: Sweep, truth: Truth, noise_floor: float) -> Score:
+    v = sweep.verdict
+    best = max(truth.population.values())
+    floor = 1.0 + noise_floor
+    decision = v.verdict.value if v is not None else Verdict.UNRESOLVED.value
+    pick = v.pick if v is not None and v.verdict is Verdict.RECOMMEND else None
+    value = truth.population.get(_label(pick)) if pick else None
+    covered = naive = within = width = None
+    if pick and value is not None and v is not None and v.quote is not None:
+        covered = v.quote.low <= value <= v.quote.high
+        width = v.quote.high / v.quote.low if v.quote.low > 0 else None
+        within = within_2pct(value, best)
+        row = next((r for r in sweep.results.results if r.draft == _label(pick)), None)
+        if row is not None and row.speedup is not None and row.speedup.has_interval:
+            naive = (row.speedup.ci95_low or 0) <= value <= (row.speedup.ci95_high or 0)
+    shortlist = [truth.population[_label(n)] for n in (v.shortlist if v is not None else ())]
+    lead = truth.population.get(_label(v.best)) if v is not None and v.best else None
+    return Score(decision, bool(pick) and value is not None and value <= floor, covered, naive, within, width,
+                 (max(shortlist) >= best / 1.0001) if shortlist else None,
+                 any(x <= floor for x in shortlist) if shortlist else None,
+                 within_2pct(lead, best) if shortlist and lead is not None else None,
+                 decision == Verdict.NOTHING_GAINS.value and best > floor,
+                 v.stages if v is not None else 0, sweep.requests, sweep.loads, sweep.wall_s)
+
+
+def _label(name: str | None) -> str:
+    """A candidate's name without its k (the simulated grids set none)."""
+    return (name or "").split(" (k=")[0]
 
 
 def summary(scores: list[Score]) -> dict:
-    """Rates over the trials; coverage pooled over every row with an interval."""
+    """Rates over the trials; the conditional ones over the trials that recommended (or shortlisted)."""
     def rate(values) -> float | None:
         values = [v for v in values if v is not None]
         return sum(values) / len(values) if values else None
 
-    return {"trials": len(scores), "recommends": rate(s.recommended for s in scores),
-            "false_1": rate(s.false_1 for s in scores), "false_floor": rate(s.false_floor for s in scores),
-            "within_2pct": rate(s.within_2pct for s in scores), "within_these": rate(s.within_these for s in scores),
-            "coverage_these": rate(c for s in scores for c in s.these),
-            "coverage_like": rate(c for s in scores for c in s.like),
-            "coverage_pick": rate(s.pick_covered for s in scores),
+    def share(name: str) -> float:
+        return sum(s.decision == name for s in scores) / len(scores)
+
+    widths = [s.width for s in scores if s.width]
+    return {"trials": len(scores), "recommends": share("recommend"), "nothing": share("nothing gains"),
+            "shortlist": share("shortlist"), "unresolved": share("unresolved"),
+            "false": rate(s.false for s in scores), "recommendations": sum(s.decision == "recommend" for s in scores),
+            "covered": rate(s.covered for s in scores), "covered_naive": rate(s.covered_naive for s in scores),
+            "within": rate(s.within for s in scores), "width": statistics.fmean(widths) if widths else None,
+            "shortlist_best": rate(s.shortlist_best for s in scores),
+            "shortlist_false": rate(s.shortlist_false for s in scores),
+            "leader_within": rate(s.leader_within for s in scores),
+            "false_nothing": rate(s.false_nothing for s in scores),
+            "decided_by_stage": {k: sum(s.decision in ("recommend", "nothing gains") and s.stages <= k
+                                        for s in scores) / len(scores) for k in range(1, 1 + max(s.stages for s in scores))},
+            "paying_by_stage": {k: sum(s.decision in ("recommend", "nothing gains", "shortlist") and s.stages <= k
+                                       for s in scores) / len(scores) for k in range(1, 1 + max(s.stages for s in scores))},
             "requests": statistics.fmean(s.requests for s in scores),
             "loads": statistics.fmean(s.loads for s in scores),
             "wall_s": statistics.fmean(s.wall_s for s in scores)}

@@ -1,122 +1,112 @@
-"""Whole sweeps of a simulated machine through the sweep's own code.
+"""Whole sweeps of a simulated machine through the sweep's own entry point.
 
-Both strategies plan with ``draftbench.sweep.plan``, take their order from the sweep's schedule
-(``draftbench/sweep/schedule.py``: the design's blocks, sessions and passes), measure through the
-sweep's own executor (``sweep/passes.run_passes`` and ``sweep/steps.StepRunner``: the runner's
-launch and checks, the real request records) against :class:`SimBackend`, and end with ``analyze``
-(speed-ups, intervals, ``recommend``'s verdict). The race is ``AdaptiveSearch`` itself
-(``draftbench/sweep/race.py`` deciding with ``racing.judge``). Rows are kept in memory and analysed
-once at the end (the race decides on raw rows: its decisions are the same). Only the servers and
-the clock are simulated.
+A trial is ``draftbench.sweep.run.run_sweep`` — the function the command line calls: the plan, the
+design's stages (fresh prompts on fresh server pairs, the looks and their decisions), the request
+records and ``analyze``'s verdict — on a backend that implements the contract
+(``draftbench/backends/base.py``). By default that backend is :class:`world.SimBackend` on a
+:class:`world.Machine`; ``benchmarks/verdicts.py --world MODULE:FACTORY`` puts an outside noise model
+in its place (:data:`WorldFactory`). Only the servers and the clock are simulated.
 """
 
 from __future__ import annotations
 
+import json
 import random
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from draftbench.analysis.verdict import analyze
+from draftbench.analysis.stage_verdict import StagedVerdict
+from draftbench.backends.base import Backend
 from draftbench.config.prompts import Prompt
-from draftbench.measure.sequential import MeasureOptions
-from draftbench.results.file import SCHEMA_VERSION, ResultsFile
+from draftbench.results.file import ResultsFile
 from draftbench.sweep.config_file import SweepConfig, validate_config
-from draftbench.sweep.console import Reporter
-from draftbench.sweep.passes import run_passes, target_passes
-from draftbench.sweep.plan import Combination, plan
-from draftbench.sweep.race import AdaptiveSearch, MemoryStore
-from draftbench.sweep.runner import CombinationRunner
-from draftbench.sweep.schedule import Side
+from draftbench.sweep.plan import plan
+from draftbench.sweep.run import run_sweep
 
 from .world import Grid, Machine, SimBackend, Truth, World
 
 LOGS = Path("/nonexistent/draftbench-sim-logs")     # servers are simulated: nothing is written there
 
+# An outside noise model: (grid, truth, candidate names by (draft path, methods), prompts, rng) → a backend
+# (its ``clock`` attribute, when it has one, is the sweep's clock: simulated time).
+WorldFactory = Callable[[Grid, Truth, dict, Sequence[Prompt], random.Random], Backend]
+
 
 @dataclass(frozen=True)
 class Setup:
-    """One scenario's sweep, as a user would configure it: the config, its plan and prompts."""
+    """One scenario's sweep as a user would configure it: the config (its prompt file), the prompts, the names."""
 
     config: SweepConfig
-    combos: tuple[Combination, ...]
     prompts: tuple[Prompt, ...]
-    options: MeasureOptions
-    names: dict[tuple, str]          # (draft path, method) -> candidate name, for SimBackend
+    names: dict[tuple, str]          # (draft path, method) -> candidate name, for the simulated servers
 
     @classmethod
-    def of(cls, grid: Grid, prompts: Sequence[Prompt], *, runs: int, max_tokens: int, noise_floor: float,
-           search: str, design: str = "interleaved") -> Setup:
+    def of(cls, grid: Grid, prompts: Sequence[Prompt], *, max_tokens: int, noise_floor: float, search: str,
+           design: str = "interleaved", stages: int = 6, per_stage: int = 6, budget_s: float | None = None,
+           folder: Path | None = None) -> Setup:
+        folder = folder or Path(tempfile.mkdtemp(prefix="draftbench-sim-"))
+        prompt_file = folder / "prompts.jsonl"
+        prompt_file.write_text("".join(json.dumps({"id": p.id, "category": p.category, "prompt": p.text}) + "\n"
+                                       for p in prompts))
         drafts = [c for c in grid.candidates if not c.model_free]
         data = {"name": "sim", "hardware": "sim", "backend": "llamacpp",
                 "targets": [{"label": "target", "path": "/sim/target.gguf"}],
                 "drafts": [{"label": c.name, "path": f"/sim/draft-{i}.gguf"} for i, c in enumerate(drafts)],
                 "candidates": [{"label": c.name, "method": c.name} for c in grid.candidates if c.model_free],
-                "settings": {"runs": runs, "max_tokens": max_tokens, "noise_floor": noise_floor, "port": 0,
-                             "search": search, "design": design}}
-        config = validate_config(data)
-        combos = tuple(plan(config))
+                "settings": {"max_tokens": max_tokens, "noise_floor": noise_floor, "port": 0, "search": search,
+                             "design": design, "stages": stages, "prompts_per_stage": per_stage,
+                             "prompts": str(prompt_file), "budget_s": budget_s}}
+        config = validate_config(data, source=str(folder / "sim.json"), base_dir=str(folder))
         names = {(c.candidate.draft.path if c.candidate.draft else None, c.candidate.method): c.candidate.label
-                 for c in combos if c.candidate}
-        return cls(config, combos, tuple(prompts), MeasureOptions.from_settings(config.settings), names)
+                 for c in plan(config) if c.candidate}
+        return cls(config, tuple(prompts), names)
 
-    def empty_results(self) -> ResultsFile:
-        c = self.config
-        return ResultsFile(name=c.name, hardware=c.hardware, backend=c.backend, model_family=c.model_family,
-                           settings=c.settings.to_dict(), schema_version=SCHEMA_VERSION)
 
-    def runner(self, world: World) -> CombinationRunner:
-        return CombinationRunner(SimBackend(world, self.names), self.config.backend, self.config.settings,
-                                 list(self.prompts), self.options, LOGS, clock=world.clock)
+def machine_world(machine: Machine, setup: Setup) -> WorldFactory:
+    """The built-in noise model: :class:`world.World` on ``machine``; drift runs over the longest the sweep may
+    take (every planned stage with every candidate)."""
+    def factory(grid: Grid, truth: Truth, names: dict, prompts: Sequence[Prompt], rng: random.Random) -> Backend:
+        settings = setup.config.settings
+        world = World(grid, machine, truth, list(prompts), seed=settings.seed, runs=settings.stages,
+                      warmup=settings.warmup, expected_s=expected_s(grid, machine, truth, settings), rng=rng)
+        return SimBackend(world, names)
+    return factory
 
-    def world(self, grid: Grid, machine: Machine, truth: Truth, rng: random.Random) -> World:
-        return World(grid, machine, truth, list(self.prompts), seed=self.options.seed, runs=self.options.runs,
-                     warmup=self.options.warmup, expected_s=self.expected_s(grid, machine, truth), rng=rng)
 
-    def expected_s(self, grid: Grid, machine: Machine, truth: Truth) -> float:
-        """How long the exhaustive sweep of the config's design takes on the truth (the drift's time scale:
-        "5% faster by the end" means by the end of this design's sweep)."""
-        passes = target_passes(self.config, SimBackend(None, self.names), list(self.combos), "target",
-                               list(self.prompts), self.options.runs)
-        assert passes is not None
-        seconds = 0.0
-        for group in passes.groups:
-            for step in group.steps:
-                seconds += step.loads * machine.load_s
-                name = group.combos[step.candidate].candidate.label if step.candidate else None
-                for r in step.requests:
-                    gain = truth.speedup[name][r.prompt] if name and r.side is Side.CANDIDATE else 1.0
-                    seconds += self.options.max_tokens / (truth.base_tps[r.prompt] * gain)
-        return seconds
+def expected_s(grid: Grid, machine: Machine, truth: Truth, settings) -> float:
+    """How long every planned stage with every candidate takes on the truth (the drift's time scale)."""
+    n, c = settings.prompts_per_stage, len(grid.candidates)
+    base = sum(truth.base_tps) / len(truth.base_tps)
+    gains = [sum(truth.speedup[k.name]) / len(truth.speedup[k.name]) for k in grid.candidates]
+    per_stage = (1 + c) * machine.load_s + sum(n * settings.max_tokens / base * (1 + 1 / g) for g in gains)
+    return settings.stages * per_stage
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """One simulated sweep: the analysed results file and what it cost."""
+    """One simulated sweep: the analysed results, the staged verdict, and what it cost."""
 
     results: ResultsFile
+    verdict: StagedVerdict | None
     requests: int            # measured requests (warm-ups not counted)
     loads: int               # server sessions started
     wall_s: float            # simulated wall time: loads, warm-ups and requests
 
 
-def exhaustive(setup: Setup, world: World) -> Sweep:
-    """Every combination fully measured, in the passes of the config's design; analysed once at the end,
-    as the sweep's final analysis is."""
-    store = MemoryStore(setup.empty_results(), analyse=False)
-    runner = setup.runner(world)
-    run_passes(setup.config, runner.backend, list(setup.combos), store, Reporter(), runner, list(setup.prompts),
-               setup.options, clock=world.clock)
-    return _sweep(analyze(store.current()), world)
+def sweep(setup: Setup, backend: Backend) -> Sweep:
+    """``run_sweep`` on ``backend`` (simulated time when it has a ``clock``)."""
+    world = getattr(backend, "world", None)
+    clock = getattr(backend, "clock", None) or (world.clock if world is not None else None)
+    outcome = run_sweep(setup.config, backend, clock=clock or _wall(), logs_dir=LOGS)
+    results = outcome.results
+    sessions = {r.session for row in results.results for r in row.requests if r.session}
+    wall = clock() if clock is not None else 0.0
+    return Sweep(results, outcome.verdicts.get("target"), sum(len(r.requests) for r in results.results),
+                 len(sessions), wall)
 
 
-def race(setup: Setup, world: World) -> Sweep:
-    """``settings.search: "adaptive"``: the race of ``AdaptiveSearch``, in the config's design."""
-    store = MemoryStore(setup.empty_results(), analyse=False)
-    AdaptiveSearch(setup.config, setup.runner(world), store, Reporter(), list(setup.prompts), setup.options,
-                   clock=world.clock).run(list(setup.combos))
-    return _sweep(analyze(store.current()), world)
-
-
-def _sweep(results: ResultsFile, world: World) -> Sweep:
-    return Sweep(results, sum(len(r.requests) for r in results.results), len(world.sessions), world.now)
+def _wall() -> Callable[[], float]:
+    import time
+    return time.perf_counter

@@ -56,6 +56,7 @@ class Grid:
     shared_sd: float = 0.0       # a prompt's speculation effect, shared by every draft
     own_sd: float = 0.0          # a candidate's own effect per prompt (runs of one prompt share it)
     hetero: float = 1.0          # run noise × this on the prompts where a model-free method drafts
+    category_sd: float = 0.0     # a prompt category's speculation effect, shared by every draft (code drafts better)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class Machine:
     drift: float = 0.0           # relative change of the machine's speed over the sweep's expected duration
     step: bool = False           # the drift comes as one step at half the expected duration (else linear)
     load_s: float = 5.0          # model load per server session
+    step_drift: float = 0.0      # besides ``drift``: a step of this size at half the expected duration
+    wander_sd: float = 0.0       # and a random walk: log sd of the speed's wander over the expected duration
 
 
 @dataclass(frozen=True)
@@ -78,16 +81,18 @@ class Truth:
     speedup: dict[str, tuple[float, ...]]          # per candidate, per prompt
     bound: dict[str, tuple[float, ...]]            # tokens / (tokens − accepted), per candidate, per prompt
     acceptance: dict[str, float]
-    population: dict[str, float]                   # per candidate: "prompts like these"
+    population: dict[str, float]                   # per candidate: "prompts like these" (this workload's categories)
 
     def on_prompts(self, name: str, prompts: list[int]) -> float:
         """The geometric-mean speed-up over these prompt indices (one per request measured)."""
         return math.exp(sum(math.log(self.speedup[name][p]) for p in prompts) / len(prompts))
 
 
-def draw_truth(grid: Grid, n_prompts: int, rng: random.Random) -> Truth:
+def draw_truth(grid: Grid, n_prompts: int, rng: random.Random, categories: list[str] | None = None) -> Truth:
     difficulty = [rng.gauss(0, grid.prompt_sd) for _ in range(n_prompts)]
-    shared = [rng.gauss(0, grid.shared_sd) for _ in range(n_prompts)]
+    by_category = {c: rng.gauss(0, grid.category_sd) for c in dict.fromkeys(categories or ())}
+    shared = [rng.gauss(0, grid.shared_sd) + (by_category[categories[p]] if categories else 0.0)
+              for p in range(n_prompts)]
     speedup, bound, acceptance = {}, {}, {}
     for c in grid.candidates:
         own = [rng.gauss(0, grid.own_sd) for _ in range(n_prompts)]
@@ -103,8 +108,12 @@ def draw_truth(grid: Grid, n_prompts: int, rng: random.Random) -> Truth:
         speedup[c.name] = tuple(s)
         bound[c.name] = tuple(1.0 if c.model_free and x == 1.0 else x * overhead for x in s)
         acceptance[c.name] = c.acceptance
+    # "Prompts like these" are prompts of this workload's categories: a category's effect (code drafts better
+    # than prose) is a fact of the workload, so the truth holds it, weighted as the prompt set weighs the
+    # categories; the per-prompt effects average out over the population of such prompts.
+    workload = sum(by_category[categories[p]] for p in range(n_prompts)) / n_prompts if categories else 0.0
     return Truth(tuple(grid.base_tps * math.exp(d) for d in difficulty), speedup, bound, acceptance,
-                 {c.name: c.speedup for c in grid.candidates})
+                 {c.name: c.speedup * (1.0 if c.model_free else math.exp(workload)) for c in grid.candidates})
 
 
 class World:
@@ -119,7 +128,8 @@ class World:
         self.requests = 0                                 # measured and warm-up
         # which request a server is asked for, from its seed (as the sweep derives it): warm-ups have run -1
         # (repetition ``runs`` is the confirmation block a sweep measures for its selected candidate)
-        self.by_seed = {request_seed(seed, run, i): (run, i) for i in range(len(prompts)) for run in range(runs + 1)}
+        self.by_seed = {request_seed(seed, run, i): (run, i) for i in range(len(prompts))
+                        for run in range(max(runs + 1, 64))}
         self.by_seed.update({request_seed(seed, -1, i): (-1, i % len(prompts)) for i in range(warmup)})
         self.model_free = {c.name for c in grid.candidates if c.model_free}
 
@@ -130,7 +140,16 @@ class World:
         m = self.machine
         if m.step:
             return 1.0 + m.drift if t >= self.expected_s / 2 else 1.0
-        return 1.0 + m.drift * t / self.expected_s
+        factor = (1.0 + m.drift * t / self.expected_s) * (1.0 + m.step_drift if t >= self.expected_s / 2 else 1.0)
+        return factor * math.exp(self._wander(t)) if m.wander_sd else factor
+
+    def _wander(self, t: float) -> float:
+        """The random walk's value at ``t`` (times only move forward: a step per request)."""
+        last_t, last_w = getattr(self, "_walk", (0.0, 0.0))
+        dt = max(0.0, t - last_t)
+        w = last_w + self.rng.gauss(0, self.machine.wander_sd * math.sqrt(dt / self.expected_s)) if dt else last_w
+        self._walk = (t, w)
+        return w
 
     def open_session(self, candidate: str) -> float:
         """A server load: the session's offset (shared by all its requests)."""

@@ -9,7 +9,8 @@ configuration per category when they differ ("for code-edit: ngram-mod; for chat
 from __future__ import annotations
 
 from ..results.file import ResultsFile, Row
-from ..results.speedup import rank
+from ..results.speedup import Speedup, rank
+from .decision import simultaneous_bounds
 from .degenerate import looping_requests
 from .session import category_label
 from .stats import TOO_FEW, describe_subset, too_few_to_tell
@@ -40,6 +41,9 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
     looping_categories = {r.category for r in baseline.requests if r.prompt_id in loops}
     out: dict[str, dict] = {}
     categories = dict.fromkeys(c for r in rows for c in (r.speedup_by_category or {}))
+    # a claim per category is one of categories × candidates: each is judged at 1 − 0.05 / (K·C), both sides
+    comparisons = max(1, len(categories) * len(rows))
+    floor = results.read_settings().noise_floor
     for category in categories:
         scored = [(r, (r.speedup_by_category or {})[category]) for r in rows
                   if category in (r.speedup_by_category or {}) and not never_drafted(r, category)]
@@ -49,7 +53,7 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
             continue
         scored = [(r, speed) for r, speed in scored if not too_few_to_tell(speed)]
         gains = [(r, s) for r, s in scored if s.ratio > 1]
-        significant = [(r, s) for r, s in gains if s.significant]
+        significant = [(r, s) for r, s in gains if s.significant and _clears(s, comparisons, floor)]
         pool = significant or gains
         if not pool:
             out[category] = {"candidate": None, "looping": category in looping_categories}
@@ -59,6 +63,12 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
                          "speedup": speed, "significant_gain": bool(significant),
                          "looping": category in looping_categories}
     return out
+
+
+def _clears(speed: Speedup, comparisons: int, floor: float) -> bool:
+    """The speed-up's lower bound at 1 − 0.05 / ``comparisons`` (both sides) clears 1 + floor."""
+    bounds = simultaneous_bounds(speed, comparisons)
+    return bounds is not None and bounds[0] > 1.0 + floor
 
 
 def category_sentence(best: dict[str, dict]) -> str:
@@ -80,5 +90,7 @@ def category_sentence(best: dict[str, dict]) -> str:
         parts.append(f"for {category_label(category)}: {text}")
     if not any(entry.get("significant_gain") for entry in best.values()):
         # Noise can differ by category too: say that no per-category gain was shown to be real.
-        return "Best measured per prompt type (no gain significant): " + "; ".join(parts) + "."
-    return "Best per prompt type: " + "; ".join(parts) + "."
+        return ("Best measured per prompt type (exploratory: no gain shown once corrected for the categories × "
+                "candidates compared): " + "; ".join(parts) + ".")
+    return ("Best per prompt type (a gain is named only where it holds at 95% over the categories × candidates "
+            "compared; the rest are exploratory): " + "; ".join(parts) + ".")

@@ -76,6 +76,12 @@ def at_length(results: ResultsFile, length: int | None) -> ResultsFile:
     return replace(results, results=tuple(r for r in results.results if r.context_tokens in (length, None)))
 
 
+def each_length(results: ResultsFile) -> list[tuple[int | None, ResultsFile]]:
+    """The file one prompt length at a time (as :func:`at_length` cuts it); ``[(None, results)]`` without the axis."""
+    lengths = row_lengths(results)
+    return [(n, at_length(results, n)) for n in lengths] if lengths else [(None, results)]
+
+
 def primary(results: ResultsFile) -> ResultsFile:
     """What the single-length views (grid, charts, exports' speed-ups) show: the shortest length, or the file."""
     lengths = row_lengths(results)

@@ -3,9 +3,16 @@
 Every candidate request is compared with the baseline requests for the same prompt and
 repetition. Which baseline requests: those of the sessions it records in ``compared_with``
 (the baseline server that ran beside it, or the baseline blocks measured just before and just
-after it: see ``sweep/schedule.py``); in files without that field (older files, the sequential
-design), every baseline request for the same prompt and repetition. Several matches are
-averaged on the log scale (a bracket's two sides).
+after it: see ``sweep/schedule.py``); of a baseline server shared by a stage's candidates, the
+request measured beside this candidate's server (``beside``); in files without those fields
+(older files, the sequential design), every baseline request for the same prompt and
+repetition. Several matches are averaged on the log scale (a bracket's two sides).
+
+A stage's baseline server answers each prompt once beside every candidate's server: the same request
+(prompt, seed, answer) several times on one server. One of them far slower than the others (below
+:data:`INTERRUPTED` of their median) was interrupted — another program took the machine — and says
+nothing about the candidate beside it: that pair is left out (``interrupted``). The test looks at the
+target alone only, so it cannot favour a candidate; with fewer than three such requests nothing is left out.
 
 Each pair also carries what the server's own counters allow: a verify step costs at least one
 target step, so a request that generated n tokens with ``accepted`` of them drafted cannot be
@@ -33,7 +40,8 @@ class Pair:
     log_ratio: float                 # log(candidate tok/s / baseline tok/s)
     log_bound: float | None          # log of the most the counters allow (None: no counters)
     drafted: int | None              # tokens the method drafted on this request
-    block: int | None = None         # the schedule's block (sweep/schedule.py)
+    block: int | None = None         # the schedule's block, or the stage (sweep/schedule.py)
+    order: int = 0                   # the last server session it used (s<N> of either side): when it was known
 
 
 def _rate(r: RequestRecord) -> float | None:
@@ -52,26 +60,63 @@ def request_bound(r: RequestRecord) -> float | None:
     return (n - 1) / steps if steps >= 1 else None
 
 
-def pairs(row: Row, baseline: Row) -> list[Pair]:
-    """Every measured request of ``row`` with its baseline counterpart(s)."""
+# A baseline's requests by (prompt, repetition), for the last few baseline rows seen: a target's every
+# candidate is paired with the same baseline row (rows are immutable; identity says it is the same).
+_INDEXED: dict[int, tuple[Row, dict[tuple, list[RequestRecord]]]] = {}
+
+
+def _index(baseline: Row) -> dict[tuple, list[RequestRecord]]:
+    kept = _INDEXED.get(id(baseline))
+    if kept is not None and kept[0] is baseline:
+        return kept[1]
     by_key: dict[tuple, list[RequestRecord]] = {}
     for b in baseline.requests:
         if _rate(b) is not None:
             by_key.setdefault((b.prompt_id, b.run), []).append(b)
+    if len(_INDEXED) >= 16:
+        _INDEXED.pop(next(iter(_INDEXED)))
+    _INDEXED[id(baseline)] = (baseline, by_key)
+    return by_key
+
+
+INTERRUPTED = 0.75      # a repeat of the same request on the same server below this share of their median
+
+
+def interrupted(request: RequestRecord, repeats: list[RequestRecord]) -> bool:
+    """The baseline ``request`` ran far slower than the same request on the same server (three or more)."""
+    same = [_rate(b) or 0.0 for b in repeats if b.session == request.session]
+    rate = _rate(request)
+    return len(same) >= 3 and rate is not None and rate < INTERRUPTED * statistics.median(same)
+
+
+def pairs(row: Row, baseline: Row) -> list[Pair]:
+    """Every measured request of ``row`` with its baseline counterpart(s)."""
+    by_key = _index(baseline)
     out = []
     for r in row.requests:
         rate = _rate(r)
         matches = by_key.get((r.prompt_id, r.run), [])
         if r.compared_with is not None:
             wanted = set(r.compared_with)
-            matches = [b for b in matches if b.session in wanted]
+            repeats = [b for b in matches if b.session in wanted]
+            beside = [b for b in repeats if b.beside == r.session]
+            matches = beside or [b for b in repeats if b.beside is None]   # the request measured beside it
+            if beside and any(interrupted(b, repeats) for b in beside):
+                continue
         if rate is None or not matches:
             continue
         base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)
         bound = request_bound(r) if row.role != "ceiling" else None
         out.append(Pair(r.prompt_id, r.category, r.run, r.session, math.log(rate) - base,
-                        math.log(bound) if bound is not None else None, r.draft_n, r.block))
+                        math.log(bound) if bound is not None else None, r.draft_n, r.block,
+                        session_order(r.session, *(b.session for b in matches))))
     return out
+
+
+def session_order(*sessions: str | None) -> int:
+    """The latest of some server sessions (``s<N>``: numbered in the order they started; 0 for none)."""
+    numbers = [int(s[1:]) for s in sessions if s and s[:1] == "s" and s[1:].isdigit()]
+    return max(numbers, default=0)
 
 
 def units(items: Iterable[Pair], value: Callable[[Pair], float | None] = lambda p: p.log_ratio) -> list[Unit]:

@@ -30,6 +30,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .moments import variance
 from .student_t import t_quantile
 
 PROMPTS_LIKE_THESE = "prompts like these"
@@ -82,7 +83,7 @@ class Estimate:
 
 
 def _var(values: Sequence[float]) -> float:
-    return statistics.variance(values) if len(values) >= 2 else 0.0
+    return variance(values)
 
 
 def _by(units: Iterable[Unit], key) -> dict:
@@ -163,7 +164,7 @@ def estimate(units: Sequence[Unit], sessions: SessionVariance | None = None) -> 
     weights = _session_weights(by_prompt)
     session_term = component.variance * sum(w * w for w in weights.values())
     variance = term + session_term
-    df = _satterthwaite([(term, term_df), (session_term, component.df)])
+    df = satterthwaite([(term, term_df), (session_term, component.df)])
     return Estimate(mean, math.sqrt(variance), df, p_n, len(session_ids), question)
 
 
@@ -177,7 +178,8 @@ def _session_weights(by_prompt: dict[str, list[Unit]]) -> dict[str | None, float
     return weights
 
 
-def _satterthwaite(terms: list[tuple[float, float]]) -> float:
+def satterthwaite(terms: Sequence[tuple[float, float]]) -> float:
+    """Welch–Satterthwaite degrees of freedom of a sum of variance terms (variance, its df)."""
     total = sum(v for v, _ in terms)
     if total <= 0:
         return max((d for _, d in terms), default=0.0)

@@ -23,6 +23,7 @@ from typing import TypeGuard
 from ..common.percent import percent_change
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup
+from .moments import stdev as float_stdev
 from .replication import Estimate, SessionVariance, Unit, estimate
 from .student_t import t_quantile
 
@@ -39,7 +40,7 @@ def summarize(values: Iterable[float | None]) -> dict | None:
         return None
     n = len(vals)
     mean = statistics.fmean(vals)
-    stdev = statistics.stdev(vals) if n > 1 else None
+    stdev = float_stdev(vals) if n > 1 else None
     half = t_quantile(0.975, n - 1) * stdev / math.sqrt(n) if stdev is not None else None
     p95 = vals[min(n - 1, math.ceil(0.95 * n) - 1)]
     return {
@@ -77,7 +78,7 @@ def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence
     return Speedup(ratio=round(ratio, 4), ci95_low=lo, ci95_high=hi,
                    significant=clears_floor(lo, hi, noise_floor), method=method, n_pairs=n_pairs,
                    percent=percent_change(ratio), noise_floor=noise_floor, question=est.question,
-                   se_log=round(est.se, 6), df=round(est.df, 3), prompts=est.prompts, sessions=est.sessions)
+                   se_log=round(est.se, 6), df=round(min(est.df, 1e6), 3), prompts=est.prompts, sessions=est.sessions)
 
 
 def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,
@@ -156,13 +157,16 @@ def describe_speedup(s: Speedup | None) -> str:
     if s is None:
         return "n/a"
     text = f"{(s.ratio - 1) * 100:+.1f}%"
+    words = [s.interval] if s.interval else []
     if s.ci95_low is not None and s.ci95_high is not None:
         text += f" [{(s.ci95_low - 1) * 100:+.1f}%, {(s.ci95_high - 1) * 100:+.1f}%]"
-    if s.significant is False:
-        text += " (not significant)"
+    if s.ci95_high is not None and s.ci95_high < 1 and not s.note:
+        words.append("significantly slower")          # the whole interval is below 1
+    elif s.significant is False:
+        words.append("not significant")
     elif s.significant is None:
-        text += " (significance unknown)"
-    return text
+        words.append("significance unknown")
+    return text + (f" ({'; '.join(words)})" if words else "")
 
 
 def run_to_run_cv(samples: Mapping[str, list[float]]) -> float | None:
@@ -177,7 +181,7 @@ def run_to_run_cv(samples: Mapping[str, list[float]]) -> float | None:
         if len(vals) >= 2:
             mean = statistics.fmean(vals)
             if mean > 0:
-                cvs.append(statistics.stdev(vals) / mean)
+                cvs.append(float_stdev(vals) / mean)
     return statistics.fmean(cvs) if cvs else None
 
 

@@ -12,27 +12,24 @@ from dataclasses import fields, replace
 from typing import Any
 
 from ..common.bulk import collector_paused
-from ..common.percent import percent
 from ..results import fragments, method_stats, theory
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
-from ..results.kinds import Role, Status
-from ..results.speedup import Speedup, plain, rank
+from ..results.kinds import Role
+from ..results.speedup import Speedup
 from ..results.theory import Theory
-from . import context_length, decision, stats
-from .categories import best_per_category, category_sentence
+from . import context_length, stats
 from .comparison import compare, judged, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
-from .crossover import with_crossover
 from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
 from .draft import positions as perpos
-from .draft.evidence import why_slower
-from .race_outcome import race_outcome
-from .racing import server_loads
-from .session import no_fresh_sentence, session_sentence, session_speedup, session_summary
-from .winning_command import add_how_to_run
+from .replication import THESE_PROMPTS
+from .session import session_speedup
+from .stage_evidence import estimate
+from .stage_records import TargetStages, staged_targets
+from .target_verdict import recommend
 
 
 def _sum(values) -> int | None:
@@ -251,6 +248,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
     noise_floor, drift = _floor_and_drift(results)
     temperature = results.read_settings().temperature
     spreads = session_spreads(results)
+    staged = staged_targets(results, noise_floor=noise_floor, eliminate=results.read_settings().search == "adaptive")
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
     by_target: dict[str, list[Row]] = {}
@@ -265,6 +263,8 @@ def _analyze(results: ResultsFile) -> ResultsFile:
         if baseline is not None and _compared(row):
             found, floor = judged(row, baseline, noise_floor, drift, spreads, results.is_upstream)
             speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
+            if row.target in staged and row.role is Role.SPECULATIVE and row.concurrency == 1:
+                speed = staged_speedup(staged[row.target], row, speed)
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
             row = _evolve(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
                           equivalence=None if row.role is Role.CEILING else
@@ -281,7 +281,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
             row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)], by_target[row.target])
         rows.append(row)
     results = replace(results, results=tuple(rows))
-    return replace(results, summary={**recommend(results), "server_loads": server_loads(results)})
+    return replace(results, summary={**recommend(results, staged), "server_loads": server_loads(results)})
 
 
 def _significant(row: Row) -> bool | None:
@@ -296,118 +296,36 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float, flags: dict[st
     return _evolve(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
 
 
-# --------------------------------------------------------------------------- verdicts
-
-def recommend(results: ResultsFile) -> dict:
-    """Per target: the best draft among significant, speculating rows, and a plain sentence; with several
-    concurrency levels, at the lowest, followed by the crossover (see :mod:`crossover`)."""
-    targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
-    noise_floor = results.read_settings().noise_floor
-    per_target = []
-    for target in targets:
-        level = primary_level(results, target)
-        at_level = [r for r in results.rows_of(target) if r.concurrency == level]
-        baseline = results.baseline_for(target, level)
-        candidates = [r for r in at_level if r.counts_as_speedup() and r.speedup]
-        raced = [r for r in at_level if r.role is Role.SPECULATIVE and r.race]
-        confirming = decision.confirmed_row(candidates)
-        winners = decision.winners(candidates, raced, noise_floor)
-        inactive = [r.draft or "" for r in at_level
-                    if r.target == target and r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False]
-        entry: dict[str, Any] = {"target": target, "baseline_tps": baseline.mean_tps if baseline else None,
-                 "recommended_draft": None, "draft_max": None, "speedup": None, "acceptance_rate": None,
-                 "inactive_drafts": inactive, "verdict": ""}
-        if baseline is None:
-            entry["verdict"] = f"{target}: no baseline was measured, so no draft can be judged."
-        elif winners:
-            best = winners[0]
-            label = (best.draft or best.target) + (f" (k={best.draft_max})" if best.draft_max else "")
-            quoted = best.confirmed or best.speedup
-            entry.update(recommended_draft=best.draft, draft_max=best.draft_max, speedup=quoted,
-                         acceptance_rate=best.acceptance_rate)
-            entry["verdict"] = (f"{target}: use {label} — expect {stats.describe_speedup(quoted)} "
-                                f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                                f"{percent(best.acceptance_rate)} of drafted tokens accepted)"
-                                + (decision.confirmed_text(best, len(candidates)) if best.confirmed else
-                                   decision.at_least_text(best, len(candidates))) + ".")
-            if best.degenerate_output:
-                entry["verdict"] += (f" Caution: the target's own output loops on "
-                                     f"{best.degenerate_output['looping_requests']} of "
-                                     f"{best.degenerate_output['requests']} requests, which flatters this "
-                                     "speed-up (see the row's warning).")
-        elif candidates:
-            best = max(candidates, key=lambda r: rank(r.speedup))
-            if results.is_upstream or _significant(best) is None:
-                entry.update(recommended_draft=best.draft, speedup=best.speedup, acceptance_rate=best.acceptance_rate)
-                why = ("this file has no per-request data" if results.is_upstream or not best.requests else
-                       "too few requests were measured for a confidence interval (raise settings.runs to 3)")
-                entry["verdict"] = (f"{target}: best measured draft is {best.draft} "
-                                    f"({stats.describe_speedup(best.speedup)}); {why}, so significance cannot be "
-                                    "judged.")
-            else:
-                entry["verdict"] = (f"{target}: speculative decoding not recommended — no draft was significantly "
-                                    f"faster than the baseline (best: {best.draft}, "
-                                    f"{stats.describe_speedup(best.speedup)}).")
-                if confirming is not None:
-                    entry["verdict"] += decision.not_confirmed_text(confirming)
-                entry["verdict"] += why_slower(best)     # only where its drafting can carry the reason
-        elif eliminated := [r for r in results.rows_of(target) if r.status is Status.ELIMINATED and r.speedup]:
-            best = max(eliminated, key=lambda r: rank(r.speedup))
-            entry["verdict"] = (f"{target}: speculative decoding not recommended — the adaptive search eliminated "
-                                f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
-        elif (in_session := session_summary(results, target, level)) is not None:
-            entry["verdict"] = no_fresh_sentence(target)
-        else:
-            entry["verdict"] = f"{target}: speculative decoding not recommended — no draft produced a valid measurement."
-        useless = [r.draft or "" for r in candidates if r.acceptance_rate is not None and r.acceptance_rate < 0.1]
-        if useless:
-            entry["verdict"] += (" Drafts that rarely predict this target (under 10% accepted): "
-                                 f"{', '.join(dict.fromkeys(useless))}.")
-        control = next((r for r in at_level if r.target == target and r.role is Role.CONTROL and r.speedup), None)
-        if control and _significant(control):
-            entry["verdict"] += (f" Warning: the baseline measured again at the end differed by "
-                                 f"{stats.describe_speedup(control.speedup)} — the machine drifted during the sweep, "
-                                 "so gains smaller than that are treated as noise; close other programs and rerun.")
-        if inactive:
-            entry["verdict"] += f" Speculation never ran with: {', '.join(inactive)}."
-        by_category = best_per_category(results, target) if not results.is_upstream else {}
-        if by_category:
-            entry["by_category"] = by_category
-            sentence = category_sentence(by_category)
-            if sentence:
-                entry["verdict"] += " " + sentence
-        _add_inside_the_draft(entry, results, target)
-        if (in_session := session_summary(results, target, level)) is not None:
-            entry["within_session"] = in_session
-            entry["verdict"] += " " + session_sentence(in_session)
-        add_how_to_run(entry, results, target, level)
-        if (outcome := race_outcome(results, target, entry)) is not None:
-            entry["race"] = outcome.to_dict()       # one decision: the race said in the verdict's words
-        per_target.append(with_crossover(results, entry) if len(row_levels(results, target)) > 1 else entry)
-    # Entries are built from typed values (crossover and the ceiling verdict read them); the summary
-    # itself is JSON, as loaded from a file: each speed-up becomes its object here.
-    return {"targets": plain(per_target)}
+def staged_speedup(stages: TargetStages, row: Row, measured: Speedup | None) -> Speedup | None:
+    """A staged row's own speed-up: its stages against the target alone with the machine's pooled session
+    spread, 95% for this candidate alone (the verdict's quote is the one corrected for choosing among many);
+    a row that is not a speed-up keeps its note; a floor raised to the control's drift is kept, with its note."""
+    name = next((n for n, r in stages.rows.items() if r.key == row.key), None)
+    series = stages.series.get(name) if name is not None else None
+    est = estimate(series, stages.spread.pair) if series else None
+    if est is None or measured is None:
+        return measured
+    floor = max(stages.rule.noise_floor, measured.noise_floor or 0.0)
+    found = stats.from_estimate(est, noise_floor=floor, n_pairs=measured.n_pairs or 0)
+    if stages.rule.spending.horizon and (row.design or {}).get("fixed_prompts"):
+        found = replace(found, question=THESE_PROMPTS)
+    found = replace(found, interval=f"95% for this candidate alone, for the average on {found.question}")
+    if measured.note and floor > stages.rule.noise_floor and measured.noise_floor == floor:
+        return replace(found, note=measured.note)          # judged against the drift: significance still says
+    return replace(found, significant=False, note=measured.note) if measured.note else found
 
 
-def _add_inside_the_draft(entry: dict, results: ResultsFile, target: str) -> None:
-    """The ceiling verdict and the recommended draft's best k from one run (see ceiling.py, kpredict.py)."""
-    cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target, results.read_settings().noise_floor)
-    speed: Speedup | None = entry.get("speedup")
-    if speed and speed.significant and speed.ratio > 1:
-        cannot_pay = None     # a real draft was measured faster: noise in a ceiling row must not deny it
-    entry["no_draft_can_pay"] = cannot_pay is not None
-    if cannot_pay:
-        entry["verdict"] += " " + cannot_pay
-    rec = entry.get("recommended_draft")
-    leading = {r.draft: r for r in kpredict.leading_rows(results.rows_of(target))}
-    prediction = leading[rec].k_prediction if rec in leading else None
-    entry["k_prediction"] = None
-    if prediction and entry.get("speedup"):
-        entry["k_prediction"] = {k: prediction[k] for k in ("from_k", "recommended_k", "recommended_tps",
-                                                             "mean_abs_error_pct", "compared")}
-    row = next((r for r in results.rows_of(target) if r.draft == rec and r.concurrency == 1
-                and r.draft_max == entry.get("draft_max") and r.role == "speculative"), None) if rec else None
-    advice = k_advice.advise(row, results.results) if row is not None and entry.get("speedup") else None
-    if advice is not None and advice.k is not None and advice.k != (row.draft_max if row else None):
-        entry["verdict"] += f" {rec}'s {advice.text}."     # the row's own statement about k
-
+def server_loads(results: ResultsFile) -> int:
+    """Servers the sweep started: every server session its requests record (schema 4), else one per
+    row that reached a server, more for rows a race measured over several loads (``race.loads``)."""
+    sessions = {r.session for row in results.results for r in row.requests if r.session}
+    total = len(sessions)
+    for row in results.results:
+        if any(r.session for r in row.requests):
+            continue
+        loads = (row.race or {}).get("loads")
+        if isinstance(loads, int):
+            total += loads
+        elif row.server and row.server.get("command"):
+            total += 1
+    return total

@@ -16,6 +16,7 @@ from ..results.speedup import Speedup
 
 # What the command runs, as the verdict says it.
 RECOMMENDED, TARGET_ALONE, BEST_MEASURED = "recommended", "target alone", "best measured"
+SHORTLIST_LEADER = "shortlist leader"
 
 
 def _advice(results: ResultsFile, row: Row | None) -> RunAdvice | None:
@@ -47,8 +48,12 @@ def add_how_to_run(entry: dict, results: ResultsFile, target: str, level: int) -
     speed = entry.get("speedup")
     speed = speed if isinstance(speed, Speedup) else Speedup.from_value(speed)
     rec = entry.get("recommended_draft")
+    found = entry.get("best")
+    best: dict = found if isinstance(found, dict) else {}
     if rec and speed and speed.significant and speed.ratio > 1:
         what, row = RECOMMENDED, _row(results, target, rec, entry.get("draft_max"), level)
+    elif best.get("decision") == "shortlist" and best.get("draft"):
+        what, row = SHORTLIST_LEADER, _row(results, target, best["draft"], best.get("draft_max"), level)
     elif rec and speed and speed.significant is None:
         what, row = BEST_MEASURED, _row(results, target, rec, entry.get("draft_max"), level)
     else:
@@ -62,8 +67,8 @@ def _by_category(best: dict[str, dict], results: ResultsFile, target: str) -> li
     """One command per distinct best configuration (per-category speed-ups are one-stream figures)."""
     groups: dict[tuple, list[str]] = {}
     for category, choice in best.items():
-        if choice.get("too_few"):
-            continue            # nothing to run for a category measured too little to tell
+        if choice.get("too_few") or (choice.get("candidate") is not None and not choice.get("significant_gain")):
+            continue            # no command for a category measured too little, or whose best is not shown to gain
         groups.setdefault((choice.get("draft"), choice.get("draft_max"), choice.get("candidate")), []).append(category)
     if len(groups) < 2:
         return []
@@ -82,7 +87,9 @@ def run_commands(entry: dict) -> list[tuple[str, str]]:
     advice = RunAdvice.from_value(run)
     if advice is not None:
         lead = {RECOMMENDED: "Run it", TARGET_ALONE: "Run the target alone",
-                BEST_MEASURED: "To try the best measured (not shown to be faster)"}.get(str(run.get("what")), "Run it")
+                BEST_MEASURED: "To try the best measured (not shown to be faster)",
+                SHORTLIST_LEADER: "Run the shortlist's leader (each in it is shown faster than the target alone; "
+                                  "which is fastest is not settled)"}.get(str(run.get("what")), "Run it")
         out.append((lead + ("" if advice.kind == "command" else " in LM Studio"), advice.text))
     for group in entry.get("run_by_category") or []:
         advice = RunAdvice.from_value(group)

@@ -11,6 +11,7 @@ from ..analysis.busy import busy_before
 from ..analysis.verdict import analyze
 from ..analysis.winning_command import command_lines
 from ..backends import get_backend
+from ..backends.base import Backend
 from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
 from ..common.text_safety import safe_text
@@ -23,13 +24,14 @@ from ..results.lock import results_lock
 from ..results.output_paths import check_output_paths, default_chart_for
 from ..share.redact_paths import redacted_results
 from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, default_paths, plan, shows_k
-from ..sweep.config_file import load_config
+from ..sweep.config_file import SweepConfig, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, accuracy, estimate_of, total_s
-from ..sweep.passes import describe_cost, in_passes, step_seconds, target_passes
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
-from ..sweep.race_plan import race_costs
+from ..sweep.session import RunOptions
+from ..sweep.stage_rows import in_stages
+from ..sweep.target_plan import describe_cost, stages_seconds, target_plan
 from . import run_main
 from .init_cli import run_init
 from .share_cli import add_share_arguments, run_share, wants_share
@@ -56,12 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cdn", action="store_true", help="load plotly.js from its CDN (small file, needs internet to "
                    "view) instead of embedding it")
     p.add_argument("--search", choices=("exhaustive", "adaptive"), help="override settings.search: exhaustive "
-                   "measures every candidate fully; adaptive races them (see README \"Adaptive search\")")
+                   "measures every candidate at every stage until the verdict decides; adaptive races them (see "
+                   "docs/adaptive.md)")
     p.add_argument("--design", choices=("auto", "interleaved", "bracketed", "sequential"), help="override "
                    "settings.design: how candidates are measured against the baseline (see README \"How the numbers "
                    "are made\")")
     p.add_argument("--budget", type=float, metavar="SECONDS", help="override settings.budget_s: seconds of "
-                   "measuring per target for --search adaptive")
+                   "measuring per target; when spent the target is unresolved, and the same command with a larger "
+                   "budget continues it")
+    p.add_argument("--more", type=int, metavar="STAGES", default=0, help="continue every target left unresolved "
+                   "(or with a shortlist) for this many stages beyond those planned, keeping every measurement")
     p.add_argument("--init", metavar="MODELS_DIR", help="write one config per model family found in this folder "
                    "of GGUF files into --config-dir (targets, the drafts that share their vocabulary, the n-gram "
                    "methods and heads this llama-server offers); existing files are never overwritten")
@@ -131,65 +137,76 @@ def run_config(path: str, args, *, results: str | None, chart: str | None, batch
                              "give the configs different names (or hardware), which name their results files")
         used[real] = Path(path)
     if args.dry_run:
-        first_reading = machine_load.read()      # the machine's load over the dry run (ours counted apart)
-        for warning in config.warnings:
-            print(safe_text(f"Warning: {warning}"))
-        runs = plan(config)
-        # the checks the run makes before each combination, made now for all of them (exit 2)
-        problems = model_problems(config, backend, runs)
-        if problems:
-            raise ConfigError(config.source, problems)
-        print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
-                        f"results would go to {results_path}"))
-        show_k = shows_k(config)
-        estimator = Estimator.for_results_path(config, len(prompts_for(config.settings).prompts),
-                                               results_path)
-        if args.probe:
-            backend.check_ready_to_run(config.settings)
-            prepare_to_start_servers()
-            print("Probing the targets (one request each):")
-            for line in probe_targets(config, backend, estimator, Reporter()):
-                print(safe_text(f"  {line}"))
-        shown = runs if args.full_plan else runs[:PLAN_SHOWN]
-        for i, run in enumerate(shown, 1):
-            est = estimate_of(estimator, run)
-            when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
-                "duration unknown"
-            print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
-        if len(shown) < len(runs):
-            print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
-        prompts = list(prompts_for(config.settings).prompts)
-        total = total_s(estimator, [c for c in runs if not in_passes(c)])
-        for target in config.targets:
-            passes = target_passes(config, backend, runs, target.label, prompts, config.settings.runs)
-            if passes is None:
-                continue
-            print(safe_text(f"Design for {target.label}: {passes.design.label} — {passes.why}."))
-            print(safe_text(f"  {len(passes.block_pairs)} block(s) per candidate, each on a server session of its "
-                            f"own; {describe_cost(passes, config.settings.warmup)}"))
-            seconds = sum(step_seconds(estimator, g.combos, s, passes.baseline) for g in passes.groups for s in g.steps)
-            total = (total or 0.0) + seconds if seconds else total
-        if config.settings.search == "adaptive":     # both plans; the sweep runs the cheaper
-            costs = race_costs(config, backend, runs, prompts, config.settings.runs, results_path,
-                               estimator)
-            print(safe_text(f"Plans: {costs.describe()}"))
-        elif total is not None:
-            print(f"Estimated duration: ~{format_duration(total)}")
-        now = machine_load.since(first_reading, at_least_s=DRY_RUN_LOAD_S)
-        for line in accuracy([estimate_of(estimator, c) for c in runs], probed=args.probe, now=now):
-            print(safe_text(line))
-        busy_now = busy_before(now, when="right now")
-        if busy_now is not None:
-            print(safe_text(f"Warning: {busy_now.message}"))
-        print("Models (each checked: readable, and each draft's vocabulary against its targets):")
-        for ref in config.targets + config.drafts:
-            print(safe_text(f"  {ref.label}: {ref.path}"))
-        for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
-            print(safe_text(f"Warning: {unreachable}"))
-        return EXIT_OK
+        return dry_run(config, backend, args, results_path)
     # One writer per results file, for the whole run; taken before anything (logs included) is written.
     with results_lock(results_path):
-        return Sweep(config, results_path, chart_path, cdn=args.cdn).run()
+        return Sweep(config, results_path, chart_path, options=RunOptions(cdn=args.cdn, more=args.more)).run()
+
+
+def dry_run(config: SweepConfig, backend: Backend, args, results_path: Path) -> int:
+    """What a run would do, checked and costed, starting nothing (``--probe``: one request per target)."""
+    first_reading = machine_load.read()      # the machine's load over the dry run (ours counted apart)
+    for warning in config.warnings:
+        print(safe_text(f"Warning: {warning}"))
+    runs = plan(config)
+    # the checks the run makes before each combination, made now for all of them (exit 2)
+    problems = model_problems(config, backend, runs)
+    if problems:
+        raise ConfigError(config.source, problems)
+    print(safe_text(f"{config.source}: valid. {len(runs)} combination{'s' if len(runs) != 1 else ''}; "
+                    f"results would go to {results_path}"))
+    estimator = Estimator.for_results_path(config, len(prompts_for(config.settings).prompts), results_path)
+    if args.probe:
+        backend.check_ready_to_run(config.settings)
+        prepare_to_start_servers()
+        print("Probing the targets (one request each):")
+        for line in probe_targets(config, backend, estimator, Reporter()):
+            print(safe_text(f"  {line}"))
+    _print_plan(config, runs, estimator, args.full_plan)
+    _print_duration(config, backend, runs, estimator)
+    now = machine_load.since(first_reading, at_least_s=DRY_RUN_LOAD_S)
+    for line in accuracy([estimate_of(estimator, c) for c in runs], probed=args.probe, now=now):
+        print(safe_text(line))
+    busy_now = busy_before(now, when="right now")
+    if busy_now is not None:
+        print(safe_text(f"Warning: {busy_now.message}"))
+    print("Models (each checked: readable, and each draft's vocabulary against its targets):")
+    for ref in config.targets + config.drafts:
+        print(safe_text(f"  {ref.label}: {ref.path}"))
+    for unreachable in backend.target_problems(config.targets, config.settings):   # connects; starts nothing
+        print(safe_text(f"Warning: {unreachable}"))
+    return EXIT_OK
+
+
+def _print_plan(config: SweepConfig, runs: list, estimator: Estimator, full: bool) -> None:
+    show_k = shows_k(config)
+    shown = runs if full else runs[:PLAN_SHOWN]
+    for i, run in enumerate(shown, 1):
+        est = estimate_of(estimator, run)
+        when = f"~{format_duration(est.seconds)} ({SOURCES[est.source]})" if est.source != "unknown" else \
+            "duration unknown"
+        print(safe_text(f"  [{i}/{len(runs)}] {run.title(show_k)}  {when}"))
+    if len(shown) < len(runs):
+        print(f"  … and {len(runs) - len(shown)} more (add --full-plan to list every combination)")
+
+
+def _print_duration(config: SweepConfig, backend: Backend, runs: list, estimator: Estimator) -> None:
+    """Each target's design and the cost of its stages, and the most the whole run may take."""
+    prompts = list(prompts_for(config.settings).prompts)
+    total = total_s(estimator, [c for c in runs if not in_stages(c)])
+    for target in config.targets:
+        found = target_plan(config.settings, backend, runs, target.label, prompts)
+        if found is None:
+            continue
+        print(safe_text(f"Design for {target.label}: {found.design.label} — {found.why}."))
+        print(safe_text(f"  {describe_cost(found, config.settings.warmup)}"))
+        seconds = stages_seconds(found, estimator)
+        total = (total or 0.0) + seconds if seconds else total
+    if total is not None:
+        budget = config.settings.budget_s
+        print(f"Estimated duration: at most ~{format_duration(total)} (less where a target is decided early"
+              + (" or the race leaves candidates behind" if config.settings.search == "adaptive" else "")
+              + (f"; the budget caps each target at {format_duration(budget)}" if budget else "") + ")")
 
 
 def run_config_dir(folder: str, args) -> int:

@@ -80,8 +80,8 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
     A prompt file is read now, so a bad one is reported with the other config problems,
     before any server starts.
     """
-    if value in (None, "builtin"):
-        return "builtin"
+    if value in (None, "builtin", STANDARD):
+        return value or STANDARD
     if isinstance(value, list):
         _check_selectors(path, value, problems)
         return list(value)
@@ -102,9 +102,9 @@ def check_prompt_setting(path: str, value, base_dir: str, problems: list[Problem
         except UsageError as exc:
             problems.append(Problem(path, exc.message, exc.fix))
         return resolved
-    problems.append(Problem(path, f"must be \"builtin\", a list of categories and sets or a file path, not "
-                            f"{json.dumps(value)}", "write \"builtin\", a list such as [\"code\", \"mt-bench\"], or "
-                            "\"prompts.jsonl\""))
+    problems.append(Problem(path, f"must be \"standard\", \"builtin\", a list of categories and sets or a file path, "
+                            f"not {json.dumps(value)}", "write \"standard\", a list such as [\"code\", \"mt-bench\"], "
+                            "or \"prompts.jsonl\""))
     return "builtin"
 
 
@@ -160,59 +160,64 @@ def load_prompt_file(path: str | os.PathLike) -> list[Prompt]:
         raise UsageError(f"prompt file {p} {problem.message}", problem.fix) from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"prompt file {p} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from None
-    prompts: list[Prompt] = []
-    if p.suffix.lower() in (".jsonl", ".ndjson"):
-        ids: dict[str, int] = {}
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            where = f"{p}:{lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
-                                 'each line must be an object like {"prompt": "...", "category": "code"}') from None
-            except RecursionError:
-                raise UsageError(f"{where}: nested too deeply to be a prompt",
-                                 'each line must be an object like {"prompt": "...", "category": "code"}') from None
-            if isinstance(obj, str):
-                obj = {"prompt": obj}
-            if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or "messages" in obj):
-                raise UsageError(f"{where}: needs a \"prompt\" string or a \"messages\" list",
-                                 'write e.g. {"prompt": "Explain TCP", "category": "prose"}')
-            if "messages" in obj:
-                messages = _check_messages(obj["messages"], where)
-            elif not obj["prompt"].strip():
-                raise UsageError(f"{where}: \"prompt\" is empty", "write the prompt text, or delete the line")
-            else:
-                messages = _user(obj["prompt"])
-            pid = str(obj.get("id") or f"line{lineno}")
-            if pid in ids:
-                # ids pair requests across servers; two prompts with one id would pair the wrong requests
-                raise UsageError(f"{where}: id {pid!r} is already used on line {ids[pid]}",
-                                 "give every prompt its own id")
-            ids[pid] = lineno
-            prompts.append(Prompt(pid, str(obj.get("category") or "custom"), messages))
-    else:
-        lines = text.splitlines()
-        if any(line.strip() == "---" for line in lines):
-            blocks: list[str] = []
-            current: list[str] = []
-            for line in lines:
-                if line.strip() == "---":
-                    blocks.append("\n".join(current))
-                    current = []
-                else:
-                    current.append(line)
-            blocks.append("\n".join(current))
-        else:
-            blocks = lines
-        for block in blocks:
-            if block.strip():
-                prompts.append(Prompt(f"p{len(prompts) + 1}", "custom", _user(block.strip())))
+    prompts = _jsonl_prompts(text, p) if p.suffix.lower() in (".jsonl", ".ndjson") else _text_prompts(text)
     if not prompts:
         raise UsageError(f"prompt file {p} holds no prompts", "add at least one prompt")
     return prompts
+
+
+def _jsonl_prompts(text: str, p: Path) -> list[Prompt]:
+    """One prompt object (or string) per line; ids unique (they pair requests across servers)."""
+    prompts: list[Prompt] = []
+    ids: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{p}:{lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{where}: invalid JSON ({exc.msg}, column {exc.colno})",
+                             'each line must be an object like {"prompt": "...", "category": "code"}') from None
+        except RecursionError:
+            raise UsageError(f"{where}: nested too deeply to be a prompt",
+                             'each line must be an object like {"prompt": "...", "category": "code"}') from None
+        if isinstance(obj, str):
+            obj = {"prompt": obj}
+        if not isinstance(obj, dict) or not (isinstance(obj.get("prompt"), str) or "messages" in obj):
+            raise UsageError(f"{where}: needs a \"prompt\" string or a \"messages\" list",
+                             'write e.g. {"prompt": "Explain TCP", "category": "prose"}')
+        if "messages" in obj:
+            messages = _check_messages(obj["messages"], where)
+        elif not obj["prompt"].strip():
+            raise UsageError(f"{where}: \"prompt\" is empty", "write the prompt text, or delete the line")
+        else:
+            messages = _user(obj["prompt"])
+        pid = str(obj.get("id") or f"line{lineno}")
+        if pid in ids:
+            # ids pair requests across servers; two prompts with one id would pair the wrong requests
+            raise UsageError(f"{where}: id {pid!r} is already used on line {ids[pid]}", "give every prompt its own id")
+        ids[pid] = lineno
+        prompts.append(Prompt(pid, str(obj.get("category") or "custom"), messages))
+    return prompts
+
+
+def _text_prompts(text: str) -> list[Prompt]:
+    """Blocks separated by ``---`` lines, or one prompt per line when there is no separator."""
+    lines = text.splitlines()
+    blocks: list[str] = lines
+    if any(line.strip() == "---" for line in lines):
+        blocks = []
+        current: list[str] = []
+        for line in lines:
+            if line.strip() == "---":
+                blocks.append("\n".join(current))
+                current = []
+            else:
+                current.append(line)
+        blocks.append("\n".join(current))
+    return [Prompt(f"p{n}", "custom", _user(block.strip()))
+            for n, block in enumerate((b for b in blocks if b.strip()), 1)]
 
 
 @dataclass(frozen=True)
@@ -254,6 +259,11 @@ def _from_list(items: Sequence[str]) -> tuple[list[Prompt], list[str]]:
 
 def prompt_count(setting, per_category: int | None = None) -> int:
     """How many prompts :func:`select_prompts` gives, without fetching a standard set's data."""
+    if setting == STANDARD:
+        mt_bench = len(prompt_sets.MT_BENCH_CATEGORIES) * min(per_category or prompt_sets.MT_BENCH_QUESTIONS_PER_CATEGORY,
+                                                              prompt_sets.MT_BENCH_QUESTIONS_PER_CATEGORY)
+        return len(sample(list(BUILTIN_PROMPTS), per_category, 0)) + mt_bench + min(per_category or STANDARD_HUMANEVAL,
+                                                                                   STANDARD_HUMANEVAL)
     if isinstance(setting, list):
         built_in, _ = _from_list([v for v in setting if v not in SET_SELECTORS])
         return len(sample(built_in, per_category, 0)) + sum(set_size(v, per_category) for v in setting
@@ -267,9 +277,26 @@ def resolve_prompts(setting, per_category: int | None = None, seed: int = 42) ->
     return select_prompts(setting, per_category, seed).prompts
 
 
+# The default workload (issue 32): enough prompts for every stage to draw fresh ones — the built-in six,
+# the first turn of every MT-Bench question (80, eight categories) and a seeded sample of HumanEval.
+STANDARD = "standard"
+STANDARD_HUMANEVAL = 16
+
+
+def standard_pool(seed: int = 42) -> tuple[list[Prompt], list[str]]:
+    """The built-in prompts, MT-Bench's first turns and ``STANDARD_HUMANEVAL`` HumanEval problems, and the sets
+    used (their data are fetched into the cache on first use, as for ``"mt-bench"``)."""
+    first_turns = [p for p in load_set(prompt_sets.MT_BENCH) if not p.context_from]
+    first_turns = [Prompt(p.id, p.category, p.messages) for p in first_turns]      # a question of its own
+    humaneval = sample(load_set(prompt_sets.HUMANEVAL), STANDARD_HUMANEVAL, seed)
+    return list(BUILTIN_PROMPTS) + first_turns + humaneval, [prompt_sets.MT_BENCH, prompt_sets.HUMANEVAL]
+
+
 def select_prompts(setting, per_category: int | None = None, seed: int = 42) -> PromptSelection:
     names: list[str] = []
-    if setting in (None, "builtin"):
+    if setting == STANDARD:
+        prompts, names = standard_pool(seed)
+    elif setting in (None, "builtin"):
         prompts = list(BUILTIN_PROMPTS)
     elif isinstance(setting, list):
         prompts, names = _from_list(setting)

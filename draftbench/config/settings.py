@@ -81,8 +81,10 @@ class Settings:
     extra_args: list[str] = setting("str_list", [], "extra arguments appended to every server command",
                                     measured=True)
     prompts: str | list[str] = setting(
-        "any", "builtin", "prompt set: \"builtin\", a list of built-in categories and standard sets (\"mt-bench\", "
-        "\"mt-bench:coding\", \"humaneval\"), or a path to a .txt/.jsonl prompt file", measured=True)
+        "any", "standard", "prompt set: \"standard\" (the default: the built-in six, MT-Bench's 80 first turns and 16 "
+        "HumanEval problems — enough for every stage to draw fresh prompts), \"builtin\" (upstream's six), a list of "
+        "built-in categories and standard sets (\"mt-bench\", \"mt-bench:coding\", \"humaneval\"), or a path to a "
+        ".txt/.jsonl prompt file", measured=True, older="builtin")
     prompts_per_category: int | None = setting(
         "int", None, "take this many prompts (conversations: an MT-Bench question with both its turns) of each "
         "category, a sample drawn with settings.seed; null = all", min=1, max=100_000, measured=True)
@@ -107,12 +109,22 @@ class Settings:
         "(interleaved where both fit in memory, else bracketed)",
         choices=("auto", "interleaved", "bracketed", "sequential"), measured=True, older="sequential")
     search: str = setting(
-        "str", "exhaustive", "\"exhaustive\" measures every candidate fully (upstream); \"adaptive\" races them and "
-        "stops measuring the ones that cannot win (see README \"Adaptive search\")",
-        choices=("exhaustive", "adaptive"), measured=True)
+        "str", "exhaustive", "\"exhaustive\" measures every candidate at every stage until the verdict decides; "
+        "\"adaptive\" races them: a candidate shown slower than another, or unable to gain the noise floor, leaves "
+        "(see docs/adaptive.md)", choices=("exhaustive", "adaptive"), measured=True)
+    # A file written before this key existed was measured in blocks (issue 23), not in stages: not resumed.
+    stages: int = setting(
+        "int", 6, "stages planned per target: each measures fresh prompts (settings.prompts_per_stage) on fresh "
+        "servers for every candidate still in, and the verdict looks after each (docs/statistics.md); --more runs "
+        "stages beyond them", min=1, max=1000, measured=True, older=0)
+    prompts_per_stage: int = setting(
+        "int", 6, "prompts each stage measures, drawn fresh from the prompt set without replacement, stratified by "
+        "category (a set smaller than two stages' worth is measured whole at every stage)", min=1, max=100_000,
+        measured=True, older=0)
     budget_s: float | None = setting(
-        "float", None, "adaptive search: seconds of measuring per target, after which the race stops (null = no "
-        "limit)", min=1, max=10_000_000)
+        "float", None, "seconds of measuring per target: when they are spent the target's verdict is unresolved "
+        "(with what more would settle it) and running the same command with a larger budget continues it "
+        "(null = no limit)", min=1, max=10_000_000)
     draft_alone: bool = setting("bool", False, "benchmark each draft alone too, to measure its cost ratio c for "
                                 "the theory column")
     ceiling: bool = setting(

@@ -1,7 +1,7 @@
 """A config's ``$.settings`` object, with the command line's overrides, checked key by key into one
 :class:`~draftbench.config.settings.Settings`; and the rules between keys that no backend owns.
 
-Overrides (``--search``, ``--design``, ``--budget``, ``--ceiling``) replace the file's values before
+Overrides (``--search``, ``--design``, ``--budget``, ``--ceiling``, ``--more``) replace the file's values before
 anything is checked, so each rule is written once and sees what will run; a problem with an
 overridden value names the flag (:class:`~draftbench.config.settings.Origin`).
 """
@@ -42,18 +42,6 @@ def check_settings(raw: Any, *, backend: type[BackendSettings], path_keys: tuple
             flat[key] = resolved
     flat["prompts"] = check_prompt_setting("$.settings.prompts", flat["prompts"], base_dir, problems)
     return Settings.from_dict(flat, backend)
-
-
-def budget_problems(settings: Settings, origin: Origin) -> list[Problem]:
-    """A budget bounds the adaptive race; the exhaustive search has none to spend."""
-    if settings.budget_s is None or settings.search == "adaptive":
-        return []
-    if origin.flag("budget_s") or not origin.flag("search"):
-        where = origin.where("budget_s")
-    else:
-        where = origin.where("search")
-    return [Problem(where, "a budget (settings.budget_s or --budget) only applies to the adaptive search",
-                    "add --search adaptive (or settings.search: \"adaptive\"), or remove the budget")]
 
 
 def refusal(source: str, problems: list[Problem]) -> DraftbenchError:

@@ -29,6 +29,7 @@ from .figures import CHARTS, Chart, Figure, has_data
 from .inside import inside_table
 from .methods_table import methods_section
 from .race_table import race_section
+from .stages_table import stages_section
 from .text import date_text, displayable, esc, num
 from .theme import CSS
 from .topology_table import topology_section
@@ -112,6 +113,14 @@ def _busy_warning(results: ResultsFile) -> str:
 # --------------------------------------------------------------------------- verdict
 
 def _best_draft_cell(entry: dict) -> str:
+    best = entry.get("best") if isinstance(entry.get("best"), dict) else None
+    if best is not None and best.get("name"):          # measured in stages: the one best the verdict names
+        decision = best.get("decision")
+        css, note = {"recommend": ("good", ""), "shortlist": ("", " (leads the shortlist)"),
+                     "nothing gains": ("", " (best measured; nothing gains)")}.get(str(decision),
+                                                                                   ("", " (best so far)"))
+        return (f"<span class=\"{css}\">{esc(best['name'])}</span>" if css else esc(best["name"])) + \
+            (f" <span class=\"muted\">{esc(note.strip())}</span>" if note else "")
     rec = entry.get("recommended_draft")
     speed = Speedup.from_value(entry.get("speedup"))
     if rec and speed and speed.significant:
@@ -352,6 +361,7 @@ def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
         inside_table(data),
         methods_section(data),
         topology_section(data),
+        stages_section(data),
         race_section(data),
         _problems(data),
         _theory(data),

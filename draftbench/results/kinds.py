@@ -31,6 +31,7 @@ class Status(TextEnum):
     ERROR = "error"
     SKIPPED = "skipped"
     ELIMINATED = "eliminated"     # left an adaptive race early: its probe numbers and the reason are kept
+    NOT_PROBED = "not probed"     # planned, never measured: the budget ran out first (the same command continues)
 
 
 class CeilingLevel(TextEnum):

@@ -120,9 +120,11 @@ class RequestRecord:
     error: str | None = declare(STR)
     # where it was measured (schema 4; sweep/schedule.py), left out when None so older files write back as they were
     session: str | None = declare(STR, omit_when_none=True)       # the server session (one process) that answered
-    block: int | None = declare(Int(minimum=0), omit_when_none=True)   # the schedule's block (a repetition or half)
+    block: int | None = declare(Int(minimum=0), omit_when_none=True)   # the schedule's block, or the stage
     seen_before: bool | None = declare(BOOL, omit_when_none=True)  # the method's state could have seen this prompt
     compared_with: list | None = declare(ListOf(Str(nullable=False)), omit_when_none=True)  # its baseline sessions
+    # a baseline request measured beside a candidate's server (a stage's baseline server is shared): its session
+    beside: str | None = declare(STR, omit_when_none=True)
     # the server's own prompt processing (llama.cpp timings.prompt_ms, prompt_per_second): prefill apart from decode
     server_prefill_s: float | None = declare(SECONDS, "s", omit_when_none=True)
     server_prefill_tps: float | None = declare(RATE, "tok/s", omit_when_none=True)

@@ -46,6 +46,7 @@ class Speedup:
     # What the interval answers and how it was built (analysis/replication.py); schema 4, not written
     # when None, so files from before they existed read and write back unchanged.
     question: str | None = declare(STR, omit_when_none=True)     # "prompts like these" or "these prompts"
+    interval: str | None = declare(STR, omit_when_none=True)     # what the interval is: "95% over 6 candidates …"
     se_log: float | None = declare(Num(minimum=0), "log", omit_when_none=True)   # standard error of the mean
     df: float | None = declare(Num(minimum=0), omit_when_none=True)   # its degrees of freedom (Satterthwaite)
     prompts: int | None = declare(Int(minimum=0), "prompts", omit_when_none=True)   # prompts it averages over

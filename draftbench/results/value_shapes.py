@@ -57,7 +57,9 @@ CEILING = Obj({                                        # analysis.draft.ceiling.
     "full_synth_len": NUM, "measured_synth_len": NUM, "text": STR})
 # sweep.race: an adaptive search's loads, requests and decision
 DESIGN = Obj({"name": STR, "drift_prone": BOOL, "blocks": INT, "planned": INT, "sessions": INT,   # sweep.schedule
-              "stateful": BOOL, "confirmation_block": INT})
+              "stateful": BOOL, "confirmation_block": INT,
+              # measured in stages (sweep.stage_plan): planned stages, prompts per stage, the same prompts each time
+              "horizon": INT, "per_stage": INT, "fixed_prompts": BOOL})
 INTERVAL = Obj({"ratio": NUM, "low": NUM, "high": NUM, "requests": INT})
 COUNTER_BOUND = Obj({"ratio": NUM, "requests": INT, "excess": INTERVAL, "no_drafts": INTERVAL,   # analysis.comparison
                      "speed_changed": BOOL, "text": STR})

@@ -1,10 +1,13 @@
-"""The sweep, split by concern: :mod:`.plan` (what to run, in what order), :mod:`.runner` (one
-combination against a backend → a row), :mod:`.resume` (the results file), :mod:`.console`
-(what the user sees) and :mod:`.session` (the loop that ties them together)."""
+"""The sweep, split by concern: :mod:`.plan` (what to run, in what order), :mod:`.run` (one whole sweep
+from Python: :func:`run_sweep`), the stages (:mod:`.stages`, :mod:`.stage_runner`, :mod:`.launcher`),
+:mod:`.resume` (the results file), :mod:`.console` (what the user sees) and :mod:`.session` (the
+command line's sweep, saving after every row)."""
 
+from .config_file import load_config
 from .console import Console, Reporter
 from .plan import Combination, plan, shows_k
-from .runner import CombinationRunner, ServerInfo
+from .run import SweepOutcome, run_sweep
+from .runner import CombinationRunner, RunnerIO, ServerInfo
 from .session import (
     EXIT_CONFIG,
     EXIT_ERROR,
@@ -17,5 +20,5 @@ from .session import (
 )
 
 __all__ = ["EXIT_CONFIG", "EXIT_ERROR", "EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK", "Combination",
-           "CombinationRunner", "Console", "Reporter", "ServerInfo", "Sweep", "default_paths", "logs_dir_for", "plan",
-           "shows_k"]
+           "CombinationRunner", "Console", "Reporter", "RunnerIO", "ServerInfo", "Sweep", "SweepOutcome", "default_paths",
+           "load_config", "logs_dir_for", "plan", "run_sweep", "shows_k"]

@@ -2,18 +2,20 @@
 speculative candidate, measured the way a sweep measures them; one screen with both rates, the
 multiplier with its interval, acceptance, output match and a verdict.
 
-The measurement is the sweep's: the same design (``sweep/schedule.py``: both servers up together with
-requests in ABBA order where they fit side by side, else a baseline block before and after every
-candidate block — never the target first and the candidate minutes later, which puts every drift on
-one side), the same steps (:class:`steps.StepRunner`: same launch path, same checks that the
-baseline did not speculate and that the candidate did) and :func:`analysis.analyze` for the
-speed-up, so an A/B and a sweep agree on the same pair. With one candidate there is nothing to
-select among, so no confirmation block follows.
+The measurement is the sweep's: a target with one candidate, measured in ``runs`` stages of every prompt
+on fresh servers, in the same design (``sweep/schedule.py``: both servers up together with requests in
+ABBA order where they fit side by side, else a baseline server before and after the candidate's — never
+the target first and the candidate minutes later, which puts every drift on one side), by the same
+stage runner (:class:`stage_runner.StageRunner`: same launch path, same checks that the baseline did not
+speculate and that the candidate did) and :func:`analysis.analyze` for the speed-up, so an A/B and a
+sweep agree on the same pair. With one candidate there is nothing to select among.
 """
 
 from __future__ import annotations
 
 import textwrap
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,12 +36,16 @@ from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
-from . import Combination, CombinationRunner, Reporter, long_context
+from . import Combination, CombinationRunner, Reporter, RunnerIO, long_context
 from .init_configs import this_hardware
-from .passes import choose_design, conversation
-from .race import MemoryStore
-from .schedule import blocks, is_stateful, sweep_steps
-from .steps import StepRunner
+from .launcher import Launcher
+from .run import MemoryStore
+from .schedule import Design, stage_steps
+from .session import MIN_WINDOW_S
+from .stage_plan import plan_stages
+from .stage_rows import RowWriter, StagedDesign
+from .stage_runner import StageRunner, TargetPlan
+from .target_plan import choose_design, conversation
 
 WIDTH = 78
 AB_NAME = "ab"
@@ -65,8 +71,8 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     """Measure the baseline and the candidate in the sweep's design (the candidate skipped when the
     baseline failed); both rows, analysed. Every server is stopped before this returns or raises
     (Ctrl-C included): the step runner stops each one."""
-    runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options, logs_dir,
-                               reporter, flags=BENCH_FLAGS)
+    runner = CombinationRunner(backend, backend_name, plan.settings, list(plan.prompts), plan.options,
+                               RunnerIO(logs_dir, reporter, flags=BENCH_FLAGS))
     prompt_set = None
     if plan.context_tokens is not None:
         built = long_context.build(runner, plan.target, (plan.context_tokens,), filler=plan.settings.context_filler,
@@ -75,11 +81,6 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
         prompt_set = long_context.prompt_set_record(None, {plan.target.label: built})
     baseline, candidate = plan.combinations()
     design, why = choose_design(plan.settings, backend, baseline, [candidate])
-    prompts = list(runner.prompts)
-    block_pairs = blocks([p.category for p in prompts], plan.options.runs, [conversation(p) for p in prompts])
-    name = candidate.name
-    stateful = frozenset({name}) if is_stateful(plan.candidate.method) else frozenset()
-    steps = sweep_steps(design, block_pairs, [name], stateful)
     load = machine_load.now(machine_load.BEFORE_WINDOW_S)     # before any server of ours runs
     busy = busy_before(load, when="before the A/B started")
     if busy is not None:
@@ -89,21 +90,49 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
     store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
                                     settings=settings, results=(), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
                                     tool_version=__version__, host=host_info(), prompt_set=prompt_set,
-                                    made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]),
-                        analyse=False)
+                                    made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]))
     reporter.note(f"{design.label} — {why}")
     with machine_load.Monitor() as monitor:
-        StepRunner(runner, store, reporter, design, prompts, plan.options, block_pairs, baseline, {name: candidate},
-                   {}, show_k=candidate.draft_max is not None).run(steps, len(steps))
+        _measure(ab_plan(plan, runner.prompts, design, why), runner, store, reporter, plan.options)
         results = store.current()
         rows = {r.role: _with_load(r, monitor) for r in results.results}
     ordered = tuple(r for role in (Role.BASELINE, Role.SPECULATIVE) if (r := rows.get(role)) is not None)
     return analyze(replace(results, results=ordered))
 
 
+def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str) -> TargetPlan:
+    """The A/B as a sweep's target with one candidate: ``runs`` stages, each measuring every prompt on fresh
+    servers in the design (with one candidate there is nothing to select among)."""
+    baseline, candidate = plan.combinations()
+    stages = plan_stages([p.category for p in prompts], [conversation(p) for p in prompts],
+                         horizon=plan.options.runs, size=len(prompts), seed=plan.settings.seed)
+    return TargetPlan(baseline, {candidate.name: candidate}, design, why, stages, tuple(prompts))
+
+
+def _measure(target: TargetPlan, runner: CombinationRunner, store: MemoryStore, reporter: Reporter,
+             options: MeasureOptions) -> None:
+    """Every stage of the A/B (the stage runner stops each server it started, Ctrl-C included); the candidate
+    is skipped when the baseline failed."""
+    rows = RowWriter(store, runner, StagedDesign(target.design, target.stages.horizon, target.stages.size,
+                                                 target.stages.fixed))
+    names = list(target.candidates)
+    total = target.stages.horizon * len(stage_steps(target.design, 0, target.stages.stage(0), 0, names))
+    stages = StageRunner(Launcher(runner, reporter, time.perf_counter), target, rows, reporter, options, (0, total))
+    for stage in range(target.stages.horizon):
+        outcome = stages.run(stage, names, stop=lambda: False)
+        if outcome.baseline_failed is not None:
+            why = f"skipped: the baseline of {target.label} failed ({outcome.baseline_failed.splitlines()[0]})"
+            for combo in target.candidates.values():
+                if rows.row(combo) is None:
+                    reporter.row_recorded(rows.skipped(combo, why))
+            return
+        if outcome.dead:
+            return
+
+
 def _with_load(row: Row, monitor: machine_load.Monitor) -> Row:
     """A row with other programs' CPU share over its measuring time (both sides of the A/B run together)."""
-    load = monitor.over_last(row.wall_time or 0.0)
+    load = monitor.over_last(max(row.wall_time or 0.0, MIN_WINDOW_S))
     row = replace(row, machine_load=machine_load.add_window(None, load) if load is not None else None)
     finding = busy_row(row)
     return replace(row, warnings=row.warnings + (finding,)) if finding is not None else row

@@ -31,7 +31,7 @@ from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, sweep_problems
 from ..config.settings import FROM_FILE, BackendSettings, Origin, Override, Settings
-from ..config.settings_check import budget_problems, check_settings, refusal
+from ..config.settings_check import check_settings, refusal
 from .cap import cap_problem, count
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\- ]*$")
@@ -243,39 +243,16 @@ def _requests_per_level(settings: Settings) -> int:
 def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
                     extra_problems: list[Problem] | None = None, overrides: tuple[Override, ...] = ()) -> SweepConfig:
     """A parsed config checked whole, with the command line's ``overrides`` applied before any check."""
-    from ..backends import backend_names, get_backend
-
     problems: list[Problem] = list(extra_problems or [])
     warnings: list[Problem] = []
-    if not isinstance(data, dict):
-        raise ConfigError(source, problems + [Problem("$", f"must be a JSON object, not {type(data).__name__}",
-                                                      "see configs/example_sweep.json")])
-    surrogates = lone_surrogate_paths(data)
-    if surrogates:
-        # Such text cannot be written to a results file, a log or a terminal: stop before anything else.
-        raise ConfigError(source, problems + [Problem(where, "holds a lone surrogate (a \\ud800-\\udfff escape "
-                                                      "without its pair), which is not valid Unicode text",
-                                                      "remove the escape or write the character itself")
-                                              for where in surrogates])
-
+    _refuse_unreadable(data, source, problems)
     name = _check_text("$.name", data.get("name"), problems, required=True, filename_safe=True, default="unnamed")
     hardware = _check_text("$.hardware", data.get("hardware"), problems, required=False, filename_safe=True,
                            default="unknown")
     model_family = _check_text("$.model_family", data.get("model_family"), problems, required=False,
                                filename_safe=False, default="")
-    backend_raw = data.get("backend", "llamacpp")
-    backend = None
-    if not isinstance(backend_raw, str):
-        problems.append(Problem("$.backend", f"must be a string, not {json.dumps(backend_raw)}",
-                                f"use one of: {', '.join(backend_names())}"))
-    else:
-        try:
-            backend = get_backend(backend_raw)
-        except KeyError:
-            problems.append(Problem("$.backend", f"unknown backend {backend_raw!r}",
-                                    did_you_mean(backend_raw, backend_names(), quote=True)))
+    backend = _backend_of(data.get("backend", "llamacpp"), problems)
     backend_name = backend.config_name if backend else "llamacpp"
-
     resolve = backend.resolve_model if backend else expand_path
     raw_settings = data.get("settings")
     allow_remote = isinstance(raw_settings, dict) and raw_settings.get("allow_remote") is True
@@ -283,9 +260,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
                             warnings=warnings, allow_remote=allow_remote)
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
-
     candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, resolve)
-
     origin = Origin(overrides)
     settings = check_settings(data.get("settings", {}), backend=backend.settings_class if backend else BackendSettings,
                               path_keys=backend.path_settings if backend else (), base_dir=base_dir, origin=origin,
@@ -295,9 +270,61 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         settings = backend.settled(settings)       # e.g. LM Studio's client "auto" → the path it takes
         problems.extend(ceiling_problems(backend, settings, origin))
     _check_server_args(data, settings, problems, warnings)
+    warnings.extend(_runs_warning(settings, origin))
+    _check_between_keys(data, settings, origin, backend, targets, candidates, problems)
+    for key in sorted(set(data) - TOP_LEVEL_KEYS):
+        problems.append(unknown_key(f"$.{key}", key, TOP_LEVEL_KEYS))
+    _check_count(len(targets), drafts, candidates, settings, origin, problems)
+    if problems:
+        raise refusal(source, problems)
+    return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,
+                       targets=targets, drafts=drafts, settings=settings, source=source, base_dir=base_dir,
+                       warnings=tuple(warnings), candidates=candidates)
+
+
+def _refuse_unreadable(data: Any, source: str, problems: list[Problem]) -> None:
+    """Not a JSON object, or text no file, log or terminal can hold: refused before anything else."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, problems + [Problem("$", f"must be a JSON object, not {type(data).__name__}",
+                                                      "see configs/example_sweep.json")])
+    surrogates = lone_surrogate_paths(data)
+    if surrogates:
+        raise ConfigError(source, problems + [Problem(where, "holds a lone surrogate (a \\ud800-\\udfff escape "
+                                                      "without its pair), which is not valid Unicode text",
+                                                      "remove the escape or write the character itself")
+                                              for where in surrogates])
+
+
+def _backend_of(raw: Any, problems: list[Problem]) -> Any:
+    """The backend the config names (None, with its problem, when it names none we know)."""
+    from ..backends import backend_names, get_backend
+
+    if not isinstance(raw, str):
+        problems.append(Problem("$.backend", f"must be a string, not {json.dumps(raw)}",
+                                f"use one of: {', '.join(backend_names())}"))
+        return None
+    try:
+        return get_backend(raw)
+    except KeyError:
+        problems.append(Problem("$.backend", f"unknown backend {raw!r}", did_you_mean(raw, backend_names(), quote=True)))
+        return None
+
+
+def _runs_warning(settings: Settings, origin: Origin) -> list[Problem]:
+    if settings.runs <= 1:
+        return []
+    return [Problem(origin.where("runs"), f"runs is {settings.runs}, but repeating prompts no longer adds "
+                    "precision to the verdict: each stage measures fresh prompts once on fresh servers, "
+                    "so precision comes from more stages (settings.stages, budget_s, --more); runs still "
+                    "repeats the prompts of other concurrency levels, drafts alone and ceiling runs",
+                    "remove settings.runs, or raise settings.stages")]
+
+
+def _check_between_keys(data: dict, settings: Settings, origin: Origin, backend: Any, targets: tuple[ModelRef, ...],
+                        candidates: tuple, problems: list[Problem]) -> None:
+    """Rules across keys: concurrency against the prompts, second turns, the context axis, RPC placement."""
     prompts_ok = not any(p.path.startswith("$.settings.prompts") or p.path == "$.settings.runs" for p in problems)
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
-    problems.extend(budget_problems(settings, origin))
     problems.extend(second_turn_problems(settings))
     problems.extend(context_problems(settings, tokenizes=bool(backend and backend.tokenizes)))
     raw_targets = data.get("targets")
@@ -305,23 +332,19 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     problems.extend(sweep_problems(
         {f"$.targets[{i}]": rpc_of.get(str(e.get("label")), ()) for i, e in enumerate(raw_targets or [])
          if isinstance(raw_targets, list) and isinstance(e, dict) and RPC_KEY in e},
-        settings, origin, backend=backend_name, backend_has_rpc=bool(backend and backend.rpc_endpoints),
+        settings, origin, backend=backend.config_name if backend else "llamacpp",
+        backend_has_rpc=bool(backend and backend.rpc_endpoints),
         candidate_placements={c.where: c.params[DRAFT_PLACEMENT] for c in candidates if DRAFT_PLACEMENT in c.params}))
 
-    for key in sorted(set(data) - TOP_LEVEL_KEYS):
-        problems.append(unknown_key(f"$.{key}", key, TOP_LEVEL_KEYS))
 
-    # Counted before anything is expanded: a million combinations are refused at once, not listed.
+def _check_count(n_targets: int, drafts: tuple[ModelRef, ...], candidates: tuple, settings: Settings, origin: Origin,
+                 problems: list[Problem]) -> None:
+    """Counted before anything is expanded: a million combinations are refused at once, not listed."""
     specs = tuple(from_draft(d, settings.draft_max, f"$.drafts[{i}]") for i, d in enumerate(drafts)) + candidates
     cap_given = not any(p.path == origin.where("max_combinations") for p in problems)   # else the cap is said wrong
-    too_many = cap_problem(count(len(targets), specs, settings, len(drafts)), settings) if cap_given else None
+    too_many = cap_problem(count(n_targets, specs, settings, len(drafts)), settings) if cap_given else None
     if too_many:
         problems.append(too_many)
     else:
         problems.extend(expanded_label_problems(tuple(from_draft(d, None, f"$.drafts[{i}]")
                                                       for i, d in enumerate(drafts)) + candidates))
-    if problems:
-        raise refusal(source, problems)
-    return SweepConfig(name=name, hardware=hardware, backend=backend_name, model_family=model_family,
-                       targets=targets, drafts=drafts, settings=settings, source=source, base_dir=base_dir,
-                       warnings=tuple(warnings), candidates=candidates)

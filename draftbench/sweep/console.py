@@ -50,7 +50,7 @@ class Reporter:
     def warning(self, text: str) -> None: ...
     def sweep_header(self, *, n_targets: int, n_drafts: int, n_runs: int, n_prompts: int, runs: int,
                      max_tokens: int, backend: str, resumed_from: str | None, n_done: int,
-                     n_candidates: int = 0, n_open: int = 0) -> None: ...
+                     n_candidates: int = 0, n_open: int = 0, per_stage: int = 0) -> None: ...
     def combination_started(self, index: int, total: int, title: str, at_most: bool = False) -> None: ...
     def server_starting(self) -> None: ...
     def port_retry(self, old: int, new: int) -> None: ...
@@ -95,14 +95,18 @@ class Console(Reporter):
         self.line(f"Warning: {text}")
 
     def sweep_header(self, *, n_targets, n_drafts, n_runs, n_prompts, runs, max_tokens, backend, resumed_from,
-                     n_done, n_candidates=0, n_open=0) -> None:
+                     n_done, n_candidates=0, n_open=0, per_stage=0) -> None:
         self.line("=" * 60)
         more = f" + {n_candidates} candidate{'s' if n_candidates != 1 else ''}" if n_candidates else ""
         self.line(f"  Sweep: {n_targets} target{'s' if n_targets != 1 else ''} x {n_drafts} draft"
                   f"{'s' if n_drafts != 1 else ''}{more} = {n_runs} runs")
-        self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
+        if per_stage:
+            self.line(f"  {n_prompts} prompts in the set, stages of {per_stage} fresh ones (the whole set at each "
+                      f"stage when it is smaller), max_tokens {max_tokens}, backend {backend}")
+        else:
+            self.line(f"  {n_prompts} prompts x {runs} run(s), max_tokens {max_tokens}, backend {backend}")
         if resumed_from:
-            racing = f", {n_open} of them with blocks still to measure (or left open by an adaptive race)" \
+            racing = f", {n_open} of them with stages still to measure (their target is not decided yet)" \
                 if n_open else ""
             self.line(f"  Resuming {resumed_from}: {n_done} done, {n_runs - n_done} remaining{racing}")
         self.line("=" * 60)
@@ -174,6 +178,9 @@ class Console(Reporter):
             return
         if row.status is Status.SKIPPED:
             self.line(f"  Skipped: {reason_text(row)}")
+            return
+        if row.status is Status.NOT_PROBED:
+            self.line(f"  Not probed: {row.target} — {row.draft}: {reason_text(row)}")
             return
         if row.status is Status.ERROR:
             self.line(f"  Error recorded: {reason_text(row)}")

@@ -220,7 +220,7 @@ class Estimator:
         return Estimate(fixed + requests * max_tokens / tps, "model size", fixed, max_tokens / tps)
 
     def parts(self, estimate: Estimate, combo) -> tuple[float, float]:
-        """(one server's start, one request) of ``estimate``: what a schedule's step costs (sweep/passes.py)."""
+        """(one server's start, one request) of ``estimate``: what a stage's step costs (sweep/target_plan.py)."""
         return estimate.fixed_s, estimate.request_s
 
 

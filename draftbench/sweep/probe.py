@@ -18,7 +18,7 @@ from .config_file import SweepConfig
 from .console import Reporter
 from .estimate import Estimator
 from .plan import Combination, plan
-from .runner import CombinationRunner
+from .runner import CombinationRunner, RunnerIO
 
 
 def probe_targets(config: SweepConfig, backend: Backend, estimator: Estimator, reporter: Reporter) -> list[str]:
@@ -29,7 +29,8 @@ def probe_targets(config: SweepConfig, backend: Backend, estimator: Estimator, r
     lines = []
     baselines = [c for c in plan(config) if c.role is Role.BASELINE and c.concurrency == 1]
     with tempfile.TemporaryDirectory(prefix="draftbench-probe-") as logs:
-        runner = CombinationRunner(backend, config.backend, config.settings, prompts, options, Path(logs), reporter)
+        runner = CombinationRunner(backend, config.backend, config.settings, prompts, options,
+                                   RunnerIO(Path(logs), reporter))
         for index, combo in enumerate(baselines, 1):
             if estimator.knows(combo.role.value, combo.target.label):
                 lines.append(f"{combo.target.label}: measured before, not probed")

@@ -27,7 +27,7 @@ from ..lifetime.process import free_port, port_is_free, wait_port_free
 from ..measure.concurrent import level_fields, run_streams
 from ..measure.context import answers_of, needs_context
 from ..measure.sequential import MeasurementFailed, MeasureOptions, Schedule, run_prompts
-from ..results.file import ResultsFile, Row, now_iso
+from ..results.file import RequestRecord, ResultsFile, Row, now_iso
 from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
 from ..results.topology import describe as describe_topology
@@ -96,21 +96,41 @@ def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int
 
 
 
+@dataclass(frozen=True)
+class RunnerIO:
+    """Where a runner writes its servers' logs, and how it tells and times what it does."""
+
+    logs_dir: Path
+    reporter: Reporter | None = None
+    clock: Callable[[], float] = time.perf_counter
+    flags: dict[str, str] | None = None       # how warnings name the settings to change (bench.py: its flags)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one server answered for a combination, before its row is made."""
+
+    status: SpeculationStatus
+    info: dict
+    notes: list[Finding]
+    records: list[RequestRecord]
+    load: dict | None
+
+
 class CombinationRunner:
     """Runs combinations one at a time: check the models, start a server, measure, stop it."""
 
     def __init__(self, backend: Backend, backend_name: str, settings: Settings, prompts: list[Prompt],
-                 options: MeasureOptions, logs_dir: Path, reporter: Reporter | None = None,
-                 clock: Callable[[], float] = time.perf_counter, flags: dict[str, str] | None = None):
+                 options: MeasureOptions, io: RunnerIO):
         self.backend = backend
         self.backend_name = backend_name
         self.settings = settings
         self.prompts = prompts
         self.options = options
-        self.logs_dir = logs_dir
-        self.reporter = reporter or Reporter()
-        self.clock = clock
-        self.flags = flags            # how warnings name the settings to change (bench.py: its flags)
+        self.logs_dir = io.logs_dir
+        self.reporter = io.reporter or Reporter()
+        self.clock = io.clock
+        self.flags = io.flags
 
     # ------------------------------------------------------------------ rows
     def base_fields(self, combo: Combination) -> dict:
@@ -190,33 +210,7 @@ class CombinationRunner:
                            warnings=tuple(notes), **dict(base, speculation_active=False))
             self.reporter.benchmarking()
             records, load = self._measure(server, combo.concurrency, schedule, answers)
-            fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
-                                       flags=self.flags)
-            if load is not None:
-                fields = level_fields(fields, load, speculative=combo.is_speculative)
-            methods, memory = server.active_methods(), server.memory_use()
-            if not combo.is_speculative and methods:
-                # A build that speculates by default would make the baseline look fast: never compare to it.
-                self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
-                return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
-                           f"{', '.join(methods)} ({server.methods_evidence})", server=info,
-                           load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
-                           wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
-            active, spec_findings = speculation_outcome(combo.is_speculative, status, fields.get("draft_n"),
-                                                        model_free=bool(combo.candidate and combo.candidate.model_free))
-            self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
-                                   combo.role in (Role.SPECULATIVE, Role.CEILING))
-            if load is not None:
-                self.reporter.streams_measured(combo.concurrency, load.get("aggregate_tps"), load.get("in_flight_max"))
-            for note in server.notes[len(notes):]:   # learnt while measuring (LM Studio applying another k)
-                self.reporter.note(note)
-                notes.append(Finding(Code.SERVER_NOTE, note))
-            warnings = (*notes, *fields.pop("warnings"), *spec_findings)
-            return Row(status=Status.OK, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
-                       topology=server.topology, memory=memory,
-                       requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
-                       active_methods=list(methods) if methods is not None else None,
-                       **{**base, **fields, "speculation_active": active})
+            return self._row_of(combo, server, Measured(status, info, notes, records, load), base, started)
         except MeasurementFailed as failure:
             return self.error_row(base, failure.error, server, log_path, spec.port, started,
                                    (*(schedule.earlier if schedule else ()), *failure.records))
@@ -226,6 +220,37 @@ class CombinationRunner:
             if server is not None:
                 server.stop()
                 self.reporter.server_stopped()
+
+    def _row_of(self, combo: Combination, server: Server, measured: Measured, base: dict, started: float) -> Row:
+        """The row of a measured combination (an error row when a baseline turns out to speculate)."""
+        records, load, notes, info = measured.records, measured.load, list(measured.notes), measured.info
+        fields = summarize_records(records, max_tokens=self.options.max_tokens, runs=self.options.runs,
+                                   flags=self.flags)
+        if load is not None:
+            fields = level_fields(fields, load, speculative=combo.is_speculative)
+        methods, memory = server.active_methods(), server.memory_use()
+        if not combo.is_speculative and methods:
+            # A build that speculates by default would make the baseline look fast: never compare to it.
+            self.reporter.failed(f"the baseline speculated ({', '.join(methods)})", None)
+            return Row(status=Status.ERROR, reason=f"the baseline is not plain decoding: the server ran "
+                       f"{', '.join(methods)} ({server.methods_evidence})", server=info,
+                       load_time_s=rounded(server.load_time_s, 3), topology=server.topology, requests=tuple(records),
+                       wall_time=rounded(self.clock() - started, 3), active_methods=list(methods), **base)
+        active, spec_findings = speculation_outcome(combo.is_speculative, measured.status, fields.get("draft_n"),
+                                                    model_free=bool(combo.candidate and combo.candidate.model_free))
+        self.reporter.measured(fields.get("mean_tps"), fields.get("acceptance_rate"),
+                               combo.role in (Role.SPECULATIVE, Role.CEILING))
+        if load is not None:
+            self.reporter.streams_measured(combo.concurrency, load.get("aggregate_tps"), load.get("in_flight_max"))
+        for note in server.notes[len(notes):]:   # learnt while measuring (LM Studio applying another k)
+            self.reporter.note(note)
+            notes.append(Finding(Code.SERVER_NOTE, note))
+        warnings = (*notes, *fields.pop("warnings"), *spec_findings)
+        return Row(status=Status.OK, warnings=warnings, server=info, load_time_s=rounded(server.load_time_s, 3),
+                   topology=server.topology, memory=memory,
+                   requests=tuple(records), wall_time=rounded(self.clock() - started, 3), load=load,
+                   active_methods=list(methods) if methods is not None else None,
+                   **{**base, **fields, "speculation_active": active})
 
     def _context(self, combo: Combination, results: ResultsFile | None) -> tuple[dict | None, str | None]:
         """Second turns' context (see measure.context): None for the servers that write it themselves

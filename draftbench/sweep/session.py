@@ -1,43 +1,43 @@
-"""The sweep: every planned combination, saved after each one, resumable, interruptible.
+"""The sweep on the command line: the results file saved after every row, resumable, interruptible.
 
-Order and console output follow upstream draftbench. The session owns the results file: it
-opens (or resumes) it, hands each pending combination to the runner, re-analyses and rewrites
-the file atomically after every row, and writes the report at the end — also after Ctrl-C.
+The session owns the results file: it opens (or resumes) it, runs the sweep through
+:func:`draftbench.sweep.run.run_sweep` with itself as the row store (every row re-analysed and
+the file rewritten atomically), and writes the report at the end — also after Ctrl-C.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..analysis.busy import busy_before, busy_row
 from ..analysis.concurrency import levels
+from ..analysis.context_length import each_length
 from ..analysis.context_length import lengths as context_lengths
+from ..analysis.stage_records import staged_targets
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
-from ..common.errors import ConfigError, ResultsFileError
+from ..common.errors import ConfigError
 from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
 from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
-from ..measure.sequential import MeasureOptions
 from ..results.file import ResultsFile, Row, now_iso, save_results
 from ..results.findings import Code
-from ..results.kinds import Role
+from ..results.kinds import Status
 from ..results.output_paths import logs_dir_for
 from . import long_context
 from .config_file import SweepConfig
 from .console import Console, Reporter
-from .estimate import Estimator, total_s
-from .passes import in_passes, run_passes
-from .plan import Combination, plan, shows_k
-from .race import AdaptiveSearch, may_continue
-from .race_plan import race_costs
+from .plan import plan
 from .resume import open_results
-from .runner import CombinationRunner
+from .run import run_sweep
+from .stages import final
 
+MIN_WINDOW_S = 0.001      # the shortest window a row's load is read over (its latest reading)
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -47,15 +47,26 @@ def default_paths(config: SweepConfig, results: str | None, chart: str | None) -
     return results_path, chart_path
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How the command line runs a sweep: plotly.js from its CDN, stages beyond the plan (``--more``), the
+    clock the budget runs on."""
+
+    cdn: bool = False
+    more: int = 0
+    clock: Callable[[], float] = time.perf_counter
+
+
 class Sweep:
     def __init__(self, config: SweepConfig, results_path: Path, chart_path: Path | None, *,
-                 reporter: Reporter | None = None, cdn: bool = False, backend: Backend | None = None):
+                 reporter: Reporter | None = None, backend: Backend | None = None,
+                 options: RunOptions = RunOptions()):
         self.config = config
         self.results_path = results_path
         self.chart_path = chart_path
         self.reporter = reporter if reporter is not None else Console()
-        self.cdn = cdn
         self.backend = backend if backend is not None else get_backend(config.backend)
+        self.options = options
         self.results: ResultsFile | None = None
         self.monitor: machine_load.Monitor | None = None     # reads the machine's load while the sweep runs
 
@@ -77,41 +88,32 @@ class Sweep:
         results = open_results(self.config, self.backend, self.results_path)
         results = self._load_before(results)     # before any server of ours runs: the others' load alone
         combos = plan(self.config)
-        done = {r.key for r in results.results if r.measured}   # eliminated: measured as far as the race wanted
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
-        prompts = selection.prompts
-        # the sample's seed and ids; long prompts record theirs when they are built (_run_lengths)
+        # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
         results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
-        options = MeasureOptions.from_settings(settings)
-        runner = CombinationRunner(self.backend, self.config.backend, settings, prompts, options,
-                                   logs_dir_for(self.results_path), self.reporter)
-        # Rows with blocks still to measure (or left open by a race) are not "done": they are measured further.
-        adaptive = settings.search == "adaptive"
-        open_rows = {r.key for r in results.results if may_continue(r)}      # blocks still to measure
-        n_done = sum(1 for c in combos if c.key in done and c.key not in open_rows)
-        n_open = sum(1 for c in combos if c.key in open_rows)
+        done = {r.key for r in results.results if r.measured}
+        undecided = {t for _n, part in each_length(results)
+                     for t, s in staged_targets(part, noise_floor=settings.noise_floor,
+                                                eliminate=settings.search == "adaptive").items()
+                     if not final(s.replay.outcome, self.options.more)}
+        open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
-                                   n_candidates=len(self.config.candidates),
-                                   n_runs=len(combos), n_prompts=len(prompts) if not lengths else
-                                   len(LONG_CATEGORIES) * len(lengths), runs=options.runs,
-                                   max_tokens=options.max_tokens, backend=self.config.backend,
-                                   resumed_from=str(self.results_path) if n_done or n_open else None, n_done=n_done,
-                                   n_open=n_open)
+                                   n_candidates=len(self.config.candidates), n_runs=len(combos),
+                                   n_prompts=len(selection.prompts) if not lengths else
+                                   len(LONG_CATEGORIES) * len(lengths), runs=settings.runs,
+                                   max_tokens=settings.max_tokens, backend=self.config.backend,
+                                   resumed_from=str(self.results_path) if done else None,
+                                   n_done=len(done - open_rows), n_open=len(open_rows),
+                                   per_stage=settings.prompts_per_stage)
         for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
             self.reporter.note(note)
         self.results = analyze(results)
         save_results(self.results, self.results_path)
-        interrupted, complete = False, True
+        interrupted = False
         self.monitor = machine_load.Monitor().start()
         try:
-            if adaptive and self._race_pays(combos, prompts, options):
-                estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
-                complete = AdaptiveSearch(self.config, runner, self, self.reporter, prompts, options,
-                                          estimator=estimator).run(combos)
-            elif lengths:
-                self._run_lengths(combos, {k for k in done if k not in open_rows}, runner, options, lengths)
-            else:
-                self._run_exhaustive(combos, done, runner, prompts, options)
+            run_sweep(self.config, self.backend, store=self, reporter=self.reporter, clock=self.options.clock,
+                      logs_dir=logs_dir_for(self.results_path), more=self.options.more)
         except KeyboardInterrupt as exc:
             interrupted = True
             self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
@@ -123,22 +125,19 @@ class Sweep:
         if interrupted:
             return EXIT_INTERRUPTED
         self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
-        # Eliminated candidates are a finished race's outcome, not a failure.
-        return EXIT_INCOMPLETE if not complete or any(not r.measured for r in results.results) else EXIT_OK
-
-    def _race_pays(self, combos: list[Combination], prompts: list, options: MeasureOptions) -> bool:
-        """Race only where it can save time (see race_plan.py); a race already under way goes on."""
-        assert self.results is not None
-        if any(r.race for r in self.results.results):
-            return True
-        costs = race_costs(self.config, self.backend, combos, prompts, options.runs, self.results_path)
-        if not costs.race_saves_time:
-            self.reporter.note(f"adaptive search: {costs.describe()}")
-        return costs.race_saves_time
+        # Eliminated candidates are a finished race's outcome, not a failure; not probed ones are.
+        unmeasured = any(not r.measured for r in results.results)
+        return EXIT_INCOMPLETE if unmeasured or any(r.status is Status.NOT_PROBED for r in results.results) \
+            else EXIT_OK
 
     def current(self) -> ResultsFile:
         assert self.results is not None
         return self.results
+
+    def describe_prompts(self, prompt_set: dict) -> None:
+        """The prompts measured, as built during the sweep (long prompts: per target, with their sources)."""
+        self.results = replace(self.current(), prompt_set=prompt_set)
+        save_results(self.results, self.results_path)
 
     def _load_before(self, results: ResultsFile) -> ResultsFile:
         """Read the machine's load for a second, record it, and say so up front when it is busy."""
@@ -153,6 +152,8 @@ class Sweep:
         prior = self.current().row(row.key)
         summary = prior.machine_load if prior is not None else row.machine_load
         grew = (row.wall_time or 0.0) - ((prior.wall_time or 0.0) if prior is not None else 0.0)
+        if len(row.requests) > (len(prior.requests) if prior is not None else 0):
+            grew = max(grew, MIN_WINDOW_S)      # new requests in a window too short to round above 0
         load = self.monitor.over_last(grew) if self.monitor is not None and grew > 0 else None
         if load is not None:
             summary = machine_load.add_window(summary, load)
@@ -169,63 +170,11 @@ class Sweep:
         save_results(self.results, self.results_path)
         return self.results.row(row.key) or row
 
-    def _run_exhaustive(self, combos: list[Combination], done: set, runner: CombinationRunner,
-                        prompts: list, options: MeasureOptions) -> None:
-        """Each target's one-stream candidates in the design's passes (``schedule.py``), then what runs
-        on its own (other concurrency levels, drafts alone) in plan order."""
-        estimator = Estimator.for_results_path(self.config, len(prompts), self.results_path)
-        run_passes(self.config, self.backend, combos, self, self.reporter, runner, list(prompts), options, estimator)
-        self._run_pending([c for c in combos if not in_passes(c)], done, runner)
-
-    def _run_lengths(self, combos: list[Combination], done: set, runner: CombinationRunner, options: MeasureOptions,
-                     lengths: tuple[int, ...]) -> None:
-        """The context axis: per target, its long prompts cut with its own tokenizer (skipped when every
-        combination is measured already), then each length as a sweep of its own, shortest first."""
-        built: dict[str, long_context.LongPrompts] = {}
-        for target in self.config.targets:
-            mine = [c for c in combos if c.target.label == target.label and c.context_tokens is not None]
-            if all(c.key in done for c in mine):
-                continue
-            built[target.label] = long_context.build(runner, target, lengths, filler=self.config.settings.context_filler,
-                                                     seed=self.config.settings.seed)
-            changed = long_context.changed_sources(self.current().prompt_set, built[target.label])
-            if changed:
-                raise ResultsFileError(f"{self.results_path} was measured on other long prompts: {changed}",
-                                       "use --results with a new file name, or the Python that made the file")
-            self.results = replace(self.current(), prompt_set=long_context.prompt_set_record(
-                self.current().prompt_set, built))
-            for n in lengths:
-                runner.prompts = built[target.label].by_length[n]
-                at_n = [c for c in mine if c.context_tokens == n]
-                estimator = Estimator.for_results_path(self.config, len(runner.prompts), self.results_path)
-                run_passes(replace(self.config, targets=(target,)), self.backend, at_n, self, self.reporter, runner,
-                           list(runner.prompts), options, estimator)
-                self._run_pending([c for c in at_n if not in_passes(c)], done, runner)
-
-    def _run_pending(self, combos: list[Combination], done: set, runner: CombinationRunner) -> None:
-        """Run what is not measured yet into ``self.results``; the file is rewritten after every row,
-        so an interruption (the caller catches it) loses at most the combination in progress."""
-        failed_baselines: dict[str, str] = {}
-        estimator = Estimator.for_results_path(self.config, len(runner.prompts), self.results_path)
-        sweep_start = time.perf_counter()
-        show_k = shows_k(self.config)
-        for index, combo in enumerate(combos, 1):
-            if combo.key in done:
-                continue
-            self.reporter.combination_started(index, len(combos), combo.title(show_k))
-            row = runner.run(combo, index, failed_baselines, results=self.results)
-            if combo.role is Role.BASELINE and not row.ok:
-                failed_baselines[combo.target.label] = row.reason or row.status
-            self.reporter.row_recorded(self.record(row))
-            estimator.add(self.current())     # the ETA is --dry-run's estimate, learning from this sweep's rows
-            eta = total_s(estimator, [c for c in combos[index:] if c.key not in done])
-            self.reporter.progress(time.perf_counter() - sweep_start, eta)
-
     def _write_chart(self, results: ResultsFile) -> bool:
         from ..report import write_report
         assert self.chart_path is not None
         try:
-            write_report(results, self.chart_path, cdn=self.cdn)
+            write_report(results, self.chart_path, cdn=self.options.cdn)
             return True
         except Exception as exc:  # the results are what matter; never lose them over a chart
             self.reporter.warning(f"could not write the report {self.chart_path}: {exc}; regenerate it with "

@@ -1,0 +1,118 @@
+"""From a results file to the staged decision: each candidate's stages against the target alone, the
+machine's session spread over the whole file, and each target's looks replayed (:mod:`stage_rule`).
+
+The sweep decides with :func:`target_stages` after every stage and the verdict replays the same
+function on the saved file, so a stopped, resumed or re-analysed sweep tells one story. Rows measured
+in stages carry their plan in ``design`` (``horizon``: planned stages, ``per_stage``: prompts per stage);
+a request's ``block`` is its stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..config.workloads import SESSION_CATEGORY
+from ..results.file import ResultsFile, Row
+from ..results.kinds import Role, Status
+from .categories import candidate_name
+from .comparison import check_counters
+from .pairing import Pair, pairs
+from .spending import Spending
+from .stage_evidence import MachineSpread, Series, Spread, series_from
+from .stage_rule import Replay, Rule, replay
+
+
+def is_staged(row: Row) -> bool:
+    """Measured in stages (fresh prompts on fresh servers), as recorded in its design."""
+    return isinstance((row.design or {}).get("horizon"), int)
+
+
+def staged_pairs(row: Row, baseline: Row) -> list[Pair]:
+    """The row's fresh-prompt pairs (a session's turns are apart: analysis/session.py) with their stage."""
+    return [p for p in pairs(row, baseline) if p.category != SESSION_CATEGORY and p.block is not None]
+
+
+def series_of(matched: Iterable[Pair]) -> Series:
+    return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order) for p in matched)
+
+
+def why_not_decided(row: Row, matched: list[Pair]) -> str | None:
+    """Why a candidate row takes no part in the decision (it still counts among the candidates)."""
+    if row.status is Status.NOT_PROBED:
+        return "not probed"
+    if row.status not in (Status.OK, Status.ELIMINATED):
+        return row.reason or str(row.status)
+    if row.speculation_active is False:
+        return "speculation was not active"
+    if row.speculation_active is None:
+        return "the server reported no draft counters"
+    if not matched:
+        return "no request was measured against the target alone"
+    bound = check_counters(matched, None)
+    if bound and bound["speed_changed"]:
+        return "faster than its counters allow: the machine's speed changed"
+    return None
+
+
+@dataclass(frozen=True)
+class TargetStages:
+    """One target's staged decision: who took part, who could not (and why), and its replayed looks."""
+
+    target: str
+    rule: Rule
+    per_stage: int
+    series: dict[str, Series]
+    rows: dict[str, Row]                 # every candidate row, by name
+    left_out: dict[str, str]             # candidates in no comparison, and why
+    replay: Replay
+    spread: Spread                       # the machine's session spread at the last look
+    fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
+
+    @property
+    def unprobed(self) -> tuple[str, ...]:
+        return tuple(n for n, why in self.left_out.items() if why == "not probed")
+
+    @property
+    def stages_done(self) -> int:
+        return max((len(s) for s in self.series.values()), default=0)
+
+
+def _candidates(results: ResultsFile, target: str) -> list[Row]:
+    return [r for r in results.rows_of(target)
+            if r.role is Role.SPECULATIVE and r.concurrency == 1 and (is_staged(r) or r.status is Status.NOT_PROBED)]
+
+
+def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool,
+                   before: Mapping[str, int] | None = None) -> dict[str, TargetStages]:
+    """Every target measured in stages, decided as the sweep decides (``eliminate``: the adaptive race);
+    ``before``: per target, only its stages before that one (what the sweep knew when it planned it)."""
+    found: dict[str, tuple[list[Row], Row]] = {}
+    for target in dict.fromkeys(r.target for r in results.results):
+        baseline = results.baseline_for(target)
+        rows = _candidates(results, target)
+        if baseline is not None and rows and any(is_staged(r) for r in rows):
+            found[target] = (rows, baseline)
+    comparisons: dict[tuple[str, str], Series] = {}
+    matched_by: dict[tuple[str, str], list[Pair]] = {}
+    for target, (rows, baseline) in found.items():
+        for row in rows:
+            cut = (before or {}).get(target)
+            matched = [p for p in staged_pairs(row, baseline) if cut is None or (p.block or 0) < cut]
+            matched_by[(target, candidate_name(row))] = matched
+            comparisons[(target, candidate_name(row))] = series_of(matched)
+    spread = MachineSpread({key: s for key, s in comparisons.items() if s})
+    out = {}
+    for target, (rows, _baseline) in found.items():
+        design = next(r.design for r in rows if is_staged(r) and r.design)
+        rule = Rule(Spending(int(design["horizon"]), len(rows)), noise_floor=noise_floor, eliminate=eliminate)
+        left_out = {n: why for r in rows
+                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))])) is not None}
+        series = {candidate_name(r): comparisons[(target, candidate_name(r))] for r in rows
+                  if candidate_name(r) not in left_out}
+        played = replay(series, spread, rule, unprobed=[n for n, w in left_out.items() if w == "not probed"])
+        last = max((s[-1].order for s in series.values() if s), default=None)
+        out[target] = TargetStages(target, rule, int(design.get("per_stage") or 0), series,
+                                   {candidate_name(r): r for r in rows}, left_out, played, spread.at(last),
+                                   bool(design.get("fixed_prompts")))
+    return out

@@ -1,0 +1,240 @@
+"""The decision, one look after every stage: who leaves, whether one candidate is recommended, whether
+nothing gains. Shared by the sweep (which stops measuring when it decides) and the verdict (which
+replays the looks from the results file), so both tell one story; the simulator runs the same code.
+
+At look l every bound is one-sided at ``Spending.error(l)`` (:mod:`spending`), built on the stages so far
+(:mod:`stage_evidence`: fresh prompts on fresh servers each stage, the machine's session spread pooled):
+
+* **eliminated** (the race; the exhaustive search keeps everyone): upper bound against the target alone
+  below 1 + floor (it cannot gain the floor), or upper bound against the leader below 1 (slower than it);
+* **recommended**: the candidate with the highest estimate whose lower bound against the target alone
+  clears 1 + floor and whose lower bound against every other survivor is above 1 / (1 + margin) — it is
+  no more than the margin (2%) slower than any of them — once every candidate was probed;
+* **nothing gains**: every candidate left is shown below 1 + floor (the race has eliminated them all);
+  candidates shown within ± the floor of the target alone are *equivalent* to it (two one-sided tests).
+
+Otherwise the next stage measures the survivors (everyone, exhaustively); with no stage left the target
+is *unresolved*, and :mod:`settle` says how much more would settle it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..config.settings import DEFAULTS
+from .replication import Estimate
+from .spending import Spending
+from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
+
+MARGIN = 0.02          # the pick is within this of the best
+
+
+class Outcome(str, Enum):
+    RECOMMEND = "recommend"
+    NOTHING_GAINS = "nothing gains"
+    SHORTLIST = "shortlist"        # every candidate left gains; which is fastest the planned stages cannot settle
+    CONTINUE = "continue"          # at the end of a sweep: unresolved
+
+    @property
+    def final(self) -> bool:
+        """The sweep measures no further stage of this target (``--more`` may still separate a shortlist)."""
+        return self is not Outcome.CONTINUE
+
+
+class Why(str, Enum):
+    BELOW_FLOOR = "below the floor"        # cannot gain the noise floor over the target alone
+    BELOW_LEADER = "below the leader"      # slower than the leader
+
+
+@dataclass(frozen=True)
+class Bound:
+    """An estimate on the ratio scale and its bounds, each one-sided at ``error``."""
+
+    ratio: float
+    low: float
+    high: float
+    error: float
+    estimate: Estimate
+
+    @classmethod
+    def of(cls, est: Estimate, error: float) -> Bound:
+        low, high = one_sided(est, error)
+        return cls(math.exp(est.mean), math.exp(low) if math.isfinite(low) else 0.0,
+                   math.exp(high) if math.isfinite(high) else math.inf, error, est)
+
+
+@dataclass(frozen=True)
+class Elimination:
+    why: Why
+    look: int
+    bound: Bound                            # against the target alone
+    leader: str | None = None
+    against_leader: Bound | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one target is decided: the spending plan, the floor, the margin, and whether to eliminate."""
+
+    spending: Spending
+    noise_floor: float = DEFAULTS.noise_floor
+    margin: float = MARGIN
+    eliminate: bool = True
+
+    @property
+    def floor(self) -> float:
+        return 1.0 + self.noise_floor
+
+
+@dataclass(frozen=True)
+class Look:
+    number: int
+    error: float
+    vs_base: dict[str, Bound]               # every candidate judged at this look
+    leader: str | None
+    eliminated: dict[str, Elimination]      # left at this look
+    survivors: tuple[str, ...]
+    outcome: Outcome
+    pick: str | None = None
+    clearing: tuple[str, ...] = ()          # contenders (survivors not shown behind the leader) clearing 1 + floor
+    equivalent: tuple[str, ...] = ()        # survivors within ± the floor of the target alone (TOST)
+    not_separated: dict[str, Bound] = field(default_factory=dict)   # leader − survivor, where not settled
+    contenders: tuple[str, ...] = ()        # survivors not shown behind the leader (the race keeps only these)
+
+
+def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
+    est = estimate(contrast(first, second), machine.between)
+    return Bound.of(est, error) if est is not None else None
+
+
+def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
+          waiting: bool = False) -> Look:
+    """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
+    so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
+    error = rule.spending.error(look)
+    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
+    leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
+    behind = _eliminations(series, vs_base, leader, machine, rule, look)   # the exhaustive search keeps them
+    eliminated = behind if rule.eliminate else {}
+    survivors = tuple(n for n in series if n not in eliminated)
+    contenders = [n for n in survivors if n not in behind]                  # not shown behind the leader
+    clearing = tuple(n for n in contenders if n in vs_base and vs_base[n].low > rule.floor)
+    equivalent = tuple(n for n in survivors if n in vs_base and vs_base[n].high < rule.floor
+                       and vs_base[n].low > 1.0 / rule.floor)
+    if not survivors or all(n in vs_base and vs_base[n].high < rule.floor for n in survivors):
+        return Look(look, error, vs_base, leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
+                    equivalent, contenders=tuple(contenders))
+    pick, open_ = (None, {}) if waiting else _pick(series, vs_base, clearing, survivors, machine, rule, error)
+    if pick is not None:
+        outcome = Outcome.RECOMMEND
+    elif not waiting and clearing and len(clearing) == len(contenders) and \
+            all(_futile(b, rule, look) for n, b in open_.items() if n in contenders):
+        outcome = Outcome.SHORTLIST
+    else:
+        outcome = Outcome.CONTINUE
+    return Look(look, error, vs_base, leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_,
+                tuple(contenders))
+
+
+def _futile(versus: Bound, rule: Rule, look: int) -> bool:
+    """Even if the best clearing candidate leads a survivor by one standard error more than measured, the
+    planned stages left would not show it within the margin of that survivor (its spread shrinking as the
+    stages add up): the comparison cannot be settled before the horizon."""
+    left = rule.spending.horizon - look
+    est = versus.estimate
+    if left <= 0 or est.sessions < 1:
+        return True
+    se_final = est.se * math.sqrt(est.sessions / (est.sessions + left))
+    reach = quantile(rule.spending.error(rule.spending.horizon), est.df) * se_final
+    return est.mean + est.se - reach <= -math.log(1.0 + rule.margin)
+
+
+def _eliminations(series: Mapping[str, Series], vs_base: Mapping[str, Bound], leader: str | None,
+                  machine: Spread, rule: Rule, look: int) -> dict[str, Elimination]:
+    out: dict[str, Elimination] = {}
+    for name, bound in vs_base.items():
+        if bound.high < rule.floor:
+            out[name] = Elimination(Why.BELOW_FLOOR, look, bound)
+        elif leader is not None and name != leader:
+            versus = _vs(series[name], series[leader], machine, bound.error)
+            if versus is not None and versus.high < 1.0:
+                out[name] = Elimination(Why.BELOW_LEADER, look, bound, leader, versus)
+    return out
+
+
+def _pick(series: Mapping[str, Series], vs_base: Mapping[str, Bound], clearing: Sequence[str],
+          survivors: Sequence[str], machine: Spread, rule: Rule,
+          error: float) -> tuple[str | None, dict[str, Bound]]:
+    """The best-estimate clearing candidate that no survivor beats by more than the margin; else the leader's
+    comparisons not settled yet."""
+    unsettled: dict[str, Bound] = {}
+    # the strongest rivals first: a candidate fails at its first unsettled comparison (only the first
+    # candidate's are all needed: they say whether the stages left could settle it)
+    rivals = sorted(survivors, key=lambda n: vs_base[n].ratio if n in vs_base else -math.inf, reverse=True)
+    for rank, name in enumerate(sorted(clearing, key=lambda n: vs_base[n].ratio, reverse=True)):
+        open_ = {}
+        for other in rivals:
+            if other == name:
+                continue
+            versus = _vs(series[name], series[other], machine, error)
+            if versus is None or versus.low <= 1.0 / (1.0 + rule.margin):
+                open_[other] = versus
+                if rank:
+                    break
+        if not open_:
+            return name, {}
+        if not rank:
+            unsettled = {k: v for k, v in open_.items() if v is not None}
+    return None, unsettled
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Every look of one target as the sweep made them, and where it ended."""
+
+    looks: tuple[Look, ...]
+    eliminated: dict[str, Elimination]
+
+    @property
+    def last(self) -> Look | None:
+        return self.looks[-1] if self.looks else None
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.last.outcome if self.last is not None else Outcome.CONTINUE
+
+    @property
+    def survivors(self) -> tuple[str, ...]:
+        return self.last.survivors if self.last is not None else ()
+
+
+def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule,
+           unprobed: Sequence[str] = ()) -> Replay:
+    """The looks of one target from its candidates' stages: look l sees stages < l of the candidates still in,
+    and the machine's spread as it stood when that stage's last server had started. Stops at the first look
+    that recommends or finds that nothing gains (the sweep stopped measuring there)."""
+    eliminated: dict[str, Elimination] = {}
+    looks: list[Look] = []
+    stages = max((s[-1].stage + 1 for s in series.values() if s), default=0)
+    for number in range(1, stages + 1):
+        current = {n: up_to(s, number) for n, s in series.items() if n not in eliminated}
+        current = {n: s for n, s in current.items() if s}
+        if not current:
+            break
+        order = max(s[-1].order for s in current.values())
+        waiting = bool(unprobed) or len(current) + len(eliminated) < len(series)
+        look = judge(current, spread.at(order), rule, number, waiting=waiting)
+        looks.append(look)
+        eliminated.update(look.eliminated)
+        if look.outcome in (Outcome.RECOMMEND, Outcome.NOTHING_GAINS):
+            break              # (a shortlist goes on where --more measured further stages)
+    return Replay(tuple(looks), eliminated)
+
+
+def quoted(look: Look, name: str) -> Bound | None:
+    """The interval the verdict quotes for ``name`` at ``look``: both sides at the look's error — 95% over
+    every candidate and look together, so it holds for the pick whatever the selection and stopping."""
+    return look.vs_base.get(name)

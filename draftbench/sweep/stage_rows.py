@@ -1,0 +1,138 @@
+"""The rows a target's stages write: after every step, each side's requests added to its row (so nothing
+measured is lost to a stop), a failure recorded with what it measured before it, a candidate skipped when
+its target's baseline failed, and a candidate never measured before the budget ran out ("not probed")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..analysis.stats import rounded
+from ..analysis.verdict import summarize_records
+from ..results.file import RequestRecord, ResultsFile, Row
+from ..results.kinds import Role, Status
+from .launcher import Session
+from .plan import Combination
+from .runner import CombinationRunner, ServerInfo, speculation_outcome
+from .schedule import Design, is_stateful
+
+
+class RowStore(Protocol):
+    """Where rows go: the session analyses and saves the file after every row; a MemoryStore keeps them."""
+
+    def current(self) -> ResultsFile: ...
+    def record(self, row: Row) -> Row: ...
+    def describe_prompts(self, prompt_set: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class StagedDesign:
+    """How a target is measured, as each of its rows records it (``Row.design``)."""
+
+    design: Design
+    horizon: int
+    per_stage: int
+    fixed: bool
+
+    def of(self, combo: Combination, records: Sequence[RequestRecord]) -> dict:
+        return {"name": self.design.value, "drift_prone": self.design.drift_prone, "horizon": self.horizon,
+                "per_stage": self.per_stage, "fixed_prompts": self.fixed,
+                "sessions": len({r.session for r in records if r.session}),
+                "stateful": is_stateful(combo.candidate.method) if combo.candidate else False}
+
+
+class RowWriter:
+    """Adds a step's records to its rows in ``store``; ``runner`` knows each row's base fields."""
+
+    def __init__(self, store: RowStore, runner: CombinationRunner, design: StagedDesign):
+        self.store, self.runner, self.design = store, runner, design
+
+    def row(self, combo: Combination) -> Row | None:
+        return self.store.current().row(combo.key)
+
+    def measured(self, combo: Combination, session: Session, new: list[RequestRecord], wall: float) -> Row:
+        """The row with ``new`` added (an error row when a baseline turns out to speculate)."""
+        prior = self.row(combo)
+        records = [*(prior.requests if prior is not None else ()), *new]
+        options = self.runner.options
+        fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs, flags=self.runner.flags)
+        common = self._common(combo, prior, records, wall)
+        common.update(server=session.info, load_time_s=rounded(session.server.load_time_s, 3),
+                      topology=session.server.topology, memory=peak_memory(prior, session))
+        methods = session.methods
+        if not combo.is_speculative and methods:
+            reason = (f"the baseline is not plain decoding: the server ran {', '.join(methods)} "
+                      f"({session.server.methods_evidence})")
+            return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods), **common))
+        active, findings = speculation_outcome(combo.is_speculative, session.status, fields.get("draft_n"),
+                                               model_free=bool(combo.candidate and combo.candidate.model_free))
+        warnings = (*session.notes, *fields.pop("warnings"), *findings)
+        status = prior.status if prior is not None and prior.status is Status.ELIMINATED else Status.OK
+        common.update(fields)
+        common["speculation_active"] = active
+        return self.store.record(Row(status=status, warnings=warnings,
+                                     active_methods=list(methods) if methods is not None else None, **common))
+
+    def failed(self, combo: Combination, reason: str, session: Session | None, new: Sequence[RequestRecord],
+               wall: float, inactive: bool = False) -> Row:
+        """An error row keeping every request measured before (and in) the failed step."""
+        prior = self.row(combo)
+        records = (*(prior.requests if prior is not None else ()), *new)
+        server = session.server if session is not None else None
+        tail = server.log_tail(20) if server is not None else ""
+        info = ServerInfo.of(self.runner.backend_name, server, log=session.info.get("log") if session else None,
+                             port=session.info.get("port") if session else None, log_tail=tail).to_dict()
+        common = self._common(combo, prior, records, wall)
+        if inactive:
+            common["speculation_active"] = False
+        topology = server.topology if server is not None else (prior.topology if prior is not None else None)
+        return self.store.record(Row(status=Status.ERROR, reason=reason, server=info, topology=topology, **common))
+
+    def skipped(self, combo: Combination, why: str) -> Row:
+        """Its target's baseline failed: 'skipped', keeping what it measured (as upstream)."""
+        prior = self.row(combo)
+        records = prior.requests if prior is not None else ()
+        return self.store.record(Row(status=Status.SKIPPED, reason=why, **self._common(combo, prior, records, 0.0)))
+
+    def not_probed(self, combo: Combination, why: str) -> Row:
+        return self.store.record(Row(status=Status.NOT_PROBED, reason=why, **self._common(combo, None, (), 0.0)))
+
+    def bracket(self, combo: Combination, stage: int, session: str) -> None:
+        """A bracketed candidate's requests of ``stage`` are compared with the baseline server after them too."""
+        row = self.row(combo)
+        if row is None:
+            return
+        requests = tuple(replace(r, compared_with=[*r.compared_with, session])
+                         if r.block == stage and r.compared_with is not None and session not in r.compared_with
+                         else r for r in row.requests)
+        self.store.record(replace(row, requests=requests))
+
+    def _common(self, combo: Combination, prior: Row | None, records: Sequence[RequestRecord], wall: float) -> dict:
+        base: dict[str, Any] = self.runner.base_fields(combo)
+        if prior is not None and prior.started_at:
+            base["started_at"] = prior.started_at          # a row measured over stages started with its first
+        return {**base, "requests": tuple(records), "design": self.design.of(combo, records),
+                "wall_time": rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3),
+                "race": prior.race if prior else None}
+
+
+def peak_memory(prior: Row | None, session: Session) -> dict | None:
+    """The most any of a row's server sessions held (each stage starts new servers), and how many said."""
+    earlier = (prior.memory if prior is not None else None) or {}
+    if session.memory is None:
+        return prior.memory if prior is not None else None
+    out = {k: max(v, earlier.get(k) or 0) for k, v in session.memory.items()}
+    counted = prior is not None and any(r.session == session.id for r in prior.requests)
+    return {**out, "servers": (earlier.get("servers") or 0) + (0 if counted else 1)}
+
+
+def is_pending(row: Row | None) -> bool:
+    """A row the stages may still measure: none yet, or measured and not failed."""
+    return row is None or row.status in (Status.OK, Status.ELIMINATED, Status.NOT_PROBED)
+
+
+def in_stages(combo: Combination) -> bool:
+    """Measured in a target's stages (one stream): the baseline, the candidates and the A/A control."""
+    return combo.concurrency == 1 and combo.role in (Role.BASELINE, Role.SPECULATIVE, Role.CONTROL)
+

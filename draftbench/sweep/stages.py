@@ -1,0 +1,122 @@
+"""A target's stages, one after another, each planned on what the stages before it decided.
+
+Before stage k the looks on stages 0..k−1 are replayed (``analysis/stage_records.py``, the verdict's own
+function): a recommendation, or every candidate shown to gain less than the floor, ends the target; a
+shortlist ends it too unless ``--more`` asked for more stages. Otherwise stage k measures the candidates
+still in (every one, exhaustively; the survivors, in a race) that have not measured it yet — so a
+resumed sweep continues at the first stage any of them lacks, and no measurement is repeated or lost.
+The budget is the seconds the user gave for the target's measuring: what its rows recorded before this
+run plus this run's time on the clock, counted once; it is checked before every candidate's step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from ..analysis.stage_records import TargetStages
+from ..analysis.stage_rule import Outcome
+from ..results.kinds import Role, Status
+from .stage_rows import RowWriter
+from .stage_runner import StageRunner, TargetPlan
+
+
+class Ending(str, Enum):
+    DECIDED = "decided"
+    STAGES_DONE = "every planned stage was measured"
+    BUDGET = "the budget was spent"
+    BASELINE_FAILED = "the baseline failed"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The seconds given for one target's measuring, and the clock they run on."""
+
+    seconds: float | None
+    clock: Callable[[], float]
+    spent_before: float              # measuring time its rows recorded before this run
+    started: float                   # this run's start on ``clock``
+
+    def spent(self) -> float:
+        return self.spent_before + (self.clock() - self.started)
+
+    def left(self) -> float | None:
+        return None if self.seconds is None else max(0.0, self.seconds - self.spent())
+
+    def over(self) -> bool:
+        return self.seconds is not None and self.spent() >= self.seconds
+
+
+def final(outcome: Outcome, more: int) -> bool:
+    """No further stage for this target (a shortlist may still be separated by ``--more``)."""
+    return outcome in (Outcome.RECOMMEND, Outcome.NOTHING_GAINS) or (outcome is Outcome.SHORTLIST and not more)
+
+
+def stage_members(plan: TargetPlan, known: TargetStages | None, eliminate: bool) -> list[str]:
+    """Who stage k measures: everyone at the first stage; then, exhaustively, every candidate taking part, in a
+    race those the looks so far kept in; the A/A control always."""
+    names = list(plan.candidates)
+    if known is None or not known.replay.looks:
+        return names
+    alive = set(known.replay.survivors) if eliminate else set(known.series)
+    return [n for n in names if n in alive or plan.candidates[n].role is Role.CONTROL]
+
+
+class StageLoop:
+    """Runs one target's stages until it is decided, the stages or the budget run out, or its baseline fails."""
+
+    def __init__(self, plan: TargetPlan, runner: StageRunner, rows: RowWriter,
+                 decide: Callable[[int], TargetStages | None], eliminate: bool):
+        self.plan, self.runner, self.rows, self.decide, self.eliminate = plan, runner, rows, decide, eliminate
+        self.failed: dict[str, str] = {}
+
+    def has_stage(self, name: str, stage: int) -> bool:
+        """Whether ``name`` measured ``stage`` (a row that failed mid-stage has not: a later run measures it)."""
+        row = self.rows.row(self.plan.candidates[name])
+        if row is None:
+            return False
+        measured = {r.prompt_id for r in row.requests if r.block == stage and r.error is None and r.decode_tps}
+        if row.status is not Status.ERROR:
+            return bool(measured)
+        return measured >= {self.plan.prompts[i].id for i in self.plan.stages.stage(stage)}
+
+    def dead(self) -> dict[str, str]:
+        """Candidates not measured further in this run: they failed (or were skipped) in it. A later run tries
+        them again (a model added since, a crash that does not repeat), keeping what they measured."""
+        return dict(self.failed)
+
+    def run(self, budget: Budget, more: int = 0, after_stage: Callable[[int], None] | None = None) -> Ending:
+        if not self.plan.candidates:         # nothing to compare: the target alone, once
+            baseline = self.rows.row(self.plan.baseline)
+            if baseline is None or not baseline.requests:
+                outcome = self.runner.run(0, [], stop=budget.over)
+                if outcome.baseline_failed is not None:
+                    return Ending.BASELINE_FAILED
+            return Ending.STAGES_DONE
+        done = max((r.block + 1 for c in self.plan.candidates.values() if (row := self.rows.row(c)) is not None
+                    for r in row.requests if r.block is not None), default=0)
+        last = max(self.plan.stages.horizon, done if more else 0) + more
+        for stage in range(last):
+            known = self.decide(stage)
+            if known is not None and known.replay.looks and final(known.replay.outcome, more):
+                return Ending.DECIDED
+            dead = self.dead()
+            todo = [n for n in stage_members(self.plan, known, self.eliminate)
+                    if n not in dead and not self.has_stage(n, stage)]
+            if not todo:
+                continue
+            if budget.over():
+                return Ending.BUDGET
+            outcome = self.runner.run(stage, todo, stop=budget.over)
+            self.failed.update(outcome.dead)
+            if outcome.baseline_failed is not None:
+                return Ending.BASELINE_FAILED
+            if after_stage is not None:
+                after_stage(stage)
+            if budget.over() and any(not self.has_stage(n, stage) for n in todo if n not in outcome.dead):
+                return Ending.BUDGET
+        known = self.decide(last)
+        if known is not None and known.replay.looks and final(known.replay.outcome, more):
+            return Ending.DECIDED
+        return Ending.STAGES_DONE

@@ -1,0 +1,190 @@
+"""The staged decision as pure functions: evidence per stage, the machine's pooled session spread, the
+spending plan, one look (eliminate, recommend, nothing gains, shortlist), the replay of a target's looks,
+and the projection of what would settle an unresolved one. Synthetic numbers; no servers."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from draftbench.analysis.replication import Estimate, SessionVariance
+from draftbench.analysis.settle import projection
+from draftbench.analysis.spending import Spending
+from draftbench.analysis.stage_evidence import (
+    ASSUMED,
+    ASSUMED_SPREAD,
+    MachineSpread,
+    Spread,
+    StageSample,
+    contrast,
+    crossed,
+    estimate,
+    series_from,
+)
+from draftbench.analysis.stage_rule import Outcome, Rule, Why, judge, replay
+
+
+def stage(k: int, values, order: int, prompts=None) -> StageSample:
+    return StageSample(k, tuple(prompts or (f"p{k}-{i}" for i in range(len(values)))), tuple(values), order)
+
+
+def draw(rng: random.Random, mu: float, stages: int, n: int = 6, session_sd: float = 0.02, prompt_sd: float = 0.05,
+         start: int = 0, shared: list[list[float]] | None = None) -> tuple[StageSample, ...]:
+    out = []
+    for k in range(stages):
+        offset = rng.gauss(0, session_sd)
+        common = shared[k] if shared else [0.0] * n
+        out.append(stage(k, [mu + offset + common[i] + rng.gauss(0, prompt_sd) for i in range(n)], start + k))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- spending
+
+def test_the_spending_plan_never_spends_more_than_alpha_however_many_looks():
+    plan = Spending(horizon=6, candidates=5)
+    assert plan.spent(6) == pytest.approx(0.05 * 0.9)
+    assert plan.spent(500) < 0.05 and plan.spent(500) > 0.0499 * 0.99
+    assert plan.error(6) > plan.error(1)          # later looks hold more data and get more of alpha
+    assert plan.error(7) == pytest.approx(0.05 * 0.1 / 2 / 10)
+    with pytest.raises(ValueError):
+        Spending(horizon=0, candidates=1)
+
+
+# --------------------------------------------------------------------------- evidence
+
+def test_a_prompt_measured_twice_in_a_stage_counts_once_and_a_stage_is_ordered_by_its_last_session():
+    series = series_from([(0, "a", 0.1, 3), (0, "a", 0.3, 4), (0, "b", 0.0, 2), (1, "c", 0.5, 9)])
+    assert [s.stage for s in series] == [0, 1]
+    assert series[0].values == (pytest.approx(0.2), 0.0) and series[0].order == 4
+    assert not crossed(series)
+    assert crossed((stage(0, [0, 0], 1, ["a", "b"]), stage(1, [0, 0], 2, ["a", "b"])))
+
+
+def test_two_candidates_are_compared_prompt_by_prompt_within_the_stages_both_measured():
+    a = (stage(0, [0.3, 0.1], 1), stage(1, [0.2, 0.2], 3))
+    b = (stage(0, [0.1, 0.2], 2),)
+    diff = contrast(a, b)
+    assert len(diff) == 1 and diff[0].values == (pytest.approx(0.2), pytest.approx(-0.1))
+
+
+def test_the_session_spread_is_the_machines_pooled_over_comparisons_and_known_only_from_what_came_before():
+    rng = random.Random(3)
+    comparisons = [draw(rng, 0.0, 4, session_sd=0.04, prompt_sd=0.01, start=10 * c) for c in range(6)]
+    spread = MachineSpread({("T", f"c{i}"): s for i, s in enumerate(comparisons)})
+    assert spread.at(0) == ASSUMED_SPREAD                       # nothing had two stages yet
+    assert spread.at(1).pair is ASSUMED and spread.at(2).pair.df < spread.at(None).pair.df   # one, then all
+    final = spread.at(None).pair
+    assert final.variance == pytest.approx(0.04 ** 2, rel=0.6) and final.df <= 18
+    one = estimate(comparisons[0], final)
+    own_only = estimate(comparisons[0], SessionVariance(0.0, 1e9))
+    assert one is not None and own_only is not None and one.se > own_only.se * 1.5
+
+
+def test_with_one_prompt_per_stage_the_stages_spread_is_the_whole_error():
+    series = tuple(stage(k, [v], k) for k, v in enumerate([0.1, 0.3, 0.2]))
+    est = estimate(series, ASSUMED)
+    assert est is not None and est.df == 2 and est.se == pytest.approx(math.sqrt(0.01 / 3))
+
+
+def test_the_same_prompts_at_every_stage_answer_for_these_prompts():
+    fixed = tuple(stage(k, [0.5 + 0.01 * k, 0.6, 0.4], k, ["a", "b", "c"]) for k in range(3))
+    est = estimate(fixed, SessionVariance(0.0001, 10))
+    assert est is not None and est.question == "these prompts"
+    fresh = tuple(stage(k, [0.5, 0.6, 0.4], k) for k in range(3))
+    assert estimate(fresh, SessionVariance(0.0001, 10)).question == "prompts like these"
+
+
+# --------------------------------------------------------------------------- one look
+
+def spread(variance: float, df: float) -> Spread:
+    return Spread(SessionVariance(variance, df), SessionVariance(variance, df))
+
+
+def rule(candidates: int, horizon: int = 6, eliminate: bool = True) -> Rule:
+    return Rule(Spending(horizon, candidates), eliminate=eliminate)
+
+
+def test_a_clear_gain_is_recommended_and_the_slower_candidates_leave():
+    rng = random.Random(1)
+    series = {"fast": draw(rng, math.log(1.5), 2, start=0), "slow": draw(rng, math.log(0.8), 2, start=2),
+              "same": draw(rng, 0.0, 2, start=4)}
+    look = judge(series, spread(0.0004, 30), rule(3), 2)
+    assert look.outcome is Outcome.RECOMMEND and look.pick == "fast"
+    assert look.eliminated["slow"].why is Why.BELOW_FLOOR
+    assert look.vs_base["fast"].low > 1.02
+
+
+def test_no_recommendation_before_every_candidate_was_probed():
+    rng = random.Random(1)
+    look = judge({"fast": draw(rng, math.log(1.5), 2)}, spread(0.0004, 30), rule(3), 2, waiting=True)
+    assert look.outcome is Outcome.CONTINUE and look.pick is None
+
+
+def test_a_near_tie_at_the_top_is_a_shortlist_not_a_pick():
+    rng = random.Random(5)
+    shared = [[rng.gauss(0, 0.05) for _ in range(6)] for _ in range(6)]
+    series = {"a": draw(rng, math.log(1.4), 6, shared=shared, start=0),
+              "b": draw(rng, math.log(1.395), 6, shared=shared, start=10)}
+    look = judge(series, spread(0.0008, 60), rule(2), 6)
+    assert look.pick is None and set(look.clearing) == {"a", "b"}
+    assert look.outcome is Outcome.SHORTLIST
+
+
+def test_nothing_gains_when_every_candidate_is_shown_below_the_floor():
+    rng = random.Random(2)
+    series = {n: draw(rng, math.log(0.7), 3, start=3 * i, session_sd=0.005) for i, n in enumerate("abc")}
+    look = judge(series, spread(0.00003, 30), rule(3), 3)
+    assert look.outcome is Outcome.NOTHING_GAINS and not look.survivors
+    kept = judge(series, spread(0.00003, 30), rule(3, eliminate=False), 3)
+    assert kept.outcome is Outcome.NOTHING_GAINS and set(kept.survivors) == {"a", "b", "c"}
+
+
+# --------------------------------------------------------------------------- replay
+
+def test_the_replay_stops_at_the_look_that_decided_and_keeps_who_left_when():
+    rng = random.Random(4)
+    series = {"good": draw(rng, math.log(1.6), 3, start=0), "bad": draw(rng, math.log(0.5), 1, start=3)}
+    played = replay(series, MachineSpread({("T", n): s for n, s in series.items()}), rule(2))
+    assert played.looks[0].eliminated.keys() == {"bad"}
+    assert played.outcome is Outcome.RECOMMEND and played.last is not None and played.last.pick == "good"
+    assert len(played.looks) <= 3
+
+
+def test_a_null_grid_is_never_recommended_in_seeded_trials():
+    recommended = 0
+    for trial in range(40):
+        rng = random.Random(trial)
+        series = {f"d{i}": draw(rng, 0.0, 6, start=6 * i, session_sd=0.03) for i in range(6)}
+        played = replay(series, MachineSpread({("T", n): s for n, s in series.items()}),
+                        rule(6, eliminate=trial % 2 == 0))
+        recommended += played.outcome is Outcome.RECOMMEND
+    assert recommended == 0
+
+
+# --------------------------------------------------------------------------- what would settle it
+
+def test_the_projection_says_how_many_more_stages_would_show_a_gain():
+    rng = random.Random(9)
+    series = draw(rng, math.log(1.06), 2)
+    est = estimate(series, SessionVariance(0.0004, 40))
+    assert est is not None
+    more = projection(est, 1.02, Spending(6, 4), 6, "a gain of +6%")
+    assert more.stages is not None and more.stages >= 1 and more.prompts == more.stages * 6
+    assert "more prompts" in more.describe(6)
+    at_the_floor = Estimate(math.log(1.0201), est.se, est.df, est.prompts, est.sessions, est.question)
+    hopeless = projection(at_the_floor, 1.02, Spending(6, 4), 6, "a gain")
+    assert hopeless.stages is None and "more than" in hopeless.describe(6)
+
+
+def test_two_candidates_of_one_stage_share_its_baseline_server_so_their_difference_does_not_carry_it():
+    rng = random.Random(11)
+    comparisons = {}
+    for k in range(5):                           # one baseline server per stage, shared by both candidates
+        base = rng.gauss(0, 0.05)
+        for name in ("a", "b"):
+            comparisons.setdefault(("T", name), []).append(
+                stage(k, [-base + rng.gauss(0, 0.01) + rng.gauss(0, 0.005) for _ in range(6)], 2 * k + (name == "b")))
+    spread = MachineSpread({key: tuple(v) for key, v in comparisons.items()}).at(None)
+    assert spread.pair.variance > 0.0005                  # each against the target alone carries the baseline's offset
+    assert spread.between.variance < spread.pair.variance / 3
