@@ -138,14 +138,16 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
     rows = results_rows(results)  # valid JSON, every completed row present
     assert rows and rows[0]["status"] == "ok"
     resumed = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
-    # Rows are measured in blocks: the resume finishes the blocks the signal cut, and measures nothing twice.
+    # Rows are measured in stages: the resume finishes the stage the signal cut, and measures nothing twice.
     assert resumed.returncode == 0 and f"Resuming {results}" in resumed.stdout, resumed.stdout
     for row in results_rows(results):
         assert row["status"] == "ok"
         measured = [(r["run"], r["prompt_id"], r["block"], r["session"]) for r in row["requests"]]
         assert len(set(measured)) == len(measured)
-        done = {(r["run"], r["prompt_id"]) for r in row["requests"] if r["block"] < row["design"]["blocks"]}
-        assert len(done) == row["design"]["planned"]
+        by_stage: dict[int, set[str]] = {}
+        for r in row["requests"]:
+            by_stage.setdefault(r["block"], set()).add(r["prompt_id"])
+        assert by_stage and all(len(p) == row["design"]["per_stage"] for p in by_stage.values())
 
 
 def test_busy_port_moves_to_a_free_one_and_never_benchmarks_the_foreign_server(models, tmp_path, http_stub):

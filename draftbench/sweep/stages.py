@@ -87,13 +87,18 @@ class StageLoop:
         return dict(self.failed)
 
     def run(self, budget: Budget, more: int = 0, after_stage: Callable[[int], None] | None = None) -> Ending:
-        if not self.plan.candidates:         # nothing to compare: the target alone, once
+        ending = self.run_stages(budget, more, after_stage) if self.plan.candidates else Ending.STAGES_DONE
+        if ending in (Ending.DECIDED, Ending.STAGES_DONE):
+            # nothing to compare (no candidates, or every one refused before a server started): the target
+            # alone, once, so the user still learns its speed
             baseline = self.rows.row(self.plan.baseline)
             if baseline is None or not baseline.requests:
                 outcome = self.runner.run(0, [], stop=budget.over)
                 if outcome.baseline_failed is not None:
                     return Ending.BASELINE_FAILED
-            return Ending.STAGES_DONE
+        return ending
+
+    def run_stages(self, budget: Budget, more: int, after_stage: Callable[[int], None] | None) -> Ending:
         done = max((r.block + 1 for c in self.plan.candidates.values() if (row := self.rows.row(c)) is not None
                     for r in row.requests if r.block is not None), default=0)
         last = max(self.plan.stages.horizon, done if more else 0) + more
