@@ -188,3 +188,18 @@ def test_two_candidates_of_one_stage_share_its_baseline_server_so_their_differen
     spread = MachineSpread({key: tuple(v) for key, v in comparisons.items()}).at(None)
     assert spread.pair.variance > 0.0005                  # each against the target alone carries the baseline's offset
     assert spread.between.variance < spread.pair.variance / 3
+
+
+def test_an_interval_end_beyond_a_floats_range_is_unbounded_not_a_crash():
+    """make demo crashed here on a loaded machine: four pairs, one degree of freedom, a t multiplier in the
+    thousands, and exp() of the upper end overflowed mid-sweep (OverflowError: math range error)."""
+    import math
+
+    from draftbench.analysis.moments import ratio_of
+    from draftbench.analysis.replication import Estimate
+    from draftbench.analysis.stage_rule import Bound
+
+    wild = Estimate(mean=-0.3, se=2.0, df=1.0, prompts=4, sessions=1, question="these prompts")
+    bound = Bound.of(wild, 1e-6)
+    assert bound.high == math.inf and 0.0 <= bound.low < bound.ratio < 1.0
+    assert ratio_of(800.0) == math.inf and ratio_of(-800.0) == 0.0 and ratio_of(0.0) == 1.0

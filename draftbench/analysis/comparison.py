@@ -26,6 +26,7 @@ from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup
+from .moments import LOG_FLOAT_MAX, ratio_of
 from .pairing import Pair, pairs, units
 from .replication import SessionVariance, estimate, pool_sessions, session_component
 from .stats import describe_speedup, speedup_of_units
@@ -89,8 +90,8 @@ def _interval(items: list[Pair], value, sessions: SessionVariance | None) -> dic
     if est is None:
         return None
     low, high = est.bounds(0.95)
-    return {"ratio": round(math.exp(est.mean), 4), "low": round(math.exp(low), 4) if math.isfinite(low) else 0.0,
-            "high": round(math.exp(high), 4) if math.isfinite(high) else None, "requests": len(items)}
+    return {"ratio": round(math.exp(est.mean), 4), "low": round(ratio_of(low), 4) if math.isfinite(low) else 0.0,
+            "high": round(ratio_of(high), 4) if math.isfinite(high) and high <= LOG_FLOAT_MAX else None, "requests": len(items)}
 
 
 def check_counters(matched: list[Pair], sessions: SessionVariance | None) -> dict | None:

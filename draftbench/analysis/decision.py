@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from ..results.file import Row
 from ..results.speedup import Speedup
+from .moments import ratio_of
 from .stats import describe_speedup
 from .student_t import t_quantile
 
@@ -43,7 +44,7 @@ def simultaneous_bounds(speed: Speedup, n_candidates: int, alpha: float = ALPHA)
         return None
     half = t_quantile(1.0 - alpha / (2 * max(1, n_candidates)), min(speed.df, 1e6)) * speed.se_log
     mean = math.log(speed.ratio)
-    return math.exp(mean - half), math.exp(mean + half)
+    return ratio_of(mean - half), ratio_of(mean + half)
 
 
 def clears(speed: Speedup | None, n_candidates: int, noise_floor: float) -> bool:

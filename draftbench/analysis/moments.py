@@ -22,3 +22,17 @@ def variance(values: Sequence[float]) -> float:
 
 def stdev(values: Sequence[float]) -> float:
     return math.sqrt(variance(values))
+
+
+def ratio_of(log_value: float) -> float:
+    """A log-scale value back on the ratio scale. An interval's end from a handful of noisy pairs can lie
+    beyond a float's range (a t multiplier of thousands at one degree of freedom): it is then infinite
+    (or 0), as an unbounded end is, instead of an OverflowError mid-sweep."""
+    if math.isnan(log_value):
+        return log_value
+    if log_value > LOG_FLOAT_MAX:
+        return math.inf
+    return math.exp(log_value)        # underflows to 0.0 by itself
+
+
+LOG_FLOAT_MAX = math.log(1.7976931348623157e308)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ..config.settings import DEFAULTS
+from .moments import ratio_of
 from .replication import Estimate
 from .spending import Spending
 from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
@@ -62,8 +63,8 @@ class Bound:
     @classmethod
     def of(cls, est: Estimate, error: float) -> Bound:
         low, high = one_sided(est, error)
-        return cls(math.exp(est.mean), math.exp(low) if math.isfinite(low) else 0.0,
-                   math.exp(high) if math.isfinite(high) else math.inf, error, est)
+        return cls(ratio_of(est.mean), ratio_of(low) if math.isfinite(low) else 0.0,
+                   ratio_of(high) if math.isfinite(high) else math.inf, error, est)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from enum import Enum
 
 from ..common.percent import percent
 from ..results.file import Row
+from .moments import ratio_of
 from .replication import THESE_PROMPTS, Estimate
 from .settle import Projection, projection
 from .stage_evidence import contrast, estimate, predicted
@@ -173,7 +174,7 @@ def _quote(stages: TargetStages, name: str, bound: Bound, looks: int) -> Quote:
     next_prompt = predicted(series, stages.spread.pair) if series else None
     return Quote(ratio, low, high, bound.ratio, cap, stages.rule.spending.candidates, looks,
                  THESE_PROMPTS if stages.fixed else bound.estimate.question,
-                 (math.exp(next_prompt[0]), math.exp(next_prompt[1])) if next_prompt else None)
+                 (ratio_of(next_prompt[0]), ratio_of(next_prompt[1])) if next_prompt else None)
 
 
 def staged_verdict(stages: TargetStages, *, finished: bool = True) -> StagedVerdict:

@@ -23,6 +23,7 @@ from typing import TypeGuard
 from ..common.percent import percent_change
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup
+from .moments import LOG_FLOAT_MAX, ratio_of
 from .moments import stdev as float_stdev
 from .replication import Estimate, SessionVariance, Unit, estimate
 from .student_t import t_quantile
@@ -68,9 +69,9 @@ def clears_floor(low: float | None, high: float | None, noise_floor: float) -> b
 def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence: float = 0.95) -> Speedup:
     """The :class:`Speedup` of an :class:`replication.Estimate` (log scale) at ``confidence``."""
     low, high = est.bounds(confidence)
-    ratio = math.exp(est.mean)
-    lo = round(math.exp(low), 4) if math.isfinite(low) else 0.0
-    hi = round(math.exp(high), 4) if math.isfinite(high) else None
+    ratio = ratio_of(est.mean)
+    lo = round(ratio_of(low), 4) if math.isfinite(low) else 0.0
+    hi = round(ratio_of(high), 4) if math.isfinite(high) and high <= LOG_FLOAT_MAX else None
     method = "paired-log-by-prompt" if est.prompts >= 2 else "paired-t-log"
     if hi is None:      # no finite interval (a variance with no degrees of freedom): not judged
         return Speedup(ratio=round(ratio, 4), method=method, n_pairs=n_pairs, percent=percent_change(ratio),
@@ -116,7 +117,7 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
     half = t_quantile(0.975, df) * se
-    ratio, low, high = math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    ratio, low, high = ratio_of(mean), ratio_of(mean - half), ratio_of(mean + half)
     return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4),
                    significant=clears_floor(low, high, noise_floor), method="welch-t-log", n_pairs=0,
                    percent=percent_change(ratio), noise_floor=noise_floor)
