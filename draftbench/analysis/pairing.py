@@ -14,6 +14,13 @@ A stage's baseline server answers each prompt once beside every candidate's serv
 nothing about the candidate beside it: that pair is left out (``interrupted``). The test looks at the
 target alone only, so it cannot favour a candidate; with fewer than three such requests nothing is left out.
 
+A request during which other programs took a burst of the machine (their CPU share, measured around each
+request from ``/proc``, at least :data:`CONTENDED` above the usual share of its stage's requests on both
+sides) measured the contention, not the method: on two cores one busy process next to llama-server's
+threads slowed requests tenfold (make demo, 2026-11-27). Its pair is left out (``contended``). The share is
+read from the machine, not from the speed, so the rule treats the target alone and the candidate alike;
+a steadily busy machine shifts the stage's usual share and leaves nothing out (that is a session effect).
+
 Each pair also carries what the server's own counters allow: a verify step costs at least one
 target step, so a request that generated n tokens with ``accepted`` of them drafted cannot be
 faster than (n − 1) / (n − 1 − accepted) times the target alone (its decode time covers the
@@ -62,21 +69,33 @@ def request_bound(r: RequestRecord) -> float | None:
 
 # A baseline's requests by (prompt, repetition), for the last few baseline rows seen: a target's every
 # candidate is paired with the same baseline row (rows are immutable; identity says it is the same).
-_INDEXED: dict[int, tuple[Row, dict[tuple, list[RequestRecord]]]] = {}
+_INDEXED: dict[int, tuple[Row, dict[tuple, list[RequestRecord]], dict[int | None, list[RequestRecord]]]] = {}
 
 
 def _index(baseline: Row) -> dict[tuple, list[RequestRecord]]:
+    return _indexed(baseline)[0]
+
+
+def _stage_shares(baseline: Row) -> dict[int | None, list[RequestRecord]]:
+    """The baseline's requests that record other programs' CPU share, by stage."""
+    return _indexed(baseline)[1]
+
+
+def _indexed(baseline: Row) -> tuple[dict[tuple, list[RequestRecord]], dict[int | None, list[RequestRecord]]]:
     kept = _INDEXED.get(id(baseline))
     if kept is not None and kept[0] is baseline:
-        return kept[1]
+        return kept[1], kept[2]
     by_key: dict[tuple, list[RequestRecord]] = {}
+    by_stage: dict[int | None, list[RequestRecord]] = {}
     for b in baseline.requests:
         if _rate(b) is not None:
             by_key.setdefault((b.prompt_id, b.run), []).append(b)
+        if b.other_cpu_share is not None:
+            by_stage.setdefault(b.block, []).append(b)
     if len(_INDEXED) >= 16:
         _INDEXED.pop(next(iter(_INDEXED)))
-    _INDEXED[id(baseline)] = (baseline, by_key)
-    return by_key
+    _INDEXED[id(baseline)] = (baseline, by_key, by_stage)
+    return by_key, by_stage
 
 
 INTERRUPTED = 0.75      # a repeat of the same request on the same server below this share of their median
@@ -89,21 +108,42 @@ def interrupted(request: RequestRecord, repeats: list[RequestRecord]) -> bool:
     return len(same) >= 3 and rate is not None and rate < INTERRUPTED * statistics.median(same)
 
 
+CONTENDED = 0.10        # other programs' CPU share during a request this far above its stage's median
+
+
+def contended(row: Row, baseline: Row) -> set[int]:
+    """The requests of ``row`` and ``baseline`` (by ``id``) measured during a burst of other programs' load:
+    a share at least :data:`CONTENDED` above the median of the same stage's requests of both (four or more
+    readings; files without the share leave nothing out)."""
+    by_stage: dict[int | None, list[RequestRecord]] = {}
+    for r in row.requests:
+        if r.other_cpu_share is not None:
+            by_stage.setdefault(r.block, []).append(r)
+    out: set[int] = set()
+    for stage, mine in by_stage.items():
+        group = mine + _stage_shares(baseline).get(stage, [])
+        if len(group) >= 4:
+            usual = statistics.median(r.other_cpu_share or 0.0 for r in group)
+            out.update(id(r) for r in group if (r.other_cpu_share or 0.0) - usual >= CONTENDED)
+    return out
+
+
+def left_out(row: Row, baseline: Row) -> tuple[int, int]:
+    """How many of ``row``'s measured requests the pairing leaves out: (their baseline request beside them was
+    interrupted, one side ran during a burst of other programs' load)."""
+    busy, by_key = contended(row, baseline), _index(baseline)
+    why = [_left_out(r, by_key.get((r.prompt_id, r.run), []), busy)[1] for r in row.requests if _rate(r) is not None]
+    return why.count("interrupted"), why.count("contended")
+
+
 def pairs(row: Row, baseline: Row) -> list[Pair]:
     """Every measured request of ``row`` with its baseline counterpart(s)."""
-    by_key = _index(baseline)
+    by_key, busy = _index(baseline), contended(row, baseline)
     out = []
     for r in row.requests:
         rate = _rate(r)
-        matches = by_key.get((r.prompt_id, r.run), [])
-        if r.compared_with is not None:
-            wanted = set(r.compared_with)
-            repeats = [b for b in matches if b.session in wanted]
-            beside = [b for b in repeats if b.beside == r.session]
-            matches = beside or [b for b in repeats if b.beside is None]   # the request measured beside it
-            if beside and any(interrupted(b, repeats) for b in beside):
-                continue
-        if rate is None or not matches:
+        matches, why = _left_out(r, by_key.get((r.prompt_id, r.run), []), busy)
+        if rate is None or why is not None or not matches:
             continue
         base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)
         bound = request_bound(r) if row.role != "ceiling" else None
@@ -111,6 +151,20 @@ def pairs(row: Row, baseline: Row) -> list[Pair]:
                         math.log(bound) if bound is not None else None, r.draft_n, r.block,
                         session_order(r.session, *(b.session for b in matches))))
     return out
+
+
+def _left_out(r: RequestRecord, matches: list[RequestRecord], busy: set[int]) -> tuple[list[RequestRecord], str | None]:
+    """The baseline requests ``r`` is compared with, and why the pair is left out (None: it is kept)."""
+    if r.compared_with is not None:
+        wanted = set(r.compared_with)
+        repeats = [b for b in matches if b.session in wanted]
+        beside = [b for b in repeats if b.beside == r.session]
+        matches = beside or [b for b in repeats if b.beside is None]   # the request measured beside it
+        if beside and any(interrupted(b, repeats) for b in beside):
+            return matches, "interrupted"
+    if busy and (id(r) in busy or any(id(b) in busy for b in matches)):
+        return matches, "contended"
+    return matches, None
 
 
 def session_order(*sessions: str | None) -> int:

@@ -25,6 +25,7 @@ from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
 from .draft import positions as perpos
+from .pairing import CONTENDED, left_out
 from .replication import THESE_PROMPTS
 from .session import session_speedup
 from .stage_evidence import estimate
@@ -277,6 +278,8 @@ def _analyze(results: ResultsFile) -> ResultsFile:
                 row = _evolve(row, theory=theory_for(row, baseline, alone))
         if row.ok and baseline is not None and row.role is not Role.CEILING:
             row = _with_loop_check(row, baseline, noise_floor, stats.flags_of(results.made_by))
+        if baseline is not None and _compared(row):
+            row = _with_left_out(row, baseline)
         if row.role is Role.SPECULATIVE and row.concurrency == 1:     # per-position counts need one stream
             row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)], by_target[row.target])
         rows.append(row)
@@ -294,6 +297,26 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float, flags: dict[st
     info, finding = assess_loops(row, baseline, noise_floor=noise_floor, flags=flags)
     kept = tuple(w for w in row.warnings if w.code is not Code.DEGENERATE_OUTPUT)
     return _evolve(row, degenerate_output=info, warnings=kept + ((finding,) if finding else ()))
+
+
+def _with_left_out(row: Row, baseline: Row) -> Row:
+    """Say how many of the row's requests the comparison leaves out, and why (see analysis/pairing.py)."""
+    interrupted, contended = left_out(row, baseline)
+    kept = tuple(w for w in row.warnings if w.code is not Code.PAIRS_LEFT_OUT)
+    parts = []
+    if contended:
+        parts.append(f"{contended} ran while other programs took a burst of the CPU (at least "
+                     f"{CONTENDED:.0%} of the machine above the stage's usual, on one side or the other)")
+    if interrupted:
+        parts.append(f"{interrupted} had the target alone's request beside them interrupted (far slower than "
+                     "the same request on the same server)")
+    if not parts:
+        return row if len(kept) == len(row.warnings) else _evolve(row, warnings=kept)
+    measured = sum(1 for r in row.requests if r.error is None)
+    finding = Finding(Code.PAIRS_LEFT_OUT, f"{interrupted + contended} of {measured} requests are left out of the "
+                      f"comparison: {'; '.join(parts)} — they measured the machine, not the method; close other "
+                      "programs while a sweep runs")
+    return _evolve(row, warnings=kept + (finding,))
 
 
 def staged_speedup(stages: TargetStages, row: Row, measured: Speedup | None) -> Speedup | None:

@@ -37,6 +37,7 @@ class Code(str, Enum):
     STREAMS_NOT_REACHED = "streams_not_reached"  # fewer requests were ever in flight at once than asked for
     COUNTERS_DISAGREE = "counters_disagree"      # per-request counters do not add up to the server's totals
     BUSY_MACHINE = "busy_machine"                # other programs kept the machine busy (lifetime.machine_load)
+    PAIRS_LEFT_OUT = "pairs_left_out"            # requests left out of the comparison (analysis/pairing.py)
     LEGACY = "legacy"                            # a warning read from an older results file (text only)
 
 

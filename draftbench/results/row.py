@@ -128,6 +128,9 @@ class RequestRecord:
     # the server's own prompt processing (llama.cpp timings.prompt_ms, prompt_per_second): prefill apart from decode
     server_prefill_s: float | None = declare(SECONDS, "s", omit_when_none=True)
     server_prefill_tps: float | None = declare(RATE, "tok/s", omit_when_none=True)
+    # other programs' share of every CPU while it ran (lifetime/machine_load.py): a burst says the request
+    # measured the machine's contention, not the method (analysis/pairing.py leaves such a pair out)
+    other_cpu_share: float | None = declare(FRACTION, omit_when_none=True)
 
     def to_dict(self) -> dict:
         return write_fields(self)
