@@ -101,3 +101,32 @@ def test_a_seeded_subset_of_the_guarantees_holds():
             assert got["false"] == 0.0
             assert got["covered"] in (None, 1.0) and got["within"] in (None, 1.0)
             assert got["requests"] <= 36 * 6 * 2 + 1
+
+
+def test_bursts_of_other_load_are_recorded_on_either_side_and_their_pairs_left_out():
+    """The simulated machine's bursts (make demo's, on 2 shared cores) record other programs' CPU share on the
+    request they hit, baseline or candidate alike; the comparison leaves exactly those pairs out."""
+    from draftbench.analysis.pairing import left_out, pairs
+
+    grid = Grid("two", (Cand("a", 1.2), Cand("b", 1.0)), prompt_sd=0.05)
+    result, _, _ = one_sweep(grid, Machine(run_sd=0.01, burst_rate=0.3))
+    baseline = result.results.baseline_for("target")
+    hit = {side: [r for r in rows if r.other_cpu_share == 0.45]
+           for side, rows in (("baseline", baseline.requests),
+                              ("candidates", [r for row in result.results.results if row.draft for r in row.requests]))}
+    assert hit["baseline"] and hit["candidates"]                 # both sides meet bursts
+    assert all(r.other_cpu_share in (0.45, 0.02) for r in baseline.requests)
+    for row in result.results.results:
+        if row.draft:
+            measured = [r for r in row.requests if r.decode_tps]
+            kept = pairs(row, baseline)
+            interrupted, bursts = left_out(row, baseline)
+            assert bursts >= sum(1 for r in measured if r.other_cpu_share == 0.45)
+            assert len(kept) == len(measured) - interrupted - bursts
+            assert all(r.other_cpu_share == 0.02 for r in measured
+                       if any(p.session == r.session and p.prompt_id == r.prompt_id for p in kept))
+
+
+def test_without_bursts_the_simulated_requests_record_no_share_whatever_this_machine_does():
+    result, _, _ = one_sweep(Grid("one", (Cand("a", 1.1),)), QUIET)
+    assert all(r.other_cpu_share is None for row in result.results.results for r in row.requests)

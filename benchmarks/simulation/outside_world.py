@@ -31,6 +31,9 @@ class _Server(Server):
         owner.now += 3.0
         self.prompt = 0
 
+    def machine_reading(self) -> None:
+        return None               # an outside world: not this machine's load
+
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
         owner = self.owner
         self.prompt = owner.prompt_of.get(body["seed"], 0)

@@ -71,6 +71,13 @@ class Machine:
     load_s: float = 5.0          # model load per server session
     step_drift: float = 0.0      # besides ``drift``: a step of this size at half the expected duration
     wander_sd: float = 0.0       # and a random walk: log sd of the speed's wander over the expected duration
+    # bursts of another program's load (make demo on 2 shared cores, 2026-11-27: 7% of requests at 0.05–0.3×):
+    # a request hit runs ``burst_factor`` times its speed and records other programs' CPU share as
+    # ``burst_share`` (``quiet_share`` otherwise); without bursts no share is recorded (an older file)
+    burst_rate: float = 0.0
+    burst_factor: float = 0.15
+    burst_share: float = 0.45
+    quiet_share: float = 0.02
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,7 @@ class World:
         self.now = 0.0
         self.sessions: list[str] = []                     # the candidate (or "" for the target) of each load
         self.requests = 0                                 # measured and warm-up
+        self.burst = False                                # the last request was hit by a burst of other load
         # which request a server is asked for, from its seed (as the sweep derives it): warm-ups have run -1
         # (repetition ``runs`` is the confirmation block a sweep measures for its selected candidate)
         self.by_seed = {request_seed(seed, run, i): (run, i) for i in range(len(prompts))
@@ -168,6 +176,9 @@ class World:
         factor = math.exp(sd * z)
         if m.outlier_rate and self.rng.random() < m.outlier_rate:
             factor *= m.outlier_factor
+        self.burst = bool(m.burst_rate) and self.rng.random() < m.burst_rate
+        if self.burst:
+            factor *= m.burst_factor
         return factor
 
 
@@ -200,6 +211,15 @@ class SimServer(Server):
         return StreamedResponse(t_start=start, t_first=first, t_last=last, t_end=world.now,
                                 text=f"answer {prompt} {run}", usage={"completion_tokens": n, "prompt_tokens": 20},
                                 finish_reason="length")
+
+    def machine_reading(self) -> None:
+        return None               # the simulated machine's load is the world's, never this one's
+
+    def others_share(self, first) -> float | None:
+        m = self.world.machine
+        if not m.burst_rate:
+            return None
+        return m.burst_share if self.world.burst else m.quiet_share
 
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
         if not self.candidate or self.last is None:

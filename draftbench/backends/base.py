@@ -23,6 +23,7 @@ from ..config.candidates import CandidateSpec
 from ..config.long_prompts import Tokenizer
 from ..config.model_ref import ModelRef
 from ..config.settings import DEFAULTS, BackendSettings, Settings
+from ..lifetime import machine_load
 from ..lifetime.process import ManagedProcess
 from .exit_reasons import explain_exit_from_log  # noqa: F401 (re-exported)
 from .http.client import StreamedResponse, new_session, stream_chat
@@ -167,6 +168,16 @@ class Server:
         """Run one request and time it (streamed; a backend may answer differently)."""
         return stream_chat(self.http(), self.chat_url(), body, headers=self.headers(),
                            request_timeout_s=request_timeout_s, stall_timeout_s=stall_timeout_s)
+
+    def machine_reading(self) -> machine_load.Reading | None:
+        """The machine's CPU counters just before a request, for :meth:`others_share`; None where this server
+        does not run on a machine we can read (a simulated one)."""
+        return machine_load.read()
+
+    def others_share(self, first: machine_load.Reading | None) -> float | None:
+        """Other programs' share of the machine since ``first`` (see analysis/pairing.py: a burst of it leaves
+        the request's pair out); None where it cannot be read."""
+        return machine_load.between(first, machine_load.read()).other_cpu_share if first is not None else None
 
     def before_request(self) -> Any:
         """Snapshot taken just before a request (e.g. Prometheus counters), passed to :meth:`draft_counts`."""

@@ -19,7 +19,6 @@ from ..common.errors import RequestError, ServerError, ServerErrorKind
 from ..config.prompt_sets import warmup_prompts
 from ..config.prompts import Prompt
 from ..config.settings import DEFAULTS, Settings
-from ..lifetime import machine_load
 from ..results.file import RequestRecord
 from .context import with_context
 
@@ -123,9 +122,9 @@ def measure_one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed
     body = server.request_body([dict(m) for m in prompt.messages], max_tokens=max_tokens,
                                temperature=options.temperature, seed=seed)
     before = server.before_request()
-    machine = machine_load.read()
+    machine = server.machine_reading()
     response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
-    others = machine_load.between(machine, machine_load.read()).other_cpu_share
+    others = server.others_share(machine)
     record = request_record(server, prompt, run, response, server.draft_counts(response, before))
     return replace(record, other_cpu_share=rounded(others, 3))
 
