@@ -1,6 +1,6 @@
 """The adaptive search's record: each target's outcome (the console's sentence) and each candidate's race —
 every look with its bounds and standing, the decision and why, the servers and requests it took.
-Everything comes from the verdict's summary entry (``race``, built by :mod:`draftbench.analysis.race_outcome`),
+Everything comes from the target's verdict (``TargetVerdict.race``, built by :mod:`draftbench.analysis.race_outcome`),
 so the report and the console say the same thing."""
 
 from __future__ import annotations
