@@ -30,6 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
+from draftbench.analysis.summary import verdicts_of
+from draftbench.analysis.verdict import analyze
 from draftbench.config.settings import COMMON_SETTINGS, DEFAULTS
 from draftbench.results.file import load_results
 from draftbench.sweep import Sweep
@@ -97,14 +99,14 @@ def one_sweep(models: dict[str, str], args, busy_first: bool, folder: Path) -> d
     finally:
         hog.stop()
     wall = time.perf_counter() - start
-    results = load_results(path)
-    entry = (results.summary or {}).get("targets", [{}])[0]
+    results = analyze(load_results(path))       # a file's stored summary is only written back, never read
+    verdict = verdicts_of(results)[0] if verdicts_of(results) else None
     row = next(r for r in results.results if r.role == "speculative")
     base = next(r for r in results.results if r.role == "baseline")
     early = [q.decode_tps for q in base.requests if q.block == 0 and q.decode_tps]
     late = [q.decode_tps for q in base.requests if q.block == args.runs - 1 and q.decode_tps]
-    out = {"order": name, "wall_s": round(wall), "recommended": entry.get("recommended_draft"),
-           "verdict": entry.get("verdict"), "speedup": row.speedup.to_dict() if row.speedup else None,
+    out = {"order": name, "wall_s": round(wall), "recommended": verdict.recommended_draft if verdict else None,
+           "verdict": verdict.verdict if verdict else None, "speedup": row.speedup.to_dict() if row.speedup else None,
            "confirmed": row.confirmed.to_dict() if row.confirmed else None, "counter_bound": row.counter_bound,
            "drafted": row.draft_n, "accepted": row.draft_n_accepted,
            "baseline_tps_first_block": round(sum(early) / len(early), 2) if early else None,

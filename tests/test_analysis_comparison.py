@@ -10,6 +10,7 @@ import math
 
 import pytest
 from draftbench.analysis.pairing import request_bound
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.results.file import RequestRecord, ResultsFile, Row
 from draftbench.sweep.console import Console
@@ -62,8 +63,8 @@ def test_a_gain_above_what_the_counters_allow_is_the_machine_not_speculation():
     assert row.speedup.ratio == pytest.approx(1.5, abs=0.01) and row.speedup.ci95_low > 1.2
     assert row.speedup.significant is False and "counters" in row.speedup.note
     assert all(s.significant is False for s in row.speedup_by_category.values())
-    verdict = res.summary["targets"][0]
-    assert verdict["recommended_draft"] is None and "not recommended" in verdict["verdict"]
+    verdict = verdicts_of(res)[0]
+    assert verdict.recommended_draft is None and "not recommended" in verdict.verdict
     out = io.StringIO()
     Console(out).row_recorded(row)
     text = out.getvalue()
@@ -91,7 +92,7 @@ def test_a_gain_within_the_counters_is_kept():
     row = res.results[1]
     assert row.counter_bound["speed_changed"] is False and row.counter_bound["ratio"] == pytest.approx(2.0)
     assert row.speedup.significant is True
-    assert res.summary["targets"][0]["recommended_draft"] == "ngram-simple"
+    assert verdicts_of(res)[0].recommended_draft == "ngram-simple"
 
 
 def test_unknown_speculation_is_not_a_speedup_but_an_upstream_file_still_shows_its_best():
@@ -100,9 +101,9 @@ def test_unknown_speculation_is_not_a_speedup_but_an_upstream_file_still_shows_i
     row = res.results[1]
     assert row.counter_bound is None and row.speedup.ratio == pytest.approx(1.4, abs=0.01)
     assert row.speedup.significant is False and "no draft counters" in row.speedup.note
-    assert res.summary["targets"][0]["recommended_draft"] is None
+    assert verdicts_of(res)[0].recommended_draft is None
     upstream = analyze(results(Row(target="T", role="baseline", mean_tps=50.0),
                                Row(target="T", draft="d", role="speculative", mean_tps=70.0), upstream=True))
-    entry = upstream.summary["targets"][0]
-    assert entry["recommended_draft"] == "d" and "significance cannot be judged" in entry["verdict"]
-    assert math.isclose(entry["speedup"]["ratio"], 1.4)
+    entry = verdicts_of(upstream)[0]
+    assert entry.recommended_draft == "d" and "significance cannot be judged" in entry.verdict
+    assert math.isclose(entry.speedup.ratio, 1.4)

@@ -18,6 +18,7 @@ from draftbench.analysis.replication import (
     pool_sessions,
     session_component,
 )
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.results.file import RequestRecord, ResultsFile, Row
 from draftbench.results.speedup import Speedup
@@ -92,14 +93,14 @@ def test_the_verdict_quotes_the_confirmation_and_says_when_it_failed():
     settings = {"noise_floor": 0.02, "temperature": 0.0}
     good = analyze(ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="", settings=settings,
                                results=(base, spec(1.30, 1.25))))
-    row, entry = good.results[1], good.summary["targets"][0]
+    row, entry = good.results[1], verdicts_of(good)[0]
     assert row.speedup.ratio == pytest.approx(1.30, abs=0.01) and row.confirmed.ratio == pytest.approx(1.25, abs=0.01)
-    assert entry["recommended_draft"] == "d" and entry["speedup"]["ratio"] == row.confirmed.ratio
-    assert "confirmed on fresh requests" in entry["verdict"]
+    assert entry.recommended_draft == "d" and entry.speedup.ratio == row.confirmed.ratio
+    assert "confirmed on fresh requests" in entry.verdict
     bad = analyze(ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="", settings=settings,
                               results=(base, spec(1.30, 1.0))))
-    entry = bad.summary["targets"][0]
-    assert entry["recommended_draft"] is None and "was not confirmed" in entry["verdict"]
+    entry = verdicts_of(bad)[0]
+    assert entry.recommended_draft is None and "was not confirmed" in entry.verdict
 
 
 def test_without_a_confirmation_the_best_of_many_needs_simultaneous_bounds():

@@ -265,8 +265,8 @@ def test_ceiling_runs_read_the_measured_length_and_are_never_candidates(tmp_path
     assert launched == [{"synth_len": 4.2}, {"synth_len": 5.0}, {"synth_len": 1.1}, {"synth_len": 5.0}]
     # never compared for output, never ranked
     assert measured.equivalence is None and full.speedup.ratio > 1.5
-    assert saved.summary["targets"][0]["recommended_draft"] == "good"
-    assert not saved.summary["targets"][0]["no_draft_can_pay"]
+    stored = saved.summary.to_dict()["targets"][0]          # as the file holds it
+    assert stored["recommended_draft"] == "good" and not stored["no_draft_can_pay"]
     assert good.ceiling["reach"] == round(good.mean_tps / full.mean_tps, 4)
     assert "this draft reaches 79% of what its cost allows" in good.ceiling["text"]
     assert "a perfect draft of this size would give +90.0%" in good.ceiling["text"]
@@ -279,7 +279,7 @@ def test_ceiling_runs_read_the_measured_length_and_are_never_candidates(tmp_path
 def test_the_verdict_says_when_no_draft_can_pay(tmp_path):
     backend = FakeBackend(script(speedup={GOOD: 0.8, BAD: 0.5}, full_speedup={GOOD: 0.9, BAD: 0.7}))
     _code, path = run_sweep(tmp_path, backend, config(tmp_path, ceiling=True, draft_max=4))
-    entry = load_results(path).summary["targets"][0]
+    entry = load_results(path).summary.to_dict()["targets"][0]      # as the file holds it
     assert entry["no_draft_can_pay"] and entry["recommended_draft"] is None
     assert "No draft can pay on this hardware: even the draft with the highest ceiling (good, k=4)" in entry["verdict"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.report import write_report
 from draftbench.results.file import RequestRecord, ResultsFile, Row
@@ -38,11 +39,11 @@ def test_a_session_gain_is_kept_out_of_the_fresh_prompt_figure():
     assert abs(ngram.speedup.ratio - 1.0) < 0.02 and not (ngram.speedup.significant and ngram.speedup.ratio > 1.02)
     assert ngram.speedup_in_session.ratio > 2.4 and ngram.speedup_in_session.significant
     assert ngram.speedup_in_session.n_pairs == 9
-    entry = res.summary["targets"][0]
-    assert "speculative decoding not recommended" in entry["verdict"]          # the fresh figure decides
-    assert "Within a session (the session workload" in entry["verdict"] and "not the figure for a user's next, " \
-        "fresh prompt" in entry["verdict"] and "best ngram-mod, +1" in entry["verdict"]
-    assert entry["within_session"]["candidate"] == "ngram-mod" and entry["within_session"]["significant_gain"]
+    entry = verdicts_of(res)[0]
+    assert "speculative decoding not recommended" in entry.verdict          # the fresh figure decides
+    assert "Within a session (the session workload" in entry.verdict and "not the figure for a user's next, " \
+        "fresh prompt" in entry.verdict and "best ngram-mod, +1" in entry.verdict
+    assert entry.within_session.candidate == "ngram-mod" and entry.within_session.significant_gain
     # the row as saved and loaded keeps it apart
     loaded = Row.from_dict(ngram.to_dict())
     assert loaded.speedup_in_session == ngram.speedup_in_session
@@ -51,7 +52,7 @@ def test_a_session_gain_is_kept_out_of_the_fresh_prompt_figure():
 def test_only_a_session_measured_says_there_is_no_fresh_prompt_figure():
     res = results(row(None, {"session": 1}), row("ngram-mod", {"session": 2.0}))
     assert res.results[1].speedup is None and res.results[1].speedup_in_session.ratio > 1.9
-    verdict = res.summary["targets"][0]["verdict"]
+    verdict = verdicts_of(res)[0].verdict
     assert verdict.startswith("T: only the session workload was measured, so there is no figure for a user's next")
     assert "Within a session" in verdict
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from draftbench.analysis.categories import best_per_category, category_sentence
 from draftbench.analysis.stats import describe_subset, speedup, too_few_to_tell
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.results.file import RequestRecord, ResultsFile, Row
 from draftbench.results.speedup import Speedup
@@ -38,16 +39,16 @@ def test_per_category_verdicts_from_two_requests_are_not_printed():
     results = analyze(ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="", settings={},
                                   results=_rows(2)))
     best = best_per_category(results, "T")
-    assert best["code-edit"] == {"candidate": None, "too_few": True, "looping": False}
+    assert best["code-edit"].to_dict() == {"candidate": None, "too_few": True, "looping": False}
     sentence = category_sentence(best)
     assert "%" not in sentence            # no interval from two requests anywhere
-    assert "per prompt type" not in results.summary["targets"][0]["verdict"]    # no best to name per category
-    assert results.summary["targets"][0]["run_by_category"] == []      # nothing to run per category
+    assert "per prompt type" not in verdicts_of(results)[0].verdict    # no best to name per category
+    assert verdicts_of(results)[0].run_by_category == ()      # nothing to run per category
     # with enough requests the per-category best is named, with its interval
     results = analyze(ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="", settings={},
                                   results=_rows(6)))
     best = best_per_category(results, "T")
-    assert best["code-edit"]["candidate"] == "ngram-mod" and best["chat"]["candidate"] == "135M"
+    assert best["code-edit"].candidate == "ngram-mod" and best["chat"].candidate == "135M"
     assert "for code-edit: ngram-mod (+" in category_sentence(best)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.results.file import RequestRecord, ResultsFile, Row
 
@@ -37,20 +38,20 @@ def test_gain_smaller_than_the_measured_drift_is_not_significant():
     assert rows["small gain"].speedup.significant is False
     assert "drift" in rows["small gain"].speedup.note
     assert rows["big gain"].speedup.significant is True
-    verdict = res.summary["targets"][0]["verdict"]
+    verdict = verdicts_of(res)[0].verdict
     assert "use big gain" in verdict and "drifted" in verdict
 
 
 def test_without_drift_the_configured_noise_floor_applies():
     res = analyze(results(row("baseline", 100), row("speculative", 110, "small gain", 0.7), row("control", 100.5)))
     assert by_draft(res)["small gain"].speedup.significant is True
-    assert "drifted" not in res.summary["targets"][0]["verdict"]
+    assert "drifted" not in verdicts_of(res)[0].verdict
 
 
 def test_well_accepted_but_slower_draft_is_explained_and_useless_draft_named():
     res = analyze(results(row("baseline", 100), row("speculative", 60, "good but slow", 0.8),
                           row("speculative", 30, "useless", 0.02)))
-    verdict = res.summary["targets"][0]["verdict"]
+    verdict = verdicts_of(res)[0].verdict
     assert "not recommended" in verdict
     assert "compute-bound" in verdict
     assert "under 10% accepted): useless" in verdict
@@ -59,15 +60,15 @@ def test_well_accepted_but_slower_draft_is_explained_and_useless_draft_named():
 def test_a_slowdown_is_blamed_on_verifying_only_where_the_row_drafted_enough():
     """Issue 37: "mostly accepted (100%) … compute-bound" for a row that drafted 20 tokens in 2 of 288 steps."""
     few = analyze(results(row("baseline", 100), row("speculative", 60, "rare", 1.0, drafts=2, drafted=20)))
-    verdict = few.summary["targets"][0]["verdict"]
+    verdict = verdicts_of(few)[0].verdict
     assert "compute-bound" not in verdict
     assert "Its acceptance (100%) says nothing about why it is slower: it drafted only 20 tokens in 2 drafts over " \
            "556 decoding steps" in verdict
     seldom = analyze(results(row("baseline", 100), row("speculative", 60, "seldom", 1.0, drafts=30, drafted=120)))
-    verdict = seldom.summary["targets"][0]["verdict"]
+    verdict = verdicts_of(seldom)[0].verdict
     assert "compute-bound" not in verdict and "drafted on only 7% of the decoding steps" in verdict
     unsure = analyze(results(row("baseline", 100), row("speculative", 99.5, "unsure", 0.9)))   # within the floor
-    assert "compute-bound" not in unsure.summary["targets"][0]["verdict"]
+    assert "compute-bound" not in verdicts_of(unsure)[0].verdict
 
 
 def test_drift_is_measured_and_applied_per_concurrency_level():

@@ -12,7 +12,18 @@ from pathlib import Path
 
 import pytest
 import requests
-from draftbench.analysis.winning_command import BEST_MEASURED, RECOMMENDED, TARGET_ALONE, add_how_to_run, command_lines
+from draftbench.analysis.categories import CategoryBest
+from draftbench.analysis.choice import Choice
+from draftbench.analysis.summary import verdicts_of
+from draftbench.analysis.verdict import analyze
+from draftbench.analysis.winning_command import (
+    BEST_MEASURED,
+    RECOMMENDED,
+    TARGET_ALONE,
+    command_lines,
+    how_to_run,
+    runs_by_category,
+)
 from draftbench.backends import get_backend
 from draftbench.backends.how_to_run import RunAdvice, advise, without_plumbing
 from draftbench.backends.lmstudio.settings import LMStudioSettings
@@ -79,23 +90,20 @@ def test_per_category_commands_when_the_best_differs():
             Row(target="T", draft="ngram-mod", role="speculative", server={**server, "command": [
                 *server["command"], "--spec-type", "ngram-mod"]}))
     results = ResultsFile(name="n", hardware="h", backend="llamacpp", model_family="", settings={}, results=rows)
-    entry = {"recommended_draft": "ngram-mod", "speedup": _speedup(1.4, True),
-             "by_category": {"code-edit": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None,
-                                           "significant_gain": True},
-                             "rewrite": {"candidate": "ngram-mod", "draft": "ngram-mod", "draft_max": None,
-                                         "significant_gain": True},
-                             "chat": {"candidate": None},
-                             # a best not shown to gain once corrected: exploratory, no command of its own
-                             "json": {"candidate": "other", "draft": "other", "draft_max": None,
-                                      "significant_gain": False}}}
-    add_how_to_run(entry, results, "T", 1)
-    assert entry["run"] == {"what": RECOMMENDED, "kind": "command", "line": "llama-server -m t --spec-type ngram-mod"}
-    assert command_lines(entry) == ["Run it: llama-server -m t --spec-type ngram-mod",
-                                    "For code-edit, rewrite (ngram-mod): llama-server -m t --spec-type ngram-mod",
-                                    "For chat (target alone): llama-server -m t"]
-    entry = {"recommended_draft": None, "speedup": None}
-    add_how_to_run(entry, results, "T", 1)
-    assert entry["run"]["what"] == TARGET_ALONE and entry["run_by_category"] == []
+    choice = Choice("ngram-mod", None, _speedup(1.4, True))
+    by_category = {"code-edit": CategoryBest("ngram-mod", False, "ngram-mod", None, significant_gain=True),
+                   "rewrite": CategoryBest("ngram-mod", False, "ngram-mod", None, significant_gain=True),
+                   "chat": CategoryBest(None, False),
+                   # a best not shown to gain once corrected: exploratory, no command of its own
+                   "json": CategoryBest("other", False, "other", None, significant_gain=False)}
+    run, by_type = how_to_run(results, "T", 1, choice), runs_by_category(by_category, results, "T")
+    assert run is not None
+    assert run.to_dict() == {"what": RECOMMENDED, "kind": "command", "line": "llama-server -m t --spec-type ngram-mod"}
+    assert command_lines(run, by_type) == ["Run it: llama-server -m t --spec-type ngram-mod",
+                                           "For code-edit, rewrite (ngram-mod): llama-server -m t --spec-type ngram-mod",
+                                           "For chat (target alone): llama-server -m t"]
+    run = how_to_run(results, "T", 1, Choice())
+    assert run is not None and run.what == TARGET_ALONE and runs_by_category({}, results, "T") == ()
 
 
 # --------------------------------------------------------------------------- the real thing
@@ -142,14 +150,15 @@ def test_the_printed_command_serves_the_recommended_methods(models, tmp_path):
     results_path = tmp_path / "cmd-results.json"
     proc = run_cli("sweep.py", "--config", str(path), "--results", str(results_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = load_results(results_path)
-    entry = results.summary["targets"][0]
-    run = entry["run"]
+    results = analyze(load_results(results_path))      # a file's stored summary is only written back
+    verdict = verdicts_of(results)[0]
+    assert verdict.run is not None
+    run = verdict.run.to_dict()
     assert run["kind"] == "command"
     for plumbing in ("--port", "--host", "--metrics", "-np", "-lv"):
         assert plumbing not in shlex.split(run["line"])
     # the same lines in the console, the report and the Markdown export
-    lines = command_lines(entry)
+    lines = verdict.command_lines()
     assert all(line in proc.stdout for line in lines)
     report = results_path.with_suffix(".html").read_text()
     assert html.escape(run["line"], quote=True) in report or html.escape(run["line"], quote=False) in report
@@ -157,7 +166,7 @@ def test_the_printed_command_serves_the_recommended_methods(models, tmp_path):
     assert md.returncode == 0 and run["line"] in md.stdout
     # whatever this machine made the verdict pick, the printed command serves exactly that
     if run["what"] in (RECOMMENDED, BEST_MEASURED):
-        row = next(r for r in results.results if r.role == "speculative" and r.draft == entry["recommended_draft"])
+        row = next(r for r in results.results if r.role == "speculative" and r.draft == verdict.recommended_draft)
         expected = set(row.active_methods or ())
         assert expected
     else:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from draftbench.analysis.concurrency import in_flight, level_summary, levels, percentiles
+from draftbench.analysis.summary import verdicts_of
 from draftbench.backends.base import Server
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.common.errors import ConfigError, ResultsFileError
@@ -284,9 +285,9 @@ def test_crossover_when_it_pays_only_under_load_or_a_level_failed(tmp_path):
     results = load_results(sweep(tmp_path / "b", FakeBackend(crossover_script()), config(tmp_path, concurrency=[1, 2, 4])))
     broken = tuple(replace(r, status="error", reason="llama-server crashed (signal 9)", speedup=None)
                    if (r.draft, r.concurrency) == ("good", 4) else r for r in results.results)
-    entry = analyze(replace(results, results=broken)).summary["targets"][0]
-    assert entry["crossover"]["max_streams"] == 2
-    assert "at 4 streams it has no valid measurement (llama-server crashed (signal 9))" in entry["verdict"]
+    entry = verdicts_of(analyze(replace(results, results=broken)))[0]
+    assert entry.crossover.max_streams == 2
+    assert "at 4 streams it has no valid measurement (llama-server crashed (signal 9))" in entry.verdict
 
 
 def test_resuming_adds_levels_to_an_older_one_stream_file(tmp_path):

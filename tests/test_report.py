@@ -24,6 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze, summarize_records
 from draftbench.report import (
     CHART_IDS,
@@ -357,9 +358,9 @@ def test_problem_rows_are_never_speedups(pages):
     # the verdict never recommends them, and agrees with the CLI's sentence
     results = analyze(fresh_sweep_results())
     summary = tables(page)["summary-table"]
-    for entry in results.summary["targets"]:
-        row = next(r for r in summary if r[0] == entry["target"])
-        assert entry["verdict"] in row[-1]
+    for entry in verdicts_of(results):
+        row = next(r for r in summary if r[0] == entry.target)
+        assert entry.verdict in row[-1]
         assert "SmolLM2" not in row[2] and "360M" not in row[2]
 
 

@@ -18,6 +18,7 @@ from draftbench.results.file import (
     RequestRecord,
     ResultsFile,
     Row,
+    StoredSummary,
     load_results,
     save_results,
 )
@@ -54,7 +55,7 @@ def full_file() -> ResultsFile:
     return ResultsFile(name="demo", hardware="box", backend="llamacpp", model_family="Qwen2.5",
                        settings={"runs": 3, "max_tokens": 128}, results=(baseline, full_row()),
                        timestamp="2025-01-01T00:00:00+00:00", tool_version="0.1.0", config={"targets": []},
-                       host={"os": "linux"}, summary={"targets": []}, extra={"note": "kept"})
+                       host={"os": "linux"}, summary=StoredSummary({"targets": []}), extra={"note": "kept"})
 
 
 # --------------------------------------------------------------------------- schema lock

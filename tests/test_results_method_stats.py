@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 from draftbench.analysis.degenerate import LOOP_SHARE_LIMIT, loop_share
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.llamacpp.command import build_command, stats_lines_expected
@@ -176,12 +177,12 @@ def test_the_verdict_names_the_best_configuration_per_category_when_they_differ(
                    _row("ngram-mod", "speculative", {"code-edit": 2.0, "chat": 0.97, "prose": 0.95}, candidate=NGRAM),
                    _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.25}, candidate=DRAFTED,
                         draft_max=4))
-    entry = res.summary["targets"][0]
-    assert entry["by_category"]["code-edit"]["candidate"] == "ngram-mod"
-    assert entry["by_category"]["chat"]["candidate"] == "135M (k=4)"
+    entry = verdicts_of(res)[0]
+    assert entry.by_category["code-edit"].candidate == "ngram-mod"
+    assert entry.by_category["chat"].candidate == "135M (k=4)"
     assert "Best per prompt type (a gain is named only where it holds at 95% over the categories × candidates" \
-        in entry["verdict"] and "for code-edit: ngram-mod (+" in entry["verdict"]
-    assert "for chat: 135M (k=4)" in entry["verdict"]
+        in entry.verdict and "for code-edit: ngram-mod (+" in entry.verdict
+    assert "for chat: 135M (k=4)" in entry.verdict
     ngram = next(r for r in res.results if r.draft == "ngram-mod")
     assert ngram.speedup_by_category["code-edit"].ratio > 1.9 and ngram.speedup_by_category["prose"].ratio < 1
 
@@ -189,7 +190,7 @@ def test_the_verdict_names_the_best_configuration_per_category_when_they_differ(
 def test_one_best_configuration_everywhere_needs_no_per_category_sentence():
     res = _results(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}),
                    _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.25}, candidate=DRAFTED))
-    assert "Best per prompt type" not in res.summary["targets"][0]["verdict"]
+    assert "Best per prompt type" not in verdicts_of(res)[0].verdict
 
 
 def test_speedups_resting_on_a_looping_baseline_are_flagged_once_everywhere():
@@ -206,7 +207,7 @@ def test_speedups_resting_on_a_looping_baseline_are_flagged_once_everywhere():
     info = row.degenerate_output
     assert info["looping_requests"] == 3 and info["prompts"] == ["edit"]
     assert abs(info["speedup_without_loops"]["ratio"] - 1.5) < 0.02        # without the loops: +50%, not +59%
-    assert "Caution: the target's own output loops on 3 of 9 requests" in res.summary["targets"][0]["verdict"]
+    assert "Caution: the target's own output loops on 3 of 9 requests" in verdicts_of(res)[0].verdict
     out = io.StringIO()
     Console(out).row_recorded(row)
     assert "rests on looping output" in out.getvalue()
@@ -348,18 +349,18 @@ def test_a_configuration_that_drafted_nothing_on_a_category_is_not_its_best():
                                                       for r in ngram.requests))
     res = _results(_row(None, "baseline", {"code-edit": 1, "chat": 1, "prose": 1}), ngram,
                    _row("135M", "speculative", {"code-edit": 1.2, "chat": 1.3, "prose": 1.25}, candidate=DRAFTED))
-    best = res.summary["targets"][0]["by_category"]
-    assert best["code-edit"]["candidate"] == "ngram-mod" and best["chat"]["candidate"] == "135M"
+    best = verdicts_of(res)[0].by_category
+    assert best["code-edit"].candidate == "ngram-mod" and best["chat"].candidate == "135M"
     assert res.results[1].speedup_by_category["chat"].ratio > 1.4          # still recorded as measured
 
 
 def test_per_category_bests_without_a_significant_gain_say_so():
-    from draftbench.analysis.categories import category_sentence
+    from draftbench.analysis.categories import CategoryBest, category_sentence
     from draftbench.results.speedup import Speedup
 
     noisy = Speedup(ratio=5.4, percent=440.0, significant=None, method="single-sample", n_pairs=0)
-    best = {"chat": {"candidate": "135M (k=4)", "speedup": noisy, "significant_gain": False},
-            "code-edit": {"candidate": "ngram-simple", "speedup": noisy, "significant_gain": False}}
+    best = {"chat": CategoryBest("135M (k=4)", False, speedup=noisy),
+            "code-edit": CategoryBest("ngram-simple", False, speedup=noisy)}
     assert category_sentence(best).startswith("Best measured per prompt type (exploratory: no gain shown once "
                                               "corrected for the categories × candidates compared): for chat: 135M")
 

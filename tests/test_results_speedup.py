@@ -7,6 +7,7 @@ import re
 
 import pytest
 from draftbench.analysis.stats import speedup
+from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.common.errors import ResultsFileError
 from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
@@ -100,8 +101,8 @@ def test_an_analysed_file_saves_loads_and_saves_the_same_bytes(tmp_path):
     spec = results.results[1]
     assert isinstance(spec.speedup, Speedup) and isinstance(spec.theory, Theory)
     assert set(spec.speedup_by_category or {}) == {"code", "chat"}
-    entry = results.summary["targets"][0]                   # the summary is JSON: its speed-up is the object
-    assert entry["speedup"] == spec.speedup.to_dict() and Speedup.from_value(entry["speedup"]) == spec.speedup
+    entry = verdicts_of(results)[0]          # typed; written as the speed-up's object
+    assert entry.speedup == spec.speedup and entry.to_dict()["speedup"] == spec.speedup.to_dict()
     path = tmp_path / "r.json"
     save_results(results, path)
     first = path.read_bytes()

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from draftbench.analysis.summary import verdicts_of
+from draftbench.analysis.verdict import analyze
 from draftbench.results.file import ResultsFile, load_results
 from draftbench.results.kinds import Status
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_OK, Sweep
@@ -40,7 +42,7 @@ def script(**kw) -> Script:
 def sweep(tmp_path, backend, cfg=None, reporter=None, name="r.json") -> tuple[int, ResultsFile]:
     path = tmp_path / name
     code = Sweep(cfg or config(tmp_path), path, None, reporter=reporter or Reporter(), backend=backend).run()
-    return code, load_results(path)
+    return code, analyze(load_results(path))    # the verdict as every view shows it: the file analysed again
 
 
 def by_draft(results: ResultsFile) -> dict:
@@ -67,10 +69,10 @@ def test_a_clear_best_is_recommended_by_the_race_and_the_exhaustive_search_alike
     code_ex, full = sweep(tmp_path, full_backend, config(tmp_path, search="exhaustive"), name="ex.json")
     assert code_ad == code_ex == EXIT_OK        # candidates that left the race are not failures
     for results in (raced, full):
-        entry = results.summary["targets"][0]
-        assert entry["recommended_draft"] == "best" and entry["stages"]["decision"] == "recommend"
-        assert entry["verdict"].startswith("7B: use best — expect +") and "95% over 4 candidates" in entry["verdict"]
-        assert entry["run"]["what"] == "recommended" and "--draft /m/best.gguf" in entry["run"]["line"]
+        entry = verdicts_of(results)[0]
+        assert entry.recommended_draft == "best" and entry.stages.verdict.value == "recommend"
+        assert entry.verdict.startswith("7B: use best — expect +") and "95% over 4 candidates" in entry.verdict
+        assert entry.run.what == "recommended" and "--draft /m/best.gguf" in entry.run.advice.text
     rows = by_draft(raced)
     assert {rows[d].status for d in ("good", "bad", "slow")} == {Status.ELIMINATED}
     assert "slower than best on the same prompts" in rows["good"].reason
@@ -87,29 +89,29 @@ def test_close_candidates_are_measured_over_more_stages_and_the_rest_leave(tmp_p
     assert len({r.block for r in rows["best"].requests}) > 1 and len({r.block for r in rows["good"].requests}) > 1
     assert rows["bad"].status is Status.ELIMINATED and {r.block for r in rows["bad"].requests} == {0}
     assert launches(backend).count(BAD) == 1
-    entry = results.summary["targets"][0]
-    assert entry["stages"]["decision"] in ("recommend", "shortlist", "unresolved")
+    entry = verdicts_of(results)[0]
+    assert entry.stages.verdict.value in ("recommend", "shortlist", "unresolved")
 
 
 def test_when_nothing_gains_it_is_said_and_nothing_is_recommended(tmp_path):
     backend = FakeBackend(script(speedup={BEST: 0.7, GOOD: 0.8, BAD: 0.6, SLOW: 0.75}))
     code, results = sweep(tmp_path, backend)
-    entry = results.summary["targets"][0]
-    assert code == EXIT_OK and entry["recommended_draft"] is None
-    assert entry["stages"]["decision"] == "nothing gains"
-    assert "not recommended — every candidate was shown to gain less than the noise floor" in entry["verdict"]
-    assert entry["run"]["what"] == "target alone"
-    assert "(significantly slower" in entry["verdict"]
+    entry = verdicts_of(results)[0]
+    assert code == EXIT_OK and entry.recommended_draft is None
+    assert entry.stages.verdict.value == "nothing gains"
+    assert "not recommended — every candidate was shown to gain less than the noise floor" in entry.verdict
+    assert entry.run.what == "target alone"
+    assert "(significantly slower" in entry.verdict
 
 
 def test_the_console_the_verdict_and_the_report_name_one_best(tmp_path):
     said = Said()
     backend = FakeBackend(script(speedup={BEST: 1.5, GOOD: 1.45, BAD: 0.6, SLOW: 0.97}, noise={BEST: 0.1, GOOD: 0.1}))
     _, results = sweep(tmp_path, backend, reporter=said)
-    entry = results.summary["targets"][0]
-    best = entry["best"]["name"]
+    entry = verdicts_of(results)[0]
+    best = entry.best.name
     assert said.lines and said.lines[-1].startswith("7B: look ") and f"best so far {best}:" in said.lines[-1]
-    assert best in entry["verdict"]
+    assert best in entry.verdict
     from draftbench.report.page import render_report
     page = render_report(results)
     assert best in page and "The stages" in page
@@ -121,7 +123,7 @@ def test_a_candidate_that_fails_is_an_error_and_the_others_go_on(tmp_path):
     code, results = sweep(tmp_path, backend)
     rows = by_draft(results)
     assert code == EXIT_INCOMPLETE and rows["slow"].status is Status.SKIPPED
-    assert results.summary["targets"][0]["recommended_draft"] == "best"
+    assert verdicts_of(results)[0].recommended_draft == "best"
 
 
 def test_switching_search_on_resume_is_refused(tmp_path):

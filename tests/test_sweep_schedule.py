@@ -105,7 +105,7 @@ def test_interleaved_candidates_run_beside_the_stages_baseline_server_in_abba_or
     assert first_pair[:6] == [None, GOOD, GOOD, None, None, GOOD] or first_pair[:6] == [None, NGRAM, NGRAM, None,
                                                                                           None, NGRAM]
     stages = {r.block for r in good.requests}
-    assert results.summary["server_loads"] == len(stages) * 3     # per stage: its baseline and two candidates
+    assert results.summary.to_dict()["server_loads"] == len(stages) * 3     # per stage: its baseline and two candidates
 
 
 def test_the_warm_up_never_shares_a_prompt_with_the_measured_set(tmp_path):

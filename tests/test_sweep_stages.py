@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from draftbench.analysis.summary import verdicts_of
+from draftbench.analysis.verdict import analyze
 from draftbench.results.file import load_results
 from draftbench.results.kinds import Role, Status
 from draftbench.sweep import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, Sweep
@@ -45,7 +47,7 @@ def run(tmp_path, backend, cfg, reporter=None, options=None, name="r.json"):
     path = tmp_path / name
     code = Sweep(cfg, path, None, reporter=reporter or Reporter(), backend=backend,
                  options=options or RunOptions()).run()
-    return code, load_results(path)
+    return code, analyze(load_results(path))    # the verdict as every view shows it: the file analysed again
 
 
 def test_each_stage_measures_fresh_prompts_on_fresh_servers_and_no_server_sees_a_prompt_twice(tmp_path):
@@ -133,7 +135,7 @@ def test_the_budget_is_the_seconds_given_counted_once_on_the_clock(tmp_path):
     assert code == EXIT_INCOMPLETE and 100 <= now[0] <= 100 + 60 and spent == now[0]
     not_probed = [r for r in first.results if r.status is Status.NOT_PROBED]
     assert not_probed and all(r.requests == () and "budget" in (r.reason or "") for r in not_probed)
-    verdict = first.summary["targets"][0]["verdict"]
+    verdict = verdicts_of(first)[0].verdict
     assert all(r.draft in verdict for r in not_probed) and "larger budget_s, or with --more" in verdict
     assert any("budget" in line and "continue" in line for line in said)
     # the report's Problems and the export name every candidate not probed, with what continues it
@@ -159,8 +161,8 @@ def test_more_continues_an_unresolved_target_beyond_the_planned_stages(tmp_path)
     cfg = config(tmp_path, drafts=(("fast", FAST), ("near", NEAR)), stages=2, search="exhaustive")
     backend = script(speedup={FAST: 1.3, NEAR: 1.3}, noise={FAST: 0.1, NEAR: 0.1})
     _code, first = run(tmp_path, FakeBackend(backend), cfg)
-    assert first.summary["targets"][0]["stages"]["decision"] in ("shortlist", "unresolved")
-    assert "more server pair" in first.summary["targets"][0]["verdict"]
+    assert verdicts_of(first)[0].stages.verdict.value in ("shortlist", "unresolved")
+    assert "more server pair" in verdicts_of(first)[0].verdict
     _code, more = run(tmp_path, FakeBackend(backend), cfg, options=RunOptions(more=2))
     fast = next(r for r in more.results if r.draft == "fast")
     assert {q.block for q in fast.requests} == {0, 1, 2, 3}
@@ -174,11 +176,11 @@ def test_a_candidate_faster_on_every_request_by_half_is_recommended_with_its_com
                  candidates=[], search="exhaustive", stages=6)
     code, results = run(tmp_path, FakeBackend(script(speedup={FAST: 1.55}, acceptance={FAST: 0.83},
                                                        noise={FAST: 0.06})), cfg)
-    entry = results.summary["targets"][0]
-    assert code == EXIT_OK and entry["recommended_draft"] == "fast", entry["verdict"]
-    assert entry["verdict"].startswith("7B: use fast — expect +")
-    assert "for the average on these prompts" in entry["verdict"]
-    assert entry["run"]["what"] == "recommended" and "--draft /m/fast.gguf" in entry["run"]["line"]
+    entry = verdicts_of(results)[0]
+    assert code == EXIT_OK and entry.recommended_draft == "fast", entry.verdict
+    assert entry.verdict.startswith("7B: use fast — expect +")
+    assert "for the average on these prompts" in entry.verdict
+    assert entry.run.what == "recommended" and "--draft /m/fast.gguf" in entry.run.advice.text
 
 
 def test_progress_notes_say_when_there_are_too_few_requests_for_an_interval(tmp_path):

@@ -8,12 +8,38 @@ configuration per category when they differ ("for code-edit: ngram-mod; for chat
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup, rank
 from .decision import simultaneous_bounds
 from .degenerate import looping_requests
 from .session import category_label
 from .stats import TOO_FEW, describe_subset, too_few_to_tell
+
+
+@dataclass(frozen=True)
+class CategoryBest:
+    """The best measured configuration on one prompt category; ``candidate`` None when nothing beat the target
+    alone there (``too_few``: too few requests to name one)."""
+
+    candidate: str | None
+    looping: bool                          # the target's own output loops on this category
+    draft: str | None = None
+    draft_max: int | None = None
+    speedup: Speedup | None = None
+    significant_gain: bool = False
+    too_few: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.too_few:
+            return {"candidate": None, "too_few": True, "looping": self.looping}
+        if self.candidate is None:
+            return {"candidate": None, "looping": self.looping}
+        return {"candidate": self.candidate, "draft": self.draft, "draft_max": self.draft_max,
+                "speedup": self.speedup.to_dict() if self.speedup else None,
+                "significant_gain": self.significant_gain, "looping": self.looping}
 
 
 def never_drafted(row: Row, category: str) -> bool:
@@ -28,9 +54,9 @@ def candidate_name(row: Row) -> str:
     return (row.draft or "") + (f" (k={row.draft_max})" if row.draft_max else "")
 
 
-def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
-    """category → the best measured configuration on it: ``{candidate, draft, draft_max, speedup,
-    significant_gain, looping}``, or ``{candidate: None}`` when nothing beat the target alone there.
+def best_per_category(results: ResultsFile, target: str) -> dict[str, CategoryBest]:
+    """category → the best measured configuration on it (its ``candidate`` None when nothing beat the target
+    alone there).
     Only rows that count as speed-ups take part, and on a category only rows that drafted there;
     significant gains rank first."""
     baseline = results.baseline_for(target)
@@ -39,7 +65,7 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
         return {}
     loops = {pid for pid, _run in looping_requests(baseline)}
     looping_categories = {r.category for r in baseline.requests if r.prompt_id in loops}
-    out: dict[str, dict] = {}
+    out: dict[str, CategoryBest] = {}
     categories = dict.fromkeys(c for r in rows for c in (r.speedup_by_category or {}))
     # a claim per category is one of categories × candidates: each is judged at 1 − 0.05 / (K·C), both sides
     comparisons = max(1, len(categories) * len(rows))
@@ -49,19 +75,18 @@ def best_per_category(results: ResultsFile, target: str) -> dict[str, dict]:
                   if category in (r.speedup_by_category or {}) and not never_drafted(r, category)]
         if scored and all(too_few_to_tell(speed) for _, speed in scored):
             # two requests give an interval of [-96%, +7300%]: nothing to name as best there
-            out[category] = {"candidate": None, "too_few": True, "looping": category in looping_categories}
+            out[category] = CategoryBest(None, category in looping_categories, too_few=True)
             continue
         scored = [(r, speed) for r, speed in scored if not too_few_to_tell(speed)]
         gains = [(r, s) for r, s in scored if s.ratio > 1]
         significant = [(r, s) for r, s in gains if s.significant and _clears(s, comparisons, floor)]
         pool = significant or gains
         if not pool:
-            out[category] = {"candidate": None, "looping": category in looping_categories}
+            out[category] = CategoryBest(None, category in looping_categories)
             continue
         best, speed = max(pool, key=lambda rs: rank(rs[1]))
-        out[category] = {"candidate": candidate_name(best), "draft": best.draft, "draft_max": best.draft_max,
-                         "speedup": speed, "significant_gain": bool(significant),
-                         "looping": category in looping_categories}
+        out[category] = CategoryBest(candidate_name(best), category in looping_categories, best.draft,
+                                     best.draft_max, speed, bool(significant))
     return out
 
 
@@ -71,24 +96,24 @@ def _clears(speed: Speedup, comparisons: int, floor: float) -> bool:
     return bounds is not None and bounds[0] > 1.0 + floor
 
 
-def category_sentence(best: dict[str, dict]) -> str:
+def category_sentence(best: dict[str, CategoryBest]) -> str:
     """'Best per prompt type: for code-edit: ngram-mod (+45.0% […]); for chat: 135M (k=4) (…).' when the
     categories' best configurations differ; '' when one configuration is best everywhere."""
-    names = {entry.get("candidate") for entry in best.values() if not entry.get("too_few")}
+    names = {choice.candidate for choice in best.values() if not choice.too_few}
     if len(best) < 2 or len(names) < 2:
         return ""
     parts = []
-    for category, entry in best.items():
-        if entry.get("too_few"):
+    for category, choice in best.items():
+        if choice.too_few:
             text = TOO_FEW
-        elif entry.get("candidate") is None:
+        elif choice.candidate is None:
             text = "nothing beats the target alone"
         else:
-            text = f"{entry['candidate']} ({describe_subset(entry['speedup'])})"
-        if entry.get("looping"):
+            text = f"{choice.candidate} ({describe_subset(choice.speedup)})"
+        if choice.looping:
             text += " [the target's output loops here]"
         parts.append(f"for {category_label(category)}: {text}")
-    if not any(entry.get("significant_gain") for entry in best.values()):
+    if not any(choice.significant_gain for choice in best.values()):
         # Noise can differ by category too: say that no per-category gain was shown to be real.
         return ("Best measured per prompt type (exploratory: no gain shown once corrected for the categories × "
                 "candidates compared): " + "; ".join(parts) + ".")

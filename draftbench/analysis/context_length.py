@@ -18,17 +18,17 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
 
 from ..common.errors import Problem
 from ..config.long_prompts import RANDOM_TOKENS
 from ..config.settings import DEFAULTS, Settings
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
-from ..results.speedup import Speedup, plain
 from . import decision
+from .context_verdict import ContextAxis, LengthPoint, LengthReach, LengthVerdict, Timing
 from .crossover import LevelOutcome, label, outcome
 from .stats import describe_speedup
+from .summary import Summary, TargetVerdict, summary_of, verdicts_of
 
 
 def lengths(settings: Settings) -> tuple[int, ...]:
@@ -102,27 +102,25 @@ def analyze_lengths(results: ResultsFile, analyze_one: Callable[[ResultsFile], R
     return replace(merged, summary=summarize(merged, analysed))
 
 
-def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> dict:
-    """Per target: the shortest length's verdict entry, ``context`` (every length's verdict, each candidate's
-    reach, prefill and decode) and a verdict that reads across lengths."""
+def summarize(results: ResultsFile, analysed: dict[int, ResultsFile]) -> Summary:
+    """Per target: the shortest length's verdict, with ``context`` (every length's verdict, each candidate's
+    reach, prefill and decode) and a sentence that reads across lengths."""
     lengths = tuple(analysed)
-    entries = {n: {e["target"]: e for e in (analysed[n].summary or {}).get("targets", [])} for n in lengths}
+    entries = {n: {v.target: v for v in verdicts_of(analysed[n])} for n in lengths}
     read = results.read_settings()
     typical, noise_floor = typical_output_tokens(read), read.noise_floor
     out = []
     for target in dict.fromkeys(t for n in lengths for t in entries[n]):
         first = next(entries[n][target] for n in lengths if target in entries[n])
-        per_length = [_length_entry(analysed[n], target, n, entries[n].get(target), typical) for n in lengths]
-        info, sentence = crossover(analysed, target, noise_floor) if len(lengths) > 1 else ({}, "")
-        verdicts = " ".join(f"At {p['context_tokens']:,} tokens: {_without_target(p['verdict'], target)}"
-                            for p in per_length if p["verdict"])
+        per_length = tuple(_length_entry(analysed[n], target, n, entries[n].get(target), typical) for n in lengths)
+        reach, sentence = crossover(analysed, target, noise_floor) if len(lengths) > 1 else (None, "")
+        verdicts = " ".join(f"At {p.context_tokens:,} tokens: {_without_target(p.verdict, target)}"
+                            for p in per_length if p.verdict)
         how = f" ({filler_label(read)})" if read.context_filler == RANDOM_TOKENS else ""
-        out.append(dict(first, verdict=f"{target}, by prompt length{how} — {verdicts} {sentence}".strip(),
-                        context={"lengths": list(lengths), "typical_output_tokens": typical,
-                                 "per_length": per_length, **info}))
-    summary = dict(next(iter(analysed.values())).summary or {})
-    summary["targets"] = out
-    return plain(summary)
+        out.append(replace(first, verdict=f"{target}, by prompt length{how} — {verdicts} {sentence}".strip(),
+                           context=ContextAxis(lengths, typical, per_length, reach)))
+    first_summary = summary_of(next(iter(analysed.values())))
+    return Summary(tuple(out), first_summary.server_loads if first_summary is not None else 0)
 
 
 def filler_label(settings: Settings) -> str:
@@ -146,17 +144,15 @@ def _median(values: Iterable[float | None]) -> float | None:
     return round(statistics.median(vals), 4) if vals else None
 
 
-def timing(row: Row | None, typical: int | None) -> dict:
+def timing(row: Row | None, typical: int | None) -> Timing:
     """A row's time to first token, prefill and decode (medians over its requests), and a request of
     ``typical`` output tokens end to end: TTFT + (typical − 1) / decode tok/s (modelled from the two)."""
     ok = [r for r in row.requests if r.error is None] if row is not None else []
     ttft, decode = _median(r.ttft_s for r in ok), _median(r.decode_tps for r in ok)
-    out = {"ttft_s": ttft, "prefill_s": _median(r.server_prefill_s for r in ok),
-           "prefill_tps": _median(r.server_prefill_tps for r in ok), "decode_tps": decode,
-           "prompt_tokens": _median(r.prompt_tokens for r in ok)}
-    out["end_to_end_s"] = (round(ttft + (typical - 1) / decode, 4)
-                           if ttft is not None and decode and typical is not None else None)
-    return out
+    return Timing(ttft, _median(r.server_prefill_s for r in ok), _median(r.server_prefill_tps for r in ok), decode,
+                  _median(r.prompt_tokens for r in ok),
+                  round(ttft + (typical - 1) / decode, 4) if ttft is not None and decode and typical is not None
+                  else None)
 
 
 def extra_ttft_s(row: Row, baseline: Row | None) -> float | None:
@@ -169,20 +165,20 @@ def extra_ttft_s(row: Row, baseline: Row | None) -> float | None:
                    if r.error is None and r.ttft_s is not None and (r.prompt_id, r.run) in base)
 
 
-def _length_entry(results: ResultsFile, target: str, length: int, entry: dict | None, typical: int | None) -> dict:
+def _length_entry(results: ResultsFile, target: str, length: int, verdict: TargetVerdict | None,
+                  typical: int | None) -> LengthVerdict:
     baseline = results.baseline_for(target)
     base_timing = timing(baseline, typical)
     candidates = []
     for row in _speculative(results, target):
         mine = timing(row, typical)
-        e2e = (round(base_timing["end_to_end_s"] / mine["end_to_end_s"], 4)
-               if base_timing["end_to_end_s"] and mine["end_to_end_s"] else None)
-        candidates.append({"candidate": label(row.draft or "", row.draft_max), "outcome": outcome(row).value,
-                           "speedup": row.speedup, **mine, "extra_ttft_s": extra_ttft_s(row, baseline),
-                           "end_to_end_ratio": e2e, "memory": row.memory})
-    return {"context_tokens": length, "verdict": (entry or {}).get("verdict", ""),
-            "recommended_draft": (entry or {}).get("recommended_draft"), "speedup": (entry or {}).get("speedup"),
-            "baseline": {**base_timing, "memory": baseline.memory if baseline else None}, "candidates": candidates}
+        e2e = (round(base_timing.end_to_end_s / mine.end_to_end_s, 4)
+               if base_timing.end_to_end_s and mine.end_to_end_s else None)
+        candidates.append(LengthPoint(mine, row.memory, label(row.draft or "", row.draft_max), outcome(row),
+                                      row.speedup, extra_ttft_s(row, baseline), e2e))
+    return LengthVerdict(length, verdict.verdict if verdict else "", verdict.recommended_draft if verdict else None,
+                         verdict.speedup if verdict else None,
+                         LengthPoint(base_timing, baseline.memory if baseline else None), tuple(candidates))
 
 
 def _speculative(results: ResultsFile, target: str) -> list[Row]:
@@ -206,7 +202,7 @@ def payers(results: ResultsFile, target: str, noise_floor: float) -> list[str]:
             if r.key in won or (r is not confirmed and outcome(r) is LevelOutcome.FASTER)]
 
 
-def crossover(analysed: dict[int, ResultsFile], target: str, noise_floor: float) -> tuple[dict, str]:
+def crossover(analysed: dict[int, ResultsFile], target: str, noise_floor: float) -> tuple[LengthReach, str]:
     """Each candidate's reach — the longest length at which it pays there and at every shorter length — and
     the sentence: "smollm2-135m pays up to 2k tokens; from 8k only ngram-mod does"."""
     lengths = tuple(analysed)
@@ -220,7 +216,7 @@ def crossover(analysed: dict[int, ResultsFile], target: str, noise_floor: float)
             if name not in paying[n]:
                 break
             reaches[name] = n
-    info: dict[str, Any] = {"reach": reaches, "paying": {str(n): found for n, found in paying.items()}}
+    info = LengthReach(reaches, paying)
     span = f"{_tokens(lengths[0])} to {_tokens(lengths[-1])} tokens"
     if not any(paying.values()):
         return info, (f"Across prompt lengths ({span}): no candidate pays at any length (none is recommended at "
@@ -247,17 +243,15 @@ def crossover(analysed: dict[int, ResultsFile], target: str, noise_floor: float)
     return info, sentence + "."
 
 
-def describe_length(entry: dict) -> str:
-    """One line per candidate of a length entry, for the console and the report's table."""
-    base = entry["baseline"]
-    lines = [f"{entry['context_tokens']:,} tokens: baseline prefill {_rate(base['prefill_tps'])} tok/s, "
-             f"TTFT {_secs(base['ttft_s'])}, decode {_rate(base['decode_tps'])} tok/s"]
-    for c in entry["candidates"]:
-        speed: Speedup | dict | None = c["speedup"]
-        text = describe_speedup(Speedup.from_dict(speed) if isinstance(speed, dict) else speed)
-        lines.append(f"  {c['candidate']}: decode {text}; TTFT {_secs(c['ttft_s'])} "
-                     f"({_signed(c['extra_ttft_s'])} over the baseline); end to end "
-                     + (f"{c['end_to_end_ratio']:.2f}×" if c["end_to_end_ratio"] else "n/a"))
+def describe_length(entry: LengthVerdict) -> str:
+    """One line per candidate of a length's verdict, for the console and the report's table."""
+    base = entry.baseline.timing
+    lines = [f"{entry.context_tokens:,} tokens: baseline prefill {_rate(base.prefill_tps)} tok/s, "
+             f"TTFT {_secs(base.ttft_s)}, decode {_rate(base.decode_tps)} tok/s"]
+    for c in entry.candidates:
+        lines.append(f"  {c.candidate}: decode {describe_speedup(c.speedup)}; TTFT {_secs(c.timing.ttft_s)} "
+                     f"({_signed(c.extra_ttft_s)} over the baseline); end to end "
+                     + (f"{c.end_to_end_ratio:.2f}×" if c.end_to_end_ratio else "n/a"))
     return "\n".join(lines)
 
 

@@ -8,11 +8,14 @@ faster — at N and at every level below — and the verdict says what happens a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup, rank
+from .choice import Choice
 from .concurrency import level_summary, row_levels
 from .stats import describe_speedup
 
@@ -22,6 +25,45 @@ class LevelOutcome(str, Enum):
     NOT_SIGNIFICANT = "not significant"
     SLOWER = "slower"                     # significantly slower
     NO_MEASUREMENT = "no valid measurement"
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    """The followed candidate at one concurrency level, and the best of that level."""
+
+    streams: int
+    outcome: LevelOutcome | None           # None when no candidate is followed
+    speedup: Speedup | None
+    aggregate_tps: float | None
+    baseline_aggregate_tps: float | None
+    best: str | None                       # the label of the fastest significantly faster candidate there
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"streams": self.streams, "outcome": self.outcome.value if self.outcome else None,
+                "speedup": self.speedup.to_dict() if self.speedup else None, "aggregate_tps": self.aggregate_tps,
+                "baseline_aggregate_tps": self.baseline_aggregate_tps, "best": self.best}
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Up to how many streams the followed candidate (``draft``, ``draft_max``) stays significantly faster."""
+
+    levels: tuple[int, ...]
+    draft: str | None
+    draft_max: int | None
+    max_streams: int | None
+    per_level: tuple[LevelResult, ...]
+    next_streams: int | None = None        # the first level past the crossover, when one was measured
+
+    @property
+    def candidate(self) -> str | None:
+        return label(self.draft, self.draft_max) if self.draft is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"levels": list(self.levels), "candidate": self.candidate, "draft": self.draft,
+               "draft_max": self.draft_max, "max_streams": self.max_streams,
+               "per_level": [p.to_dict() for p in self.per_level]}
+        return out if self.next_streams is None else {**out, "next_streams": self.next_streams}
 
 
 def outcome(row: Row | None) -> LevelOutcome:
@@ -81,32 +123,38 @@ def _levels_text(levels: tuple[int, ...]) -> str:
     return ", ".join(map(str, levels))
 
 
-def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str]:
-    """The crossover of one target (for its summary entry) and the sentence the verdict adds."""
-    levels = row_levels(results, target)
-    by_candidate = candidates_by_level(results, target)
-    reach = {key: max_streams(rows, levels) for key, rows in by_candidate.items()}
-    recommended = (entry.get("recommended_draft"), entry.get("draft_max"))
-    recommended_speedup: Speedup | None = entry.get("speedup")     # the entry is built from typed values
-    if recommended_speedup and recommended_speedup.significant and recommended in by_candidate:
-        chosen: tuple[str, int | None] | None = recommended
-    else:   # nothing pays at the lowest level: the candidate faster at most levels, if any
-        faster = {key: sum(outcome(rows.get(n)) is LevelOutcome.FASTER for n in levels)
-                  for key, rows in by_candidate.items()}
-        chosen = max((k for k in faster if faster[k]), key=lambda k: faster[k], default=None)
+def _chosen(by_candidate: dict[tuple[str, int | None], dict[int, Row]], levels: tuple[int, ...],
+            choice: Choice) -> tuple[str, int | None] | None:
+    """The candidate followed: the recommended one, else the one significantly faster at most levels, if any."""
+    rec, speed = choice.recommended_draft, choice.speedup
+    if speed and speed.significant and rec is not None and (rec, choice.draft_max) in by_candidate:
+        return rec, choice.draft_max
+    faster = {key: sum(outcome(rows.get(n)) is LevelOutcome.FASTER for n in levels) for key, rows in by_candidate.items()}
+    return max((k for k in faster if faster[k]), key=lambda k: faster[k], default=None)
+
+
+def _per_level(results: ResultsFile, target: str, by_candidate: dict[tuple[str, int | None], dict[int, Row]],
+               levels: tuple[int, ...], chosen: tuple[str, int | None] | None) -> tuple[LevelResult, ...]:
     per_level = []
     for n in levels:
         rows_at = [(key, rows[n]) for key, rows in by_candidate.items() if outcome(rows.get(n)) is LevelOutcome.FASTER]
         best = max(rows_at, key=lambda kr: rank(kr[1].speedup), default=None)
         row = by_candidate[chosen].get(n) if chosen else None
-        per_level.append({"streams": n, "outcome": outcome(row).value if chosen else None,
-                          "speedup": row.speedup if row is not None else None,
-                          "aggregate_tps": _aggregate(row), "baseline_aggregate_tps": _aggregate(
-                              results.baseline_for(target, n)),
-                          "best": label(*best[0]) if best else None})
-    info = {"levels": list(levels), "candidate": label(*chosen) if chosen else None,
-            "draft": chosen[0] if chosen else None, "draft_max": chosen[1] if chosen else None,
-            "max_streams": reach.get(chosen) if chosen else None, "per_level": per_level}
+        per_level.append(LevelResult(n, outcome(row) if chosen else None, row.speedup if row is not None else None,
+                                     _aggregate(row), _aggregate(results.baseline_for(target, n)),
+                                     label(*best[0]) if best else None))
+    return tuple(per_level)
+
+
+def crossover(results: ResultsFile, target: str, choice: Choice) -> tuple[Crossover, str]:
+    """The crossover of one target (for its verdict) and the sentence the verdict adds."""
+    levels = row_levels(results, target)
+    by_candidate = candidates_by_level(results, target)
+    reach = {key: max_streams(rows, levels) for key, rows in by_candidate.items()}
+    chosen = _chosen(by_candidate, levels, choice)
+    per_level = _per_level(results, target, by_candidate, levels, chosen)
+    info = Crossover(levels, chosen[0] if chosen else None, chosen[1] if chosen else None,
+                     reach.get(chosen) if chosen else None, per_level)
     if chosen is None:
         return info, (f"Under load ({_levels_text(levels)} concurrent streams): no candidate is significantly "
                       "faster than the target alone at any level.")
@@ -120,7 +168,7 @@ def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str
                     f"measured ({describe_speedup(rows[top].speedup)} at {top}); the crossover is beyond {top}.")
     else:
         after = levels[levels.index(top) + 1]
-        info["next_streams"] = after
+        info = Crossover(info.levels, info.draft, info.draft_max, info.max_streams, per_level, next_streams=after)
         reach_text = "a single stream only" if top == 1 else f"up to {top} concurrent streams"
         sentence = (f"Under load: use {name} for {reach_text} ({describe_speedup(rows[top].speedup)} at {top}); "
                     f"{_after(results, target, rows.get(after), after)}.")
@@ -129,9 +177,3 @@ def crossover(results: ResultsFile, target: str, entry: dict) -> tuple[dict, str
         key, n = max(further, key=lambda kn: kn[1])
         sentence += f" {label(*key)} stays significantly faster up to {n} streams."
     return info, sentence
-
-
-def with_crossover(results: ResultsFile, entry: dict) -> dict:
-    """A target's summary entry with its crossover and the verdict's sentence about it."""
-    info, sentence = crossover(results, entry["target"], entry)
-    return dict(entry, crossover=info, verdict=f"{entry['verdict']} {sentence}".strip())

@@ -9,7 +9,7 @@ requests: ``analysis/decision.py``, so the two agree). The others: within the no
 (resolved), tied (an equivalence: two one-sided tests against ± the floor), unresolved (the planned
 requests could not tell; no claim), eliminated. The console and the report both render
 :meth:`RaceOutcome.sentence` and :meth:`RaceOutcome.history` from this one object, stored in the
-verdict's summary entry (``race``).
+target's verdict (``TargetVerdict.race``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup
 from .categories import candidate_name
+from .choice import Choice
 from .stats import describe_speedup
 
 # The race's decisions (``race.decision`` in a row) beyond winner / tied / within the noise floor / eliminated:
@@ -89,19 +90,6 @@ class RaceOutcome:
     def to_dict(self) -> dict:
         return {**asdict(self), "sentence": self.sentence()}
 
-    @classmethod
-    def from_dict(cls, data: dict) -> RaceOutcome | None:
-        """From a summary entry (JSON); None when it is not one."""
-        try:
-            entries = tuple(Entry(**{**e, "looks": tuple(Look(**lk) for lk in e.get("looks") or ())})
-                            for e in data.get("entries") or ())
-            fields = {k: tuple(data.get(k) or ()) for k in ("tied", "resolved", "eliminated", "not_separated",
-                                                            "unresolved")}
-            return cls(target=str(data["target"]), best=data.get("best"), significant=bool(data.get("significant")),
-                       best_speedup=data.get("best_speedup"), entries=entries, **fields)
-        except (KeyError, TypeError, AttributeError):
-            return None
-
 
 def _looks(row: Row) -> tuple[Look, ...]:
     out = []
@@ -133,8 +121,8 @@ def _entry(row: Row) -> Entry:
                  _looks(row))
 
 
-def race_outcome(results: ResultsFile, target: str, entry: dict) -> RaceOutcome | None:
-    """The race of ``target``, decided together with its verdict ``entry``; None when it was not raced."""
+def race_outcome(results: ResultsFile, target: str, choice: Choice) -> RaceOutcome | None:
+    """The race of ``target``, decided together with its verdict's ``choice``; None when it was not raced."""
     raced = [r for r in results.rows_of(target) if r.role == "speculative" and r.race
              and r.concurrency == 1]
     if not raced:
@@ -142,13 +130,10 @@ def race_outcome(results: ResultsFile, target: str, entry: dict) -> RaceOutcome 
     by_decision: dict[str, list[str]] = {}
     for row in raced:
         by_decision.setdefault(str((row.race or {}).get("decision")), []).append(candidate_name(row))
-    value = entry.get("speedup")
-    speed = value if isinstance(value, Speedup) else Speedup.from_value(value)
-    rec = entry.get("recommended_draft")
     best_speed: Speedup | None
-    if rec and speed is not None and speed.significant and speed.ratio > 1:
-        best = rec + (f" (k={entry['draft_max']})" if entry.get("draft_max") else "")
-        significant, best_speed = True, speed
+    best: str | None
+    if choice.shown_faster:
+        best, significant, best_speed = choice.recommended_label, True, choice.speedup
     else:
         # the verdict's "best": the fastest measured survivor, else the fastest probe the race eliminated
         pool = [r for r in raced if r.counts_as_speedup() and r.speedup] or \

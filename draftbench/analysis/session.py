@@ -11,6 +11,8 @@ session's requests get their own ``speedup_in_session``, named as such wherever 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from ..config.workloads import SESSION_CATEGORY
 from ..results.file import RequestRecord, ResultsFile, Row
@@ -47,9 +49,23 @@ def _name(row: Row) -> str:
     return (row.draft or "") + (f" (k={row.draft_max})" if row.draft_max else "")
 
 
-def session_summary(results: ResultsFile, target: str, level: int) -> dict | None:
-    """The best configuration within a session for ``target`` at ``level`` streams:
-    ``{candidate, speedup, significant_gain, fresh_measured}``; None when no session was measured."""
+@dataclass(frozen=True)
+class SessionBest:
+    """The best configuration within a session (a figure apart from the fresh-prompt verdict)."""
+
+    candidate: str
+    speedup: Speedup
+    significant_gain: bool
+    fresh_measured: bool                 # some row also has a fresh-prompt figure
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "speedup": self.speedup.to_dict(),
+                "significant_gain": self.significant_gain, "fresh_measured": self.fresh_measured}
+
+
+def session_summary(results: ResultsFile, target: str, level: int) -> SessionBest | None:
+    """The best configuration within a session for ``target`` at ``level`` streams; None when no session was
+    measured."""
     rows = [r for r in results.rows_of(target) if r.concurrency == level and r.counts_as_speedup()
             and r.speedup_in_session is not None]
     if not rows:
@@ -58,15 +74,15 @@ def session_summary(results: ResultsFile, target: str, level: int) -> dict | Non
                                     if r.speedup_in_session else 0.0))
     speed = best.speedup_in_session
     assert speed is not None
-    return {"candidate": _name(best), "speedup": speed, "significant_gain": bool(speed.significant and speed.ratio > 1),
-            "fresh_measured": any(r.speedup is not None for r in rows)}
+    return SessionBest(_name(best), speed, bool(speed.significant and speed.ratio > 1),
+                       any(r.speedup is not None for r in rows))
 
 
-def session_sentence(summary: dict) -> str:
+def session_sentence(summary: SessionBest) -> str:
     """'Within a session (…): best ngram-mod, +40% […]; not a fresh prompt's figure.'"""
-    what = (f"best {summary['candidate']}, {describe_speedup(summary['speedup'])}" if summary["significant_gain"]
-            else f"nothing significantly faster (best measured: {summary['candidate']}, "
-                 f"{describe_speedup(summary['speedup'])})")
+    what = (f"best {summary.candidate}, {describe_speedup(summary.speedup)}" if summary.significant_gain
+            else f"nothing significantly faster (best measured: {summary.candidate}, "
+                 f"{describe_speedup(summary.speedup)})")
     return (f"Within a session (the {SESSION_CATEGORY} workload: turns that build on earlier ones on the same server, "
             f"where a method may reuse what it saw): {what}; this is not the figure for a user's next, fresh prompt.")
 

@@ -30,6 +30,7 @@ from .replication import THESE_PROMPTS
 from .session import session_speedup
 from .stage_evidence import estimate
 from .stage_records import TargetStages, staged_targets
+from .summary import Summary
 from .target_verdict import recommend
 
 
@@ -284,7 +285,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
             row = _inside_the_draft(row, baseline, by_candidate[(row.target, row.draft)], by_target[row.target])
         rows.append(row)
     results = replace(results, results=tuple(rows))
-    return replace(results, summary={**recommend(results, staged), "server_loads": server_loads(results)})
+    return replace(results, summary=Summary(recommend(results, staged), server_loads(results)))
 
 
 def _significant(row: Row) -> bool | None:

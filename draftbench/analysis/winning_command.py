@@ -3,16 +3,20 @@
 Built from the command each row recorded, less draftbench's plumbing (see
 :mod:`draftbench.backends.how_to_run`): the recommended configuration; the target alone when
 nothing was shown to be faster; and, where the best configuration differs by prompt type, one
-command per configuration with the types it is best for. Stored in the verdict's summary entry
-(``run``, ``run_by_category``) so the console, the report and ``--export md`` print the same lines.
+command per configuration with the types it is best for. Kept in the target's verdict
+(``TargetVerdict.run``, ``run_by_category``) so the console, the report and ``--export md`` print the same lines.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..backends import get_backend
 from ..backends.how_to_run import RunAdvice, advise
 from ..results.file import ResultsFile, Row
-from ..results.speedup import Speedup
+from .categories import CategoryBest
+from .choice import Choice
 
 # What the command runs, as the verdict says it.
 RECOMMENDED, TARGET_ALONE, BEST_MEASURED = "recommended", "target alone", "best measured"
@@ -40,64 +44,80 @@ def _row(results: ResultsFile, target: str, draft: str | None, draft_max: int | 
     return exact or max(rows, key=lambda r: r.speedup.ratio if r.speedup else 0.0, default=None)
 
 
-def add_how_to_run(entry: dict, results: ResultsFile, target: str, level: int) -> None:
-    """``entry["run"]``: ``{what, kind, text}`` for the recommended configuration (else the target alone,
-    or the best measured when significance could not be judged); ``entry["run_by_category"]``: one
-    ``{categories, candidate, kind, text}`` per configuration that is best on some prompt types, when
-    they differ."""
-    speed = entry.get("speedup")
-    speed = speed if isinstance(speed, Speedup) else Speedup.from_value(speed)
-    rec = entry.get("recommended_draft")
-    found = entry.get("best")
-    best: dict = found if isinstance(found, dict) else {}
-    if rec and speed and speed.significant and speed.ratio > 1:
-        what, row = RECOMMENDED, _row(results, target, rec, entry.get("draft_max"), level)
-    elif best.get("decision") == "shortlist" and best.get("draft"):
-        what, row = SHORTLIST_LEADER, _row(results, target, best["draft"], best.get("draft_max"), level)
+@dataclass(frozen=True)
+class RunLine:
+    """The command (LM Studio: the settings) that runs what the verdict recommends, and what it runs."""
+
+    what: str                              # RECOMMENDED, TARGET_ALONE, BEST_MEASURED or SHORTLIST_LEADER
+    advice: RunAdvice
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, **self.advice.to_dict()}
+
+
+@dataclass(frozen=True)
+class CategoryRun:
+    """One configuration that is best on some prompt types, with the command that runs it."""
+
+    categories: tuple[str, ...]
+    candidate: str
+    advice: RunAdvice
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"categories": list(self.categories), "candidate": self.candidate, **self.advice.to_dict()}
+
+
+def how_to_run(results: ResultsFile, target: str, level: int, choice: Choice) -> RunLine | None:
+    """The command for the recommended configuration (else the target alone, or the best measured when
+    significance could not be judged, or a staged shortlist's leader)."""
+    speed, rec, best = choice.speedup, choice.recommended_draft, choice.best
+    if choice.shown_faster:
+        what, row = RECOMMENDED, _row(results, target, rec, choice.draft_max, level)
+    elif best is not None and best.decision == "shortlist" and best.draft:
+        what, row = SHORTLIST_LEADER, _row(results, target, best.draft, best.draft_max, level)
     elif rec and speed and speed.significant is None:
-        what, row = BEST_MEASURED, _row(results, target, rec, entry.get("draft_max"), level)
+        what, row = BEST_MEASURED, _row(results, target, rec, choice.draft_max, level)
     else:
         what, row = TARGET_ALONE, results.baseline_for(target, level)
     advice = _advice(results, row)
-    entry["run"] = {"what": what, **advice.to_dict()} if advice else None
-    entry["run_by_category"] = _by_category(entry.get("by_category") or {}, results, target)
+    return RunLine(what, advice) if advice else None
 
 
-def _by_category(best: dict[str, dict], results: ResultsFile, target: str) -> list[dict]:
-    """One command per distinct best configuration (per-category speed-ups are one-stream figures)."""
+def runs_by_category(best: dict[str, CategoryBest], results: ResultsFile, target: str) -> tuple[CategoryRun, ...]:
+    """One command per distinct best configuration, when they differ by prompt type (per-category speed-ups
+    are one-stream figures)."""
     groups: dict[tuple, list[str]] = {}
     for category, choice in best.items():
-        if choice.get("too_few") or (choice.get("candidate") is not None and not choice.get("significant_gain")):
+        if choice.too_few or (choice.candidate is not None and not choice.significant_gain):
             continue            # no command for a category measured too little, or whose best is not shown to gain
-        groups.setdefault((choice.get("draft"), choice.get("draft_max"), choice.get("candidate")), []).append(category)
+        groups.setdefault((choice.draft, choice.draft_max, choice.candidate), []).append(category)
     if len(groups) < 2:
-        return []
+        return ()
     out = []
     for (draft, draft_max, name), categories in groups.items():
         advice = _advice(results, _row(results, target, draft, draft_max, 1))
         if advice is not None:
-            out.append({"categories": categories, "candidate": name or TARGET_ALONE, **advice.to_dict()})
-    return out
+            out.append(CategoryRun(tuple(categories), name or TARGET_ALONE, advice))
+    return tuple(out)
 
 
-def run_commands(entry: dict) -> list[tuple[str, str]]:
+_LEADS = {RECOMMENDED: "Run it", TARGET_ALONE: "Run the target alone",
+          BEST_MEASURED: "To try the best measured (not shown to be faster)",
+          SHORTLIST_LEADER: "Run the shortlist's leader (each in it is shown faster than the target alone; "
+                            "which is fastest is not settled)"}
+
+
+def run_commands(run: RunLine | None, by_category: tuple[CategoryRun, ...]) -> list[tuple[str, str]]:
     """(what it runs, the command or settings) that end a target's verdict (console, report, Markdown)."""
     out = []
-    run = entry.get("run") or {}
-    advice = RunAdvice.from_value(run)
-    if advice is not None:
-        lead = {RECOMMENDED: "Run it", TARGET_ALONE: "Run the target alone",
-                BEST_MEASURED: "To try the best measured (not shown to be faster)",
-                SHORTLIST_LEADER: "Run the shortlist's leader (each in it is shown faster than the target alone; "
-                                  "which is fastest is not settled)"}.get(str(run.get("what")), "Run it")
-        out.append((lead + ("" if advice.kind == "command" else " in LM Studio"), advice.text))
-    for group in entry.get("run_by_category") or []:
-        advice = RunAdvice.from_value(group)
-        if advice is not None:
-            out.append((f"For {', '.join(group.get('categories') or [])} ({group.get('candidate')})", advice.text))
+    if run is not None:
+        lead = _LEADS.get(run.what, "Run it")
+        out.append((lead + ("" if run.advice.kind == "command" else " in LM Studio"), run.advice.text))
+    for group in by_category:
+        out.append((f"For {', '.join(group.categories)} ({group.candidate})", group.advice.text))
     return out
 
 
-def command_lines(entry: dict) -> list[str]:
+def command_lines(run: RunLine | None, by_category: tuple[CategoryRun, ...]) -> list[str]:
     """:func:`run_commands` as lines of text."""
-    return [f"{lead}: {text}" for lead, text in run_commands(entry)]
+    return [f"{lead}: {text}" for lead, text in run_commands(run, by_category)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..common.redact_secrets import shell_line as secret_shell_line
 
@@ -39,18 +39,6 @@ class RunAdvice:
     def to_dict(self) -> dict[str, str]:
         # "line", not "text": a results file's "text" keys hold model output, which --redact-paths keeps
         return {"kind": self.kind, "line": self.text}
-
-    @classmethod
-    def from_value(cls, value: Any) -> RunAdvice | None:
-        """From a results file's summary (JSON): None when absent or not advice."""
-        if isinstance(value, RunAdvice):
-            return value
-        if isinstance(value, dict) and isinstance(value.get("line"), str) and value.get("line"):
-            try:
-                return cls(str(value.get("kind")), value["line"])
-            except ValueError:
-                return None
-        return None
 
 
 def without_plumbing(command: Sequence[str], *, valued: Collection[str] = (), switches: Collection[str] = (),

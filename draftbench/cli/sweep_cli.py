@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from ..analysis.busy import busy_before
+from ..analysis.summary import verdicts_of
 from ..analysis.verdict import analyze
-from ..analysis.winning_command import command_lines
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.bulk import collector_paused
@@ -97,9 +97,9 @@ def chart_only(args) -> int:
     except OSError as exc:
         raise DraftbenchError(f"cannot write the report {chart}: {exc.strerror or exc}",
                               "check free disk space and the folder's permissions, or pass another --chart") from None
-    for entry in (results.summary or {}).get("targets", []):
-        print(safe_text(entry["verdict"]))
-        for text in command_lines(entry):      # what the console printed after the sweep, the same
+    for verdict in verdicts_of(results):
+        print(safe_text(verdict.verdict))
+        for text in verdict.command_lines():      # what the console printed after the sweep, the same
             print(safe_text(f"  {text}"))
     print(f"Chart saved to {safe_text(chart)}")
     return EXIT_OK

@@ -1,7 +1,7 @@
 """The context-length charts: speed-up, time to first token and memory per server against the prompt's
 length (log x axis). Drawn only for files measured at several lengths (``settings.context_tokens``).
 
-Everything is read from the summary's ``context`` entries (``analysis.context_length``): each length's
+Everything is read from each target's verdict's ``context`` (``analysis.context_length``): each length's
 speed-ups are that length's own analysis (against the baseline at the same prompts).
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results.speedup import Speedup
+from ..analysis.context_verdict import ContextAxis, LengthPoint
+from ..analysis.summary import verdicts_of
 from . import theme
 from .layout import base_layout
 from .text import plotly_text
@@ -19,11 +20,12 @@ Figure = dict[str, Any]
 
 
 def has_lengths(data: ReportData) -> bool:
-    return any(len((e.get("context") or {}).get("lengths") or ()) > 1 for e in _entries(data))
+    return any(len(axis.lengths) > 1 for _, axis in _axes(data))
 
 
-def _entries(data: ReportData) -> list[dict]:
-    return list(((data.results.summary or {}).get("targets")) or [])
+def _axes(data: ReportData) -> list[tuple[str, ContextAxis]]:
+    """(target, its context axis: empty for a target not measured by prompt length) per target."""
+    return [(v.target, v.context or ContextAxis((), None, ())) for v in verdicts_of(data.results)]
 
 
 def _axis(lengths: list[int]) -> dict[str, Any]:
@@ -31,27 +33,26 @@ def _axis(lengths: list[int]) -> dict[str, Any]:
                 title=dict(text="prompt length (tokens, log scale)"))
 
 
-def _series(data: ReportData) -> list[tuple[str, dict, str]]:
-    """(name, {length: candidate entry}, colour) per target and candidate, baseline first as its own entry."""
-    several = len(_entries(data)) > 1
-    out: list[tuple[str, dict, str]] = []
+def _series(data: ReportData) -> list[tuple[str, dict[int, LengthPoint], str]]:
+    """(name, {length: its point}, colour) per target and candidate, baseline first as its own series."""
+    several = len(verdicts_of(data.results)) > 1
+    out: list[tuple[str, dict[int, LengthPoint], str]] = []
     color = 0
-    for entry in _entries(data):
-        context = entry.get("context") or {}
-        per = context.get("per_length") or []
-        prefix = f"{entry['target']} + " if several else ""
-        out.append((f"{entry['target']} alone" if several else "baseline (target alone)",
-                    {p["context_tokens"]: p["baseline"] for p in per}, theme.BASELINE_COLOR))
-        names = list(dict.fromkeys(c["candidate"] for p in per for c in p["candidates"]))
+    for target, context in _axes(data):
+        per = context.per_length
+        prefix = f"{target} + " if several else ""
+        out.append((f"{target} alone" if several else "baseline (target alone)",
+                    {p.context_tokens: p.baseline for p in per}, theme.BASELINE_COLOR))
+        names = list(dict.fromkeys(c.candidate or "" for p in per for c in p.candidates))
         for name in names:
-            points = {p["context_tokens"]: c for p in per for c in p["candidates"] if c["candidate"] == name}
+            points = {p.context_tokens: c for p in per for c in p.candidates if c.candidate == name}
             out.append((prefix + name, points, theme.CLASS_COLORS[color % len(theme.CLASS_COLORS)]))
             color += 1
     return out
 
 
 def _lengths(data: ReportData) -> list[int]:
-    return sorted({n for e in _entries(data) for n in (e.get("context") or {}).get("lengths") or ()})
+    return sorted({n for _, axis in _axes(data) for n in axis.lengths})
 
 
 def speedup_lead(data: ReportData) -> str:
@@ -63,10 +64,10 @@ def speedup_lead(data: ReportData) -> str:
 def speedup_figure(data: ReportData) -> Figure:
     traces = []
     for name, points, color in _series(data):
-        xs = [n for n, c in sorted(points.items()) if isinstance(c.get("speedup"), dict)]
+        speeds = [c.speedup for _, c in sorted(points.items()) if c.speedup is not None]
+        xs = [n for n, c in sorted(points.items()) if c.speedup is not None]
         if not xs:
             continue
-        speeds = [Speedup.from_dict(points[n]["speedup"]) for n in xs]
         ys = [(s.ratio - 1) * 100 for s in speeds]
         plus = [((s.ci95_high or s.ratio) - s.ratio) * 100 for s in speeds]
         minus = [(s.ratio - (s.ci95_low or s.ratio)) * 100 for s in speeds]
@@ -83,7 +84,7 @@ def speedup_figure(data: ReportData) -> Figure:
 
 
 def ttft_lead(data: ReportData) -> str:
-    typical = next(((e.get("context") or {}).get("typical_output_tokens") for e in _entries(data)), None)
+    typical = next((axis.typical_output_tokens for _, axis in _axes(data)), None)
     return ("Median time to first token of each server at each length (the prompt's prefill: a draft model "
             "prefills it too, so its line sits above the baseline's), and dotted, a whole request of "
             f"{typical or 'max_tokens'} output tokens modelled from the measured first token and decode rate.")
@@ -94,10 +95,10 @@ def ttft_figure(data: ReportData) -> Figure:
     for name, points, color in _series(data):
         xs = sorted(points)
         traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(f"{name}: first token"), x=xs,
-                           y=[points[n].get("ttft_s") for n in xs], line=dict(color=color, width=2),
+                           y=[points[n].timing.ttft_s for n in xs], line=dict(color=color, width=2),
                            hovertemplate="%{x:,} tokens: %{y:.2f} s<extra>" + plotly_text(name) + "</extra>"))
         traces.append(dict(type="scatter", mode="lines", name=plotly_text(f"{name}: whole request"), x=xs,
-                           y=[points[n].get("end_to_end_s") for n in xs], line=dict(color=color, width=1, dash="dot"),
+                           y=[points[n].timing.end_to_end_s for n in xs], line=dict(color=color, width=1, dash="dot"),
                            hovertemplate="%{x:,} tokens: %{y:.2f} s end to end<extra>" + plotly_text(name)
                            + "</extra>"))
     return dict(data=traces, layout=base_layout(height=440, xaxis=_axis(_lengths(data)),
@@ -114,7 +115,7 @@ def memory_figure(data: ReportData) -> Figure:
     traces = []
     for name, points, color in _series(data):
         xs = sorted(points)
-        memory = [points[n].get("memory") or {} for n in xs]
+        memory = [points[n].memory or {} for n in xs]
         traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(f"{name}: peak RSS"), x=xs,
                            y=[m.get("peak_rss_mib") for m in memory], line=dict(color=color, width=2),
                            hovertemplate="%{x:,} tokens: %{y:,.0f} MiB<extra>" + plotly_text(name) + "</extra>"))

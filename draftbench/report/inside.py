@@ -14,6 +14,7 @@ from typing import Any
 from ..analysis.draft.evidence import too_little
 from ..analysis.draft.k_advice import kind
 from ..analysis.draft.positions import drafted_positions
+from ..analysis.summary import verdicts_of
 from ..common.percent import percent_change
 from ..results.file import ResultsFile, Row, Speedup, combination_title
 from ..results.kinds import Role
@@ -152,7 +153,7 @@ def ceiling_lead(data: ReportData) -> str:
     if not rows:
         return ("No ceiling runs in this file. With settings.ceiling: true (or --ceiling; llama.cpp only) each draft "
                 "also runs at synthetic acceptance, to show what its cost allows on this hardware.")
-    verdicts = [e["verdict"] for e in (data.results.summary or {}).get("targets", []) if e.get("no_draft_can_pay")]
+    verdicts = [v.verdict for v in verdicts_of(data.results) if v.no_draft_can_pay]
     text = ("Synthetic bars are not candidates: llama-server ran the real draft (its cost is real) but accepted its "
             "tokens at random (--spec-synth-len), so their output is not valid and they are never ranked. Full "
             "acceptance far above the real bar: the draft is too inaccurate; full acceptance near 0% or below: the "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..analysis.stats import describe_speedup
+from ..analysis.summary import verdicts_of
 from ..analysis.verdict import level_summary
 from ..common.percent import percent, percent_change
 from ..results.file import Row
@@ -98,10 +99,10 @@ def _rgba(hex_color: str, alpha: float) -> str:
 def _crossovers(data: ReportData) -> dict[str, int]:
     """Target -> the crossover the verdict names (the most streams at which its candidate still pays)."""
     out = {}
-    for entry in (data.results.summary or {}).get("targets", []):
-        top = (entry.get("crossover") or {}).get("max_streams")
-        if isinstance(top, int) and entry.get("target") in data.targets:
-            out[entry["target"]] = top
+    for verdict in verdicts_of(data.results):
+        top = verdict.crossover.max_streams if verdict.crossover is not None else None
+        if top is not None and verdict.target in data.targets:
+            out[verdict.target] = top
     return out
 
 

@@ -19,11 +19,11 @@ from ..analysis import busy
 from ..analysis.context_length import filler_label
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
+from ..analysis.summary import TargetVerdict, verdicts_of
 from ..analysis.verdict import analyze
-from ..analysis.winning_command import run_commands
 from ..common.files import write_output_text
 from ..common.percent import percent, signed_change
-from ..results.file import ResultsFile, Row, Speedup, Theory, combination_title
+from ..results.file import ResultsFile, Row, Theory, combination_title
 from ..results.kinds import Role
 from .figures import CHARTS, Chart, Figure, has_data
 from .inside import inside_table
@@ -112,30 +112,27 @@ def _busy_warning(results: ResultsFile) -> str:
 
 # --------------------------------------------------------------------------- verdict
 
-def _best_draft_cell(entry: dict) -> str:
-    best = entry.get("best") if isinstance(entry.get("best"), dict) else None
-    if best is not None and best.get("name"):          # measured in stages: the one best the verdict names
-        decision = best.get("decision")
+def _best_draft_cell(verdict: TargetVerdict) -> str:
+    best = verdict.best
+    if best is not None and best.name:          # measured in stages: the one best the verdict names
         css, note = {"recommend": ("good", ""), "shortlist": ("", " (leads the shortlist)"),
-                     "nothing gains": ("", " (best measured; nothing gains)")}.get(str(decision),
+                     "nothing gains": ("", " (best measured; nothing gains)")}.get(best.decision,
                                                                                    ("", " (best so far)"))
-        return (f"<span class=\"{css}\">{esc(best['name'])}</span>" if css else esc(best["name"])) + \
+        return (f"<span class=\"{css}\">{esc(best.name)}</span>" if css else esc(best.name)) + \
             (f" <span class=\"muted\">{esc(note.strip())}</span>" if note else "")
-    rec = entry.get("recommended_draft")
-    speed = Speedup.from_value(entry.get("speedup"))
+    rec, speed = verdict.recommended_draft, verdict.speedup
     if rec and speed and speed.significant:
-        label = rec + (f" (k={entry['draft_max']})" if entry.get("draft_max") else "")
-        return f"<span class=\"good\">{esc(label)}</span>"
+        return f"<span class=\"good\">{esc(verdict.choice.recommended_label)}</span>"
     if rec:
         return f"{esc(rec)} <span class=\"muted\">(best measured)</span>"
     return "<span class=\"muted\">none recommended</span>"
 
 
-def _verdict_notes(results: ResultsFile, target: str, entry: dict, level: int) -> list[str]:
+def _verdict_notes(results: ResultsFile, target: str, verdict: TargetVerdict, level: int) -> list[str]:
     """Per-category change and output equivalence of the recommended draft; the baseline's drift."""
     notes = []
-    rec = entry.get("recommended_draft")
-    best = recommended_row(results, target, rec, entry.get("draft_max"), level) if rec else None
+    rec = verdict.recommended_draft
+    best = recommended_row(results, target, rec, verdict.draft_max, level) if rec else None
     baseline = results.baseline_for(target, level)
     if best is not None and baseline is not None:
         changes = category_changes(best, baseline)
@@ -151,15 +148,14 @@ def _verdict_notes(results: ResultsFile, target: str, entry: dict, level: int) -
     return notes
 
 
-def _verdict_row(results: ResultsFile, target: str, entry: dict, level: int) -> str:
+def _verdict_row(results: ResultsFile, target: str, entry: TargetVerdict, level: int) -> str:
     baseline = results.baseline_for(target, level)
-    verdict = esc(entry.get("verdict", ""))
+    verdict = esc(entry.verdict)
     notes = _verdict_notes(results, target, entry, level)
     if notes:
         verdict += "<div class=\"muted small\">" + esc("; ".join(notes)) + "</div>"
-    speed = Speedup.from_value(entry.get("speedup"))     # the summary is JSON
-    speedup = describe_speedup(speed) if speed else "—"
-    acceptance = percent(entry.get("acceptance_rate")) if entry.get("recommended_draft") else "—"
+    speedup = describe_speedup(entry.speedup) if entry.speedup else "—"
+    acceptance = percent(entry.acceptance_rate) if entry.recommended_draft else "—"
     return ("<tr>"
             f"<td>{esc(target)}</td>"
             f"<td class=\"num\">{esc(num(baseline.mean_tps if baseline else None, '.1f', ' tok/s'))}</td>"
@@ -171,8 +167,9 @@ def _verdict_row(results: ResultsFile, target: str, entry: dict, level: int) -> 
 
 def _summary_table(data: ReportData) -> str:
     """One row per target; the verdicts are the CLI's sentences (``analysis.recommend``)."""
-    entries = {e["target"]: e for e in (data.results.summary or {}).get("targets", [])}
-    body = [_verdict_row(data.results, target, entries.get(target) or {}, data.level) for target in data.targets]
+    entries = {v.target: v for v in verdicts_of(data.results)}
+    body = [_verdict_row(data.results, target, entries.get(target) or TargetVerdict(target, ""), data.level)
+            for target in data.targets]
     if not body:
         body.append("<tr><td colspan=\"6\" class=\"muted\">No targets in this results file.</td></tr>")
     return ("<div class=\"table-wrap\"><table id=\"summary-table\"><thead><tr><th>Target</th><th>Baseline</th>"
@@ -180,11 +177,12 @@ def _summary_table(data: ReportData) -> str:
             + "".join(body) + "</tbody></table></div>" + _how_to_run(data, entries))
 
 
-def _how_to_run(data: ReportData, entries: dict) -> str:
+def _how_to_run(data: ReportData, entries: dict[str, TargetVerdict]) -> str:
     """The commands (LM Studio: settings) that run what each verdict recommends, as the console prints them."""
     blocks = []
     for target in data.targets:
-        commands = run_commands(entries.get(target) or {})
+        verdict = entries.get(target)
+        commands = verdict.run_commands() if verdict is not None else []
         if commands:
             blocks.append(f"<h3>{esc(target)}</h3>" + "".join(
                 f"<p class=\"small\">{esc(lead)}:</p><pre class=\"command\"><code>{esc(text)}</code></pre>"

@@ -1,11 +1,12 @@
 """The adaptive search's record: each target's outcome (the console's sentence) and each candidate's race —
 every look with its bounds and standing, the decision and why, the servers and requests it took.
-Everything comes from the verdict's summary entry (``race``, built by :mod:`draftbench.analysis.race_outcome`),
+Everything comes from the target's verdict (``TargetVerdict.race``, built by :mod:`draftbench.analysis.race_outcome`),
 so the report and the console say the same thing."""
 
 from __future__ import annotations
 
-from ..analysis.race_outcome import Look, RaceOutcome
+from ..analysis.race_outcome import Look
+from ..analysis.summary import verdicts_of
 from .text import esc
 from .view import ReportData
 
@@ -20,8 +21,7 @@ def _look(look: Look) -> str:
 
 
 def race_section(data: ReportData) -> str:
-    outcomes = [o for e in (data.results.summary or {}).get("targets", [])
-                if isinstance(e.get("race"), dict) and (o := RaceOutcome.from_dict(e["race"])) is not None]
+    outcomes = [v.race for v in verdicts_of(data.results) if v.race is not None]
     if not outcomes:
         return ""
     parts = []

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ..common.bulk import collector_paused
 from ..common.errors import ResultsFileError
@@ -47,6 +47,24 @@ TOOL = "draftbench"
 MADE_BY = ("sweep.py", "bench.py")      # a sweep, or bench.py's one-command A/B (older files: a sweep)
 
 
+class WrittenSummary(Protocol):
+    """What ``ResultsFile.summary`` holds: the analysis's typed ``analysis.summary.Summary`` (a layer above), or a
+    file's :class:`StoredSummary`; either writes the file's ``summary`` object."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class StoredSummary:
+    """A file's summary as it was read: only ever written back (a redacted copy keeps it), never rendered —
+    every view analyses the rows again (``analysis.verdict.analyze``), which replaces it with the typed one."""
+
+    data: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return json.loads(json.dumps(self.data))      # a copy: what the file held, as it held it
+
+
 @dataclass(frozen=True, kw_only=True)
 class ResultsFile:
     """A results file: upstream's keys first, then this tool's; ``extra`` keeps unknown keys."""
@@ -66,7 +84,8 @@ class ResultsFile:
     tool_version: str | None = declare(STR)
     config: dict | None = declare(CONFIG)               # what defines the sweep (for resume checks)
     host: dict | None = declare(HOST)
-    summary: dict | None = declare(SUMMARY)             # recommendations etc., recomputed on save
+    # the verdicts (analysis.summary.Summary), recomputed by every analysis; a file's own only written back
+    summary: WrittenSummary | None = declare(SUMMARY)
     prompt_set: dict | None = declare(PROMPT_SET)       # the prompts measured: sample size, seed, ids (config.prompts)
     made_by: str | None = declare(Str(choices=MADE_BY))   # the command that measured it: warnings name its flags
     load_before: list | None = declare(LOAD_BEFORE)     # the machine's load just before each run (a resume adds one)
@@ -193,10 +212,14 @@ class ResultsFile:
                    settings=settings if isinstance(settings := data.get("settings"), dict) else {},
                    results=tuple(rows), timestamp=data.get("timestamp"), schema_version=version,
                    tool=data.get("tool") if version is not None else None, tool_version=data.get("tool_version"),
-                   config=data.get("config"), host=data.get("host"), summary=data.get("summary"),
+                   config=data.get("config"), host=data.get("host"), summary=_stored_summary(data.get("summary")),
                    prompt_set=data.get("prompt_set"), made_by=data.get("made_by"),
                    load_before=data.get("load_before"),
                    extra={k: v for k, v in data.items() if k not in known})
+
+
+def _stored_summary(value: Any) -> StoredSummary | None:
+    return StoredSummary(value) if isinstance(value, dict) else None
 
 
 def now_iso() -> str:

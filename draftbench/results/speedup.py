@@ -3,8 +3,8 @@
 Rows hold one in ``Row.speedup`` and one per prompt category in ``Row.speedup_by_category``. In a
 results file it is the object :meth:`Speedup.to_dict` writes — the keys and their order are part of
 the file format, so files written before this class existed read and write back byte for byte.
-JSON-valued fields (the file's summary, a row's ``ceiling`` and ``degenerate_output``) store that
-object; :meth:`Speedup.from_value` reads it back.
+JSON-valued fields (a row's ``ceiling`` and ``degenerate_output``) store that object;
+:meth:`Speedup.from_value` reads it back (the verdict, ``analysis.summary``, holds typed speed-ups).
 """
 
 from __future__ import annotations

@@ -219,15 +219,15 @@ def _first_token(baseline: Row, spec: Row, plan: ABPlan) -> list[tuple[str, str]
     time over the baseline) and a whole request of the typical output length, modelled from both."""
     typical = typical_output_tokens(plan.settings)
     base, mine = timing(baseline, typical), timing(spec, typical)
-    prompt = f"{base['prompt_tokens']:.0f}" if base["prompt_tokens"] else "n/a"
+    prompt = f"{base.prompt_tokens:.0f}" if base.prompt_tokens else "n/a"
     extra = extra_ttft_s(spec, baseline)
-    first = (f"{base['ttft_s']:.2f} s alone, {mine['ttft_s']:.2f} s speculative" if base["ttft_s"] and mine["ttft_s"]
+    first = (f"{base.ttft_s:.2f} s alone, {mine.ttft_s:.2f} s speculative" if base.ttft_s and mine.ttft_s
              else "n/a") + (f" ({extra:+.2f} s: the candidate's own prefill)" if extra is not None else "")
-    prefill = (f"{base['prefill_tps']:,.0f} tok/s alone, {mine['prefill_tps']:,.0f} tok/s speculative (server "
-               f"timings; {prompt}-token prompts)" if base["prefill_tps"] and mine["prefill_tps"] else "n/a")
-    e2e = (f"{base['end_to_end_s']:.2f} s alone, {mine['end_to_end_s']:.2f} s speculative for {typical} output tokens "
-           f"({base['end_to_end_s'] / mine['end_to_end_s']:.2f}x; first token + decode)"
-           if base["end_to_end_s"] and mine["end_to_end_s"] else "n/a")
+    prefill = (f"{base.prefill_tps:,.0f} tok/s alone, {mine.prefill_tps:,.0f} tok/s speculative (server "
+               f"timings; {prompt}-token prompts)" if base.prefill_tps and mine.prefill_tps else "n/a")
+    e2e = (f"{base.end_to_end_s:.2f} s alone, {mine.end_to_end_s:.2f} s speculative for {typical} output tokens "
+           f"({base.end_to_end_s / mine.end_to_end_s:.2f}x; first token + decode)"
+           if base.end_to_end_s and mine.end_to_end_s else "n/a")
     return [("prefill", prefill), ("first token", first), ("end to end", e2e)]
 
 

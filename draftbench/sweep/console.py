@@ -18,10 +18,9 @@ from ..analysis.context_length import describe_length
 from ..analysis.draft import best_k as kpredict
 from ..analysis.draft.k_advice import kind
 from ..analysis.draft.positions import drafted_positions
-from ..analysis.race_outcome import RaceOutcome
 from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
-from ..analysis.winning_command import command_lines
+from ..analysis.summary import summary_of, verdicts_of
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, Row
 from ..results.findings import Code
@@ -274,19 +273,19 @@ class Console(Reporter):
             self.line(f"{len(eliminated)} candidate(s) eliminated by the adaptive search (probe numbers kept): "
                       + ", ".join(f"{r.target} + {r.draft}" + (f" (k={r.draft_max})" if r.draft_max else "")
                                   for r in eliminated))
-        loads = (results.summary or {}).get("server_loads")
-        if loads is not None:
-            self.line(f"Server loads: {loads}")
+        summary = summary_of(results)
+        if summary is not None:
+            self.line(f"Server loads: {summary.server_loads}")
         self._predicted_vs_measured(results)
         self.line()
         self.line("Verdict:")
-        for entry in (results.summary or {}).get("targets", []):
-            self.line(f"  {entry['verdict']}")
-            for length in (entry.get("context") or {}).get("per_length") or ():   # prefill and decode apart
+        for verdict in verdicts_of(results):
+            self.line(f"  {verdict.verdict}")
+            for length in verdict.context.per_length if verdict.context is not None else ():   # prefill, decode apart
                 self.line(textwrap.indent(describe_length(length), "    "))
-            if isinstance(entry.get("race"), dict) and (race := RaceOutcome.from_dict(entry["race"])) is not None:
-                self.line(f"    Race: {race.sentence()}")       # the same decision, in the same words
-            for text in command_lines(entry):
+            if verdict.race is not None:
+                self.line(f"    Race: {verdict.race.sentence()}")       # the same decision, in the same words
+            for text in verdict.command_lines():
                 self.line(f"    {text}")
         self.line()
         self.line(f"Results saved to {results_path}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...analysis.summary import verdicts_of
 from ...results.speedup import Speedup
 from .match import ComparedFile
 
@@ -28,8 +29,7 @@ def best_per_target(files: list[ComparedFile] | tuple[ComparedFile, ...]) -> lis
     """One entry per target of every file, in file order (read from each file's analysed summary)."""
     out = []
     for f in files:
-        for entry in (f.results.summary or {}).get("targets", []):
-            out.append(BestForTarget(f.letter, str(entry.get("target")), entry.get("baseline_tps"),
-                                     entry.get("recommended_draft"), entry.get("draft_max"), Speedup.from_value(entry.get("speedup")),
-                                     entry.get("acceptance_rate")))
+        for verdict in verdicts_of(f.results):
+            out.append(BestForTarget(f.letter, verdict.target, verdict.baseline_tps, verdict.recommended_draft,
+                                     verdict.draft_max, verdict.speedup, verdict.acceptance_rate))
     return out

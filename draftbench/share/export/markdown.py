@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ...analysis.summary import TargetVerdict
 from .markdown_text import plain
 from .table import Table
 
@@ -22,18 +23,18 @@ def export_markdown(table: Table) -> str:
     lines = ["| " + " | ".join(cell(h.title) for h in table.headings) + " |",
              "|" + "|".join(":---" if h.align == "left" else "---:" for h in table.headings) + "|"]
     lines += ["| " + " | ".join(cell(t) for t in row) + " |" for row in table.text]
-    return "\n".join(lines) + "\n" + _verdicts(table.meta.get("verdicts") or [])
+    return "\n".join(lines) + "\n" + _verdicts(table.verdicts)
 
 
-def _verdicts(verdicts: list[dict]) -> str:
+def _verdicts(verdicts: tuple[TargetVerdict, ...]) -> str:
     """Each target's verdict, ending with the command that runs it (one code block per line)."""
     if not verdicts:
         return ""
     out = ["", "## Verdict", ""]
-    for entry in verdicts:
-        out += [plain(entry.get("verdict") or entry.get("target")), ""]    # the verdict names its target
-        for run in entry.get("run") or []:
-            text = " ".join(str(run.get("line")).split())      # one line: a fenced block ends at a fence line
+    for verdict in verdicts:
+        out += [plain(verdict.verdict or verdict.target), ""]    # the verdict names its target
+        for what, line in verdict.run_commands():
+            text = " ".join(line.split())      # one line: a fenced block ends at a fence line
             fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
-            out += [f"{plain(run.get('what'))}:", "", fence, text, fence, ""]
+            out += [f"{plain(what)}:", "", fence, text, fence, ""]
     return "\n".join(out)

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from ...analysis.context_length import timing
-from ...analysis.winning_command import run_commands
+from ...analysis.summary import TargetVerdict, verdicts_of
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ..compare import Comparison, Match
@@ -49,6 +49,7 @@ class Table:
     headings: tuple[Heading, ...]
     cells: Callable[[], tuple[tuple[str, ...], ...]]   # makes :attr:`text` (only the Markdown exporter needs it)
     meta: dict = field(default_factory=dict)   # where the data came from (the JSON export's header)
+    verdicts: tuple[TargetVerdict, ...] = ()     # each target's verdict (the Markdown export ends with them)
 
     @cached_property
     def text(self) -> tuple[tuple[str, ...], ...]:
@@ -100,8 +101,8 @@ def result_record(row: Row) -> Record:
 
 def _context_record(row: Row) -> Record:
     measured = timing(row, None)
-    return {"context_tokens": row.context_tokens, "median_ttft_s": measured["ttft_s"],
-            "median_prefill_tps": measured["prefill_tps"]}
+    return {"context_tokens": row.context_tokens, "median_ttft_s": measured.ttft_s,
+            "median_prefill_tps": measured.prefill_tps}
 
 
 def _num(value: Any, fmt: str = ".2f") -> str:
@@ -156,13 +157,14 @@ def results_table(results: ResultsFile, source: str) -> Table:
             "model_family": results.model_family, "timestamp": results.timestamp,
             "schema_version": results.schema_version,
             # each target's verdict and the command that runs it (the Markdown export ends with them)
-            "verdicts": [{"target": e.get("target"), "verdict": e.get("verdict"),
-                          "run": [{"what": lead, "line": line} for lead, line in run_commands(e)]}
-                         for e in (results.summary or {}).get("targets", []) if isinstance(e, dict)]}
+            "verdicts": [{"target": v.target, "verdict": v.verdict,
+                          "run": [{"what": lead, "line": line} for lead, line in v.run_commands()]}
+                         for v in verdicts_of(results)]}
     with_context = any(r.context_tokens is not None for r in results.results)
     records = tuple({**result_record(r), **(_context_record(r) if with_context else {})} for r in results.results)
     return Table("results", RESULT_COLUMNS + (CONTEXT_COLUMNS if with_context else ()), records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
-                 lambda: tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta)
+                 lambda: tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta,
+                 verdicts_of(results))
 
 
 # --------------------------------------------------------------------------- a comparison
