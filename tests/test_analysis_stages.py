@@ -203,3 +203,15 @@ def test_an_interval_end_beyond_a_floats_range_is_unbounded_not_a_crash():
     bound = Bound.of(wild, 1e-6)
     assert bound.high == math.inf and 0.0 <= bound.low < bound.ratio < 1.0
     assert ratio_of(800.0) == math.inf and ratio_of(-800.0) == 0.0 and ratio_of(0.0) == 1.0
+
+
+def test_the_projection_lets_the_session_spread_be_learnt_from_the_stages_to_come():
+    """make demo (2026-11-27): four stages, +6.5% at se 0.02 but df 1.7 (the session spread from few stages).
+    More stages bring more degrees of freedom as well as a smaller error: some dozens of stages (at the reserve's
+    error, beyond the planned four) settle it, where a projection at today's df said "more than 60"."""
+    est = Estimate(0.063, 0.02, 1.7, 4, 4, "these prompts")
+    more = projection(est, 1.02, Spending(4, 4), 4, "a gain of +6.5%")
+    assert more.stages is not None and 5 <= more.stages < 60
+    assert more.prompts == more.stages * 4
+    sure = Estimate(0.063, 0.02, 400.0, 4, 4, "these prompts")       # the spread already well known: fewer
+    assert (projection(sure, 1.02, Spending(4, 4), 4, "a gain").stages or 0) < more.stages
