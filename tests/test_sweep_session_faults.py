@@ -119,7 +119,9 @@ def test_server_killed_mid_request(models, tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig):
-    config = write_config(tmp_path, models, drafts=("good",), runs=1)
+    # Two drafts: the second one's server runs after the first one's rows are saved, whatever the stages decide
+    # (with one draft a quiet machine could decide after one stage, and no server ran once a row was saved).
+    config = write_config(tmp_path, models, drafts=("good", "bad"), runs=1)
     results = tmp_path / "sig.json"
     before = llama_server_pids()
     sweep = start_sweep(config, results)
@@ -142,7 +144,8 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
     assert resumed.returncode == 0 and f"Resuming {results}" in resumed.stdout, resumed.stdout
     for row in results_rows(results):
         assert row["status"] == "ok"
-        measured = [(r["run"], r["prompt_id"], r["block"], r["session"]) for r in row["requests"]]
+        # a stage's baseline server answers each prompt once beside each candidate's server
+        measured = [(r["run"], r["prompt_id"], r["block"], r["session"], r.get("beside")) for r in row["requests"]]
         assert len(set(measured)) == len(measured)
         by_stage: dict[int, set[str]] = {}
         for r in row["requests"]:
