@@ -53,7 +53,7 @@ def test_code_edit_with_ngram_methods_and_a_baseline_that_proves_it_did_not_spec
         assert set(row["method_stats"]) == {method}
         # the log's per-method counters and the response's timings count the same drafted tokens
         assert stats["gen_tokens"] == row["draft_n"] and stats["acc_tokens"] == row["draft_n_accepted"]
-        # one request per block: a confirmation block for the leader runs or not as the noise decides
+        # one request per stage: as many stages run as the verdict needs (the noise decides)
         measured = len(row["requests"])
         assert stats["calls_draft"] > 0 and stats["requests"] == measured >= 1
         request = row["requests"][0]

@@ -276,7 +276,7 @@ def test_sweep_cli_sweeps_k_through_the_sdk(lm_studio, tmp_path):
     for k in (2, 4):
         row = rows[k]
         assert row["status"] == "ok" and row["speculation_active"] is True and row["draft"] == "0.5B"
-        # the default (bracketed) design: a server session per block (+ the confirmation's), each with its
+        # the default (bracketed) design: a server session per stage, each with its
         # speculation check and warm-up; every measured request is one of the stand-in's predictions, and the
         # row sums the counters of all its requests over the blocks
         truth = [p["truth"] for p in studio.seen("predict") if p["draftModel"] and p["k"] == k]

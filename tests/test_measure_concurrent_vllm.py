@@ -34,7 +34,7 @@ def test_levels_get_max_num_seqs_and_the_levels_totals(fake, tmp_path, monkeypat
     monkeypatch.setenv("FAKE_VLLM_STEP_S", "0.02")       # requests long enough to overlap visibly
     data = sweep(fake, tmp_path)
     argv = fake.argv()
-    # the one-stream servers (one per row, + the confirmation's two when the draft is selected), then a level's
+    # the one-stream servers (one per row and stage, as many stages as the verdict needs), then a level's
     one_stream = {r["session"] for row in data["results"] if row["concurrency"] == 1 for r in row["requests"]}
     assert ["--max-num-seqs" in a for a in argv] == [False] * len(one_stream) + [True, True]
     assert all(a[a.index("--max-num-seqs") + 1] == "2" for a in argv if "--max-num-seqs" in a)
