@@ -32,6 +32,9 @@ def test_bench_json_is_a_results_file_the_sweeps_readers_take(tmp_path):
     export = run_cli("sweep.py", "--results", str(out), "--export", "md", timeout=120)
     assert export.returncode == 0, export.stderr
     assert "`alone (baseline)`" in export.stdout and "`with draft (baseline)`" in export.stdout
+    # each server is a row of its own: the verdict says it is a measurement, never "no draft produced a valid one"
+    assert "one server measured by bench.py — a measurement, not a verdict" in export.stdout
+    assert "no draft produced a valid measurement" not in export.stdout
 
 
 def test_two_servers_with_one_label_are_refused_before_anything_is_sent(tmp_path):
