@@ -44,3 +44,20 @@ def test_two_servers_with_one_label_are_refused_before_anything_is_sent(tmp_path
         seen = server.requests
     assert proc.returncode == 2 and "--label and --compare-label are both 'x'" in proc.stderr
     assert seen == 0 and not (tmp_path / "b.json").exists()
+
+
+def test_an_ab_whose_candidate_failed_is_not_called_a_measurement_of_one_server():
+    """bench.py --target writes made_by "bench.py" too, with a candidate: when that candidate failed, the verdict
+    says no draft produced a valid measurement, not that the file holds one server's measurement."""
+    from draftbench.analysis.summary import verdicts_of
+    from draftbench.analysis.verdict import analyze
+    from draftbench.results.file import RequestRecord, ResultsFile, Row
+
+    base = Row(target="T", role="baseline", mean_tps=30.0,
+               requests=(RequestRecord("p", "code", 0, decode_tps=30.0, completion_tokens=16, text="t"),))
+    failed = Row(target="T", draft="d", role="speculative", status="error", reason="the server died")
+    results = ResultsFile(name="ab", hardware="h", backend="llamacpp", model_family="f",
+                          settings={"noise_floor": 0.02}, results=(base, failed), schema_version=4, made_by="bench.py")
+    (verdict,) = verdicts_of(analyze(results))
+    assert "no draft produced a valid measurement" in verdict.verdict
+    assert "one server measured by bench.py" not in verdict.verdict

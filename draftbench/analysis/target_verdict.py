@@ -108,7 +108,8 @@ def _legacy(results: ResultsFile, target: str, at_level: list[Row], baseline: Ro
                                  f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
     if session_summary(results, target, baseline.concurrency) is not None:
         return Decided(Choice(), no_fresh_sentence(target))
-    if results.made_by == "bench.py":      # each server bench.py measured is a row of its own, by design
+    # bench.py --url: each server it measured is a row of its own, by design (its A/B, --target, has candidates)
+    if results.made_by == "bench.py" and not any(r.role is Role.SPECULATIVE for r in results.results):
         speed = f"{baseline.mean_tps:.1f} tok/s, " if baseline.mean_tps else ""
         return Decided(Choice(), f"{target}: {speed}one server measured by bench.py — a measurement, not a verdict: no "
                                  "candidate was compared with the target alone in this file (bench.py --target, or a "
