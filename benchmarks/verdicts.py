@@ -14,10 +14,12 @@ clock are simulated: ``benchmarks/simulation``). Per scenario and strategy it pr
   nothing / shortlist / unresolved: the other outcomes (a shortlist: every candidate left gains, which is
                   fastest is not settled — its share holding the true best, and its leader within 2%)
   requests, loads: per sweep, and as a multiple of the exhaustive sweep before issue 32; wall: simulated
+  rows÷truth      the candidate rows' estimates over their truth, geometric mean over every row (centred: 1.000)
 
     python benchmarks/verdicts.py --quick                       # every scenario, two trials: it runs
     python benchmarks/verdicts.py --trials 200                  # the published figures (docs/statistics.md)
     python benchmarks/verdicts.py --scenario best10/harsh --world mymodel:factory
+    python benchmarks/verdicts.py --scenario best10/harsh --world simulation.audit_world:session3 --prompts 96
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -75,7 +78,7 @@ def pct(x: float | None) -> str:
 
 HEADER = (f"{'scenario':<22} {'strategy':<10} {'recommends':>10} {'(1)false':>8} {'(2)cover':>8} {'naive':>6} "
           f"{'(3)2%':>6} {'nothing':>7} {'short':>6} {'best in':>7} {'lead2%':>6} {'unres.':>6} {'requests':>14} "
-          f"{'loads':>12} {'wall':>7}")
+          f"{'loads':>12} {'wall':>7} {'rows÷truth':>10}")
 
 
 def line(name: str, strategy: str, s: dict) -> str:
@@ -83,7 +86,8 @@ def line(name: str, strategy: str, s: dict) -> str:
             f"{pct(s['covered_naive']):>6} {pct(s['within']):>6} {pct(s['nothing']):>7} {pct(s['shortlist']):>6} "
             f"{pct(s['shortlist_best']):>7} {pct(s['leader_within']):>6} {pct(s['unresolved']):>6} "
             f"{s['requests']:6.0f} ({s['requests'] / s['today_requests']:4.2f}×) "
-            f"{s['loads']:5.1f} ({s['loads'] / s['today_loads']:4.2f}×) {s['wall_s'] / 60:6.1f}m")
+            f"{s['loads']:5.1f} ({s['loads'] / s['today_loads']:4.2f}×) {s['wall_s'] / 60:6.1f}m "
+            f"{s['rows_centre'] or 0:10.4f}")
 
 
 MARKDOWN_HEADER = ("| scenario | strategy | recommends | (1) false | (2) covered (naive) | (3) within 2% | nothing gains "
@@ -122,6 +126,8 @@ def main(argv: list[str]) -> int:
                    "are far too coarse to quote)")
     p.add_argument("--design", choices=DESIGNS, default="interleaved", help="the sweeps' design (default: a CPU's)")
     p.add_argument("--stages", type=int, help="planned stages per target (default: the scenario's, 6)")
+    p.add_argument("--prompts", type=int, help="the prompt set's size (default: the scenario's, 48; issue 43's "
+                   "audit: 96)")
     p.add_argument("--world", metavar="MODULE:FACTORY", help="an outside noise model written against the backend "
                    "contract, in place of the scenario's machine")
     p.add_argument("--seed", type=int, default=1)
@@ -143,9 +149,13 @@ def main(argv: list[str]) -> int:
         return 0
     if args.trials < 1:
         p.error("--trials must be at least 1")
+    if args.prompts is not None and args.prompts < 2:
+        p.error("--prompts must be at least 2")
     trials = QUICK_TRIALS if args.quick else args.trials
     world = load_world(args.world) if args.world else None
     chosen = [known[n] for n in args.scenario] if args.scenario else list(known.values())
+    if args.prompts:
+        chosen = [replace(s, n_prompts=args.prompts) for s in chosen]
     print(f"{trials} trials per scenario, seed {args.seed}, design {args.design}"
           + (f", world {args.world}" if args.world else ""))
     print(HEADER)
