@@ -8,7 +8,7 @@ import math
 import random
 
 import pytest
-from draftbench.analysis import decision
+from draftbench.analysis.before_stages import rule as decision
 from draftbench.analysis.draft.ceiling import no_draft_can_pay
 from draftbench.analysis.replication import (
     NO_SESSIONS,

@@ -8,6 +8,7 @@ import math
 import random
 
 import pytest
+from draftbench.analysis.decision import Outcome, Rule, Why, decide_target, judge, replay
 from draftbench.analysis.replication import Estimate, SessionVariance
 from draftbench.analysis.settle import projection
 from draftbench.analysis.spending import Spending
@@ -22,7 +23,7 @@ from draftbench.analysis.stage_evidence import (
     estimate,
     series_from,
 )
-from draftbench.analysis.stage_rule import Outcome, Rule, Why, judge, replay
+from draftbench.analysis.stage_records import TargetStages
 
 
 def stage(k: int, values, order: int, prompts=None) -> StageSample:
@@ -102,7 +103,7 @@ def spread(variance: float, df: float) -> Spread:
 
 
 def rule(candidates: int, horizon: int = 6, eliminate: bool = True) -> Rule:
-    return Rule(Spending(horizon, candidates), eliminate=eliminate)
+    return Rule(Spending(horizon, candidates), noise_floor=0.02, eliminate=eliminate)
 
 
 def test_a_clear_gain_is_recommended_and_the_slower_candidates_leave():
@@ -118,7 +119,7 @@ def test_a_clear_gain_is_recommended_and_the_slower_candidates_leave():
 def test_no_recommendation_before_every_candidate_was_probed():
     rng = random.Random(1)
     look = judge({"fast": draw(rng, math.log(1.5), 2)}, spread(0.0004, 30), rule(3), 2, waiting=True)
-    assert look.outcome is Outcome.CONTINUE and look.pick is None
+    assert look.outcome is Outcome.UNRESOLVED and look.pick is None
 
 
 def test_a_near_tie_at_the_top_is_a_shortlist_not_a_pick():
@@ -145,10 +146,10 @@ def test_nothing_gains_when_every_candidate_is_shown_below_the_floor():
 def test_the_replay_stops_at_the_look_that_decided_and_keeps_who_left_when():
     rng = random.Random(4)
     series = {"good": draw(rng, math.log(1.6), 3, start=0), "bad": draw(rng, math.log(0.5), 1, start=3)}
-    played = replay(series, MachineSpread({("T", n): s for n, s in series.items()}), rule(2))
-    assert played.looks[0].eliminated.keys() == {"bad"}
-    assert played.outcome is Outcome.RECOMMEND and played.last is not None and played.last.pick == "good"
-    assert len(played.looks) <= 3
+    looks, eliminated = replay(series, MachineSpread({("T", n): s for n, s in series.items()}), rule(2))
+    assert looks[0].eliminated.keys() == {"bad"} and eliminated.keys() == {"bad"}
+    assert looks[-1].outcome is Outcome.RECOMMEND and looks[-1].pick == "good"
+    assert len(looks) <= 3
 
 
 def test_a_null_grid_is_never_recommended_in_seeded_trials():
@@ -156,9 +157,9 @@ def test_a_null_grid_is_never_recommended_in_seeded_trials():
     for trial in range(40):
         rng = random.Random(trial)
         series = {f"d{i}": draw(rng, 0.0, 6, start=6 * i, session_sd=0.03) for i in range(6)}
-        played = replay(series, MachineSpread({("T", n): s for n, s in series.items()}),
-                        rule(6, eliminate=trial % 2 == 0))
-        recommended += played.outcome is Outcome.RECOMMEND
+        looks, _ = replay(series, MachineSpread({("T", n): s for n, s in series.items()}),
+                          rule(6, eliminate=trial % 2 == 0))
+        recommended += looks[-1].outcome is Outcome.RECOMMEND
     assert recommended == 0
 
 
@@ -195,9 +196,9 @@ def test_an_interval_end_beyond_a_floats_range_is_unbounded_not_a_crash():
     thousands, and exp() of the upper end overflowed mid-sweep (OverflowError: math range error)."""
     import math
 
+    from draftbench.analysis.decision import Bound
     from draftbench.analysis.moments import ratio_of
     from draftbench.analysis.replication import Estimate
-    from draftbench.analysis.stage_rule import Bound
 
     wild = Estimate(mean=-0.3, se=2.0, df=1.0, prompts=4, sessions=1, question="these prompts")
     bound = Bound.of(wild, 1e-6)
@@ -215,3 +216,60 @@ def test_the_projection_lets_the_session_spread_be_learnt_from_the_stages_to_com
     assert more.prompts == more.stages * 4
     sure = Estimate(0.063, 0.02, 400.0, 4, 4, "these prompts")       # the spread already well known: fewer
     assert (projection(sure, 1.02, Spending(4, 4), 4, "a gain").stages or 0) < more.stages
+
+
+# --------------------------------------------------------------------------- the decision (decision.decide_target)
+
+def evidence(series: dict, rows=None, left_out=None, caps=None, horizon: int = 6) -> TargetStages:
+    from draftbench.results.file import Row
+    names = [*series, *(left_out or {})]
+    return TargetStages("T", horizon, 6, dict(series), rows or {n: Row(target="T", draft=n) for n in names},
+                        dict(left_out or {}), dict(caps or {}),
+                        MachineSpread({("T", n): s for n, s in series.items()}))
+
+
+def test_the_rule_a_sweep_decides_by_comes_from_its_settings_in_one_place():
+    from helpers import default_settings
+    race = Rule.of(default_settings(search="adaptive", noise_floor=0.05), horizon=4, candidates=3)
+    assert race.eliminate and race.noise_floor == 0.05 and race.spending == Spending(4, 3)
+    assert not Rule.of(default_settings(search="exhaustive"), horizon=4, candidates=3).eliminate
+
+
+def test_a_decision_stops_the_sweep_when_final_and_names_who_the_next_stage_measures():
+    rng = random.Random(4)
+    series = {"good": draw(rng, math.log(1.6), 3, start=0), "bad": draw(rng, math.log(0.5), 1, start=3)}
+    decided = decide_target(evidence(series), rule(2))
+    assert decided.outcome is Outcome.RECOMMEND and decided.pick == decided.best == "good" and decided.final()
+    assert decided.eliminated.keys() == {"bad"} and decided.significant
+    unclear = {"good": draw(rng, math.log(1.1), 1, start=0, prompt_sd=0.1), "bad": draw(rng, math.log(0.5), 1, start=3)}
+    early = decide_target(evidence(unclear), rule(2))
+    assert early.outcome is Outcome.UNRESOLVED and not early.final() and early.eliminated.keys() == {"bad"}
+    assert early.members(["good", "bad", "control"], always=["control"]) == ["good", "control"]
+    kept = decide_target(evidence(unclear), rule(2, eliminate=False))
+    assert kept.members(["good", "bad"]) == ["good", "bad"]          # the exhaustive search measures everyone
+    nothing = decide_target(evidence({}), rule(2))
+    assert nothing.outcome is Outcome.UNRESOLVED and not nothing.final() and nothing.members(["a"]) == ["a"]
+
+
+def test_a_shortlist_is_final_unless_more_stages_are_asked_for_and_only_said_when_the_stages_ended():
+    rng = random.Random(0)
+    shared = [[rng.gauss(0, 0.02) for _ in range(6)] for _ in range(3)]
+    series = {"a": draw(rng, math.log(1.4), 3, shared=shared, start=0, session_sd=0.005, prompt_sd=0.02),
+              "b": draw(rng, math.log(1.395), 3, shared=shared, start=10, session_sd=0.005, prompt_sd=0.02)}
+    ended = decide_target(evidence(series), rule(2, horizon=6))
+    going = decide_target(evidence(series), rule(2, horizon=6), live=True)
+    assert going.outcome is Outcome.UNRESOLVED and not going.final()          # the sweep measures on
+    assert ended.outcome is Outcome.SHORTLIST and set(ended.shortlist) == {"a", "b"} and ended.significant
+    assert not ended.final()              # the looks themselves did not decide: a resumed sweep goes on
+    assert ended.settle is not None and "whether" in ended.settle.about
+
+
+def test_the_quoted_figure_is_capped_at_what_the_counters_allow_and_the_noise_floor_test_is_made_on_it():
+    rng = random.Random(4)
+    series = {"good": draw(rng, math.log(1.6), 3, start=0)}
+    free = decide_target(evidence(series), rule(1))
+    capped = decide_target(evidence(series, caps={"good": 1.01}), rule(1))
+    assert free.quoted is not None and free.quoted.cap is None and free.significant
+    assert capped.quoted is not None and capped.quoted.high == capped.quoted.ratio == 1.01
+    assert capped.quoted.measured == free.quoted.measured
+    assert not capped.significant          # at most +1%: not shown faster than the +2% floor

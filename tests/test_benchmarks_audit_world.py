@@ -55,7 +55,7 @@ def test_its_noise_is_the_audits():
 
 def test_every_server_has_its_own_session_and_every_request_a_share_and_counters_within_the_truth():
     grid = Grid("two", (Cand("a", 1.2), Cand("b", 1.0, helper_rate=1.0, helper_share=0.3)))
-    result, truth, backend = one(grid)
+    result, _truth, _backend = one(grid)
     sessions = {r.session for row in result.results.results for r in row.requests}
     assert len(sessions) == result.loads
     rows = {row.draft or "": row for row in result.results.results}

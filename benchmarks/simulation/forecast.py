@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from draftbench.analysis.stage_evidence import MachineSpread, up_to
-from draftbench.analysis.stage_records import TargetStages, series_of, staged_pairs, staged_targets
-from draftbench.analysis.stage_verdict import StagedVerdict, Verdict, staged_verdict
+from draftbench.analysis.decision import Decision, Outcome, decide
+from draftbench.analysis.stage_evidence import up_to
+from draftbench.analysis.stage_verdict import StagedVerdict, staged_verdict
 from draftbench.backends.base import Backend
 from draftbench.results.file import ResultsFile, save_results
 from draftbench.sweep import Reporter, Sweep, run_sweep
@@ -36,7 +36,7 @@ from .sweeps import Sweep as SimSweep
 from .sweeps import sweep as first_sweep
 from .world import Truth
 
-DECIDED = (Verdict.RECOMMEND.value, Verdict.NOTHING_GAINS.value)
+DECIDED = (Outcome.RECOMMEND.value, Outcome.NOTHING_GAINS.value)
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,15 @@ def forecast_trial(setup: Setup, backend: Backend, truth: Truth, noise_floor: fl
     sim = first_sweep(setup, backend)
     first = score(sim, truth, noise_floor)
     v = sim.verdict
-    stages = staged_targets(sim.results, noise_floor=noise_floor,
-                            eliminate=setup.config.settings.search == "adaptive").get("target")
-    named = v.settle if v is not None and v.verdict in (Verdict.UNRESOLVED, Verdict.SHORTLIST) else None
+    decision = decide(sim.results).get("target")
+    named = v.settle if v is not None and v.verdict in (Outcome.UNRESOLVED, Outcome.SHORTLIST) else None
     forecast = named.stages if named is not None else None
-    blocker, contender = _blocker(stages, v)
-    est = stages.replay.last.vs_base.get(v.best) if stages and stages.replay.last and v and v.best else None
+    blocker, contender = _blocker(decision, v)
+    last = decision.last if decision is not None else None
+    est = last.vs_base.get(v.best) if last is not None and v is not None and v.best else None
     trial = Trial(first, first, forecast, _about(named.about) if named else None, blocker, contender,
                   est.ratio if est else None, truth.population.get(v.best or "") if v else None,
-                  _looks(stages, sim) if stages else (), more_than=named is not None and named.stages is None,
+                  _looks(decision) if decision is not None else (), more_than=named is not None and named.stages is None,
                   over_cap=forecast is not None and forecast > cap)
     if not trial.continued or forecast is None:
         return trial
@@ -117,8 +117,7 @@ def continue_by(setup: Setup, backend: Backend, results: ResultsFile, more: int,
     else:
         final = run_sweep(setup.config, backend, store=MemoryStore(results), clock=clock or time.perf_counter,
                           logs_dir=LOGS, more=more).results
-    found = staged_targets(final, noise_floor=setup.config.settings.noise_floor,
-                           eliminate=setup.config.settings.search == "adaptive").get("target")
+    found = decide(final).get("target")
     verdict: StagedVerdict | None = staged_verdict(found) if found is not None else None
     sessions = {r.session for row in final.results for r in row.requests if r.session}
     return SimSweep(final, verdict, sum(len(r.requests) for r in final.results), len(sessions),
@@ -129,13 +128,11 @@ def _about(about: str) -> str:
     return "margin" if about.startswith("whether") else "floor"
 
 
-def _blocker(stages: TargetStages | None, v: StagedVerdict | None) -> tuple[str | None, str | None]:
+def _blocker(decision: Decision | None, v: StagedVerdict | None) -> tuple[str | None, str | None]:
     """What kept the leader from being recommended at the last look: its own lower bound against the floor,
     or its margin to a contender it is not shown within 2% of; None when the sweep decided."""
-    if stages is None or v is None or v.verdict in (Verdict.RECOMMEND, Verdict.NOTHING_GAINS):
-        return None, None
-    last = stages.replay.last
-    if last is None or v.best is None:
+    last = decision.last if decision is not None else None
+    if last is None or v is None or v.best is None or v.verdict in (Outcome.RECOMMEND, Outcome.NOTHING_GAINS):
         return None, None
     if v.best not in last.clearing:
         return "floor", None
@@ -144,17 +141,12 @@ def _blocker(stages: TargetStages | None, v: StagedVerdict | None) -> tuple[str 
     return "waiting", None
 
 
-def _looks(stages: TargetStages, sim: SimSweep) -> tuple[Look, ...]:
-    """The machine's pooled spread at every look, rebuilt from the file as the verdict rebuilds it."""
-    baseline = sim.results.baseline_for(stages.target)
-    comparisons = {(stages.target, name): series_of(staged_pairs(row, baseline))
-                   for name, row in stages.rows.items() if baseline is not None}
-    spread = MachineSpread({k: s for k, s in comparisons.items() if s})
-    out = []
-    for look in stages.replay.looks:
-        known = [up_to(s, look.number) for s in comparisons.values()]
-        order = max((s[-1].order for s in known if s), default=None)
-        at = spread.at(order)
+def _looks(decision: Decision) -> tuple[Look, ...]:
+    """The machine's pooled spread at every look, as the look used it (what was measured by then)."""
+    series, out = decision.evidence.series, []
+    for look in decision.looks:
+        known = [s for s in (up_to(x, look.number) for x in series.values()) if s]
+        at = decision.evidence.machine.at(max((s[-1].order for s in known), default=None))
         out.append(Look(look.number, at.pair.df, at.pair.variance == 0.0 and math.isfinite(at.pair.df),
                         at.between.df, at.between.variance == 0.0 and math.isfinite(at.between.df)))
     return tuple(out)

@@ -13,7 +13,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from draftbench.analysis.stage_verdict import Verdict
+from draftbench.analysis.decision import Outcome
 
 from .sweeps import Sweep
 from .world import Truth
@@ -46,8 +46,8 @@ def score(sweep: Sweep, truth: Truth, noise_floor: float) -> Score:
     v = sweep.verdict
     best = max(truth.population.values())
     floor = 1.0 + noise_floor
-    decision = v.verdict.value if v is not None else Verdict.UNRESOLVED.value
-    pick = v.pick if v is not None and v.verdict is Verdict.RECOMMEND else None
+    decision = v.verdict.value if v is not None else Outcome.UNRESOLVED.value
+    pick = v.pick if v is not None and v.verdict is Outcome.RECOMMEND else None
     value = truth.population.get(_label(pick)) if pick else None
     covered = naive = within = width = None
     if pick and value is not None and v is not None and v.quote is not None:
@@ -63,7 +63,7 @@ def score(sweep: Sweep, truth: Truth, noise_floor: float) -> Score:
                  (max(shortlist) >= best / 1.0001) if shortlist else None,
                  any(x <= floor for x in shortlist) if shortlist else None,
                  within_2pct(lead, best) if shortlist and lead is not None else None,
-                 decision == Verdict.NOTHING_GAINS.value and best > floor,
+                 decision == Outcome.NOTHING_GAINS.value and best > floor,
                  v.stages if v is not None else 0, sweep.requests, sweep.loads, sweep.wall_s, _row_error(sweep, truth))
 
 

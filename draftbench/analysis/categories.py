@@ -13,7 +13,7 @@ from typing import Any
 
 from ..results.file import ResultsFile, Row
 from ..results.speedup import Speedup, rank
-from .decision import simultaneous_bounds
+from .before_stages.rule import simultaneous_bounds
 from .degenerate import looping_requests
 from .session import category_label
 from .stats import TOO_FEW, describe_subset, too_few_to_tell

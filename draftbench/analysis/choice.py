@@ -21,7 +21,7 @@ class BestPick:
     draft: str | None
     draft_max: int | None
     speedup: Speedup | None
-    decision: str                       # a stage_verdict.Verdict's value
+    decision: str                       # a decision.Outcome's value
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "draft": self.draft, "draft_max": self.draft_max,

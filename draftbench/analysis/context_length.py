@@ -3,9 +3,10 @@
 Rows measured at several context lengths (``settings.context_tokens``) are analysed one length at a
 time by the very analysis every verdict uses (``analysis.verdict``): the rows of one length alone, with
 their own baseline, intervals and decision. Nothing here judges a speed-up; it gathers the per-length
-verdicts and follows each candidate across lengths: it *pays* at a length when that length's verdict may
-recommend it (``decision.winners``: the confirmed candidate where a confirmation ran), and its reach is
-the longest length at which it pays there and at every shorter length.
+verdicts and follows each candidate across lengths: it *pays* at a length when that length's verdict
+recommends it (the staged decision's pick; in a file measured before stages, ``before_stages.rule.winners``:
+the confirmed candidate where a confirmation ran) or its own interval there is significantly faster, and its
+reach is the longest length at which it pays there and at every shorter length.
 
 Beside the speed-up each length shows time to first token split honestly: the server's prefill
 (``timings.prompt_ms``) and decode measured apart, the extra time to first token a candidate costs
@@ -24,7 +25,7 @@ from ..config.long_prompts import RANDOM_TOKENS
 from ..config.settings import DEFAULTS, Settings
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
-from . import decision
+from .before_stages import rule as before_stages
 from .context_verdict import ContextAxis, LengthPoint, LengthReach, LengthVerdict, Timing
 from .crossover import LevelOutcome, label, outcome
 from .stats import describe_speedup
@@ -191,13 +192,20 @@ def _tokens(n: int) -> str:
 
 
 def payers(results: ResultsFile, target: str, noise_floor: float) -> list[str]:
-    """The candidates that pay at one length: the one its verdict confirmed on fresh requests where one was
-    (``decision.winners``: that block decides for it), and every other whose own interval is significantly
-    faster (the rule the concurrency crossover uses)."""
+    """The candidates that pay at one length (``results``: that length, analysed): the one its verdict recommends
+    (staged: the decision's pick; before stages: the one confirmed on fresh requests, where one was — that block
+    decides for it), and every other whose own interval is significantly faster (the rule the concurrency
+    crossover uses)."""
     rows = [r for r in _speculative(results, target) if r.counts_as_speedup() and r.speedup]
-    raced = [r for r in _speculative(results, target) if r.race]
-    confirmed = decision.confirmed_row(rows)
-    won = {r.key for r in decision.winners(rows, raced, noise_floor)}
+    verdict = next((v for v in verdicts_of(results) if v.target == target), None)
+    confirmed = None
+    if verdict is not None and verdict.stages is not None:
+        won = {r.key for r in rows if verdict.recommended_draft is not None
+               and (r.draft, r.draft_max) == (verdict.recommended_draft, verdict.draft_max)}
+    else:
+        raced = [r for r in _speculative(results, target) if r.race]
+        confirmed = before_stages.confirmed_row(rows)
+        won = {r.key for r in before_stages.winners(rows, raced, noise_floor)}
     return [label(r.draft or "", r.draft_max) for r in _speculative(results, target)
             if r.key in won or (r is not confirmed and outcome(r) is LevelOutcome.FASTER)]
 

@@ -1,148 +1,352 @@
-"""The recommendation's rule: which candidate may be called faster, accounting for choosing among many.
+"""The staged decision — the one place its rule lives. :func:`decide` is the entry point: the sweep asks it
+after every stage (what to measure next, whether to stop), the verdict on the saved file (what to say), the
+simulator through the sweep; each gets a :class:`Decision` and reads it, never re-deriving it.
 
-Picking the best of C candidates and then quoting its own 95% interval would recommend a useless
-candidate far more often than 5% of the time (with 22 of them: one sweep in five), and its estimate
-would lean high (the winner's curse). Two ways out, both here:
+One look after every stage; at look l every bound is one-sided at ``Spending.error(l)`` (:mod:`spending`), built
+on the stages so far (:mod:`stage_evidence`: fresh prompts on fresh servers each stage, the machine's session
+spread pooled; :mod:`stage_records` reads them from a results file):
 
-* **Confirmation on fresh requests** (what a sweep does): the best point estimate above 1 + floor is
-  *selected* (:func:`selected`), then measured once more on a block of fresh requests — every prompt
-  once, on new server sessions, in the target's design. The recommendation is that block's own 95%
-  test (it clears 1 + floor) and the speed-up quoted is that block's estimate (``Row.confirmed``):
-  the selection cannot have picked that block's noise, so one test needs no correction for C and
-  the estimate carries no winner's curse. With prompts as the replication unit, one block is almost
-  as precise as all of them. (The fresh block repeats the same prompts: a candidate selected because
-  it suits these prompts keeps that edge; the interval's prompt-to-prompt spread covers it.)
-* **Simultaneous bounds** (files without a confirmation, or stopped before it): a candidate is
-  recommended only when its lower bound at the simultaneous level — 95% jointly over the C
-  candidates (Bonferroni: each two-sided at 1 − 0.05 / C) — clears 1 + floor.
+* **eliminated** (the race, ``settings.search`` "adaptive"; the exhaustive search keeps everyone): upper bound
+  against the target alone below 1 + floor (it cannot gain the floor), or upper bound against the leader
+  below 1 (slower than it);
+* **recommended**: the candidate with the highest estimate whose lower bound against the target alone
+  clears 1 + floor and whose lower bound against every other survivor is above 1 / (1 + margin) — it is
+  no more than the margin (2%) slower than any of them — once every candidate was probed;
+* **nothing gains**: every candidate left is shown below 1 + floor (the race has eliminated them all);
+  candidates shown within ± the floor of the target alone are *equivalent* to it (two one-sided tests);
+* **shortlist**: every contender left clears 1 + floor and the planned stages cannot tell which is fastest
+  (or they ran out before one was picked).
 
-An adaptive race (:mod:`racing`) selects by its own rules and its leader is confirmed the same way.
+Otherwise the next stage measures the survivors (everyone, exhaustively); with no stage left the target
+is *unresolved*, and :mod:`settle` says how much more would settle it. A recommendation or "nothing gains" is
+final; a shortlist is final unless ``--more`` asks for more stages. The figure quoted is the best's bound at the
+last look, capped at what its counters allow, and the noise-floor test is made on it (:attr:`Decision.significant`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
 
-from ..results.file import Row
-from ..results.speedup import Speedup
+from ..config.settings import Settings
+from ..results.file import ResultsFile
 from .moments import ratio_of
-from .stats import describe_speedup
-from .student_t import t_quantile
+from .replication import Estimate
+from .settle import Projection, power_line, to_settle
+from .spending import Spending
+from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
+from .stage_records import TargetStages, staged_targets
 
-ALPHA = 0.05
-
-
-def simultaneous_bounds(speed: Speedup, n_candidates: int, alpha: float = ALPHA) -> tuple[float, float] | None:
-    """The interval of ``speed`` at the simultaneous level over ``n_candidates`` (None without one)."""
-    if speed.se_log is None or speed.df is None:
-        return (speed.ci95_low, speed.ci95_high) if speed.ci95_low is not None and speed.ci95_high is not None \
-            else None
-    if speed.se_log == 0:
-        return speed.ratio, speed.ratio
-    if speed.df < 1:
-        return None
-    half = t_quantile(1.0 - alpha / (2 * max(1, n_candidates)), min(speed.df, 1e6)) * speed.se_log
-    mean = math.log(speed.ratio)
-    return ratio_of(mean - half), ratio_of(mean + half)
+MARGIN = 0.02          # the pick is within this of the best
 
 
-def clears(speed: Speedup | None, n_candidates: int, noise_floor: float) -> bool:
-    """Recommendable: the simultaneous lower bound is above 1 + floor."""
-    if speed is None or (speed.significant is False and speed.note):
-        return False                          # not a speed-up (inactive, unknown, above its counters)
-    bounds = simultaneous_bounds(speed, n_candidates)
-    floor = max(noise_floor, speed.noise_floor or 0.0)        # raised to a measured drift, where it was
-    return bounds is not None and bounds[0] > 1.0 + floor
+class Outcome(str, Enum):
+    """What a target's stages decided (the summary's ``stages.decision``)."""
+
+    RECOMMEND = "recommend"
+    NOTHING_GAINS = "nothing gains"
+    SHORTLIST = "shortlist"        # every candidate left gains; which is fastest the planned stages cannot settle
+    UNRESOLVED = "unresolved"      # not decided: the next stage measures on (at the end of a sweep: unresolved)
 
 
-def recommendable(rows: Sequence[Row], noise_floor: float) -> list[Row]:
-    """The rows that clear the simultaneous test, best lower bound first."""
-    n = len(rows)
-    out = [r for r in rows if clears(r.speedup, n, noise_floor)]
-
-    def key(r: Row) -> tuple[float, float]:
-        assert r.speedup is not None
-        bounds = simultaneous_bounds(r.speedup, n)
-        return (bounds[0] if bounds else 0.0, r.speedup.ratio)
-    return sorted(out, key=key, reverse=True)
+class Why(str, Enum):
+    BELOW_FLOOR = "below the floor"        # cannot gain the noise floor over the target alone
+    BELOW_LEADER = "below the leader"      # slower than the leader
 
 
-def winners(candidates: Sequence[Row], raced_rows: Sequence[Row], noise_floor: float) -> list[Row]:
-    """The rows the verdict may recommend, surest first: the confirmed one where a confirmation was
-    measured (that block decides); a race's winner in a file from before confirmations; else the rows
-    clearing the simultaneous bounds over the candidates."""
-    if confirmed_row(candidates) is not None:
-        winner = confirmed_winner(candidates)
-        return [winner] if winner is not None else []
-    if raced(raced_rows):
-        winner = race_winner(candidates)
-        speed = winner.speedup if winner is not None else None
-        return [winner] if winner is not None and speed is not None and speed.significant and speed.ratio > 1 else []
-    return [r for r in recommendable(candidates, noise_floor) if r.speedup and r.speedup.ratio > 1]
+@dataclass(frozen=True)
+class Bound:
+    """An estimate on the ratio scale and its bounds, each one-sided at ``error``."""
+
+    ratio: float
+    low: float
+    high: float
+    error: float
+    estimate: Estimate
+
+    @classmethod
+    def of(cls, est: Estimate, error: float) -> Bound:
+        low, high = one_sided(est, error)
+        return cls(ratio_of(est.mean), ratio_of(low) if math.isfinite(low) else 0.0,
+                   ratio_of(high) if math.isfinite(high) else math.inf, error, est)
 
 
-def raced(rows: Sequence[Row]) -> bool:
-    return any((r.race or {}).get("decision") for r in rows)
+@dataclass(frozen=True)
+class Elimination:
+    why: Why
+    look: int
+    bound: Bound                            # against the target alone
+    leader: str | None = None
+    against_leader: Bound | None = None
 
 
-def race_winner(rows: Sequence[Row]) -> Row | None:
-    return next((r for r in rows if (r.race or {}).get("decision") == "winner"), None)
+@dataclass(frozen=True)
+class Rule:
+    """How one target is decided: the spending plan, the floor, the margin, and whether to eliminate."""
+
+    spending: Spending
+    noise_floor: float
+    margin: float = MARGIN
+    eliminate: bool = True
+
+    @classmethod
+    def of(cls, settings: Settings, horizon: int, candidates: int) -> Rule:
+        """The rule a sweep with ``settings`` decides by: its noise floor, and elimination for the race."""
+        return cls(Spending(horizon, candidates), noise_floor=settings.noise_floor,
+                   eliminate=settings.search == "adaptive")
+
+    @property
+    def floor(self) -> float:
+        return 1.0 + self.noise_floor
 
 
-# --------------------------------------------------------------------------- confirmation on fresh requests
+@dataclass(frozen=True)
+class Look:
+    number: int
+    error: float
+    vs_base: dict[str, Bound]               # every candidate judged at this look
+    leader: str | None
+    eliminated: dict[str, Elimination]      # left at this look
+    survivors: tuple[str, ...]
+    outcome: Outcome
+    pick: str | None = None
+    clearing: tuple[str, ...] = ()          # contenders (survivors not shown behind the leader) clearing 1 + floor
+    equivalent: tuple[str, ...] = ()        # survivors within ± the floor of the target alone (TOST)
+    not_separated: dict[str, Bound] = field(default_factory=dict)   # leader − survivor, where not settled
+    contenders: tuple[str, ...] = ()        # survivors not shown behind the leader (the race keeps only these)
 
-def may_be_speedup(row: Row) -> bool:
-    """A row that could be recommended: measured, speculating (shown by its counters), within them."""
-    return (row.counts_as_speedup() and row.speculation_active is True and row.speedup is not None
-            and not (row.counter_bound or {}).get("speed_changed"))
-
-
-def selectable(rows: Sequence[Row], noise_floor: float) -> list[Row]:
-    """Rows worth confirming: they may be a speed-up and their estimate is above 1 + floor."""
-    return [r for r in rows if may_be_speedup(r) and r.speedup is not None and r.speedup.ratio > 1.0 + noise_floor]
-
-
-def selected(rows: Sequence[Row], noise_floor: float) -> Row | None:
-    """The candidate to confirm: the best point estimate among :func:`selectable` rows (none: nothing to
-    confirm, nothing recommended). Any rule may select; the confirmation alone decides."""
-    pool = selectable(rows, noise_floor)
-    return max(pool, key=lambda r: r.speedup.ratio if r.speedup else 0.0) if pool else None
-
-
-def confirmed_row(rows: Sequence[Row]) -> Row | None:
-    """The row a confirmation block was measured for (one per target and level)."""
-    return next((r for r in rows if r.confirmed is not None), None)
+    @property
+    def decided(self) -> bool:
+        """A recommendation or "nothing gains": the looks stop here."""
+        return self.outcome in (Outcome.RECOMMEND, Outcome.NOTHING_GAINS)
 
 
-def confirmed_winner(rows: Sequence[Row]) -> Row | None:
-    """The confirmed row, when its confirmation shows it faster by more than the floor (95%, one test)."""
-    row = confirmed_row(rows)
-    speed = row.confirmed if row is not None else None
-    if row is None or speed is None or not may_be_speedup(row):
-        return None
-    return row if speed.significant and speed.ratio > 1 else None
+def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
+    est = estimate(contrast(first, second), machine.between)
+    return Bound.of(est, error) if est is not None else None
 
 
-# --------------------------------------------------------------------------- how the verdict says it
+def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
+          waiting: bool = False) -> Look:
+    """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
+    so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
+    error = rule.spending.error(look)
+    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
+    leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
+    behind = _eliminations(series, vs_base, leader, machine, rule, look)   # the exhaustive search keeps them
+    eliminated = behind if rule.eliminate else {}
+    survivors = tuple(n for n in series if n not in eliminated)
+    contenders = [n for n in survivors if n not in behind]                  # not shown behind the leader
+    clearing = tuple(n for n in contenders if n in vs_base and vs_base[n].low > rule.floor)
+    equivalent = tuple(n for n in survivors if n in vs_base and vs_base[n].high < rule.floor
+                       and vs_base[n].low > 1.0 / rule.floor)
+    if not survivors or all(n in vs_base and vs_base[n].high < rule.floor for n in survivors):
+        return Look(look, error, vs_base, leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
+                    equivalent, contenders=tuple(contenders))
+    pick, open_ = (None, {}) if waiting else _pick(series, vs_base, clearing, survivors, machine, rule, error)
+    if pick is not None:
+        outcome = Outcome.RECOMMEND
+    elif not waiting and clearing and len(clearing) == len(contenders) and \
+            all(_futile(b, rule, look) for n, b in open_.items() if n in contenders):
+        outcome = Outcome.SHORTLIST
+    else:
+        outcome = Outcome.UNRESOLVED
+    return Look(look, error, vs_base, leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_,
+                tuple(contenders))
 
-def confirmed_text(best: Row, n_candidates: int) -> str:
-    """What the quoted figure is: the confirmation block's, and what it is about."""
-    question = best.confirmed.question if best.confirmed and best.confirmed.question else "these requests"
-    among = f"chosen among {n_candidates} candidates, then " if n_candidates > 1 else ""
-    return f"; {among}confirmed on fresh requests (on {question})"
+
+def _futile(versus: Bound, rule: Rule, look: int) -> bool:
+    """Even if the best clearing candidate leads a survivor by one standard error more than measured, the
+    planned stages left would not show it within the margin of that survivor (its spread shrinking as the
+    stages add up): the comparison cannot be settled before the horizon."""
+    left = rule.spending.horizon - look
+    est = versus.estimate
+    if left <= 0 or est.sessions < 1:
+        return True
+    se_final = est.se * math.sqrt(est.sessions / (est.sessions + left))
+    reach = quantile(rule.spending.error(rule.spending.horizon), est.df) * se_final
+    return est.mean + est.se - reach <= -math.log(1.0 + rule.margin)
 
 
-def not_confirmed_text(row: Row) -> str:
-    return (f" The best measured, {row.draft} ({describe_speedup(row.speedup)}), was measured again on fresh "
-            f"requests and was not confirmed: {describe_speedup(row.confirmed)}.")
+def _eliminations(series: Mapping[str, Series], vs_base: Mapping[str, Bound], leader: str | None,
+                  machine: Spread, rule: Rule, look: int) -> dict[str, Elimination]:
+    out: dict[str, Elimination] = {}
+    for name, bound in vs_base.items():
+        if bound.high < rule.floor:
+            out[name] = Elimination(Why.BELOW_FLOOR, look, bound)
+        elif leader is not None and name != leader:
+            versus = _vs(series[name], series[leader], machine, bound.error)
+            if versus is not None and versus.high < 1.0:
+                out[name] = Elimination(Why.BELOW_LEADER, look, bound, leader, versus)
+    return out
 
 
-def at_least_text(best: Row, n_candidates: int) -> str:
-    """'; at least +12.0% on prompts like these, with 7 candidates compared' (the simultaneous lower bound)."""
-    bounds = simultaneous_bounds(best.speedup, n_candidates) if best.speedup else None
-    if bounds is None:
-        return ""
-    question = best.speedup.question if best.speedup and best.speedup.question else "these requests"
-    compared = f", {n_candidates} candidates compared" if n_candidates > 1 else ""
-    return f"; at least {(bounds[0] - 1) * 100:+.1f}% on {question}{compared}"
+def _pick(series: Mapping[str, Series], vs_base: Mapping[str, Bound], clearing: Sequence[str],
+          survivors: Sequence[str], machine: Spread, rule: Rule,
+          error: float) -> tuple[str | None, dict[str, Bound]]:
+    """The best-estimate clearing candidate that no survivor beats by more than the margin; else the leader's
+    comparisons not settled yet."""
+    unsettled: dict[str, Bound] = {}
+    # the strongest rivals first: a candidate fails at its first unsettled comparison (only the first
+    # candidate's are all needed: they say whether the stages left could settle it)
+    rivals = sorted(survivors, key=lambda n: vs_base[n].ratio if n in vs_base else -math.inf, reverse=True)
+    for rank, name in enumerate(sorted(clearing, key=lambda n: vs_base[n].ratio, reverse=True)):
+        open_ = {}
+        for other in rivals:
+            if other == name:
+                continue
+            versus = _vs(series[name], series[other], machine, error)
+            if versus is None or versus.low <= 1.0 / (1.0 + rule.margin):
+                open_[other] = versus
+                if rank:
+                    break
+        if not open_:
+            return name, {}
+        if not rank:
+            unsettled = {k: v for k, v in open_.items() if v is not None}
+    return None, unsettled
+
+
+def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule,
+           unprobed: Sequence[str] = ()) -> tuple[tuple[Look, ...], dict[str, Elimination]]:
+    """The looks of one target from its candidates' stages, and who left when: look l sees stages < l of the
+    candidates still in, and the machine's spread as it stood when that stage's last server had started. Stops
+    at the first look that recommends or finds that nothing gains (the sweep stopped measuring there)."""
+    eliminated: dict[str, Elimination] = {}
+    looks: list[Look] = []
+    stages = max((s[-1].stage + 1 for s in series.values() if s), default=0)
+    for number in range(1, stages + 1):
+        current = {n: up_to(s, number) for n, s in series.items() if n not in eliminated}
+        current = {n: s for n, s in current.items() if s}
+        if not current:
+            break
+        order = max(s[-1].order for s in current.values())
+        waiting = bool(unprobed) or len(current) + len(eliminated) < len(series)
+        look = judge(current, spread.at(order), rule, number, waiting=waiting)
+        looks.append(look)
+        eliminated.update(look.eliminated)
+        if look.decided:
+            break              # (a shortlist goes on where --more measured further stages)
+    return tuple(looks), eliminated
+
+
+@dataclass(frozen=True)
+class Quoted:
+    """The figure quoted for a candidate: its bound at the last look (both sides at that look's error: 95% over
+    every candidate and look together, so it holds for the pick whatever the selection and stopping), its
+    estimate and upper end capped at what its counters allow (a verify step costs at least one target step)."""
+
+    ratio: float
+    low: float
+    high: float
+    measured: float                      # the estimate as measured
+    cap: float | None                    # the most the counters allow
+    bound: Bound
+
+    @classmethod
+    def of(cls, bound: Bound, cap: float | None) -> Quoted:
+        ratio, high = bound.ratio, bound.high
+        if cap is not None:
+            ratio, high = min(ratio, cap), min(high, cap)
+        return cls(ratio, min(bound.low, high), high, bound.ratio, cap, bound)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One target's staged decision: its looks, who left when, the outcome, the best and the figure quoted for it,
+    and the evidence it was made on (for what renders it: the next prompt's interval, what would settle it)."""
+
+    target: str
+    rule: Rule
+    evidence: TargetStages
+    looks: tuple[Look, ...]
+    eliminated: dict[str, Elimination]
+    outcome: Outcome
+    best: str | None = None                 # the pick, else the leader among those still in
+    quoted: Quoted | None = None            # of ``best``
+    shortlist: tuple[str, ...] = ()         # by estimate, best first
+
+    @property
+    def last(self) -> Look | None:
+        return self.looks[-1] if self.looks else None
+
+    @property
+    def pick(self) -> str | None:
+        return self.last.pick if self.last is not None else None
+
+    @property
+    def equivalent(self) -> tuple[str, ...]:
+        return self.last.equivalent if self.last is not None else ()
+
+    @property
+    def significant(self) -> bool:
+        """The noise-floor test of the quoted figure: shown faster than the target alone by more than the floor
+        (recommended or shortlisted), or shown slower by more than it."""
+        q = self.quoted
+        if q is None:
+            return False
+        gains = self.outcome in (Outcome.RECOMMEND, Outcome.SHORTLIST) and q.low > self.rule.floor
+        return gains or q.high < 1 / self.rule.floor
+
+    def final(self, more: int = 0) -> bool:
+        """No further stage for this target: the looks recommended or found that nothing gains, or shortlisted and
+        ``--more`` did not ask for more."""
+        last = self.last
+        return last is not None and (last.decided or (last.outcome is Outcome.SHORTLIST and not more))
+
+    def members(self, names: Sequence[str], always: Sequence[str] = ()) -> list[str]:
+        """Who the next stage measures, of ``names``: everyone before the first look; then every candidate taking
+        part (exhaustively) or those the looks kept in (the race); ``always`` whatever the looks said."""
+        if not self.looks:
+            return list(names)
+        alive = set(self.last.survivors if self.last is not None and self.rule.eliminate else self.evidence.series)
+        return [n for n in names if n in alive or n in always]
+
+    @cached_property
+    def settle(self) -> Projection | None:
+        """Unresolved or a shortlist: how much more would settle it (separating the shortlist's top two, or showing
+        the leader's gain or that it gains less than the floor)."""
+        if self.outcome not in (Outcome.UNRESOLVED, Outcome.SHORTLIST) or not self.looks:
+            return None
+        ev, rule = self.evidence, self.rule
+        return to_settle(ev.series, ev.spread, self.best, self.shortlist, floor=rule.floor, margin=rule.margin,
+                         spending=rule.spending, per_stage=ev.per_stage)
+
+    @cached_property
+    def power(self) -> str | None:
+        """What the spread measured here would let the stages show (the report's line)."""
+        if not self.looks:
+            return None
+        ev = self.evidence
+        return power_line(ev.series.get(self.best or ""), ev.spread, floor=self.rule.floor,
+                          spending=self.rule.spending, per_stage=ev.per_stage)
+
+
+def decide_target(evidence: TargetStages, rule: Rule, live: bool = False) -> Decision:
+    """``evidence``'s looks under ``rule`` and what they decided. ``live``: the sweep goes on measuring this target
+    (at the end, every contender left clearing the floor is a shortlist even when the looks could not say so)."""
+    looks, eliminated = replay(evidence.series, evidence.machine, rule, evidence.unprobed)
+    if not looks:
+        return Decision(evidence.target, rule, evidence, looks, eliminated, Outcome.UNRESOLVED)
+    last = looks[-1]
+    alive = [n for n in last.survivors if n in last.vs_base] or list(last.vs_base)
+    best = last.pick or max(alive, key=lambda n: last.vs_base[n].ratio, default=None)
+    quoted = Quoted.of(last.vs_base[best], evidence.caps.get(best)) if best is not None else None
+    outcome = last.outcome
+    if outcome is Outcome.UNRESOLVED and not live and last.clearing and set(last.clearing) >= set(last.contenders):
+        outcome = Outcome.SHORTLIST         # every contender left gains, the stages ran out before one was picked
+    shortlist = tuple(sorted(last.clearing, key=lambda n: -last.vs_base[n].ratio)) \
+        if outcome is Outcome.SHORTLIST else ()
+    return Decision(evidence.target, rule, evidence, looks, eliminated, outcome, best, quoted, shortlist)
+
+
+def decide(results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False
+           ) -> dict[str, Decision]:
+    """Every target measured in stages, decided under the rule its settings give (``before``: per target, on its
+    stages before that one only — what the sweep knew when it planned it; ``live``: see :func:`decide_target`)."""
+    settings = results.read_settings()
+    return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live)
+            for target, found in staged_targets(results, before).items()}

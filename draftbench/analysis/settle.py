@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..common.percent import change_text
 from .replication import Estimate
 from .spending import Spending
-from .stage_evidence import quantile
+from .stage_evidence import Series, Spread, contrast, estimate, quantile
 
 MAX_EXTRA = 60
 POWER_Z = 0.8416          # 80%: settled four times in five if the estimate is the truth
@@ -62,3 +63,43 @@ def projection(est: Estimate, against: float, spending: Spending, stage_size: in
     if extra is not None:
         extra = max(1, extra)
     return Projection(extra, extra * stage_size if extra is not None else None, math.exp(est.mean), about)
+
+
+def to_settle(series: dict[str, Series], spread: Spread, best: str | None, shortlist: tuple[str, ...], *,
+              floor: float, margin: float, spending: Spending, per_stage: int) -> Projection | None:
+    """How much more would settle a staged target: separating the shortlist's top two (by more than ``margin``),
+    or showing ``best``'s gain over ``floor`` (or that it gains less)."""
+    if best is None or best not in series:
+        return None
+    if len(shortlist) >= 2:
+        second = shortlist[1] if shortlist[0] == best else shortlist[0]
+        est = estimate(contrast(series[best], series[second]), spread.between)
+        if est is not None:
+            return projection(est, 1.0 + margin, spending, per_stage, f"whether {best} beats {second} by more than 2%")
+    est = estimate(series[best], spread.pair)
+    if est is None:
+        return None
+    about = (f"a gain of {change_text(math.exp(est.mean))} for {best}" if math.exp(est.mean) > floor else
+             f"that {best} gains less than the {change_text(floor)} floor")
+    return projection(est, floor, spending, per_stage, about)
+
+
+POWER_GAIN = 1.10
+
+
+def power_line(series: Series | None, spread: Spread, *, floor: float, spending: Spending, per_stage: int
+               ) -> str | None:
+    """With the spread a sweep measured: after how many stages a candidate +10% faster than the target alone
+    would be shown faster by the floor, four times in five (the power curve, at this machine's noise)."""
+    est = estimate(series, spread.pair) if series else None
+    if est is None:
+        return None
+    hypothetical = Estimate(math.log(POWER_GAIN), est.se, est.df, est.prompts, est.sessions, est.question)
+    more = projection(hypothetical, floor, spending, per_stage, "")
+    total = est.sessions + (more.stages or 0) if more.stages is not None else None
+    planned = spending.horizon
+    if total is None:
+        return (f"With the spread measured here, a candidate {change_text(POWER_GAIN)} faster than the target alone "
+                f"would not be shown so within {planned + 60} stages.")
+    return (f"With the spread measured here, a candidate {change_text(POWER_GAIN)} faster than the target alone "
+            f"would be shown so four times in five after about {max(1, total)} stage(s) ({planned} planned).")

@@ -1,10 +1,11 @@
-"""From a results file to the staged decision: each candidate's stages against the target alone, the
-machine's session spread over the whole file, and each target's looks replayed (:mod:`stage_rule`).
+"""From a results file to what the staged decision is made on: each candidate's stages against the target
+alone, who took no part (and why), the most each one's counters allow, and the machine's session spread over
+the whole file (:class:`TargetStages`, one per target measured in stages).
 
-The sweep decides with :func:`target_stages` after every stage and the verdict replays the same
-function on the saved file, so a stopped, resumed or re-analysed sweep tells one story. Rows measured
-in stages carry their plan in ``design`` (``horizon``: planned stages, ``per_stage``: prompts per stage);
-a request's ``block`` is its stage.
+:func:`draftbench.analysis.decision.decide` reads it, in the sweep after every stage and in the verdict on the
+saved file, so a stopped, resumed or re-analysed sweep tells one story. Rows measured in stages carry their
+plan in ``design`` (``horizon``: planned stages, ``per_stage``: prompts per stage); a request's ``block`` is
+its stage.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from ..results.kinds import Role, Status
 from .categories import candidate_name
 from .comparison import check_counters
 from .pairing import Pair, pairs
-from .spending import Spending
 from .stage_evidence import MachineSpread, Series, Spread, series_from
-from .stage_rule import Replay, Rule, replay
 
 
 def is_staged(row: Row) -> bool:
@@ -37,8 +36,9 @@ def series_of(matched: Iterable[Pair]) -> Series:
     return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order) for p in matched)
 
 
-def why_not_decided(row: Row, matched: list[Pair]) -> str | None:
-    """Why a candidate row takes no part in the decision (it still counts among the candidates)."""
+def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> str | None:
+    """Why a candidate row takes no part in the decision (it still counts among the candidates);
+    ``counters``: what its counters allow on ``matched`` (:func:`comparison.check_counters`)."""
     if row.status is Status.NOT_PROBED:
         return "not probed"
     if row.status not in (Status.OK, Status.ELIMINATED):
@@ -49,25 +49,30 @@ def why_not_decided(row: Row, matched: list[Pair]) -> str | None:
         return "the server reported no draft counters"
     if not matched:
         return "no request was measured against the target alone"
-    bound = check_counters(matched, None)
-    if bound and bound["speed_changed"]:
+    if counters and counters["speed_changed"]:
         return "faster than its counters allow: the machine's speed changed"
     return None
 
 
 @dataclass(frozen=True)
 class TargetStages:
-    """One target's staged decision: who took part, who could not (and why), and its replayed looks."""
+    """What one target's stages measured: its candidates' stages against the target alone, who could not take
+    part (and why), the most each one's counters allow, and the machine's session spread."""
 
     target: str
-    rule: Rule
+    horizon: int                         # planned stages
     per_stage: int
-    series: dict[str, Series]
+    series: dict[str, Series]            # the candidates taking part, by name
     rows: dict[str, Row]                 # every candidate row, by name
     left_out: dict[str, str]             # candidates in no comparison, and why
-    replay: Replay
-    spread: Spread                       # the machine's session spread at the last look
+    caps: dict[str, float]               # the most each candidate's counters allow (a ratio), where they say
+    machine: MachineSpread               # the session spread as it stood after any server session
     fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
+
+    @property
+    def candidates(self) -> int:
+        """C, the candidates the error is shared over: every candidate row, measured or not."""
+        return len(self.rows)
 
     @property
     def unprobed(self) -> tuple[str, ...]:
@@ -77,16 +82,20 @@ class TargetStages:
     def stages_done(self) -> int:
         return max((len(s) for s in self.series.values()), default=0)
 
+    @property
+    def spread(self) -> Spread:
+        """The machine's session spread at the last stage measured."""
+        return self.machine.at(max((s[-1].order for s in self.series.values() if s), default=None))
+
 
 def _candidates(results: ResultsFile, target: str) -> list[Row]:
     return [r for r in results.rows_of(target)
             if r.role is Role.SPECULATIVE and r.concurrency == 1 and (is_staged(r) or r.status is Status.NOT_PROBED)]
 
 
-def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool,
-                   before: Mapping[str, int] | None = None) -> dict[str, TargetStages]:
-    """Every target measured in stages, decided as the sweep decides (``eliminate``: the adaptive race);
-    ``before``: per target, only its stages before that one (what the sweep knew when it planned it)."""
+def staged_targets(results: ResultsFile, before: Mapping[str, int] | None = None) -> dict[str, TargetStages]:
+    """Every target measured in stages; ``before``: per target, only its stages before that one (what the sweep
+    knew when it planned it)."""
     found: dict[str, tuple[list[Row], Row]] = {}
     for target in dict.fromkeys(r.target for r in results.results):
         baseline = results.baseline_for(target)
@@ -101,18 +110,17 @@ def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool,
             matched = [p for p in staged_pairs(row, baseline) if cut is None or (p.block or 0) < cut]
             matched_by[(target, candidate_name(row))] = matched
             comparisons[(target, candidate_name(row))] = series_of(matched)
-    spread = MachineSpread({key: s for key, s in comparisons.items() if s})
+    machine = MachineSpread({key: s for key, s in comparisons.items() if s})
     out = {}
     for target, (rows, _baseline) in found.items():
         design = next(r.design for r in rows if is_staged(r) and r.design)
-        rule = Rule(Spending(int(design["horizon"]), len(rows)), noise_floor=noise_floor, eliminate=eliminate)
+        counters = {n: check_counters(matched_by[(target, n)], None) for n in map(candidate_name, rows)}
         left_out = {n: why for r in rows
-                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))])) is not None}
+                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))], counters[n])) is not None}
         series = {candidate_name(r): comparisons[(target, candidate_name(r))] for r in rows
                   if candidate_name(r) not in left_out}
-        played = replay(series, spread, rule, unprobed=[n for n, w in left_out.items() if w == "not probed"])
-        last = max((s[-1].order for s in series.values() if s), default=None)
-        out[target] = TargetStages(target, rule, int(design.get("per_stage") or 0), series,
-                                   {candidate_name(r): r for r in rows}, left_out, played, spread.at(last),
+        caps = {n: float(c["ratio"]) for n, c in counters.items() if c and isinstance(c.get("ratio"), (int, float))}
+        out[target] = TargetStages(target, int(design["horizon"]), int(design.get("per_stage") or 0), series,
+                                   {candidate_name(r): r for r in rows}, left_out, caps, machine,
                                    bool(design.get("fixed_prompts")))
     return out

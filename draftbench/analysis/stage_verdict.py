@@ -1,5 +1,6 @@
-"""A staged target's verdict as a typed value: what was decided, the figure quoted and what it is for,
-who left and why, who was never probed, and — when unresolved — what more would settle it.
+"""A staged target's verdict as a typed value, rendered from its :class:`~draftbench.analysis.decision.Decision`
+(nothing here decides): what was decided, the figure quoted and what it is for, who left and why, who was
+never probed, and — when unresolved — what more would settle it.
 
 Every figure keeps its promise:
 
@@ -16,29 +17,17 @@ Every figure keeps its promise:
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import dataclass, field
 
+from ..common.percent import change_text as pct
 from ..common.percent import percent
 from ..results.file import Row
+from ..results.speedup import Speedup
+from .decision import Decision, Elimination, Outcome
 from .moments import ratio_of
-from .replication import THESE_PROMPTS, Estimate
-from .settle import Projection, projection
-from .stage_evidence import contrast, estimate, predicted
-from .stage_records import TargetStages
-from .stage_rule import Bound, Elimination, Outcome
-
-
-class Verdict(str, Enum):
-    RECOMMEND = "recommend"
-    NOTHING_GAINS = "nothing gains"
-    SHORTLIST = "shortlist"              # it pays; which of the shortlist is fastest is not settled
-    UNRESOLVED = "unresolved"
-
-
-def pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
+from .replication import THESE_PROMPTS
+from .settle import Projection
+from .stage_evidence import predicted
 
 
 @dataclass(frozen=True)
@@ -54,6 +43,7 @@ class Quote:
     looks: int
     question: str
     next_prompt: tuple[float, float] | None = None
+    significant: bool = False            # the decision's noise-floor test (Decision.significant)
 
     @property
     def capped(self) -> bool:
@@ -65,6 +55,12 @@ class Quote:
 
     def interval(self) -> str:
         return f"{pct(self.ratio)} [{pct(self.low)}, {pct(self.high)}]"
+
+    def speedup(self, noise_floor: float) -> Speedup:
+        """The quote as a speed-up (its interval: 95% over every candidate and look together)."""
+        return Speedup(ratio=round(self.ratio, 4), ci95_low=round(self.low, 4), ci95_high=round(self.high, 4),
+                       significant=self.significant, method="staged", percent=round((self.ratio - 1) * 100, 2),
+                       noise_floor=noise_floor, question=self.question, interval=self.what())
 
     def what(self) -> str:
         """What the interval is: '95% over 6 candidates and 3 looks together, for the average on prompts like
@@ -94,7 +90,7 @@ class Quote:
 @dataclass(frozen=True)
 class StagedVerdict:
     target: str
-    verdict: Verdict
+    verdict: Outcome
     pick: str | None                      # recommended
     best: str | None                      # the pick, else the leader among those still in
     quote: Quote | None                   # of ``best``
@@ -131,20 +127,20 @@ class StagedVerdict:
     def sentence(self, baseline_tps: float | None, row: Row | None) -> str:
         head = self.target + ": "
         quote = self.quote.text() if self.quote else "n/a"
-        if self.verdict is Verdict.RECOMMEND and row is not None:
+        if self.verdict is Outcome.RECOMMEND and row is not None:
             speeds = (f" ({baseline_tps:.1f} → {row.mean_tps:.1f} tok/s, {percent(row.acceptance_rate)} of drafted "
                       "tokens accepted)" if baseline_tps and row.mean_tps else "")
             among = f"chosen among {self.candidates} candidates " if self.candidates > 1 else ""
             stages = f"{self.stages} stage{'s' if self.stages != 1 else ''}"
             text = (f"{head}use {self.pick} — expect {quote}{speeds}; {among}after {stages} of fresh server pairs"
                     + (", no other shown more than 2% faster (95%)." if self.candidates > 1 else "."))
-        elif self.verdict is Verdict.NOTHING_GAINS:
+        elif self.verdict is Outcome.NOTHING_GAINS:
             text = (f"{head}speculative decoding not recommended — every candidate was shown to gain less than the "
                     f"noise floor (best: {self.best}, {quote}).")
             if self.equivalent:
                 text += (f" Equal to the target alone within ± the floor (two one-sided tests): "
                          f"{', '.join(self.equivalent)}.")
-        elif self.verdict is Verdict.SHORTLIST:
+        elif self.verdict is Outcome.SHORTLIST:
             text = (f"{head}speculative decoding pays — the fastest is one of {', '.join(self.shortlist)} (each shown "
                     f"faster than the target alone by more than the floor); which of them is fastest the stages could "
                     f"not tell. Leader: {self.best}, {quote}.")
@@ -156,98 +152,36 @@ class StagedVerdict:
         others = {n: why for n, why in self.left_out.items() if why != "not probed"}
         if others:
             text += " Not in the decision: " + "; ".join(f"{n} ({why})" for n, why in others.items()) + "."
-        if self.settle is not None and self.verdict in (Verdict.UNRESOLVED, Verdict.SHORTLIST):
+        if self.settle is not None and self.verdict in (Outcome.UNRESOLVED, Outcome.SHORTLIST):
             more = self.settle.describe(self.stage_size or 1)
             text += f" {more[0].upper()}{more[1:]}."
         return text
 
 
-def _quote(stages: TargetStages, name: str, bound: Bound, looks: int) -> Quote:
-    row = stages.rows.get(name)
-    cap = (row.counter_bound or {}).get("ratio") if row is not None else None
-    cap = float(cap) if isinstance(cap, (int, float)) else None
-    ratio, high = bound.ratio, bound.high
-    if cap is not None:
-        ratio, high = min(ratio, cap), min(high, cap)
-    low = min(bound.low, high)
-    series = stages.series.get(name)
-    next_prompt = predicted(series, stages.spread.pair) if series else None
-    return Quote(ratio, low, high, bound.ratio, cap, stages.rule.spending.candidates, looks,
-                 THESE_PROMPTS if stages.fixed else bound.estimate.question,
-                 (ratio_of(next_prompt[0]), ratio_of(next_prompt[1])) if next_prompt else None)
+def staged_verdict(decision: Decision) -> StagedVerdict:
+    """The verdict of one staged target, in the words of its decision."""
+    ev = decision.evidence
+    return StagedVerdict(
+        ev.target, decision.outcome, decision.pick, decision.best, _quote(decision), decision.shortlist,
+        decision.equivalent, {n: _elimination_text(e) for n, e in decision.eliminated.items()}, dict(ev.left_out),
+        ev.unprobed, decision.settle, ev.per_stage, ev.stages_done, decision.rule.spending.horizon,
+        decision.rule.spending.candidates, decision.power)
 
 
-def staged_verdict(stages: TargetStages, *, finished: bool = True) -> StagedVerdict:
-    """The verdict of one staged target (``finished``: no stage of it is still to run in this sweep)."""
-    played = stages.replay
-    last = played.last
-    eliminated = {n: _elimination_text(n, e) for n, e in played.eliminated.items()}
-    empty = StagedVerdict(stages.target, Verdict.UNRESOLVED, None, None, None, eliminated=eliminated,
-                          left_out=dict(stages.left_out), not_probed=stages.unprobed, stage_size=stages.per_stage,
-                          stages=stages.stages_done, horizon=stages.rule.spending.horizon,
-                          candidates=stages.rule.spending.candidates)
-    if last is None:
-        return empty
-    alive = [n for n in last.survivors if n in last.vs_base] or list(last.vs_base)
-    best = last.pick or max(alive, key=lambda n: last.vs_base[n].ratio, default=None)
-    quote = _quote(stages, best, last.vs_base[best], last.number) if best is not None else None
-    outcome = played.outcome
-    verdict = {Outcome.RECOMMEND: Verdict.RECOMMEND, Outcome.NOTHING_GAINS: Verdict.NOTHING_GAINS,
-               Outcome.SHORTLIST: Verdict.SHORTLIST}.get(outcome, Verdict.UNRESOLVED)
-    if verdict is Verdict.UNRESOLVED and finished and last.clearing and set(last.clearing) >= set(last.contenders):
-        verdict = Verdict.SHORTLIST         # every contender left gains, the stages ran out before one was picked
-    shortlist = tuple(sorted(last.clearing, key=lambda n: -last.vs_base[n].ratio)) if verdict is Verdict.SHORTLIST \
-        else ()
-    settle = _settle(stages, best, shortlist) if verdict in (Verdict.UNRESOLVED, Verdict.SHORTLIST) else None
-    return replace(empty, verdict=verdict, pick=last.pick, best=best, quote=quote, shortlist=shortlist,
-                   equivalent=last.equivalent, settle=settle, power=_power(stages, best))
-
-
-POWER_GAIN = 1.10
-
-
-def _power(stages: TargetStages, best: str | None) -> str | None:
-    """With the spread this sweep measured: after how many stages a candidate +10% faster than the target
-    alone would be shown faster by the floor, four times in five (the power curve, at this machine's noise)."""
-    series = stages.series.get(best or "")
-    est = estimate(series, stages.spread.pair) if series else None
-    if est is None:
+def _quote(decision: Decision) -> Quote | None:
+    quoted, name, ev = decision.quoted, decision.best, decision.evidence
+    if quoted is None or name is None or decision.last is None:
         return None
-    hypothetical = Estimate(math.log(POWER_GAIN), est.se, est.df, est.prompts, est.sessions, est.question)
-    more = projection(hypothetical, stages.rule.floor, stages.rule.spending, stages.per_stage, "")
-    total = est.sessions + (more.stages or 0) if more.stages is not None else None
-    planned = stages.rule.spending.horizon
-    if total is None:
-        return (f"With the spread measured here, a candidate {pct(POWER_GAIN)} faster than the target alone would "
-                f"not be shown so within {planned + 60} stages.")
-    return (f"With the spread measured here, a candidate {pct(POWER_GAIN)} faster than the target alone would be "
-            f"shown so four times in five after about {max(1, total)} stage(s) ({planned} planned).")
+    series = ev.series.get(name)
+    next_prompt = predicted(series, ev.spread.pair) if series else None
+    return Quote(quoted.ratio, quoted.low, quoted.high, quoted.measured, quoted.cap, decision.rule.spending.candidates,
+                 decision.last.number, THESE_PROMPTS if ev.fixed else quoted.bound.estimate.question,
+                 (ratio_of(next_prompt[0]), ratio_of(next_prompt[1])) if next_prompt else None, decision.significant)
 
 
-def _elimination_text(name: str, e: Elimination) -> str:
+def _elimination_text(e: Elimination) -> str:
     if e.leader is not None and e.against_leader is not None:
         return (f"left at look {e.look}: slower than {e.leader} on the same prompts (by {pct(1 / e.against_leader.ratio)}"
                 f", at least {pct(1 / e.against_leader.high)})")
     return (f"left at look {e.look}: it cannot gain the noise floor over the target alone (at most "
             f"{pct(e.bound.high)})")
-
-
-def _settle(stages: TargetStages, best: str | None, shortlist: tuple[str, ...]) -> Projection | None:
-    """How much more would settle it: separating the shortlist's top two, or showing the leader's gain (or
-    that it gains less than the floor)."""
-    if best is None or best not in stages.series:
-        return None
-    spending = stages.rule.spending
-    if len(shortlist) >= 2:
-        second = shortlist[1] if shortlist[0] == best else shortlist[0]
-        est = estimate(contrast(stages.series[best], stages.series[second]), stages.spread.between)
-        if est is not None:
-            return projection(est, 1.0 + stages.rule.margin, spending, stages.per_stage,
-                              f"whether {best} beats {second} by more than 2%")
-    est = estimate(stages.series[best], stages.spread.pair)
-    if est is None:
-        return None
-    floor = stages.rule.floor
-    about = (f"a gain of {pct(math.exp(est.mean))} for {best}" if math.exp(est.mean) > floor else
-             f"that {best} gains less than the {pct(floor)} floor")
-    return projection(est, floor, spending, stages.per_stage, about)

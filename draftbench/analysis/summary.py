@@ -16,11 +16,11 @@ from typing import Any
 
 from ..results.file import ResultsFile
 from ..results.speedup import Speedup
+from .before_stages.race import RaceOutcome
 from .categories import CategoryBest
 from .choice import BestPick, Choice
 from .context_verdict import ContextAxis
 from .crossover import Crossover
-from .race_outcome import RaceOutcome
 from .session import SessionBest
 from .stage_verdict import StagedVerdict
 from .winning_command import CategoryRun, RunLine, command_lines, run_commands

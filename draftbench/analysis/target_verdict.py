@@ -1,8 +1,8 @@
 """Per target, the verdict: what to run, the figure to expect and what it is for (a :class:`TargetVerdict`).
 
-A target measured in stages is decided by the staged rule (``stage_records`` → ``stage_verdict``: the
-sweep's own decision, replayed from the file); a file measured before stages (blocks and a confirmation,
-or upstream's sequence) keeps the rule it was measured under (:mod:`decision`). Either ends in a
+A target measured in stages is decided by the staged rule (:mod:`decision`: the sweep's own decision, made
+again on the file) and said by :mod:`stage_verdict`; a file measured before stages (blocks and a
+confirmation, or upstream's sequence) keeps the rule it was measured under (:mod:`before_stages`). Either ends in a
 :class:`Choice` and a sentence. Whatever decided, the verdict gets the same parts: drafts that rarely predict
 the target, the control baseline's drift, speculation that never ran, the best per prompt type, the ceiling
 and k advice, the session workload, the command that runs it, and, with several concurrency levels, the
@@ -12,24 +12,23 @@ each part's, in that order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from ..common.percent import percent
 from ..results.file import ResultsFile, Row
-from ..results.kinds import Role, Status
-from ..results.speedup import Speedup, rank
-from . import decision, stats
+from ..results.kinds import Role
+from ..results.speedup import Speedup
+from . import stats
+from .before_stages.race import race_outcome
+from .before_stages.verdict import before_stages
 from .categories import best_per_category, category_sentence
 from .choice import BestPick, Choice
 from .concurrency import primary_level, row_levels
 from .crossover import crossover
+from .decision import Decision
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
-from .draft.evidence import why_slower
-from .race_outcome import race_outcome
-from .session import no_fresh_sentence, session_sentence, session_summary
-from .stage_records import TargetStages
-from .stage_verdict import StagedVerdict, Verdict, staged_verdict
+from .session import session_sentence, session_summary
+from .stage_verdict import StagedVerdict, staged_verdict
 from .summary import KPrediction, TargetVerdict
 from .winning_command import how_to_run, runs_by_category
 
@@ -43,8 +42,8 @@ class Decided:
     stages: StagedVerdict | None = None
 
 
-def recommend(results: ResultsFile, staged: dict[str, TargetStages]) -> tuple[TargetVerdict, ...]:
-    """One verdict per target (``staged``: the targets measured in stages)."""
+def recommend(results: ResultsFile, staged: dict[str, Decision]) -> tuple[TargetVerdict, ...]:
+    """One verdict per target (``staged``: the decisions of the targets measured in stages)."""
     targets = list(dict.fromkeys(r.target for r in results.results if r.role in (Role.BASELINE, Role.SPECULATIVE)))
     floor = results.read_settings().noise_floor
     out = []
@@ -55,98 +54,26 @@ def recommend(results: ResultsFile, staged: dict[str, TargetStages]) -> tuple[Ta
     return tuple(out)
 
 
-def _decided(results: ResultsFile, target: str, level: int, stages: TargetStages | None, floor: float) -> Decided:
+def _decided(results: ResultsFile, target: str, level: int, decision: Decision | None, floor: float) -> Decided:
     baseline = results.baseline_for(target, level)
     if baseline is None:
         return Decided(Choice(), f"{target}: no baseline was measured, so no draft can be judged.")
-    if stages is not None:        # the rows as analysed (their counters' bound)
-        stages = replace(stages, rows={n: results.row(r.key) or r for n, r in stages.rows.items()})
-        return _staged(staged_verdict(stages), stages, baseline)
+    if decision is not None:
+        return _staged(staged_verdict(decision), decision, baseline)
     at_level = [r for r in results.rows_of(target) if r.concurrency == level]
-    return _legacy(results, target, at_level, baseline, floor)
+    return Decided(*before_stages(results, target, at_level, baseline, floor))
 
 
-# --------------------------------------------------------------------------- measured in stages
-
-def quote_speedup(verdict: StagedVerdict, noise_floor: float) -> Speedup | None:
-    """The verdict's quote as a speed-up (its interval: 95% over every candidate and look together)."""
-    q = verdict.quote
-    if q is None:
-        return None
-    gains = verdict.verdict in (Verdict.RECOMMEND, Verdict.SHORTLIST) and q.low > 1 + noise_floor
-    return Speedup(ratio=round(q.ratio, 4), ci95_low=round(q.low, 4), ci95_high=round(q.high, 4),
-                   significant=bool(gains or q.high < 1 / (1 + noise_floor)),
-                   method="staged", percent=round((q.ratio - 1) * 100, 2), noise_floor=noise_floor,
-                   question=q.question, interval=q.what())
-
-
-def _staged(verdict: StagedVerdict, stages: TargetStages, baseline: Row) -> Decided:
-    row = stages.rows.get(verdict.pick) if verdict.pick else None
-    best_row = stages.rows.get(verdict.best) if verdict.best else None
-    speed = quote_speedup(verdict, stages.rule.noise_floor)
+def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row) -> Decided:
+    rows = decision.evidence.rows
+    row = rows.get(verdict.pick) if verdict.pick else None
+    best_row = rows.get(verdict.best) if verdict.best else None
+    speed = verdict.quote.speedup(decision.rule.noise_floor) if verdict.quote is not None else None
     best = BestPick(verdict.best, best_row.draft if best_row else None, best_row.draft_max if best_row else None,
                     speed, verdict.verdict.value)
     choice = (Choice(row.draft, row.draft_max, speed, row.acceptance_rate, best) if row is not None
               else Choice(speedup=speed, best=best))
     return Decided(choice, verdict.sentence(baseline.mean_tps, row), verdict)
-
-
-# --------------------------------------------------------------------------- measured before stages
-
-def _legacy(results: ResultsFile, target: str, at_level: list[Row], baseline: Row, floor: float) -> Decided:
-    """Files measured in blocks with a confirmation, or upstream's: the rule they were measured under."""
-    candidates = [r for r in at_level if r.counts_as_speedup() and r.speedup]
-    raced = [r for r in at_level if r.role is Role.SPECULATIVE and r.race]
-    winners = decision.winners(candidates, raced, floor)
-    if winners:
-        return _legacy_winner(winners[0], baseline, len(candidates))
-    if candidates:
-        return _legacy_none(results, target, candidates)
-    if eliminated := [r for r in results.rows_of(target) if r.status is Status.ELIMINATED and r.speedup]:
-        best = max(eliminated, key=lambda r: rank(r.speedup))
-        return Decided(Choice(), f"{target}: speculative decoding not recommended — the adaptive search eliminated "
-                                 f"every candidate (best probe: {best.draft}, {stats.describe_speedup(best.speedup)}).")
-    if session_summary(results, target, baseline.concurrency) is not None:
-        return Decided(Choice(), no_fresh_sentence(target))
-    # bench.py --url: each server it measured is a row of its own, by design (its A/B, --target, has candidates)
-    if results.made_by == "bench.py" and not any(r.role is Role.SPECULATIVE for r in results.results):
-        speed = f"{baseline.mean_tps:.1f} tok/s, " if baseline.mean_tps else ""
-        return Decided(Choice(), f"{target}: {speed}one server measured by bench.py — a measurement, not a verdict: no "
-                                 "candidate was compared with the target alone in this file (bench.py --target, or a "
-                                 "sweep, does that).")
-    return Decided(Choice(), f"{target}: speculative decoding not recommended — no draft produced a valid measurement.")
-
-
-def _legacy_winner(best: Row, baseline: Row, n_candidates: int) -> Decided:
-    label = (best.draft or best.target) + (f" (k={best.draft_max})" if best.draft_max else "")
-    quoted = best.confirmed or best.speedup
-    sentence = (f"{best.target}: use {label} — expect {stats.describe_speedup(quoted)} "
-                f"({baseline.mean_tps:.1f} → {best.mean_tps:.1f} tok/s, "
-                f"{percent(best.acceptance_rate)} of drafted tokens accepted)"
-                + (decision.confirmed_text(best, n_candidates) if best.confirmed else
-                   decision.at_least_text(best, n_candidates)) + ".")
-    if best.degenerate_output:
-        sentence += (f" Caution: the target's own output loops on "
-                     f"{best.degenerate_output['looping_requests']} of "
-                     f"{best.degenerate_output['requests']} requests, which flatters this "
-                     "speed-up (see the row's warning).")
-    return Decided(Choice(best.draft, best.draft_max, quoted, best.acceptance_rate), sentence)
-
-
-def _legacy_none(results: ResultsFile, target: str, candidates: list[Row]) -> Decided:
-    best = max(candidates, key=lambda r: rank(r.speedup))
-    if results.is_upstream or (best.speedup is not None and best.speedup.significant is None):
-        why = ("this file has no per-request data" if results.is_upstream or not best.requests else
-               "too few requests were measured for a confidence interval")
-        return Decided(Choice(best.draft, None, best.speedup, best.acceptance_rate),
-                       f"{target}: best measured draft is {best.draft} ({stats.describe_speedup(best.speedup)}); "
-                       f"{why}, so significance cannot be judged.")
-    sentence = (f"{target}: speculative decoding not recommended — no draft was significantly faster than "
-                f"the baseline (best: {best.draft}, {stats.describe_speedup(best.speedup)}).")
-    confirming = decision.confirmed_row(candidates)
-    if confirming is not None:
-        sentence += decision.not_confirmed_text(confirming)
-    return Decided(Choice(), sentence + why_slower(best))     # only where its drafting can carry the reason
 
 
 # --------------------------------------------------------------------------- what every verdict adds

@@ -21,6 +21,7 @@ from ..results.theory import Theory
 from . import context_length, stats
 from .comparison import compare, judged, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
+from .decision import Decision, decide
 from .degenerate import assess as assess_loops
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
@@ -29,7 +30,6 @@ from .pairing import CONTENDED, left_out
 from .replication import THESE_PROMPTS
 from .session import session_speedup
 from .stage_evidence import estimate
-from .stage_records import TargetStages, staged_targets
 from .summary import Summary
 from .target_verdict import recommend
 
@@ -250,7 +250,7 @@ def _analyze(results: ResultsFile) -> ResultsFile:
     noise_floor, drift = _floor_and_drift(results)
     temperature = results.read_settings().temperature
     spreads = session_spreads(results)
-    staged = staged_targets(results, noise_floor=noise_floor, eliminate=results.read_settings().search == "adaptive")
+    staged = decide(results)
     alone_by_draft: dict[str, Row] = {}
     by_candidate: dict[tuple[str, str | None], list[Row]] = {}
     by_target: dict[str, list[Row]] = {}
@@ -323,21 +323,22 @@ def _with_left_out(row: Row, baseline: Row) -> Row:
     return _evolve(row, warnings=kept + tuple(findings))
 
 
-def staged_speedup(stages: TargetStages, row: Row, measured: Speedup | None) -> Speedup | None:
+def staged_speedup(decision: Decision, row: Row, measured: Speedup | None) -> Speedup | None:
     """A staged row's own speed-up: its stages against the target alone with the machine's pooled session
     spread, 95% for this candidate alone (the verdict's quote is the one corrected for choosing among many);
     a row that is not a speed-up keeps its note; a floor raised to the control's drift is kept, with its note."""
+    stages, rule = decision.evidence, decision.rule
     name = next((n for n, r in stages.rows.items() if r.key == row.key), None)
     series = stages.series.get(name) if name is not None else None
     est = estimate(series, stages.spread.pair) if series else None
     if est is None or measured is None:
         return measured
-    floor = max(stages.rule.noise_floor, measured.noise_floor or 0.0)
+    floor = max(rule.noise_floor, measured.noise_floor or 0.0)
     found = stats.from_estimate(est, noise_floor=floor, n_pairs=measured.n_pairs or 0)
-    if stages.rule.spending.horizon and (row.design or {}).get("fixed_prompts"):
+    if rule.spending.horizon and (row.design or {}).get("fixed_prompts"):
         found = replace(found, question=THESE_PROMPTS)
     found = replace(found, interval=f"95% for this candidate alone, for the average on {found.question}")
-    if measured.note and floor > stages.rule.noise_floor and measured.noise_floor == floor:
+    if measured.note and floor > rule.noise_floor and measured.noise_floor == floor:
         return replace(found, note=measured.note)          # judged against the drift: significance still says
     return replace(found, significant=False, note=measured.note) if measured.note else found
 

@@ -21,3 +21,9 @@ def signed_change(ratio: float, digits: int | None = None) -> str:
     if digits is None:
         digits = 1 if abs(change) < 1 else 0
     return f"{change:+.{digits}f}%".replace("-", "\u2212")
+
+
+def change_text(ratio: float | None) -> str:
+    """A ratio as a change in percent with one decimal and an ASCII sign, as the verdict's sentences write it:
+    1.123 -> '+12.3%', 0.98 -> '-2.0%'; 'n/a' when not measured."""
+    return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"

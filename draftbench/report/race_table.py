@@ -1,11 +1,11 @@
 """The adaptive search's record: each target's outcome (the console's sentence) and each candidate's race —
 every look with its bounds and standing, the decision and why, the servers and requests it took.
-Everything comes from the target's verdict (``TargetVerdict.race``, built by :mod:`draftbench.analysis.race_outcome`),
+Everything comes from the target's verdict (``TargetVerdict.race``, built by :mod:`draftbench.analysis.before_stages.race`),
 so the report and the console say the same thing."""
 
 from __future__ import annotations
 
-from ..analysis.race_outcome import Look
+from ..analysis.before_stages.race import RaceLook
 from ..analysis.summary import verdicts_of
 from .text import esc
 from .view import ReportData
@@ -15,7 +15,7 @@ def _pct(ratio: float | None) -> str:
     return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%".replace("-", "\u2212")
 
 
-def _look(look: Look) -> str:
+def _look(look: RaceLook) -> str:
     bounds = f" [{_pct(look.low)}, {_pct(look.high)}]" if look.low is not None and look.high is not None else ""
     return f"after {look.requests}: {_pct(look.ratio)}{bounds} — {look.standing}"
 

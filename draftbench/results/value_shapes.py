@@ -65,7 +65,7 @@ COUNTER_BOUND = Obj({"ratio": NUM, "requests": INT, "excess": INTERVAL, "no_draf
                      "speed_changed": BOOL, "text": STR})
 RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decision": STR, "method": STR,
             "bound": Obj({"ratio": NUM, "low": NUM, "high": NUM, "n_pairs": INT, "error": NUM}),
-            # every look at the candidate (analysis.race_outcome): the report's race history
+            # every look at the candidate (analysis.before_stages.race): the report's race history
             "looks": ListOf(Obj({"requests": INT, "ratio": NUM, "low": NUM, "high": NUM, "standing": STR},
                                 nullable=False))})
 # where the models ran (backends.llamacpp.topology: a llama.cpp RPC split; backends.vllm.parallel: vLLM's parallelism)

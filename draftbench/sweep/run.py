@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..analysis.context_length import at_length, each_length
 from ..analysis.context_length import lengths as context_lengths
-from ..analysis.stage_records import TargetStages, staged_targets
+from ..analysis.decision import Decision, decide
 from ..analysis.stage_verdict import StagedVerdict, staged_verdict
 from ..analysis.verdict import analyze
 from ..backends import get_backend
@@ -50,7 +50,7 @@ from .runner import CombinationRunner, RunnerIO
 from .schedule import Design, stage_steps
 from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
 from .stage_runner import StageRunner, TargetPlan
-from .stages import Budget, Ending, StageLoop, final
+from .stages import Budget, Ending, StageLoop
 from .target_plan import target_plan
 
 
@@ -107,7 +107,6 @@ class SweepRun:
     def __init__(self, config: SweepConfig, backend: Backend, store: RowStore, reporter: Reporter,
                  clock: Callable[[], float]):
         self.config, self.backend, self.store, self.reporter, self.clock = config, backend, store, reporter, clock
-        self.eliminate = config.settings.search == "adaptive"
         self.endings: dict[str, Ending] = {}
         self._looks_before: dict[str, int] = {}      # looks a target had before this run (a resumed sweep)
 
@@ -165,16 +164,13 @@ class SweepRun:
         rows = [r for r in results.rows_of(label) if r.context_tokens is not None]
         if {r.context_tokens for r in rows if r.measured} != set(lengths) or not all(r.measured for r in rows):
             return False
-        floor = self.config.settings.noise_floor
-        return all(final(s.replay.outcome, more) for n in lengths
-                   for s in staged_targets(at_length(results, n), noise_floor=floor, eliminate=self.eliminate).values())
+        return all(d.final(more) for n in lengths for d in decide(at_length(results, n)).values())
 
     def _outcome(self, lengths: tuple[int, ...]) -> SweepOutcome:
         results = analyze(self.store.current())
-        floor = self.config.settings.noise_floor
         verdicts: dict[str, StagedVerdict] = {}
         for length, part in each_length(results):
-            for target, found in staged_targets(part, noise_floor=floor, eliminate=self.eliminate).items():
+            for target, found in decide(part).items():
                 verdicts[target if length is None else f"{target} at {length} tokens"] = staged_verdict(found)
         return SweepOutcome(results, verdicts, dict(self.endings))
 
@@ -187,12 +183,12 @@ class SweepRun:
         runner = StageRunner(launcher, plan, rows, self.reporter, options, (steps_measured(plan, rows), total))
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
-        decide = self._decider(plan.label, length)
-        before = decide(10 ** 6)
-        self._looks_before[plan.label] = len(before.replay.looks) if before is not None else 0
-        loop = StageLoop(plan, runner, rows, decide, self.eliminate)
+        decider = self._decider(plan.label, length)
+        before = decider(10 ** 6)
+        self._looks_before[plan.label] = len(before.looks) if before is not None else 0
+        loop = StageLoop(plan, runner, rows, decider)
         budget = Budget(settings.budget_s, self.clock, self._spent(plan), self.clock())
-        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, decide(stage + 1), rows, budget))
+        ending = loop.run(budget, more, after_stage=lambda stage: self._looked(plan, decider(stage + 1), rows, budget))
         if ending is Ending.BUDGET:
             self._not_probed(plan, rows, budget)
         if ending is Ending.BASELINE_FAILED:
@@ -208,40 +204,38 @@ class SweepRun:
                 self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
                 self.reporter.row_recorded(row)
 
-    def _decider(self, label: str, length: int | None) -> Callable[[int], TargetStages | None]:
-        """The looks on a target's stages before a given one, at its prompt length (asked twice per stage on the
-        same rows: kept)."""
-        floor = self.config.settings.noise_floor
-        seen: dict[int, tuple[ResultsFile, TargetStages | None]] = {}
+    def _decider(self, label: str, length: int | None) -> Callable[[int], Decision | None]:
+        """The decision on a target's stages before a given one, at its prompt length (asked twice per stage on
+        the same rows: kept)."""
+        seen: dict[int, tuple[ResultsFile, Decision | None]] = {}
 
-        def decide(stage: int) -> TargetStages | None:
+        def decided(stage: int) -> Decision | None:
             results = self.store.current()
             if stage in seen and seen[stage][0] is results:
                 return seen[stage][1]
             part = at_length(results, length) if length is not None else results
-            found = staged_targets(part, noise_floor=floor, eliminate=self.eliminate,
-                                   before={label: stage}).get(label)
+            found = decide(part, before={label: stage}, live=True).get(label)
             seen[stage] = (results, found)
             return found
-        return decide
+        return decided
 
     def _spent(self, plan: TargetPlan) -> float:
         """Measuring time the target's staged rows recorded before this run (a resumed budget goes on)."""
         return sum(r.wall_time or 0.0 for r in self.store.current().rows_of(plan.label)
                    if r.concurrency == 1 and r.design and r.design.get("horizon"))
 
-    def _looked(self, plan: TargetPlan, known: TargetStages | None, rows: RowWriter, budget: Budget) -> None:
+    def _looked(self, plan: TargetPlan, known: Decision | None, rows: RowWriter, budget: Budget) -> None:
         """After a stage: the look in words, the candidates it left behind marked so (with why), and the time
         left — at most the stages still planned at the pace so far, and never more than the budget."""
-        if known is None or known.replay.last is None:
+        if known is None or known.last is None:
             return
-        verdict = staged_verdict(known, finished=False)
+        verdict = staged_verdict(known)
         for name, why in verdict.eliminated.items():
             row = rows.row(plan.candidates[name]) if name in plan.candidates else None
             if row is not None and row.status is Status.OK:
                 self.store.record(replace(row, status=Status.ELIMINATED, reason=f"eliminated: {why}"))
         left = ", ".join(f"{n} ({why})" for n, why in verdict.eliminated.items())
-        look = known.replay.last.number
+        look = known.last.number
         self.reporter.race(f"{plan.label}: look {look} — best so far {verdict.best}: "
                            f"{verdict.quote.interval() if verdict.quote else 'n/a'} (95% over the candidates and "
                            "looks together)" + (f"; left the race: {left}" if left else ""))

@@ -16,7 +16,7 @@ from ..analysis.busy import busy_before, busy_row
 from ..analysis.concurrency import levels
 from ..analysis.context_length import each_length
 from ..analysis.context_length import lengths as context_lengths
-from ..analysis.stage_records import staged_targets
+from ..analysis.decision import decide
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
@@ -35,7 +35,6 @@ from .console import Console, Reporter
 from .plan import plan
 from .resume import open_results
 from .run import run_sweep
-from .stages import final
 
 MIN_WINDOW_S = 0.001      # the shortest window a row's load is read over (its latest reading)
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -92,10 +91,8 @@ class Sweep:
         # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
         results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
         done = {r.key for r in results.results if r.measured}
-        undecided = {t for _n, part in each_length(results)
-                     for t, s in staged_targets(part, noise_floor=settings.noise_floor,
-                                                eliminate=settings.search == "adaptive").items()
-                     if not final(s.replay.outcome, self.options.more)}
+        undecided = {t for _n, part in each_length(results) for t, d in decide(part).items()
+                     if not d.final(self.options.more)}
         open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates), n_runs=len(combos),

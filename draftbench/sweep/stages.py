@@ -1,9 +1,9 @@
 """A target's stages, one after another, each planned on what the stages before it decided.
 
-Before stage k the looks on stages 0..k−1 are replayed (``analysis/stage_records.py``, the verdict's own
-function): a recommendation, or every candidate shown to gain less than the floor, ends the target; a
-shortlist ends it too unless ``--more`` asked for more stages. Otherwise stage k measures the candidates
-still in (every one, exhaustively; the survivors, in a race) that have not measured it yet — so a
+Before stage k the target is decided on stages 0..k−1 (``analysis/decision.py``, the verdict's own
+function): a final decision ends the target (``Decision.final``). Otherwise stage k measures the candidates
+the decision keeps in (``Decision.members``: every one, exhaustively; the survivors, in a race) that have not
+measured it yet — so a
 resumed sweep continues at the first stage any of them lacks, and no measurement is repeated or lost.
 The budget is the seconds the user gave for the target's measuring: what its rows recorded before this
 run plus this run's time on the clock, counted once; it is checked before every candidate's step.
@@ -15,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
-from ..analysis.stage_records import TargetStages
-from ..analysis.stage_rule import Outcome
+from ..analysis.decision import Decision
 from ..results.kinds import Role, Status
 from .stage_rows import RowWriter
 from .stage_runner import StageRunner, TargetPlan
@@ -48,27 +47,12 @@ class Budget:
         return self.seconds is not None and self.spent() >= self.seconds
 
 
-def final(outcome: Outcome, more: int) -> bool:
-    """No further stage for this target (a shortlist may still be separated by ``--more``)."""
-    return outcome in (Outcome.RECOMMEND, Outcome.NOTHING_GAINS) or (outcome is Outcome.SHORTLIST and not more)
-
-
-def stage_members(plan: TargetPlan, known: TargetStages | None, eliminate: bool) -> list[str]:
-    """Who stage k measures: everyone at the first stage; then, exhaustively, every candidate taking part, in a
-    race those the looks so far kept in; the A/A control always."""
-    names = list(plan.candidates)
-    if known is None or not known.replay.looks:
-        return names
-    alive = set(known.replay.survivors) if eliminate else set(known.series)
-    return [n for n in names if n in alive or plan.candidates[n].role is Role.CONTROL]
-
-
 class StageLoop:
     """Runs one target's stages until it is decided, the stages or the budget run out, or its baseline fails."""
 
     def __init__(self, plan: TargetPlan, runner: StageRunner, rows: RowWriter,
-                 decide: Callable[[int], TargetStages | None], eliminate: bool):
-        self.plan, self.runner, self.rows, self.decide, self.eliminate = plan, runner, rows, decide, eliminate
+                 decide: Callable[[int], Decision | None]):
+        self.plan, self.runner, self.rows, self.decide = plan, runner, rows, decide
         self.failed: dict[str, str] = {}
 
     def has_stage(self, name: str, stage: int) -> bool:
@@ -104,11 +88,10 @@ class StageLoop:
         last = max(self.plan.stages.horizon, done if more else 0) + more
         for stage in range(last):
             known = self.decide(stage)
-            if known is not None and known.replay.looks and final(known.replay.outcome, more):
+            if known is not None and known.final(more):
                 return Ending.DECIDED
             dead = self.dead()
-            todo = [n for n in stage_members(self.plan, known, self.eliminate)
-                    if n not in dead and not self.has_stage(n, stage)]
+            todo = [n for n in self.members(known) if n not in dead and not self.has_stage(n, stage)]
             if not todo:
                 continue
             if budget.over():
@@ -122,6 +105,13 @@ class StageLoop:
             if budget.over() and any(not self.has_stage(n, stage) for n in todo if n not in outcome.dead):
                 return Ending.BUDGET
         known = self.decide(last)
-        if known is not None and known.replay.looks and final(known.replay.outcome, more):
+        if known is not None and known.final(more):
             return Ending.DECIDED
         return Ending.STAGES_DONE
+
+    def members(self, known: Decision | None) -> list[str]:
+        """Who the next stage measures (the decision so far says; the A/A control always)."""
+        names = list(self.plan.candidates)
+        if known is None:
+            return names
+        return known.members(names, always=[n for n, c in self.plan.candidates.items() if c.role is Role.CONTROL])

@@ -1,11 +1,12 @@
-"""A race's outcome as one decision with the verdict: best, tied, within the noise floor, eliminated, and why.
+"""A race of the blocks era (files measured before stages): its outcome as one decision with the verdict —
+best, tied, within the noise floor, eliminated, and why.
 
 The race and the verdict used to speak separately ("ngram-mod wins the race", then "speculative
 decoding not recommended"). Here the outcome is built from the rows the race recorded (``race.decision``,
 eliminated rows' reasons, each look's bound) *and* the verdict's own entry: the best of the race is
 the configuration the verdict recommends where it recommends one, otherwise the race's leader, said to
 be not significantly faster than the target alone (the race's winner is the leader confirmed on fresh
-requests: ``analysis/decision.py``, so the two agree). The others: within the noise floor of it
+requests: ``before_stages/rule.py``, so the two agree). The others: within the noise floor of it
 (resolved), tied (an equivalence: two one-sided tests against ± the floor), unresolved (the planned
 requests could not tell; no claim), eliminated. The console and the report both render
 :meth:`RaceOutcome.sentence` and :meth:`RaceOutcome.history` from this one object, stored in the
@@ -16,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from ..results.file import ResultsFile, Row
-from ..results.speedup import Speedup
-from .categories import candidate_name
-from .choice import Choice
-from .stats import describe_speedup
+from ...results.file import ResultsFile, Row
+from ...results.speedup import Speedup
+from ..categories import candidate_name
+from ..choice import Choice
+from ..stats import describe_speedup
 
 # The race's decisions (``race.decision`` in a row) beyond winner / tied / within the noise floor / eliminated:
 UNRESOLVED = "unresolved: the planned requests could not separate it from the leader"
@@ -29,7 +30,7 @@ NOT_A_SPEEDUP = "not a speed-up: faster than its counters allow"
 
 
 @dataclass(frozen=True)
-class Look:
+class RaceLook:
     """One look at a candidate: after how many requests, its speed-up bounds and where it stood."""
 
     requests: int
@@ -49,7 +50,7 @@ class Entry:
     loads: int | None
     requests: int
     planned: int | None
-    looks: tuple[Look, ...] = ()
+    looks: tuple[RaceLook, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,11 @@ class RaceOutcome:
         return {**asdict(self), "sentence": self.sentence()}
 
 
-def _looks(row: Row) -> tuple[Look, ...]:
+def _looks(row: Row) -> tuple[RaceLook, ...]:
     out = []
     for look in (row.race or {}).get("looks") or ():
         if isinstance(look, dict) and isinstance(look.get("requests"), int):
-            out.append(Look(look["requests"], look.get("ratio"), look.get("low"), look.get("high"),
+            out.append(RaceLook(look["requests"], look.get("ratio"), look.get("low"), look.get("high"),
                             str(look.get("standing") or "")))
     return tuple(out)
 
