@@ -80,6 +80,7 @@ def figures(trials: list[Trial]) -> dict:
         for look in t.looks:
             by_look.setdefault(look.number, []).append(look)
     final = summary([t.final for t in trials])
+    measured = {n: [x.df for x in looks if not x.truncated] for n, looks in by_look.items()}
     return {"sweeps": len(trials), "decided": sum(t.first.decision in ("recommend", "nothing gains") for t in trials),
             "shortlist": sum(t.first.decision == "shortlist" for t in trials), "unresolved": len(unresolved),
             "forecasts": len(named), "more_than": sum(t.more_than for t in trials),
@@ -95,9 +96,15 @@ def figures(trials: list[Trial]) -> dict:
             "named_floor_margin_blocked": sum(t.blocker == "margin" and t.forecast_about == "floor" for t in blocked),
             "curse_mean": statistics.fmean(curse) if curse else None,
             "looks": {n: {"df_median": statistics.median(x.df for x in looks),
+                          "df_median_measured": statistics.median(measured[n]) if measured[n] else None,
                           "truncated": sum(x.truncated for x in looks),
                           "between_truncated": sum(x.between_truncated for x in looks), "of": len(looks)}
-                      for n, looks in sorted(by_look.items())}}
+                      for n, looks in sorted(by_look.items())},
+            "trials": [{"first": t.first.decision, "final": t.final.decision, "forecast": t.forecast,
+                        "about": t.forecast_about, "blocker": t.blocker, "settled": t.settled,
+                        "leader": [t.leader_estimate, t.leader_truth], "stages": [t.first.stages, t.final.stages],
+                        "looks": [[x.number, x.df, x.truncated, x.between_df, x.between_truncated] for x in t.looks]}
+                       for t in trials]}
 
 
 def ratio(k: int, n: int) -> str:
