@@ -17,6 +17,7 @@ from ..results.file import ResultsFile, Row
 from ..results.kinds import Role, Status
 from .categories import candidate_name
 from .comparison import check_counters
+from .memory_cost import not_eligible
 from .pairing import Pair, pairs
 from .spending import Spending
 from .stage_evidence import MachineSpread, Series, Spread, series_from
@@ -68,6 +69,7 @@ class TargetStages:
     replay: Replay
     spread: Spread                       # the machine's session spread at the last look
     fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
+    ineligible: tuple[str, ...] = ()     # left out by the memory limit (memory_cost.not_eligible): not measured on
 
     @property
     def unprobed(self) -> tuple[str, ...]:
@@ -102,17 +104,19 @@ def staged_targets(results: ResultsFile, *, noise_floor: float, eliminate: bool,
             matched_by[(target, candidate_name(row))] = matched
             comparisons[(target, candidate_name(row))] = series_of(matched)
     spread = MachineSpread({key: s for key, s in comparisons.items() if s})
+    unfit = not_eligible(results)        # over the memory limit: measured, never recommended
     out = {}
     for target, (rows, _baseline) in found.items():
         design = next(r.design for r in rows if is_staged(r) and r.design)
         rule = Rule(Spending(int(design["horizon"]), len(rows)), noise_floor=noise_floor, eliminate=eliminate)
         left_out = {n: why for r in rows
-                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))])) is not None}
+                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))])
+                        or unfit.get((target, n))) is not None}
         series = {candidate_name(r): comparisons[(target, candidate_name(r))] for r in rows
                   if candidate_name(r) not in left_out}
         played = replay(series, spread, rule, unprobed=[n for n, w in left_out.items() if w == "not probed"])
         last = max((s[-1].order for s in series.values() if s), default=None)
         out[target] = TargetStages(target, rule, int(design.get("per_stage") or 0), series,
                                    {candidate_name(r): r for r in rows}, left_out, played, spread.at(last),
-                                   bool(design.get("fixed_prompts")))
+                                   bool(design.get("fixed_prompts")), tuple(n for t, n in unfit if t == target))
     return out

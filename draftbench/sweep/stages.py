@@ -56,7 +56,7 @@ def final(outcome: Outcome, more: int) -> bool:
 def stage_members(plan: TargetPlan, known: TargetStages | None, eliminate: bool) -> list[str]:
     """Who stage k measures: everyone at the first stage; then, exhaustively, every candidate taking part, in a
     race those the looks so far kept in; the A/A control always."""
-    names = list(plan.candidates)
+    names = [n for n in plan.candidates if known is None or n not in known.ineligible]   # over the memory limit
     if known is None or not known.replay.looks:
         return names
     alive = set(known.replay.survivors) if eliminate else set(known.series)
