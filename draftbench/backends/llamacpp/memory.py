@@ -15,12 +15,11 @@ import shutil
 import subprocess
 import sys
 
-from ...common.errors import DraftbenchError, ModelFileError, ModelProblem
+from ...common.errors import ModelFileError, ModelProblem
 from ...common.gguf import GGUFInfo, read_info, trained_context
 from ...config.settings import Settings
 from ...lifetime.process import read_log
 from ...results.memory import BUFFER_KINDS, ServerMemory
-from .command import find_llama_server, local_devices
 from .topology import ModelPlacement, model_sections, placements
 
 MARGIN = 1.15              # KV caches, compute buffers, CUDA context
@@ -200,13 +199,12 @@ def estimate(target: str, draft: str | None, ctx_size: int, slots: int = 1, *, g
 
 
 def estimate_for(target: str, draft: str | None, settings: Settings, ctx_size: int, slots: int = 1) -> ServerMemory | None:
-    """:func:`estimate` on the device this build would offload to (``settings.gpu_layers``; none on a CPU build)."""
+    """:func:`estimate` on the device ``settings.gpu_layers`` offloads to, named as llama-server would: ``MTL0`` on
+    macOS, ``CUDA0`` where ``nvidia-smi`` answers, else none (the CPU). Nothing of llama-server's is run: --dry-run
+    starts nothing."""
     gpu = None
     if settings.gpu_layers != 0:
-        try:
-            gpu = next(iter(local_devices(find_llama_server(settings.llama_bin))), None)
-        except DraftbenchError:
-            gpu = None
+        gpu = "MTL0" if sys.platform == "darwin" else "CUDA0" if free_gpu_bytes() is not None else None
     try:
         return estimate(target, draft, ctx_size, slots, gpu=gpu, gpu_layers=settings.gpu_layers)
     except ModelFileError:
