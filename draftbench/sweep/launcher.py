@@ -21,6 +21,7 @@ from ..lifetime.process import free_port
 from ..measure.sequential import MeasureOptions, explain_failure, warm_up
 from ..results.file import ResultsFile
 from ..results.findings import Code, Finding
+from ..results.memory import ServerMemory
 from ..results.topology import describe as describe_topology
 from .console import Reporter
 from .plan import Combination
@@ -42,7 +43,7 @@ class Session:
     started: float
     seen: set[str] = field(default_factory=set)
     methods: tuple[str, ...] | None = None        # what /slots said it ran, asked before it stops
-    memory: dict | None = None                    # what it held (Server.memory_use), asked before it stops
+    memory: ServerMemory | None = None            # what it held (Server.memory_use), asked before it stops
 
 
 class LaunchFailed(Exception):
