@@ -22,6 +22,7 @@ from enum import Enum
 
 from ..common.percent import percent
 from ..results.file import Row
+from ..results.speedup import UNBOUNDED_WHY, change_text, interval_text, is_unbounded
 from .moments import ratio_of
 from .replication import THESE_PROMPTS, Estimate
 from .settle import Projection, projection
@@ -38,7 +39,7 @@ class Verdict(str, Enum):
 
 
 def pct(ratio: float) -> str:
-    return f"{(ratio - 1) * 100:+.1f}%"
+    return change_text(ratio)      # 'unbounded' where an interval's end bounds nothing (results/speedup.py)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Quote:
         return self.high < 1.0
 
     def interval(self) -> str:
-        return f"{pct(self.ratio)} [{pct(self.low)}, {pct(self.high)}]"
+        return f"{pct(self.ratio)} {interval_text(self.low, self.high)}"
 
     def what(self) -> str:
         """What the interval is: '95% over 6 candidates and 3 looks together, for the average on prompts like
@@ -79,7 +80,9 @@ class Quote:
         these; your next prompt: −2.0% to +27.5%, 95%)'."""
         text = f"{self.interval()} ({self.what()}"
         if self.next_prompt is not None:
-            text += f"; your next prompt: {pct(self.next_prompt[0])} to {pct(self.next_prompt[1])}, 95%"
+            low, high = self.next_prompt
+            text += (f"; your next prompt: {pct(low)} or more, with no upper bound at 95%" if is_unbounded(high)
+                     else f"; your next prompt: {pct(low)} to {pct(high)}, 95%")
         text += ")"
         if self.capped and self.bound is not None:
             text += (f" — measured {pct(self.measured)}, above the {pct(self.bound)} its counters allow, so quoted at "
@@ -115,10 +118,11 @@ class StagedVerdict:
         q = self.quote
         return {"decision": self.verdict.value, "pick": self.pick, "best": self.best,
                 "quote": None if q is None else {"ratio": round(q.ratio, 4), "low": round(q.low, 4),
-                                                 "high": round(q.high, 4), "measured": round(q.measured, 4),
+                                                 "high": _end(q.high), "measured": round(q.measured, 4),
                                                  "bound": q.bound, "interval": q.what(),
-                                                 "next_prompt": [round(x, 4) for x in q.next_prompt]
-                                                 if q.next_prompt else None},
+                                                 "next_prompt": [_end(x) for x in q.next_prompt]
+                                                 if q.next_prompt else None,
+                                                 **({"unbounded": UNBOUNDED_WHY} if is_unbounded(q.high) else {})},
                 "shortlist": list(self.shortlist), "equivalent": list(self.equivalent),
                 "eliminated": dict(self.eliminated), "left_out": dict(self.left_out),
                 "not_probed": list(self.not_probed),
@@ -160,6 +164,11 @@ class StagedVerdict:
             more = self.settle.describe(self.stage_size or 1)
             text += f" {more[0].upper()}{more[1:]}."
         return text
+
+
+def _end(ratio: float) -> float | None:
+    """An interval's end as the summary keeps it: null where it bounds nothing (strict JSON has no infinity)."""
+    return None if is_unbounded(ratio) else round(ratio, 4)
 
 
 def _quote(stages: TargetStages, name: str, bound: Bound, looks: int) -> Quote:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from ..common.percent import percent
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role, Status
-from ..results.speedup import Speedup, rank
+from ..results.speedup import Speedup, interval_ends, rank
 from . import decision, stats
 from .categories import best_per_category, category_sentence
 from .choice import BestPick, Choice
@@ -74,7 +74,7 @@ def quote_speedup(verdict: StagedVerdict, noise_floor: float) -> Speedup | None:
     if q is None:
         return None
     gains = verdict.verdict in (Verdict.RECOMMEND, Verdict.SHORTLIST) and q.low > 1 + noise_floor
-    return Speedup(ratio=round(q.ratio, 4), ci95_low=round(q.low, 4), ci95_high=round(q.high, 4),
+    return Speedup(ratio=round(q.ratio, 4), **interval_ends(q.low, q.high),
                    significant=bool(gains or q.high < 1 / (1 + noise_floor)),
                    method="staged", percent=round((q.ratio - 1) * 100, 2), noise_floor=noise_floor,
                    question=q.question, interval=q.what())

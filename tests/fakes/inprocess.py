@@ -41,6 +41,7 @@ class Script:
     per_length: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {length: factor}
     trained_context: dict[str, int] = field(default_factory=dict)  # model path -> its trained context length
     prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
+    no_counters: set[str] = field(default_factory=set)             # drafts whose server reports no draft counters
 
 
 class WordTokenizer:
@@ -129,7 +130,7 @@ class FakeServer(Server):
         return float(value) if value is not None else None
 
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
-        if not self.spec.draft:
+        if not self.spec.draft or self.spec.draft in self.script.no_counters:
             return DraftCounts()
         if self.spec.draft in self.script.inactive:
             return DraftCounts(drafted=0, accepted=0, source=CountsSource.TIMINGS)
