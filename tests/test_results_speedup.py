@@ -12,8 +12,8 @@ from draftbench.analysis.stats import describe_speedup, speedup
 from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.common.errors import ResultsFileError
-from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
 from draftbench.results.bounds import MAX_RATIO
+from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
 from draftbench.results.speedup import UNBOUNDED_WHY, Speedup, interval_ends, plain, rank
 from draftbench.results.theory import Theory, evaluate
 
