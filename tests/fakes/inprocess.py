@@ -108,6 +108,11 @@ class FakeServer(Server):
                                              prompt_tokens / prefill_s})
         return response
 
+    def machine_reading(self):
+        """None: a simulated server's speed owes nothing to the machine, so no request of it reads the machine's
+        load (it did, and another test worker's load left pairs out of in-process sweeps: issue 42)."""
+        return None
+
     def server_prefill(self, response: StreamedResponse) -> tuple[float | None, float | None]:
         prompt_ms = response.timing_rate("prompt_ms")
         return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
