@@ -43,6 +43,7 @@ class Script:
     trained_context: dict[str, int] = field(default_factory=dict)  # model path -> its trained context length
     prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
     weights_mib: dict[str, float] = field(default_factory=dict)    # model path -> MiB its weights take (default 50)
+    no_counters: set[str] = field(default_factory=set)             # drafts whose server reports no draft counters
 
 
 class WordTokenizer:
@@ -109,6 +110,11 @@ class FakeServer(Server):
                                              prompt_tokens / prefill_s})
         return response
 
+    def machine_reading(self):
+        """None: a simulated server's speed owes nothing to the machine, so no request of it reads the machine's
+        load (it did, and another test worker's load left pairs out of in-process sweeps: issue 42)."""
+        return None
+
     def server_prefill(self, response: StreamedResponse) -> tuple[float | None, float | None]:
         prompt_ms = response.timing_rate("prompt_ms")
         return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
@@ -135,7 +141,7 @@ class FakeServer(Server):
         return float(value) if value is not None else None
 
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
-        if not self.spec.draft:
+        if not self.spec.draft or self.spec.draft in self.script.no_counters:
             return DraftCounts()
         if self.spec.draft in self.script.inactive:
             return DraftCounts(drafted=0, accepted=0, source=CountsSource.TIMINGS)
