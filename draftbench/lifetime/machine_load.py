@@ -5,12 +5,12 @@ two shared cores busy and 38.72 tok/s when they were quiet (issue 37). Two readi
 
 * **other processes' CPU share** (Linux, ``/proc``): the machine's busy CPU time (``/proc/stat``)
   minus our own — this process and the children it reaped (``os.times``), plus every live process
-  in the process tree of a server we started (its supervisor, the server and *its* children: vLLM's
-  engine subprocess, a tokenizer worker) or in the server's process group (``/proc/PID/stat``, their
-  reaped children included) — over the machine's capacity (every CPU) between two readings: 0.0 is a machine to
-  ourselves, 1.0 every core taken by others. A helper that leaves both (a daemon that re-parents
-  itself into a new session) reads as another program; ``analysis/pairing.py`` tells it from a burst
-  by the side it loads. Elsewhere: None (not measured).
+  below a server's supervisor (``escaped.below``: the server and *its* children — vLLM's engine
+  subprocess, a tokenizer worker — and, the supervisor being a child subreaper, any that daemonized;
+  ``/proc/PID/stat``, their reaped children included) — over the machine's capacity (every CPU)
+  between two readings: 0.0 is a machine to ourselves, 1.0 every core taken by others. A helper
+  started outside that tree (a daemon the user started, a local RPC server) reads as another program;
+  ``analysis/pairing.py`` tells it from a burst by the side it loads. Elsewhere: None (not measured).
 * **the load average** (``os.getloadavg``, POSIX): runnable processes averaged over a minute. Before
   a sweep starts it is the others'; while a server runs, that server's threads are in it too.
 
@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import escaped
 from .process import live_pids
 
 # Other processes keeping a quarter of the machine busy change a sweep's figures (and its duration) by
@@ -120,44 +121,6 @@ def _process_ticks(pid: int) -> int:
         return 0
 
 
-def processes() -> dict[int, tuple[int, int, int]] | None:
-    """Every live process: pid -> (parent pid, process group, utime + stime + cutime + cstime); None without
-    a readable /proc."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return None
-    out = {}
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                text = fh.read()
-            fields = text[text.rfind(b")") + 2:].split()      # after the command name, which may hold spaces
-            out[int(name)] = (int(fields[1]), int(fields[2]), sum(int(v) for v in fields[11:15]))
-        except (OSError, ValueError, IndexError):
-            continue                                            # gone meanwhile, or not ours to read
-    return out
-
-
-def tree(roots: list[int], processes: dict[int, tuple[int, int, int]]) -> set[int]:
-    """The live processes descending from ``roots`` (roots included) or in a root's process group (a server
-    leads its own group: what it starts stays in it unless it asks otherwise)."""
-    children: dict[int, list[int]] = {}
-    for pid, (parent, _group, _ticks) in processes.items():
-        children.setdefault(parent, []).append(pid)
-    found, todo = set(), [pid for pid in roots if pid in processes]
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, ()))
-    groups = set(roots)
-    found |= {pid for pid, (_parent, group, _ticks) in processes.items() if group in groups}
-    return found
-
-
 def _own_ticks() -> int | None:
     try:
         hz = os.sysconf("SC_CLK_TCK")
@@ -165,11 +128,9 @@ def _own_ticks() -> int | None:
         return None
     t = os.times()
     mine = round((t.user + t.system + t.children_user + t.children_system) * hz)
-    table = processes()
-    if table is None:          # no /proc to walk: our servers and supervisors themselves
-        return mine + sum(_process_ticks(pid) for pid in live_pids())
-    ours = tree(live_pids(), table) - {os.getpid()}
-    return mine + sum(table[pid][2] for pid in ours)
+    roots = live_pids()
+    ours = dict.fromkeys(roots + (escaped.below(roots) if roots else []))
+    return mine + sum(_process_ticks(pid) for pid in ours)
 
 
 def _load_avg() -> tuple[float, float, float] | None:
