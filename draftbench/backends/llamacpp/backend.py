@@ -56,6 +56,7 @@ from .command import (
     capabilities,
     find_llama_server,
     local_devices,
+    server_environment,
     spec_types,
     stats_lines_expected,
 )
@@ -309,15 +310,21 @@ class LlamaCppBackend(Backend):
         # one client at a time, so its round trip cannot be timed once llama-server holds it.
         probes = reachable_endpoints(spec.rpc) if spec.rpc else []
         local = local_devices(binary) if spec.rpc and spec.draft and spec.draft_placement == "local" else []
-        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local)
+        environment = server_environment(caps, dict(os.environ))      # the one we decided (config/server_env.py)
+        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local,
+                            inherited=environment.args)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
-                                launched=Launched(ManagedProcess(cmd, log_path, port=spec.port), cmd, spec.port,
+                                launched=Launched(ManagedProcess(cmd, log_path, environment.env, port=spec.port),
+                                                  cmd, spec.port,
                                                   version=caps.get("version")),
                                 has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
+        note = environment.note("llama-server")
+        if note:
+            server.notes.append(note)
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
@@ -375,6 +382,14 @@ class LlamaCppBackend(Backend):
                               "another program is listening on that port; stop it or set settings.port",
                               kind=ServerErrorKind.FOREIGN)
         server.props = props
+        # What it holds per slot, from the server itself: an environment variable or argument that shrank the
+        # context would have every long prompt judged at a length it cannot take.
+        short = min((s.n_ctx for s in server.slot_states() or () if s.n_ctx is not None), default=None)
+        if short is not None and short < spec.ctx_size:
+            raise ServerError(f"llama-server holds {short:,} tokens of context per slot (/slots n_ctx), fewer than the "
+                              f"{spec.ctx_size:,} it was started for", "remove what sets its context (a -c or "
+                              "--ctx-size passed through, a LLAMA_ARG_CTX_SIZE in its environment)",
+                              kind=ServerErrorKind.FLAGS)
 
     # -- server.py llama-cpp --------------------------------------------------------------
     def add_server_arguments(self, p: argparse.ArgumentParser) -> None:
