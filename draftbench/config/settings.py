@@ -219,7 +219,9 @@ class Override:
         if isinstance(self.value, bool):
             return self.flag
         value = self.value
-        shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        # 600.0 as "600"; 1e308 as "1e+308", not its 309 digits
+        shown = str(int(value)) if isinstance(value, float) and value.is_integer() and abs(value) < 1e16 \
+            else f"{value:g}" if isinstance(value, float) else str(value)
         return f"{self.flag} {shown}"
 
 
