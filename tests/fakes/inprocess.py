@@ -41,6 +41,8 @@ class Script:
     per_length: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {length: factor}
     trained_context: dict[str, int] = field(default_factory=dict)  # model path -> its trained context length
     prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
+    reported_prompt_tokens: int | None = None     # long prompts: usage.prompt_tokens a lying server reports
+    tokenizer_share: float = 1.0                  # a lying /tokenize: this share of the real count (0.5: half)
 
 
 class WordTokenizer:
@@ -61,6 +63,16 @@ class WordTokenizer:
 
     def prompt_tokens(self, messages) -> int:
         return sum(len(self._pieces(m["content"])) for m in messages) + 7
+
+
+class ShareTokenizer(WordTokenizer):
+    """A tokenizer that counts ``share`` of the real tokens of a chat prompt (a lying ``/apply-template``)."""
+
+    def __init__(self, share: float):
+        self.share = share
+
+    def prompt_tokens(self, messages) -> int:
+        return round(super().prompt_tokens(messages) * self.share)
 
 
 class FakeServer(Server):
@@ -101,7 +113,8 @@ class FakeServer(Server):
         first = start + 0.01 + (prefill_s if self.spec.context_tokens else 0.0)
         response = StreamedResponse(t_start=start, t_first=first, t_last=first + (n - 1) / tps,
                                     t_end=first + 0.01 + (n - 1) / tps, text=f"answer to seed {body['seed'] % 1000}",
-                                    usage={"completion_tokens": n, "prompt_tokens": prompt_tokens if
+                                    usage={"completion_tokens": n, "prompt_tokens": (
+                                        self.script.reported_prompt_tokens or prompt_tokens) if
                                            self.spec.context_tokens else 10}, finish_reason="length",
                                     timings={"prompt_ms": prefill_s * 1000, "prompt_per_second":
                                              prompt_tokens / prefill_s})
@@ -112,7 +125,7 @@ class FakeServer(Server):
         return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
 
     def tokenizer(self) -> WordTokenizer:
-        return WordTokenizer()
+        return ShareTokenizer(self.script.tokenizer_share) if self.script.tokenizer_share != 1.0 else WordTokenizer()
 
     def memory_use(self) -> dict | None:
         kv = (self.spec.context_tokens or 0) * 0.05 * (2 if self.spec.draft else 1)
