@@ -53,6 +53,11 @@ def run_init(args) -> int:
         print(safe_text(f"Next: python sweep.py --config-dir {out} --dry-run (then without --dry-run to measure)",
                         keep_newlines=False))
         return EXIT_OK
+    refused = sum(1 for why in skipped if why.refused)
+    if refused:       # they have plenty to compare: the config it makes is what a sweep would refuse
+        raise UsageError(f"no config written: the config of {refused} model famil{'y' if refused == 1 else 'ies'} in "
+                         f"{safe_text(models)} would be refused (see \"No config for\" above)",
+                         "split the models over several folders, or write the config by hand")
     raise UsageError(f"no model family in {safe_text(models)} has anything to compare", "add a smaller model of the same "
                      "family (a draft), or install a llama-server that offers n-gram methods")
 
