@@ -100,7 +100,7 @@ def test_a_family_over_max_combinations_is_skipped_with_why(tmp_path, capsys):
     models.mkdir()
     for i in range(2100):
         model(models, f"m{i:04d}.gguf", 10 + i)
-    with pytest.raises(UsageError, match="no config written: the config of 1 model family in .* would be refused") \
+    with pytest.raises(UsageError, match=r"no config written: the config of 1 model family in .* would be refused") \
             as refused:     # it has 2,100 models to compare: not "nothing to compare" (issue 45)
         sweep_main(["--init", str(models), "--config-dir", str(tmp_path / "out")])
     assert "has anything to compare" not in str(refused.value) and "split the models" in refused.value.fix
