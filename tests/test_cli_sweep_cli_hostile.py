@@ -41,7 +41,7 @@ def test_a_huge_budget_is_said_in_a_few_characters(tmp_path):
 
 def _file_with(tmp_path, mutate) -> str:
     cfg = config(tmp_path, drafts=(("fast", FAST),), stages=1)
-    _code, results = run(tmp_path, FakeBackend(script()), cfg)
+    run(tmp_path, FakeBackend(script()), cfg)
     data = json.loads((tmp_path / "r.json").read_text())
     mutate(data)
     path = tmp_path / "edited.json"

@@ -58,3 +58,17 @@ def test_a_resume_refused_for_other_long_prompts_leaves_the_file_as_it_was(tmp_p
         Sweep(config(tmp_path, context_tokens=[256, 512]), path, None, reporter=Reporter(), backend=untouched).run()
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
     assert untouched.specs == []                 # not even the tokenizer's server
+
+
+def test_a_server_holding_less_context_than_it_was_started_for_is_refused(http_stub):
+    from draftbench.backends.llamacpp.backend import LlamaCppServer, check_slot_context
+    from draftbench.common.errors import ServerError
+
+    stub = http_stub({"GET /slots": (200, [{"id": 0, "n_ctx": 128, "is_processing": False}])})
+    server = LlamaCppServer(f"http://127.0.0.1:{stub.port}", model="t.gguf")
+    check_slot_context(server, 128)
+    with pytest.raises(ServerError, match=r"holds 128 tokens of context per slot \(/slots n_ctx\), fewer than the "
+                                          r"1,600 it was started for"):
+        check_slot_context(server, 1600)
+    blind = http_stub({"GET /slots": (501, {"error": "slots disabled"})})
+    check_slot_context(LlamaCppServer(f"http://127.0.0.1:{blind.port}", model="t.gguf"), 1600)   # nothing to compare

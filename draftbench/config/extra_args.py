@@ -1,5 +1,6 @@
 """Rules for arguments passed through to a server: a config's ``extra_args``, and what follows ``--`` on
-``bench.py --target`` and ``server.py``. One table (:data:`RULES`) for all three.
+``bench.py --target`` and ``server.py``. One table for all three, and for every other route into a server
+(:mod:`.flag_rules`); this module finds the flags in an argument list and checks them.
 
 Some flags change what is measured: the model (``-m``), the draft (``-md``), the draft length, how the
 server speculates (``--spec-*``, vLLM's ``--speculative-config``), where its layers run (``--rpc``), where it

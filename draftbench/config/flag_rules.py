@@ -92,7 +92,7 @@ RULES: tuple[FlagRule, ...] = (
            backends=LLAMA),
     _owned("ctx_size", "the context size", "-c", "--ctx-size", "--max-model-len"),
     _owned("concurrency", "how many requests the server serves at once", "-np", "--parallel", "--max-num-seqs"),
-    _owned("max_tokens", "how long an answer may be (the server caps every request's max_tokens at it)", "-n",
+    _owned("max_tokens", "how long an answer may be (a request that does not say takes it)", "-n",
            "--n-predict", "--predict", backends=LLAMA),
     _owned("vllm_prefix_caching", "whether a repeated prompt skips its prefill (which flatters TTFT)",
            "--enable-prefix-caching", "--no-enable-prefix-caching", backends=VLLM),

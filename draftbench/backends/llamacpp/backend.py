@@ -214,6 +214,16 @@ class LlamaCppServer(Server):
         return SpeculationStatus(None if requested else False, "")
 
 
+def check_slot_context(server: LlamaCppServer, ctx_size: int) -> None:
+    """What it holds per slot, from the server itself (``/slots`` n_ctx): a context shrunk by an argument or a
+    variable would have every long prompt judged at a length the server cannot take."""
+    short = min((s.n_ctx for s in server.slot_states() or () if s.n_ctx is not None), default=None)
+    if short is not None and short < ctx_size:
+        raise ServerError(f"llama-server holds {short:,} tokens of context per slot (/slots n_ctx), fewer than the "
+                          f"{ctx_size:,} it was started for", "remove what sets its context (a -c or --ctx-size "
+                          "passed through, a LLAMA_ARG_CTX_SIZE in its environment)", kind=ServerErrorKind.FLAGS)
+
+
 class LlamaCppBackend(Backend):
     name = "llama-cpp"
     config_name = "llamacpp"
@@ -317,14 +327,11 @@ class LlamaCppBackend(Backend):
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
                                 launched=Launched(ManagedProcess(cmd, log_path, environment.env, port=spec.port),
-                                                  cmd, spec.port,
-                                                  version=caps.get("version")),
+                                                  cmd, spec.port, version=caps.get("version")),
                                 has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
-        note = environment.note("llama-server")
-        if note:
-            server.notes.append(note)
+        server.notes += [note for note in (environment.note("llama-server"),) if note]
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
@@ -382,14 +389,7 @@ class LlamaCppBackend(Backend):
                               "another program is listening on that port; stop it or set settings.port",
                               kind=ServerErrorKind.FOREIGN)
         server.props = props
-        # What it holds per slot, from the server itself: an environment variable or argument that shrank the
-        # context would have every long prompt judged at a length it cannot take.
-        short = min((s.n_ctx for s in server.slot_states() or () if s.n_ctx is not None), default=None)
-        if short is not None and short < spec.ctx_size:
-            raise ServerError(f"llama-server holds {short:,} tokens of context per slot (/slots n_ctx), fewer than the "
-                              f"{spec.ctx_size:,} it was started for", "remove what sets its context (a -c or "
-                              "--ctx-size passed through, a LLAMA_ARG_CTX_SIZE in its environment)",
-                              kind=ServerErrorKind.FLAGS)
+        check_slot_context(server, spec.ctx_size)
 
     # -- server.py llama-cpp --------------------------------------------------------------
     def add_server_arguments(self, p: argparse.ArgumentParser) -> None:

@@ -100,7 +100,8 @@ def env_routes(help_text: str) -> dict[str, EnvRoute]:
         # `--repack, -nr, --no-repack`): they start at the first later name that reads "no".
         cut = len(flags)
         if any(f.startswith("--no-") for f in flags[1:]):
-            cut = next(i for i, f in enumerate(flags) if i and (f.startswith("--no-") or f[1:2] == "n" and f[:2] != "--"))
+            cut = next(i for i, f in enumerate(flags)
+                       if i and (f.startswith("--no-") or (f[1:2] == "n" and f[:2] != "--")))
         route = EnvRoute(tuple(flags[:cut]), tuple(flags[cut:]), takes_value=hint)
         routes.update({name: route for name in names})
     return routes
