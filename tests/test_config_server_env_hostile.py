@@ -100,3 +100,24 @@ def test_vllm_variables_are_passed_and_recorded_in_one_note_with_secrets_masked(
     assert note == ("vLLM inherits VLLM_API_KEY=***, VLLM_ATTENTION_BACKEND=TORCH_SDPA from the environment "
                     "(recorded here; draftbench does not check what it changes)")
     assert vllm_environment({"VLLM_LOGGING_LEVEL": "INFO"}).note("vLLM") is None
+
+
+def test_capabilities_another_version_cached_without_the_routes_are_read_again(tmp_path, monkeypatch):
+    """A cache file of the same format number written by another version (no "env") would clear every variable,
+    LLAMA_ARG_THREADS too, as "not an option": it is read again from --help."""
+    import json
+
+    from draftbench.backends.llamacpp import command
+
+    monkeypatch.setenv("DRAFTBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(command, "_caps_memo", {})
+    binary = tmp_path / "llama-server"
+    (tmp_path / "help.txt").write_text("-m,    --model FNAME                    model path\n" + HELP)
+    binary.write_text(f"#!/bin/sh\ncat {tmp_path / 'help.txt'}\n")
+    binary.chmod(0o755)
+    command.capabilities(str(binary))
+    [cached] = (tmp_path / "cache" / "capabilities").glob(f"*-v{command.CAPS_FORMAT}.json")
+    cached.write_text(json.dumps({k: v for k, v in json.loads(cached.read_text()).items() if k != "env"}))
+    monkeypatch.setattr(command, "_caps_memo", {})
+    caps = command.capabilities(str(binary))
+    assert server_environment(caps, {"LLAMA_ARG_THREADS": "1"}).args == ("--threads", "1")
