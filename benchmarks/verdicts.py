@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from draftbench.backends.base import Backend
+from draftbench.common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
 from simulation.grids import Scenario, prompts, scenarios
 from simulation.score import score, summary
 from simulation.sweeps import Setup, WorldFactory, machine_world, sweep
@@ -109,11 +111,49 @@ def markdown_line(name: str, strategy: str, s: dict) -> str:
 
 
 def load_world(spec: str) -> WorldFactory:
-    """``MODULE:FACTORY`` — a factory(grid, truth, names, prompts, rng) returning a backend (see sweeps.py)."""
+    """``MODULE:FACTORY`` — a factory(grid, truth, names, prompts, rng) returning a backend (see sweeps.py). Every
+    way it can be wrong is one line: a module or name that is not there, a name that is no factory, a factory that
+    fails or returns something else than a draftbench ``Backend``."""
     module, _, name = spec.partition(":")
     if not module or not name:
         raise SystemExit(f"--world {spec}: write MODULE:FACTORY, e.g. mynoise:world")
-    return getattr(importlib.import_module(module), name)
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise SystemExit(f"--world {spec}: cannot import {module} ({exc}); put it on PYTHONPATH") from None
+    except AttributeError:
+        raise SystemExit(f"--world {spec}: module {module} has no {name}") from None
+    except Exception as exc:      # the module itself raised while it was imported
+        raise SystemExit(f"--world {spec}: importing {module} raised {type(exc).__name__}: {exc}") from None
+    if not callable(found) or (isinstance(found, type) and issubclass(found, Backend)):
+        raise SystemExit(f"--world {spec}: {name} is a {type(found).__name__}, not a factory(grid, truth, names, "
+                         "prompts, rng) returning a backend")
+
+    def factory(*args) -> Backend:
+        try:
+            backend = found(*args)
+        except Exception as exc:
+            raise SystemExit(f"--world {spec}: {name}(grid, truth, names, prompts, rng) raised "
+                             f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(backend, Backend):
+            raise SystemExit(f"--world {spec}: {name}(grid, truth, names, prompts, rng) returned "
+                             f"{type(backend).__name__}, not a draftbench Backend (see benchmarks/simulation/sweeps.py)")
+        return backend
+    return factory
+
+
+def markdown_rows(path: str) -> list[str]:
+    """The table rows of one earlier ``--json`` file; a file that is not one is one line (read bounded: a FIFO or
+    /dev/zero is refused at once)."""
+    try:
+        data = json.loads(read_limited(path, CONFIG_LIMIT))
+        return [markdown_line(name, strategy, figures) for name, by_strategy in data["scenarios"].items()
+                for strategy, figures in by_strategy.items()]
+    except UnreadableFile as exc:
+        raise SystemExit(f"--markdown {path}: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+        why = f"has no {exc}" if isinstance(exc, KeyError) else f"({type(exc).__name__}: {exc})"
+        raise SystemExit(f"--markdown {path}: not a file benchmarks/verdicts.py --json wrote {why}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -137,11 +177,8 @@ def main(argv: list[str]) -> int:
                    "Markdown (docs/statistics.md) and exit")
     args = p.parse_args(argv)
     if args.markdown:
-        print(MARKDOWN_HEADER)
-        for path in args.markdown:
-            for name, by_strategy in json.loads(Path(path).read_text())["scenarios"].items():
-                for strategy, figures in by_strategy.items():
-                    print(markdown_line(name, strategy, figures))
+        rows = [row for path in args.markdown for row in markdown_rows(path)]     # every file checked first
+        print("\n".join([MARKDOWN_HEADER, *rows]))
         return 0
     if args.list:
         for s in known.values():

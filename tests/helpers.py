@@ -108,8 +108,8 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
     return proc.returncode, text + out
 
 
-# One thread per llama-server the tests start (inherited through the environment, so the commands stay
-# as users run them). ggml's worker threads spin while they wait for each other: on a 2-core machine
+# One thread per llama-server the tests start (inherited through the environment, which draftbench turns
+# into --threads 1 at the front of every command it starts and records: config/server_env.py). ggml's worker threads spin while they wait for each other: on a 2-core machine
 # shared with other work, a 2-thread server was measured 23x slower than a 1-thread one (0.11 vs 2.6
 # tok/s at load 16), which turned every bound into a failure. The tests assert mechanisms, not speed.
 os.environ.setdefault("LLAMA_ARG_THREADS", "1")
