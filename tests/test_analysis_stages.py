@@ -273,3 +273,25 @@ def test_the_quoted_figure_is_capped_at_what_the_counters_allow_and_the_noise_fl
     assert capped.quoted is not None and capped.quoted.high == capped.quoted.ratio == 1.01
     assert capped.quoted.measured == free.quoted.measured
     assert not capped.significant          # at most +1%: not shown faster than the +2% floor
+
+
+def test_a_spread_grown_look_by_look_is_the_spread_built_at_once():
+    """A sweep grows the machine's spread at every look (only the new stages); it must be the very spread the
+    verdict builds from the saved file, or the sweep and the verdict could decide differently."""
+    rng = random.Random(12)
+    full = {("T1", "a"): draw(rng, 0.1, 4, start=0), ("T1", "b"): draw(rng, 0.0, 4, start=10),
+            ("T2", "a"): draw(rng, 0.2, 3, start=20), ("T2", "b"): draw(rng, 0.05, 3, start=30)}
+    # as a sweep measures them: T1's stages (stage by stage, each candidate in turn), then T2's
+    timeline = sorted((s.order, key, k) for key, series in full.items() for k, s in enumerate(series))
+    grown = None
+    for n in range(1, len(timeline) + 1):
+        sofar: dict = {}
+        for _order, key, k in timeline[:n]:
+            sofar[key] = full[key][: k + 1]
+        ordered = {key: sofar[key] for key in full if key in sofar}
+        grown = MachineSpread(ordered) if grown is None else grown.grown(ordered)
+        at_once = MachineSpread(ordered)
+        for order in (None, *(o for o, _k, _i in timeline[:n])):
+            assert grown.at(order) == at_once.at(order)
+    changed = {**full, ("T1", "a"): full[("T1", "a")][:2]}      # a comparison with fewer stages: built afresh
+    assert grown is not None and grown.grown(changed).at(None) == MachineSpread(changed).at(None)

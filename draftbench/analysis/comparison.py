@@ -85,6 +85,12 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
     return Comparison(speed, by_category or None, bound, confirmed)
 
 
+def own_speedup(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
+    """The row's speed-up on its fresh prompts with its own session spread, and nothing else of
+    :func:`compare` (what a sweep says of a candidate as it goes; its verdict pools more)."""
+    return speedup_of_units(units(measured_pairs(row, baseline)[0]), noise_floor=noise_floor)
+
+
 def _interval(items: list[Pair], value, sessions: SessionVariance | None) -> dict | None:
     est = estimate(units(items, value), sessions)
     if est is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..results.speedup import Speedup
 from .crossover import LevelOutcome
+from .stage_verdict import StagedVerdict
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class LengthVerdict:
     speedup: Speedup | None
     baseline: LengthPoint
     candidates: tuple[LengthPoint, ...]
+    stages: StagedVerdict | None = None      # measured in stages: the staged decision at this length (not written)
 
     def to_dict(self) -> dict[str, Any]:
         return {"context_tokens": self.context_tokens, "verdict": self.verdict,

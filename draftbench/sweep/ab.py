@@ -39,12 +39,12 @@ from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter, RunnerIO, long_context
 from .init_configs import this_hardware
 from .launcher import Launcher
-from .run import MemoryStore
 from .schedule import Design, stage_steps
 from .session import MIN_WINDOW_S
 from .stage_plan import plan_stages
 from .stage_rows import RowWriter, StagedDesign
 from .stage_runner import StageRunner, TargetPlan
+from .store import RowStore
 from .target_plan import choose_design, conversation
 
 WIDTH = 78
@@ -87,7 +87,7 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
         reporter.warning(busy.message)
     # settings as a sweep saves them: a key passed after -- is masked (sweep/resume.py)
     settings = {**plan.settings.to_dict(), "extra_args": redact_args(plan.settings.extra_args)}
-    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
+    store = RowStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
                                     settings=settings, results=(), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
                                     tool_version=__version__, host=host_info(), prompt_set=prompt_set,
                                     made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]))
@@ -109,7 +109,7 @@ def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str) -
     return TargetPlan(baseline, {candidate.name: candidate}, design, why, stages, tuple(prompts))
 
 
-def _measure(target: TargetPlan, runner: CombinationRunner, store: MemoryStore, reporter: Reporter,
+def _measure(target: TargetPlan, runner: CombinationRunner, store: RowStore, reporter: Reporter,
              options: MeasureOptions) -> None:
     """Every stage of the A/B (the stage runner stops each server it started, Ctrl-C included); the candidate
     is skipped when the baseline failed."""

@@ -10,8 +10,9 @@
 
 ``backend`` is any object implementing the backend contract (``draftbench/backends/base.py``: launch a
 server for a ``LaunchSpec``, stream completions, report draft counters); by default the config's own
-(llama.cpp, vLLM or LM Studio). ``store`` receives every row as it is measured (the command line's saves
-the file after each; the default keeps them in memory); ``clock`` times the budget (a simulator passes
+(llama.cpp, vLLM or LM Studio). ``store`` receives every row as it is measured (``sweep/store.py``: the
+command line's saves each in the results file's journal; the default keeps them in memory); nothing is
+analysed until the end, where the results are analysed once and that is what every view prints; ``clock`` times the budget (a simulator passes
 its own). ``more``: stages beyond the plan for every target left unresolved (``--more``).
 
 The loops are the call depth: :func:`run_sweep` → :meth:`SweepRun.target` (one target's stages, under its
@@ -27,11 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..analysis.context_length import at_length, each_length
+from ..analysis.context_length import at_length
 from ..analysis.context_length import lengths as context_lengths
-from ..analysis.decision import Decision, decide
+from ..analysis.decision import Decider, Decision
 from ..analysis.stage_verdict import StagedVerdict, staged_verdict
-from ..analysis.verdict import analyze
+from ..analysis.summary import staged_verdicts
+from ..analysis.verdict import analyze, analyze_rows
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.errors import ResultsFileError
@@ -48,27 +50,11 @@ from .launcher import Launcher, next_session_number
 from .plan import Combination, plan, shows_k
 from .runner import CombinationRunner, RunnerIO
 from .schedule import Design, stage_steps
-from .stage_rows import RowStore, RowWriter, StagedDesign, in_stages
+from .stage_rows import RowWriter, StagedDesign, in_stages
 from .stage_runner import StageRunner, TargetPlan
 from .stages import Budget, Ending, StageLoop
+from .store import RowStore
 from .target_plan import target_plan
-
-
-class MemoryStore:
-    """A :class:`RowStore` without a file (analysed once at the end: the stages decide on raw rows)."""
-
-    def __init__(self, results: ResultsFile):
-        self.results = results
-
-    def current(self) -> ResultsFile:
-        return self.results
-
-    def record(self, row):
-        self.results = self.results.with_row(row)
-        return row
-
-    def describe_prompts(self, prompt_set: dict) -> None:
-        self.results = replace(self.results, prompt_set=prompt_set)
 
 
 def empty_results(config: SweepConfig) -> ResultsFile:
@@ -96,7 +82,7 @@ def run_sweep(config: SweepConfig, backend: Backend | None = None, *, store: Row
               reporter: Reporter | None = None, clock: Callable[[], float] = time.perf_counter,
               logs_dir: Path | None = None, more: int = 0) -> SweepOutcome:
     """Run the whole sweep ``config`` describes on ``backend`` and return it analysed."""
-    run = SweepRun(config, backend or get_backend(config.backend), store or MemoryStore(empty_results(config)),
+    run = SweepRun(config, backend or get_backend(config.backend), store or RowStore(empty_results(config)),
                    reporter or Reporter(), clock)
     return run.all(logs_dir or Path("results") / "logs", more)
 
@@ -109,6 +95,7 @@ class SweepRun:
         self.config, self.backend, self.store, self.reporter, self.clock = config, backend, store, reporter, clock
         self.endings: dict[str, Ending] = {}
         self._looks_before: dict[str, int] = {}      # looks a target had before this run (a resumed sweep)
+        self._deciders: dict[int | None, Decider] = {}   # per prompt length: each look costs what changed since
 
     def all(self, logs_dir: Path, more: int) -> SweepOutcome:
         settings = self.config.settings
@@ -128,7 +115,7 @@ class SweepRun:
                     self.plain([c for c in at_n if not in_stages(c)], runner)
         runner.prompts = prompts
         self.plain([c for c in combos if not in_stages(c) and c.context_tokens is None], runner)
-        return self._outcome(lengths)
+        return self._outcome()
 
     def _one_length(self, combos: list[Combination], label: str, length: int | None, launcher: Launcher,
                     options: MeasureOptions, more: int) -> None:
@@ -164,15 +151,15 @@ class SweepRun:
         rows = [r for r in results.rows_of(label) if r.context_tokens is not None]
         if {r.context_tokens for r in rows if r.measured} != set(lengths) or not all(r.measured for r in rows):
             return False
-        return all(d.final(more) for n in lengths for d in decide(at_length(results, n)).values())
+        return all(d.final(more) for n in lengths for d in self._decider_at(n).decide(at_length(results, n)).values())
 
-    def _outcome(self, lengths: tuple[int, ...]) -> SweepOutcome:
+    def _outcome(self) -> SweepOutcome:
+        """The results analysed once; each staged verdict as that analysis said it."""
         results = analyze(self.store.current())
-        verdicts: dict[str, StagedVerdict] = {}
-        for length, part in each_length(results):
-            for target, found in decide(part).items():
-                verdicts[target if length is None else f"{target} at {length} tokens"] = staged_verdict(found)
-        return SweepOutcome(results, verdicts, dict(self.endings))
+        return SweepOutcome(results, staged_verdicts(results), dict(self.endings))
+
+    def _decider_at(self, length: int | None) -> Decider:
+        return self._deciders.setdefault(length, Decider())
 
     # ------------------------------------------------------------------ one target
     def target(self, plan: TargetPlan, launcher: Launcher, options: MeasureOptions, more: int,
@@ -193,28 +180,32 @@ class SweepRun:
             self._not_probed(plan, rows, budget)
         if ending is Ending.BASELINE_FAILED:
             self._skip_unmeasured(plan, rows, runner.baseline_failed)
-        self._rows_in_full(plan, rows)
+        self._rows_in_full(plan, rows, decider(10 ** 6))
         return ending
 
-    def _rows_in_full(self, plan: TargetPlan, rows: RowWriter) -> None:
-        """Each measured candidate's row as its stages left it (by category, inside the draft, output check)."""
-        for name, combo in plan.candidates.items():
-            row = rows.row(combo)
-            if row is not None and row.status is Status.OK and row.requests:
-                self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
-                self.reporter.row_recorded(row)
+    def _rows_in_full(self, plan: TargetPlan, rows: RowWriter, decision: Decision | None) -> None:
+        """Each measured candidate's row as its stages left it (by category, inside the draft, output check),
+        analysed against its target's rows and its last look."""
+        keys = [c.key for c in plan.candidates.values() if (row := rows.row(c)) is not None
+                and row.status is Status.OK and row.requests]
+        staged = {plan.label: decision} if decision is not None else {}
+        for row in analyze_rows(self.store.current(), keys, staged):
+            name = next(n for n, c in plan.candidates.items() if c.key == row.key)
+            self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
+            self.reporter.row_recorded(row)
 
     def _decider(self, label: str, length: int | None) -> Callable[[int], Decision | None]:
         """The decision on a target's stages before a given one, at its prompt length (asked twice per stage on
         the same rows: kept)."""
         seen: dict[int, tuple[ResultsFile, Decision | None]] = {}
+        decider = self._decider_at(length)
 
         def decided(stage: int) -> Decision | None:
             results = self.store.current()
             if stage in seen and seen[stage][0] is results:
                 return seen[stage][1]
             part = at_length(results, length) if length is not None else results
-            found = decide(part, before={label: stage}, live=True).get(label)
+            found = decider.decide(part, before={label: stage}, live=True, only=[label]).get(label)
             seen[stage] = (results, found)
             return found
         return decided
@@ -273,14 +264,14 @@ class SweepRun:
         failed: dict[str, str] = {}
         show_k = shows_k(self.config)
         for index, combo in enumerate(combos, 1):
-            row = self.store.current().row(combo.key)
+            row = self.store.row(combo.key)
             if row is not None and row.measured:
                 continue
             self.reporter.combination_started(index, len(combos), combo.title(show_k))
             row = self.store.record(runner.run(combo, index, failed, results=self.store.current()))
             if combo.role is Role.BASELINE and not row.ok:
                 failed[combo.target.label] = row.reason or row.status
-            self.reporter.row_recorded(row)
+            self.reporter.row_recorded(analyze_rows(self.store.current(), [row.key])[0])
 
 
 def steps_measured(plan: TargetPlan, rows: RowWriter) -> int:

@@ -6,24 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..analysis.stats import rounded
 from ..analysis.verdict import summarize_records
-from ..results.file import RequestRecord, ResultsFile, Row
+from ..results.file import RequestRecord, Row
 from ..results.kinds import Role, Status
 from .launcher import Session
 from .plan import Combination
 from .runner import CombinationRunner, ServerInfo, speculation_outcome
 from .schedule import Design, is_stateful
-
-
-class RowStore(Protocol):
-    """Where rows go: the session analyses and saves the file after every row; a MemoryStore keeps them."""
-
-    def current(self) -> ResultsFile: ...
-    def record(self, row: Row) -> Row: ...
-    def describe_prompts(self, prompt_set: dict) -> None: ...
+from .store import RowStore
 
 
 @dataclass(frozen=True)
@@ -49,7 +42,7 @@ class RowWriter:
         self.store, self.runner, self.design = store, runner, design
 
     def row(self, combo: Combination) -> Row | None:
-        return self.store.current().row(combo.key)
+        return self.store.row(combo.key)
 
     def measured(self, combo: Combination, session: Session, new: list[RequestRecord], wall: float) -> Row:
         """The row with ``new`` added (an error row when a baseline turns out to speculate)."""

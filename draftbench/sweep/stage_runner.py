@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..analysis.comparison import own_speedup
 from ..analysis.stats import describe_subset
 from ..common.errors import RequestError, ServerError
 from ..config.prompts import Prompt
@@ -180,8 +181,10 @@ class StageRunner:
         if base is not None and records[Side.BASELINE]:
             self._baseline_rows(base, records[Side.BASELINE], 0.0)
         row = self.rows.measured(combo, opened, records[Side.CANDIDATE], wall)
-        if row.role is Role.SPECULATIVE:
-            self.reporter.note(f"{name} so far ({len(row.requests)} requests): {describe_subset(row.speedup)}")
+        baseline = self.rows.row(self.plan.baseline)
+        if row.role is Role.SPECULATIVE and baseline is not None:    # its own requests only (the looks pool more)
+            speed = own_speedup(row, baseline, noise_floor=self.launcher.runner.settings.noise_floor)
+            self.reporter.note(f"{name} so far ({len(row.requests)} requests): {describe_subset(speed)}")
 
     # ------------------------------------------------------------------ requests
     def _send(self, stage: int, step: StageStep, sessions: dict[Side, Session],
