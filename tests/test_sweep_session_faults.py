@@ -249,3 +249,37 @@ def test_no_shell_true_anywhere():
     sources = list((REPO / "draftbench").rglob("*.py")) + [REPO / n for n in ("bench.py", "server.py", "sweep.py")]
     offenders = [str(p) for p in sources if "shell=True" in p.read_text()]
     assert not offenders
+
+
+def test_ctrl_c_mid_step_keeps_every_finished_request_and_the_resume_measures_only_the_rest(models, tmp_path):
+    """Issue 44: a sweep interrupted after 7 of 12 requests of a step kept none of them. Every request is saved
+    as it finishes; the resumed sweep measures only the prompts still owed, on fresh servers, every pair whole."""
+    from test_cli_sweep_cli_llama import write_config as sweep_config
+    config = sweep_config(tmp_path, models, drafts=("good",), stages=1, prompts_per_stage=4, max_tokens=32,
+                          prompts=["code", "json", "list", "prose"])
+    results = tmp_path / "kept.json"
+    before = llama_server_pids()
+    sweep = start_sweep(config, results)
+
+    def candidate(rows: list[dict]) -> list[dict]:
+        return next((r["requests"] for r in rows if r["draft"] == "135M Q4_1"), [])
+    try:
+        wait_for(lambda: 1 <= len(candidate(saved_rows(results))) < 4, timeout=600, interval=0.02)
+        sweep.send_signal(signal.SIGINT)
+        out, _ = sweep.communicate(timeout=60)
+        wait_for(lambda: not (llama_server_pids() - before), timeout=5)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 130, out
+    kept = candidate(saved_rows(results))
+    assert 1 <= len(kept) < 4, "the step was cut: what it measured is kept, the rest is not"
+    resumed = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    rows = saved_rows(results)
+    final, base = candidate(rows), next(r["requests"] for r in rows if r["draft"] is None)
+    assert final[: len(kept)] == kept                                  # kept as measured
+    assert sorted(r["prompt_id"] for r in final) == sorted({r["prompt_id"] for r in final}) and len(final) == 4
+    assert not {r["session"] for r in final[len(kept):]} & {r["session"] for r in kept}    # the rest on fresh servers
+    measured = {(r["prompt_id"], r["session"]) for r in base if r["block"] == 0 and r["error"] is None}
+    assert all(any((r["prompt_id"], s) in measured for s in r["compared_with"]) for r in final)   # every pair whole

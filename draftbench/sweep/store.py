@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from ..results.file import ResultsFile, Row, save_results
+from ..results.file import SCHEMA_VERSION, ResultsFile, Row, save_results
 from ..results.journal import Journal
+from .config_file import SweepConfig
 
 # Below this the journal is left to grow (a small file is rewritten seldom); above, once it passes the file.
 JOURNAL_MIN_BYTES = 1 << 20
@@ -75,3 +76,9 @@ class RowStore:
             if self._journal is not None:
                 self._journal.remove()
                 self._journal = None
+
+
+def empty_results(config: SweepConfig) -> ResultsFile:
+    return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
+                       model_family=config.model_family, settings=config.settings.to_dict(),
+                       schema_version=SCHEMA_VERSION)
