@@ -37,7 +37,7 @@ from .moments import ratio_of
 from .replication import Estimate
 from .settle import Projection, power_line, to_settle
 from .spending import Spending
-from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
+from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate_stages, one_sided, quantile, up_to
 from .stage_records import StageRecords, TargetStages
 
 MARGIN = 0.02          # the pick is within this of the best
@@ -125,7 +125,7 @@ class Look:
 
 
 def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
-    est = estimate(contrast(first, second), machine.between)
+    est = estimate_stages(contrast(first, second), machine.between)
     return Bound.of(est, error) if est is not None else None
 
 
@@ -134,7 +134,7 @@ def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
     """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
     so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
     error = rule.spending.error(look)
-    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
+    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate_stages(s, machine.pair)) is not None}
     leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
     behind = _eliminations(series, vs_base, leader, machine, rule, look)   # the exhaustive search keeps them
     eliminated = behind if rule.eliminate else {}

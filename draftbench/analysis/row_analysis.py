@@ -31,7 +31,7 @@ from .draft import ceiling, k_advice
 from .pairing import CONTENDED, left_out
 from .replication import THESE_PROMPTS
 from .session import session_speedup
-from .stage_evidence import estimate
+from .stage_evidence import estimate_stages
 
 _ROW_FIELDS = frozenset(f.name for f in fields(Row))
 
@@ -256,7 +256,7 @@ def staged_speedup(decision: Decision, row: Row, measured: Speedup | None) -> Sp
     stages, rule = decision.evidence, decision.rule
     name = next((n for n, r in stages.rows.items() if r.key == row.key), None)
     series = stages.series.get(name) if name is not None else None
-    est = estimate(series, stages.spread.pair) if series else None
+    est = estimate_stages(series, stages.spread.pair) if series else None
     if est is None or measured is None:
         return measured
     floor = max(rule.noise_floor, measured.noise_floor or 0.0)

@@ -88,12 +88,6 @@ class TargetStages:
         return self.machine.at(max((s[-1].order for s in self.series.values() if s), default=None))
 
 
-def staged_targets(results: ResultsFile, before: Mapping[str, int] | None = None) -> dict[str, TargetStages]:
-    """Every target measured in stages; ``before``: per target, only its stages before that one (what the sweep
-    knew when it planned it)."""
-    return StageRecords().targets(results, before)
-
-
 class StageRecords:
     """Reads results files into each target's :class:`TargetStages`, remembering each target's comparisons and
     the machine's spread: a sweep asks after every stage, and reading the file again then costs the targets whose
@@ -143,11 +137,11 @@ class StageRecords:
         measured = {key: s for key, s in comparisons.items() if s}
         machine = self._machine = MachineSpread(measured) if self._machine is None else self._machine.grown(measured)
         wanted = set(only) if only is not None else set(found)
-        return {target: _staged(target, rows, machine, comparisons, matched_by)
+        return {target: _stages_of(target, rows, machine, comparisons, matched_by)
                 for target, rows in found.items() if target in wanted}
 
 
-def _staged(target: str, rows: list[Row], machine: MachineSpread, comparisons: Mapping[tuple[str, str], Series],
+def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons: Mapping[tuple[str, str], Series],
             matched_by: Mapping[tuple[str, str], list[Pair]]) -> TargetStages:
     design = next(r.design for r in rows if is_staged(r) and r.design)
     counters = {n: check_counters(matched_by[(target, n)], None) for n in map(candidate_name, rows)}

@@ -37,7 +37,7 @@ def journal_for(results: Path) -> Path:
     return results.with_name(results.stem + ".journal")
 
 
-def _header(results: Path) -> bytes:
+def _header_line(results: Path) -> bytes:
     return (json.dumps({HEADER: VERSION, "results": results.name}) + "\n").encode()
 
 
@@ -74,7 +74,7 @@ class Journal:
         refuse_foreign(results)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
         self.size = 0
-        self._write(_header(results))
+        self._write(_header_line(results))
 
     def _write(self, data: bytes) -> None:
         done = 0
@@ -96,7 +96,7 @@ class Journal:
         os.ftruncate(self._fd, 0)
         os.lseek(self._fd, 0, os.SEEK_SET)
         self.size = 0
-        self._write(_header(self.results))
+        self._write(_header_line(self.results))
 
     def remove(self) -> None:
         """Close and delete it (the results file holds everything)."""
@@ -132,17 +132,17 @@ def replayed(rows: Iterable[Row], results: Path) -> list[Row] | None:
         try:
             entry = loads_unique(line)
         except (ValueError, RecursionError) as exc:
-            raise ResultsFileError(f"{where} is not valid JSON ({exc})", _fix(path)) from None
-        row = _row(entry, by_key, where, _fix(path))
+            raise ResultsFileError(f"{where} is not valid JSON ({exc})", _move_away(path)) from None
+        row = _entry_row(entry, by_key, where, _move_away(path))
         by_key[row.key] = row
     return list(by_key.values())
 
 
-def _fix(path: Path) -> str:
+def _move_away(path: Path) -> str:
     return f"move {path} away to read the results file without the rows it holds (a sweep wrote them there)"
 
 
-def _row(entry: Any, by_key: dict[tuple, Row], where: str, fix: str) -> Row:
+def _entry_row(entry: Any, by_key: dict[tuple, Row], where: str, fix: str) -> Row:
     if not isinstance(entry, dict) or not isinstance(entry.get("row"), dict) or \
             not isinstance(entry.get("kept"), int) or not isinstance(entry.get("added"), list):
         raise ResultsFileError(f"{where} is not a journal entry", fix)
