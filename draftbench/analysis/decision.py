@@ -37,8 +37,8 @@ from .moments import ratio_of
 from .replication import Estimate
 from .settle import Projection, power_line, to_settle
 from .spending import Spending
-from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate, one_sided, quantile, up_to
-from .stage_records import TargetStages, staged_targets
+from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate_stages, one_sided, quantile, up_to
+from .stage_records import StageRecords, TargetStages
 
 MARGIN = 0.02          # the pick is within this of the best
 
@@ -125,7 +125,7 @@ class Look:
 
 
 def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
-    est = estimate(contrast(first, second), machine.between)
+    est = estimate_stages(contrast(first, second), machine.between)
     return Bound.of(est, error) if est is not None else None
 
 
@@ -134,7 +134,7 @@ def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
     """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
     so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
     error = rule.spending.error(look)
-    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
+    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate_stages(s, machine.pair)) is not None}
     leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
     behind = _eliminations(series, vs_base, leader, machine, rule, look)   # the exhaustive search keeps them
     eliminated = behind if rule.eliminate else {}
@@ -344,10 +344,24 @@ def decide_target(evidence: TargetStages, rule: Rule, live: bool = False) -> Dec
     return Decision(evidence.target, rule, evidence, looks, eliminated, outcome, best, quoted, shortlist)
 
 
+class Decider:
+    """Decides results files as a sweep grows them: each row's pairs and the machine's spread are kept from one
+    look to the next (:class:`stage_records.StageRecords`), so a look costs what changed since the last."""
+
+    def __init__(self) -> None:
+        self.records = StageRecords()
+
+    def decide(self, results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False,
+               only: Sequence[str] | None = None) -> dict[str, Decision]:
+        """Every target measured in stages (``only``: of these), decided under the rule its settings give
+        (``before``: per target, on its stages before that one only — what the sweep knew when it planned it;
+        ``live``: see :func:`decide_target`)."""
+        settings = results.read_settings()
+        return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live)
+                for target, found in self.records.targets(results, before, only).items()}
+
+
 def decide(results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False
            ) -> dict[str, Decision]:
-    """Every target measured in stages, decided under the rule its settings give (``before``: per target, on its
-    stages before that one only — what the sweep knew when it planned it; ``live``: see :func:`decide_target`)."""
-    settings = results.read_settings()
-    return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live)
-            for target, found in staged_targets(results, before).items()}
+    """The staged decision of every target of ``results`` measured in stages (see :meth:`Decider.decide`)."""
+    return Decider().decide(results, before=before, live=live)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from ..common.percent import change_text
 from .replication import Estimate
 from .spending import Spending
-from .stage_evidence import Series, Spread, contrast, estimate, quantile
+from .stage_evidence import Series, Spread, contrast, estimate_stages, quantile
 
 MAX_EXTRA = 60
 POWER_Z = 0.8416          # 80%: settled four times in five if the estimate is the truth
@@ -73,10 +73,10 @@ def to_settle(series: dict[str, Series], spread: Spread, best: str | None, short
         return None
     if len(shortlist) >= 2:
         second = shortlist[1] if shortlist[0] == best else shortlist[0]
-        est = estimate(contrast(series[best], series[second]), spread.between)
+        est = estimate_stages(contrast(series[best], series[second]), spread.between)
         if est is not None:
             return projection(est, 1.0 + margin, spending, per_stage, f"whether {best} beats {second} by more than 2%")
-    est = estimate(series[best], spread.pair)
+    est = estimate_stages(series[best], spread.pair)
     if est is None:
         return None
     about = (f"a gain of {change_text(math.exp(est.mean))} for {best}" if math.exp(est.mean) > floor else
@@ -91,7 +91,7 @@ def power_line(series: Series | None, spread: Spread, *, floor: float, spending:
                ) -> str | None:
     """With the spread a sweep measured: after how many stages a candidate +10% faster than the target alone
     would be shown faster by the floor, four times in five (the power curve, at this machine's noise)."""
-    est = estimate(series, spread.pair) if series else None
+    est = estimate_stages(series, spread.pair) if series else None
     if est is None:
         return None
     hypothetical = Estimate(math.log(POWER_GAIN), est.se, est.df, est.prompts, est.sessions, est.question)

@@ -30,6 +30,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from .moments import variance
 from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance, satterthwaite
@@ -131,7 +132,7 @@ def _two_way_residual(series: Series) -> tuple[float, int] | None:
     return ss / df, df
 
 
-def estimate(series: Series, session: SessionVariance) -> Estimate | None:
+def estimate_stages(series: Series, session: SessionVariance) -> Estimate | None:
     """The mean log ratio over the series' prompts, its standard error and degrees of freedom.
     ``session``: the spread one stage's server sessions add to its mean (:class:`Spread`)."""
     values = [v for s in series for v in s.values]
@@ -160,7 +161,7 @@ def estimate(series: Series, session: SessionVariance) -> Estimate | None:
 def predicted(series: Series, session: SessionVariance, confidence: float = 0.95) -> tuple[float, float] | None:
     """Where the next prompt like these falls, on a server pair of its own (log scale, two-sided): the
     mean's uncertainty plus one prompt's spread and one pair's session offset."""
-    est = estimate(series, session)
+    est = estimate_stages(series, session)
     if est is None:
         return None
     within = _within(series)
@@ -267,27 +268,31 @@ class MachineSpread:
     """The session spread pooled over every comparison a sweep measured, as it stood after any server
     session: ``at(order)`` uses only stages whose servers started by session ``order`` — what the sweep knew
     at that look — so a look replayed from the file decides as it did live. ``comparisons``: each
-    (target, candidate)'s stages against the target alone."""
+    (target, candidate)'s stages against the target alone. A sweep grows it look by look (:meth:`grown`)."""
 
     def __init__(self, comparisons: Mapping[tuple[str, str], Series]):
-        keys = list(comparisons)
-        events = sorted((s.order, i, j) for i, key in enumerate(keys) for j, s in enumerate(comparisons[key]))
-        grown = {key: 0 for key in keys}
-        by_target: dict[str, list[tuple[str, str]]] = {}
-        for key in keys:
-            by_target.setdefault(key[0], []).append(key)
-        pair_parts: dict[tuple[str, str], _Moments] = {}
-        between_parts: dict[str, _Moments] = {}
+        self._comparisons: dict[tuple[str, str], Series] = dict(comparisons)
+        self._grown = {key: 0 for key in self._comparisons}
+        self._by_target: dict[str, list[tuple[str, str]]] = {}
+        for key in self._comparisons:
+            self._by_target.setdefault(key[0], []).append(key)
+        self._pairs, self._betweens = _Pool(), _Pool()
         self._orders: list[int] = []
         self._values: list[Spread] = []
+        keys = list(self._comparisons)
+        self._take(sorted((s.order, i, j) for i, key in enumerate(keys) for j, s in enumerate(self._comparisons[key])),
+                   keys)
+
+    def _take(self, events: Iterable[tuple[int, int, int]], keys: Sequence[tuple[str, str]]) -> None:
+        """Each stage in session order: its comparison's moments, its target's table, the pool after it."""
+        comparisons, grown, by_target = self._comparisons, self._grown, self._by_target
         for order, i, j in events:
             key = keys[i]
             grown[key] = j + 1
-            _update(pair_parts, key, _moments(comparisons[key][: j + 1]))
+            self._pairs.set(key, _moments(comparisons[key][: j + 1]))
             table = [comparisons[k][: grown[k]] for k in by_target[key[0]] if grown[k]]
-            _update(between_parts, key[0], _between_moments(table))
-            pair = pool(pair_parts.values())
-            between = pool(between_parts.values())
+            self._betweens.set(key[0], _between_moments(table))
+            pair, between = self._pairs.pooled(), self._betweens.pooled()
             value = Spread(pair, between if between is not ASSUMED else
                            SessionVariance(2 * pair.variance, pair.df))
             if self._orders and self._orders[-1] == order:
@@ -295,6 +300,31 @@ class MachineSpread:
             else:
                 self._orders.append(order)
                 self._values.append(value)
+
+    def grown(self, comparisons: Mapping[tuple[str, str], Series]) -> MachineSpread:
+        """The spread over ``comparisons``, which a sweep grew from this one's by stages measured after it (the
+        sweep's next look): only the new stages are taken, in the order a spread built at once would take them,
+        so the numbers are the same; this one grows in place (what :meth:`at` said of the sessions it knew, it
+        still says). Anything else (a stage changed or measured earlier, a comparison gone or placed before its
+        target's others): a new spread, built at once."""
+        old, last = self._comparisons, (self._orders[-1] if self._orders else None)
+        keys = list(comparisons)
+        changed = [i for i, key in enumerate(keys) if comparisons[key] is not old.get(key)]
+        added = [keys[i] for i in changed if keys[i] not in old]
+        if len(keys) - len(added) != len(old) or [k for k in keys if k in old] != list(old) or \
+                any(comparisons[keys[i]][: len(old[keys[i]])] != old[keys[i]] for i in changed if keys[i] in old) or \
+                any(key[0] == k[0] for key in added for k in keys[keys.index(key) + 1:] if k in old):
+            return MachineSpread(comparisons)
+        events = sorted((s.order, i, j) for i in changed for j, s in enumerate(comparisons[keys[i]])
+                        if j >= len(old.get(keys[i], ())))
+        if events and last is not None and events[0][0] <= last:
+            return MachineSpread(comparisons)
+        self._comparisons = dict(comparisons)
+        for key in added:
+            self._grown[key] = 0
+            self._by_target.setdefault(key[0], []).append(key)
+        self._take(events, keys)
+        return self
 
     def at(self, order: int | None = None) -> Spread:
         """The pooled spread from the stages measured by session ``order`` (None: all); the assumed one while
@@ -305,22 +335,53 @@ class MachineSpread:
         return self._values[index] if index >= 0 else ASSUMED_SPREAD
 
 
-def _update(parts: dict, key, moments: _Moments | None) -> None:
-    if moments is None:
-        parts.pop(key, None)
-    else:
-        parts[key] = moments
+class _Pool:
+    """Moment estimates by key, pooled as :func:`pool` pools them, with exact running sums: replacing one part
+    costs that part, not every part, and the result is the same as pooling them all afresh."""
+
+    def __init__(self) -> None:
+        self.parts: dict = {}
+        self._df = 0
+        self._weighted, self._spread = Fraction(0), Fraction(0)
+        self._odd = 0          # parts whose numbers are not finite: pooled afresh (math.fsum) while any is in
+
+    def set(self, key, moments: _Moments | None) -> None:
+        old = self.parts.pop(key, None)
+        if old is not None:
+            self._add(old, -1)
+        if moments is not None:
+            self.parts[key] = moments
+            self._add(moments, 1)
+
+    def _add(self, m: _Moments, sign: int) -> None:
+        self._df += sign * m.df
+        terms = (m.component * m.df, m.variance * m.df ** 2)
+        if not all(math.isfinite(t) for t in terms):
+            self._odd += sign
+            return
+        self._weighted += sign * Fraction(terms[0])
+        self._spread += sign * Fraction(terms[1])
+
+    def pooled(self) -> SessionVariance:
+        if self._odd:
+            return pool(self.parts.values())
+        return _pooled(self._df, float(self._weighted), float(self._spread))
 
 
 def pool(parts: Iterable[_Moments]) -> SessionVariance:
     """Moment estimates pooled by their degrees of freedom, truncated at 0; Satterthwaite's df for the pool
-    (never more than the stages' count). Fewer than two stages' worth: the assumed spread."""
+    (never more than the stages' count). Fewer than two stages' worth: the assumed spread. The sums are exact
+    (``math.fsum``), so they do not depend on the order of the parts."""
     items = list(parts)
-    total_df = sum(m.df for m in items)
+    return _pooled(sum(m.df for m in items), math.fsum(m.component * m.df for m in items),
+                   math.fsum(m.variance * m.df ** 2 for m in items))
+
+
+def _pooled(total_df: int, weighted: float, spread: float) -> SessionVariance:
     if total_df < 2:
         return ASSUMED
-    value = sum(m.component * m.df for m in items) / total_df
-    variance = sum(m.variance * m.df ** 2 for m in items) / total_df ** 2
+    value = weighted / total_df
+    variance = spread / total_df ** 2
     if value <= 0:
         return SessionVariance(0.0, float(total_df))
     df = 2 * value ** 2 / variance if variance > 0 else math.inf
