@@ -22,6 +22,7 @@ from .choice import BestPick, Choice
 from .context_verdict import ContextAxis
 from .crossover import Crossover
 from .memory_cost import TargetMemory
+from .next_step import NextStep
 from .session import SessionBest
 from .stage_verdict import StagedVerdict
 from .winning_command import CategoryRun, RunLine, command_lines, run_commands
@@ -73,6 +74,7 @@ class TargetVerdict:
     crossover: Crossover | None = None             # with several concurrency levels
     context: ContextAxis | None = None             # with several prompt lengths
     memory: TargetMemory | None = None             # what each candidate costs in memory; None: no server said
+    next_step: NextStep | None = None              # unresolved or a shortlist: the command that measures on
 
     @property
     def recommended_draft(self) -> str | None:
@@ -116,7 +118,7 @@ class TargetVerdict:
             out["within_session"] = self.within_session.to_dict()
         out.update(run=_optional(self.run), run_by_category=[r.to_dict() for r in self.run_by_category])
         for name, part in (("race", self.race), ("crossover", self.crossover), ("context", self.context),
-                           ("memory", self.memory)):
+                           ("memory", self.memory), ("next", self.next_step)):
             if part is not None:
                 out[name] = part.to_dict()
         return out

@@ -17,6 +17,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from .. import __version__
 from ..analysis import busy
 from ..analysis.context_length import filler_label
+from ..analysis.next_step import rerun_of
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.summary import TargetVerdict, summary_of, verdicts_of
@@ -190,12 +191,17 @@ def _summary_table(data: ReportData) -> str:
 def _how_to_run(data: ReportData, entries: dict[str, TargetVerdict]) -> str:
     """The commands (LM Studio: settings) that run what each verdict recommends, as the console prints them."""
     blocks = []
+    rerun = rerun_of(data.results)
     for target in data.targets:
         verdict = entries.get(target)
         commands = verdict.run_commands() if verdict is not None else []
+        step = verdict.next_step if verdict is not None else None
+        if step is not None:       # unresolved or a shortlist: the command that measures on (analysis/next_step.py)
+            commands = [*commands, (step.lead(), step.command(rerun) if step.stages is not None else "")]
         if commands:
             blocks.append(f"<h3>{esc(target)}</h3>" + "".join(
-                f"<p class=\"small\">{esc(lead)}:</p><pre class=\"command\"><code>{esc(text)}</code></pre>"
+                f"<p class=\"small\">{esc(lead)}{':' if text else '.'}</p>"
+                + (f"<pre class=\"command\"><code>{esc(text)}</code></pre>" if text else "")
                 for lead, text in commands))
     if not blocks:
         return ""
