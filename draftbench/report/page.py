@@ -287,8 +287,8 @@ HOW_TO_READ = """
 to the same target alone on the same prompts. +50% means 1.5× faster; negative values are slowdowns: the draft costs
 more than it saves.</li>
 <li><b>95% CI</b>: where each request was recorded, requests are paired by prompt and repetition and the interval
-says how sure the estimate is. <b>not significant</b> / <b>n.s.</b>: the interval includes 0% or the gain is below the
-noise floor &mdash; treat it as &ldquo;no difference&rdquo;. Files without per-request data (such as upstream
+says how sure the estimate is. <b>not significant</b> / <b>n.s.</b>: the interval does not lie wholly beyond the noise
+floor (above +floor or below &minus;floor) &mdash; treat it as &ldquo;no difference&rdquo;. Files without per-request data (such as upstream
 draftbench files) only have ratios of means, so significance is unknown.</li>
 <li><b>Acceptance</b> is accepted / drafted tokens over all requests. High acceptance with a small or negative
 speed-up means the draft is too slow; low acceptance means it predicts the target badly.</li>
