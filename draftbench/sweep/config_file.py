@@ -2,7 +2,7 @@
 
 The format is upstream draftbench's (``name``, ``hardware``, ``backend``, ``model_family``,
 ``targets``/``drafts`` of ``{label, path}``, ``settings``) plus optional keys documented in
-the README. Validation collects *every* problem with its JSON path before anything starts.
+docs/config.md. Validation collects *every* problem with its JSON path before anything starts.
 """
 
 from __future__ import annotations
