@@ -54,7 +54,7 @@ def test_an_unresolved_verdict_ends_with_the_command_that_settles_it_and_that_co
     command = (f"python sweep.py --config {tmp_path / 'c.json'} --results {tmp_path / 'r.json'} "
                f"--more {step.more}")
     assert f"`{command}`" in text
-    assert re.search(r"Next, to settle a gain of \+[\d.]+% for good \(four times in five, .* at most about \d+s on "
+    assert re.search(r"Next, to settle a gain of \+[\d.]+% for good \(as projected from what was measured; at most about \d+s on "
                      r"the machine the sweep ran on, at its pace so far\)", text)
     # the same command measures on from where it stopped, keeping every measurement
     before = {r.key: len(r.requests) for r in results.results}

@@ -75,12 +75,13 @@ class NextStep:
                     + (f" (over {duration_text(MAX_EXTRA * self.pace_s)} on this machine at this sweep's pace)"
                        if self.pace_s else ""))
         cost = self.cost_s
-        return (f"Next, to settle {self.settles} (four times in five, if today's estimate is the truth"
+        # the share of futures the projection promises is settle's to say (and docs/statistics.md's to measure)
+        return (f"Next, to settle {self.settles} (as projected from what was measured"
                 + (f"; at most about {duration_text(cost)} on the machine the sweep ran on, at its pace so far"
                    if cost is not None else "") + ")")
 
     def text(self, rerun: str) -> str:
-        """'Next, to settle a gain of +6.5% for ngram-simple (four times in five, …; at most about 25m00s on the
+        """'Next, to settle a gain of +6.5% for ngram-simple (as projected …; at most about 25m00s on the
         machine the sweep ran on, at its pace so far): `python sweep.py --config X --more 10`'."""
         return f"{self.lead()}." if self.stages is None else f"{self.lead()}: `{self.command(rerun)}`"
 
