@@ -38,7 +38,7 @@ DRAFT_DETAILS = Obj({"methods": METHOD_STATS})       # a request's backend-speci
 DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(Str(nullable=False)),
                   "max_loop_share": NUM, "limit": NUM, "speedup_without_loops": SPEEDUP})
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
-              "port": INT, "log_tail": STR})
+              "port": INT, "log_tail": STR, "draft_sampling": STR, "draft_sampling_from": STR})
 # inside a draft (analysis.draft: positions, best_k, ceiling)
 ACCEPTED_PER_POS = ListOf(Int(nullable=False, minimum=0, maximum=MAX_TOKEN_SUM, unit="tokens"))   # a row's sums
 K_PREDICTION = Obj({                                   # analysis.draft.best_k

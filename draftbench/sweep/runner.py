@@ -47,20 +47,21 @@ class ServerInfo:
     log: str | None = None
     port: int | None = None
     log_tail: str | None = None          # only on errors
+    draft_sampling: str | None = None    # how its draft is sampled, read from the server process (a draft only)
+    draft_sampling_from: str | None = None
 
     @classmethod
     def of(cls, backend: str, server: Server | None, *, log: str | None, port: int | None,
            log_tail: str | None = None) -> ServerInfo:
         if server is None:
             return cls(backend, log=log, port=port, log_tail=log_tail)
+        sampling, found_in = server.draft_sampling() or (None, None)
         return cls(backend, command=redact_args(server.command), version=server.version, log=server.log_path or log,
-                   port=server.port or port, log_tail=log_tail)
+                   port=server.port or port, log_tail=log_tail, draft_sampling=sampling, draft_sampling_from=found_in)
 
     def to_dict(self) -> dict:
-        out = asdict(self)
-        if self.log_tail is None:
-            del out["log_tail"]
-        return out
+        return {k: v for k, v in asdict(self).items()
+                if v is not None or k not in ("log_tail", "draft_sampling", "draft_sampling_from")}
 
 
 def log_slug(text: str) -> str:

@@ -50,6 +50,7 @@ from ..http.client import probe_json
 from ..http.server_values import MAX_TOKENS, counter_difference
 from ..slots import SlotState
 from ..startup import launch_process
+from . import draft_sampling
 from .command import (
     SYNTH_LEN_FLAG,
     build_command,
@@ -91,6 +92,7 @@ class LlamaCppServer(Server):
         self.stats_log: StatsLog | None = None     # per-method statistics, when started at trace verbosity
         self.log_offset = 0                         # where this server's lines start in its (appended) log
         self.model_paths: tuple[str, str | None] | None = None   # target and draft as passed (the log names them)
+        self.draft_sampling_default: str | None = None   # a draft method on a build with --spec-draft-sampling
 
     def request_body(self, messages, *, max_tokens, temperature, seed):
         body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
@@ -174,6 +176,10 @@ class LlamaCppServer(Server):
 
     def memory_use(self) -> ServerMemory:
         return in_use(self.pid, self.log_path, self.log_offset, self.model_paths)
+
+    def draft_sampling(self) -> tuple[str, str] | None:   # from the process itself: /slots does not say it
+        default = self.draft_sampling_default
+        return draft_sampling.of_process(self.pid, self.command, default) if default and self.command else None
 
     def active_methods(self) -> tuple[str, ...] | None:
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
@@ -284,7 +290,6 @@ class LlamaCppBackend(Backend):
         binary = find_llama_server(settings.llama_bin)
         capabilities(binary)
 
-
     def target_problems(self, targets: tuple[ModelRef, ...], settings: Settings) -> list[Problem]:
         """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""
         split = [(i, t) for i, t in enumerate(targets) if t.rpc]
@@ -322,6 +327,7 @@ class LlamaCppBackend(Backend):
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
         server.log_offset, server.model_paths = start_offset, (spec.target, spec.draft)
+        server.draft_sampling_default = caps.get("draft_sampling_default") if spec.draft else None
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),

@@ -31,7 +31,7 @@ import requests
 from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ...common.files import PathProblem, cache_dir, expand_path
 from ...common.suggest import did_you_mean
-from ...config.candidates import CandidateSpec
+from ...config.candidates import DRAFT_SAMPLING, CandidateSpec
 from ...config.extra_args import bind_host
 from ...config.settings import DEFAULTS, Settings
 from ...lifetime.process import ManagedProcess, read_log
@@ -281,6 +281,10 @@ class VLLMBackend(Backend):
                 elif m not in MODEL_FREE_METHODS and s.draft is None:
                     problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
                                             "from drafts (an id or folder)"))
+            if DRAFT_SAMPLING in s.params:
+                problems.append(Problem(f"{s.where}.params.{DRAFT_SAMPLING}", "is llama.cpp's --spec-draft-sampling; "
+                                        "vLLM has no setting for how its draft is sampled", "remove it (vLLM verifies "
+                                        "drafts by its own rejection sampler at temperature > 0)"))
         return problems
 
     def check_ready_to_run(self, settings: Settings) -> None:
