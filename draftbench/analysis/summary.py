@@ -24,6 +24,7 @@ from .crossover import Crossover
 from .memory_cost import TargetMemory
 from .session import SessionBest
 from .stage_verdict import StagedVerdict
+from .temperature_verdict import TemperatureAxis
 from .winning_command import CategoryRun, RunLine, command_lines, run_commands
 
 
@@ -72,6 +73,7 @@ class TargetVerdict:
     race: RaceOutcome | None = None                # a race of the blocks era
     crossover: Crossover | None = None             # with several concurrency levels
     context: ContextAxis | None = None             # with several prompt lengths
+    temperature: TemperatureAxis | None = None     # with several temperatures
     memory: TargetMemory | None = None             # what each candidate costs in memory; None: no server said
 
     @property
@@ -116,7 +118,7 @@ class TargetVerdict:
             out["within_session"] = self.within_session.to_dict()
         out.update(run=_optional(self.run), run_by_category=[r.to_dict() for r in self.run_by_category])
         for name, part in (("race", self.race), ("crossover", self.crossover), ("context", self.context),
-                           ("memory", self.memory)):
+                           ("temperature", self.temperature), ("memory", self.memory)):
             if part is not None:
                 out[name] = part.to_dict()
         return out

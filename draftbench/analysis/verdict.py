@@ -18,7 +18,7 @@ from ..results.findings import Code, Finding
 from ..results.kinds import Role
 from ..results.speedup import Speedup
 from ..results.theory import Theory
-from . import context_length, stats
+from . import context_length, stats, temperature_axis
 from .comparison import compare, judged, session_spreads
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .decision import Decision, decide
@@ -214,6 +214,8 @@ def measured_drift(results: ResultsFile, *, noise_floor: float, concurrency: int
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
     with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py); each length apart
+        if temperature_axis.on_axis(results):
+            return temperature_axis.analyze_temperatures(results, _analyze)
         return context_length.analyze_lengths(results, _analyze) if context_length.on_axis(results) else _analyze(results)
 
 
@@ -221,6 +223,12 @@ def analyze_speedups(results: ResultsFile) -> ResultsFile:
     """Only every row's speed-up, recomputed exactly as :func:`analyze` does (the same drift, noise-floor
     and counter rules): what a CSV export shows, at a fraction of the cost. The summary (the verdict) is
     dropped; the rows' other derived fields stay as the file holds them: read nothing but the speed-up."""
+    if temperature_axis.on_axis(results):       # each temperature against its own baseline
+        return temperature_axis.analyze_temperatures(results, _speedups)
+    return _speedups(results)
+
+
+def _speedups(results: ResultsFile) -> ResultsFile:
     with collector_paused():
         noise_floor, drift = _floor_and_drift(results)
         spreads = session_spreads(results)
@@ -248,7 +256,7 @@ def _compared(row: Row) -> bool:
 
 def _analyze(results: ResultsFile) -> ResultsFile:
     noise_floor, drift = _floor_and_drift(results)
-    temperature = results.read_settings().temperature
+    temperature = results.read_settings().temperatures[0]    # a row on the temperature axis carries its own
     spreads = session_spreads(results)
     staged = decide(results)
     alone_by_draft: dict[str, Row] = {}
@@ -270,7 +278,8 @@ def _analyze(results: ResultsFile) -> ResultsFile:
             # A ceiling row's text is not valid output (synthetic acceptance): never compared.
             row = _evolve(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
                           equivalence=None if row.role is Role.CEILING else
-                          equivalence(row, baseline, temperature=temperature),
+                          equivalence(row, baseline, temperature=temperature if row.temperature is None
+                                      else row.temperature),
                           speedup_by_category=None if row.role is Role.CEILING else by_category,
                           speedup_in_session=None if row.role is Role.CEILING else
                           session_speedup(row, baseline, noise_floor=floor))

@@ -80,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"warm-up requests, not measured (default {DEFAULTS.warmup})")
     p.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens,
                    help=f"tokens per request (default {DEFAULTS.max_tokens})")
-    p.add_argument("--temperature", type=float, default=DEFAULTS.temperature,
-                   help=f"sampling temperature (default {DEFAULTS.temperature:g})")
+    p.add_argument("--temperature", type=float, default=DEFAULTS.temperatures[0],
+                   help=f"sampling temperature (default {DEFAULTS.temperatures[0]:g})")
     p.add_argument("--seed", type=int, default=DEFAULTS.seed,
                    help=f"base seed; each (prompt, run) gets its own (default {DEFAULTS.seed})")
     p.add_argument("--prompt", action="append", default=None, help="your own prompt (repeatable); replaces the "

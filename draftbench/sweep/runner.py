@@ -143,7 +143,7 @@ class CombinationRunner:
                     draft_max=combo.draft_max, target_path=combo.target.path,
                     draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
                     started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
-                    synthetic=combo.synthetic, context_tokens=combo.context_tokens)
+                    synthetic=combo.synthetic, context_tokens=combo.context_tokens, temperature=combo.temperature)
 
     def skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""

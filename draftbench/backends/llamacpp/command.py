@@ -55,7 +55,10 @@ def find_llama_server(explicit: str | None = None) -> str:
 _caps_memo: dict[str, dict] = {}
 HELP_TIMEOUT_S = 60.0            # a cold start from a network drive can be slow; the read ends as soon as it exits
 HELP_MAX_BYTES = 4 * 10**6       # llama-server's --help is about 50 kB; a program that never stops is cut here
-CAPS_FORMAT = 3          # bump when capabilities() records more: older cache files are then ignored
+CAPS_FORMAT = 4          # bump when capabilities() records more: older cache files are then ignored
+
+
+CAPS_KEYS = {"flags", "version", "spec_types", "draft_samplings", "draft_sampling_default", "removed_flags", "binary"}
 
 
 def _binary_key(binary: str) -> str:
@@ -96,7 +99,7 @@ def capabilities(binary: str) -> dict:
     cache_file = cache_dir() / "capabilities" / f"{key}-v{CAPS_FORMAT}.json"
     try:
         caps = json.loads(read_limited(cache_file, SMALL_LIMIT))
-        if isinstance(caps, dict):
+        if isinstance(caps, dict) and CAPS_KEYS <= caps.keys():     # a file another format wrote is read again
             _caps_memo[key] = caps
             return caps
     except (UnreadableFile, ValueError):
