@@ -89,7 +89,7 @@ def test_the_check_says_what_it_found_or_why_it_was_not_made():
     idle = check(alone, right, temperature=1.0, max_tokens=12, drafted=0, accepted=0, reproducible=True)
     assert not idle["checked"] and "drafted nothing" in describe(idle)
     assert not check(alone, right, temperature=0.0, max_tokens=12, drafted=5, accepted=5, reproducible=True)["checked"]
-    assert describe(None) == "output distribution: not checked (settings.distribution_samples is off)"
+    assert describe(None) == "output distribution: not checked (not asked for: settings.distribution_samples)"
 
 
 def test_prefixes_are_the_first_words_whitespace_normalised():

@@ -116,7 +116,7 @@ def check(target: Mapping[str, Sequence[str]], candidate: Mapping[str, Sequence[
 def describe(found: dict | None) -> str:
     """What the verdict says about it: consistent (p), differs (p), or not checked and why — never implied."""
     if not found:
-        return "output distribution: not checked (settings.distribution_samples is off)"
+        return "output distribution: not checked (not asked for: settings.distribution_samples)"
     if not found.get("checked"):
         return f"output distribution: not checked ({found.get('reason') or 'no reason recorded'})"
     size = f"{found.get('prompts')} prompts × {found.get('samples')} answers a side"

@@ -34,6 +34,7 @@ from .temperature_verdict import (
     TemperatureAxis,
     TemperatureVerdict,
     heat,
+    sampling_sentence,
 )
 
 
@@ -104,8 +105,7 @@ def summarize(results: ResultsFile, analysed: dict[float, ResultsFile]) -> Summa
         per = tuple(_temperature_entry(analysed[t], target, t, entries[t].get(target)) for t in temps)
         sampling = tuple(c for t in temps for c in sampling_comparisons(analysed[t], target, t))
         reach, sentence = crossover(analysed, target, floor, per) if len(temps) > 1 else (None, "")
-        sentence = " ".join(x for x in (sentence, "; ".join(s.text() for s in sampling) + "." if sampling else "")
-                            if x)
+        sentence = " ".join(x for x in (sentence, sampling_sentence(sampling)) if x)
         said = " ".join(_said_at(p, target) for p in per if p.verdict)
         out.append(replace(first, verdict=f"{target}, by temperature — {said} {sentence}".strip(),
                            temperature=TemperatureAxis(temps, per, reach, sampling, sentence)))

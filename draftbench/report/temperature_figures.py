@@ -49,7 +49,7 @@ def lead(data: ReportData) -> str:
 
 
 def figure(data: ReportData) -> Figure:
-    traces = []
+    traces: list[dict[str, Any]] = []
     temps = sorted({t for _, axis in _axes(data) for t in axis.temperatures})
     for name, points, color in _series(data):
         xs = [t for t in sorted(points) if points[t].speedup is not None]

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..common.numbers import temperature_text
 from .bounds import (
     FRACTION,
     MAX_TOKENS,
@@ -78,7 +79,7 @@ def combination_title(role: Role, target: str, draft: str | None, draft_max: int
     ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
     streams = (f" [{concurrency} streams]" if concurrency != 1 else "") + \
         (f" [{context_tokens:,}-token prompts]" if context_tokens is not None else "") + \
-        (f" [temperature {temperature:g}]" if temperature is not None else "")
+        (f" [temperature {temperature_text(temperature)}]" if temperature is not None else "")
     if role is Role.BASELINE:
         return f"{target} (baseline){streams}"
     if role is Role.CONTROL:

@@ -20,14 +20,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..analysis.output_distribution import check
+from ..analysis.output_distribution import check, describe
 from ..backends.base import Server
 from ..common.errors import DraftbenchError
+from ..common.numbers import temperature_text
 from ..config.prompts import Prompt
 from ..measure.sequential import MeasureOptions, measure_one
 from ..results.file import Row
+from ..results.kinds import Role
 from .launcher import Launcher, LaunchFailed
 from .plan import Combination
+from .stage_rows import RowStore
+from .stage_runner import TargetPlan
 
 PROMPTS = 3                # a few prompts, one per category where the set has several
 TOKENS = 8                 # each answer's length: its first three words are what is compared
@@ -101,3 +105,19 @@ def run_check(launcher: Launcher, baseline: Combination, candidates: Sequence[tu
                           drafted=mine.drafted, accepted=mine.accepted, reproducible=target.reproducible, seed=options.seed)
         out.append(replace(row, output_distribution=found))
     return out
+
+
+def check_target(launcher: Launcher, store: RowStore, plan: TargetPlan, options: MeasureOptions, samples: int) -> None:
+    """After a target's stages: each candidate measured there and not checked yet gets its check (saved with its
+    row), and the console says what each found."""
+    results = store.current()
+    todo = [(combo, row) for combo in plan.candidates.values() if combo.role is Role.SPECULATIVE
+            and (row := results.row(combo.key)) is not None and row.measured and row.output_distribution is None]
+    if not todo:
+        return
+    launcher.reporter.note(f"{plan.label}: the output-distribution check at temperature {temperature_text(options.temperature)} — "
+                           f"{samples} answers to each of {len(check_prompts(plan.prompts))} prompts from the target "
+                           f"alone and from each of {len(todo)} candidate(s), on servers of their own")
+    for (combo, _), row in zip(todo, run_check(launcher, plan.baseline, todo, plan.prompts, options, samples)):
+        store.record(row)
+        launcher.reporter.note(f"{plan.label} — {combo.name}: {describe(row.output_distribution)}")

@@ -31,16 +31,18 @@ from ..analysis.context_length import at_length, each_length
 from ..analysis.context_length import lengths as context_lengths
 from ..analysis.decision import Decision, decide
 from ..analysis.stage_verdict import StagedVerdict, staged_verdict
+from ..analysis.temperature_axis import at_temperature, each_temperature
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.errors import ResultsFileError
+from ..common.numbers import temperature_text
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt, prompts_for
 from ..measure.sequential import MeasureOptions
 from ..results.file import SCHEMA_VERSION, ResultsFile
 from ..results.kinds import Role, Status
-from . import long_context
+from . import distribution_check, long_context
 from .config_file import SweepConfig
 from .console import Reporter, format_duration
 from .estimate import Estimator
@@ -120,25 +122,32 @@ class SweepRun:
         launcher = Launcher(runner, self.reporter, self.clock, next_session_number(self.store.current()))
         lengths = context_lengths(settings)
         for target in self.config.targets:
-            for length, measured in self._prompts_of(target, runner, prompts, lengths, more):
-                runner.prompts = measured
-                at_n = [c for c in combos if c.target.label == target.label and c.context_tokens == length]
-                self._one_length(at_n, target.label, length, launcher, options, more)
-                if length is not None:       # the rest of this length (other levels) on its own prompts
-                    self.plain([c for c in at_n if not in_stages(c)], runner)
-        runner.prompts = prompts
+            for heat in settings.temperatures if settings.temperature_axis else (None,):   # the temperature axis
+                runner.options = point = options if heat is None else replace(options, temperature=heat)
+                for length, measured in self._prompts_of(target, runner, prompts, lengths, more):
+                    runner.prompts = measured
+                    at_n = [c for c in combos if c.target.label == target.label and c.context_tokens == length
+                            and c.temperature == heat]
+                    self._one_length(at_n, target.label, length, launcher, point, more, heat)
+                    if length is not None:       # the rest of this length (other levels) on its own prompts
+                        self.plain([c for c in at_n if not in_stages(c)], runner)
+        runner.prompts, runner.options = prompts, options
         self.plain([c for c in combos if not in_stages(c) and c.context_tokens is None], runner)
         return self._outcome(lengths)
 
     def _one_length(self, combos: list[Combination], label: str, length: int | None, launcher: Launcher,
-                    options: MeasureOptions, more: int) -> None:
-        """A target's stages at one prompt length (``None``: the sweep has no context axis)."""
+                    options: MeasureOptions, more: int, heat: float | None = None) -> None:
+        """A target's stages at one prompt length (``None``: the sweep has no context axis) and temperature (``None``:
+        no temperature axis); then, above temperature 0, the output-distribution check where it is asked for."""
         settings = self.config.settings
         found = target_plan(settings, self.backend, combos, label, launcher.runner.prompts,
-                            at_length(self.store.current(), length) if length is not None else self.store.current())
+                            _point(self.store.current(), length, heat))
         if found is not None:
-            key = label if length is None else f"{label} at {length} tokens"
-            self.endings[key] = self.target(found, launcher, options, more, length)
+            key = label + (f" at {length} tokens" if length is not None else "") + \
+                (f" at temperature {temperature_text(heat)}" if heat is not None else "")
+            self.endings[key] = self.target(found, launcher, options, more, length, heat)
+            if settings.distribution_samples and options.temperature > 0:
+                distribution_check.check_target(launcher, self.store, found, options, settings.distribution_samples)
 
     def _prompts_of(self, target: ModelRef, runner: CombinationRunner, prompts: list[Prompt],
                     lengths: tuple[int, ...], more: int) -> list[tuple[int | None, list[Prompt]]]:
@@ -169,21 +178,24 @@ class SweepRun:
     def _outcome(self, lengths: tuple[int, ...]) -> SweepOutcome:
         results = analyze(self.store.current())
         verdicts: dict[str, StagedVerdict] = {}
-        for length, part in each_length(results):
-            for target, found in decide(part).items():
-                verdicts[target if length is None else f"{target} at {length} tokens"] = staged_verdict(found)
+        for heat, hot in each_temperature(results):
+            for length, part in each_length(hot):
+                for target, found in decide(part).items():
+                    key = target + (f" at {length} tokens" if length is not None else "") + \
+                        (f" at temperature {temperature_text(heat)}" if heat is not None else "")
+                    verdicts[key] = staged_verdict(found)
         return SweepOutcome(results, verdicts, dict(self.endings))
 
     # ------------------------------------------------------------------ one target
     def target(self, plan: TargetPlan, launcher: Launcher, options: MeasureOptions, more: int,
-               length: int | None = None) -> Ending:
+               length: int | None = None, heat: float | None = None) -> Ending:
         rows = RowWriter(self.store, launcher.runner, StagedDesign(plan.design, plan.stages.horizon,
                                                                    plan.stages.size, plan.stages.fixed))
         total = plan.stages.horizon * len(stage_steps(plan.design, 0, plan.stages.stage(0), 0, list(plan.candidates)))
         runner = StageRunner(launcher, plan, rows, self.reporter, options, (steps_measured(plan, rows), total))
         self.reporter.note(f"{plan.label}: {plan.design.label} — {plan.why}; {plan.stages.describe()}")
         settings = self.config.settings
-        decider = self._decider(plan.label, length)
+        decider = self._decider(plan.label, length, heat)
         before = decider(10 ** 6)
         self._looks_before[plan.label] = len(before.looks) if before is not None else 0
         loop = StageLoop(plan, runner, rows, decider)
@@ -204,17 +216,16 @@ class SweepRun:
                 self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
                 self.reporter.row_recorded(row)
 
-    def _decider(self, label: str, length: int | None) -> Callable[[int], Decision | None]:
-        """The decision on a target's stages before a given one, at its prompt length (asked twice per stage on
-        the same rows: kept)."""
+    def _decider(self, label: str, length: int | None, heat: float | None = None) -> Callable[[int], Decision | None]:
+        """The decision on a target's stages before a given one, at its prompt length and temperature (asked twice
+        per stage on the same rows: kept)."""
         seen: dict[int, tuple[ResultsFile, Decision | None]] = {}
 
         def decided(stage: int) -> Decision | None:
             results = self.store.current()
             if stage in seen and seen[stage][0] is results:
                 return seen[stage][1]
-            part = at_length(results, length) if length is not None else results
-            found = decide(part, before={label: stage}, live=True).get(label)
+            found = decide(_point(results, length, heat), before={label: stage}, live=True).get(label)
             seen[stage] = (results, found)
             return found
         return decided
@@ -281,6 +292,12 @@ class SweepRun:
             if combo.role is Role.BASELINE and not row.ok:
                 failed[combo.target.label] = row.reason or row.status
             self.reporter.row_recorded(row)
+
+
+def _point(results: ResultsFile, length: int | None, heat: float | None) -> ResultsFile:
+    """The file as one point of the axes sees it: its prompt length's rows and its temperature's."""
+    part = at_length(results, length) if length is not None else results
+    return at_temperature(part, heat) if heat is not None else part
 
 
 def steps_measured(plan: TargetPlan, rows: RowWriter) -> int:

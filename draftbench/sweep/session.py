@@ -17,6 +17,7 @@ from ..analysis.concurrency import levels
 from ..analysis.context_length import each_length
 from ..analysis.context_length import lengths as context_lengths
 from ..analysis.decision import decide
+from ..analysis.temperature_axis import each_temperature
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
@@ -91,8 +92,8 @@ class Sweep:
         # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
         results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
         done = {r.key for r in results.results if r.measured}
-        undecided = {t for _n, part in each_length(results) for t, d in decide(part).items()
-                     if not d.final(self.options.more)}
+        undecided = {t for _h, hot in each_temperature(results) for _n, part in each_length(hot)
+                     for t, d in decide(part).items() if not d.final(self.options.more)}
         open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates), n_runs=len(combos),

@@ -99,7 +99,7 @@ def capabilities(binary: str) -> dict:
     cache_file = cache_dir() / "capabilities" / f"{key}-v{CAPS_FORMAT}.json"
     try:
         caps = json.loads(read_limited(cache_file, SMALL_LIMIT))
-        if isinstance(caps, dict) and CAPS_KEYS <= caps.keys():     # a file another format wrote is read again
+        if isinstance(caps, dict) and caps.keys() >= CAPS_KEYS:     # a file another format wrote is read again
             _caps_memo[key] = caps
             return caps
     except (UnreadableFile, ValueError):

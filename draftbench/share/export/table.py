@@ -14,9 +14,9 @@ from functools import cached_property
 from typing import Any
 
 from ...analysis.context_length import timing
-from ...analysis.temperature_axis import draft_sampling_of
 from ...analysis.memory_cost import cost_of, limit_of, over_limit
 from ...analysis.summary import TargetVerdict, verdicts_of
+from ...analysis.temperature_axis import draft_sampling_of
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ...results.memory import mib_text
