@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import pytest
 from draftbench.analysis.output_distribution import ALPHA, check
-from draftbench.backends.base import LaunchSpec
-from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config.prompts import resolve_prompts
-from draftbench.lifetime.process import free_port
 from draftbench.measure.sequential import MeasureOptions, measure_one
 from draftbench.sweep.distribution_check import CANDIDATE_SEEDS, TARGET_SEEDS, TOKENS, check_prompts, sample_server
-
-from helpers import default_settings
 
 pytestmark = pytest.mark.llama
 
@@ -21,23 +16,10 @@ SAMPLES = 12          # answers per prompt and side: 3 prompts × 12 × 8 tokens
 
 
 @pytest.fixture
-def launch(tmp_path, llama_bin, request):
-    servers = []
-
+def launch(start_llama):
     def start(target: str, draft: str | None = None, **params):
-        port = free_port()
-        spec = LaunchSpec(target=target, draft=draft, params=params, port=port, ctx_size=1024, gpu_layers=0,
-                          settings=default_settings(), startup_timeout_s=180,
-                          log_path=str(tmp_path / f"llama-server-{port}.log"))
-        servers.append(LlamaCppBackend().launch(spec))
-        return servers[-1]
-
-    yield start
-    failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
-    for server in servers:
-        if failed:
-            print(f"\n----- llama-server log ({server.log_path}) -----\n{server.log_tail(40)}")
-        server.stop()
+        return start_llama(target, draft, ctx_size=1024, params=params)
+    return start
 
 
 def acceptance(server, temperature: float) -> float:

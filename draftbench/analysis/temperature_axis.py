@@ -14,6 +14,7 @@ the stages both measured, at the decision's own error. Each candidate's output-d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..common.errors import Problem
@@ -21,6 +22,7 @@ from ..common.percent import signed_change
 from ..config.settings import Settings
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
+from . import axis_points
 from .concurrency import levels
 from .context_length import payers
 from .crossover import label, outcome
@@ -53,8 +55,7 @@ def settings_problems(settings: Settings) -> list[Problem]:
 
 def row_temperatures(results: ResultsFile, target: str | None = None) -> tuple[float, ...]:
     """The temperatures measured (for one target, or any), ascending; () for files without the axis."""
-    rows = results.results if target is None else results.rows_of(target)
-    return tuple(sorted({r.temperature for r in rows if r.temperature is not None}))
+    return axis_points.values(results, "temperature", target)
 
 
 def on_axis(results: ResultsFile) -> bool:
@@ -64,30 +65,24 @@ def on_axis(results: ResultsFile) -> bool:
 
 def at_temperature(results: ResultsFile, temperature: float | None) -> ResultsFile:
     """The file as if only ``temperature`` had been measured: its rows and the rows of none (drafts alone)."""
-    return replace(results, results=tuple(r for r in results.results if r.temperature in (temperature, None)))
+    return axis_points.at(results, "temperature", temperature)
 
 
 def each_temperature(results: ResultsFile) -> list[tuple[float | None, ResultsFile]]:
     """The file one temperature at a time; ``[(None, results)]`` without the axis."""
-    found = row_temperatures(results)
-    return [(t, at_temperature(results, t)) for t in found] if found else [(None, results)]
+    return axis_points.each(results, "temperature")
 
 
 def primary(results: ResultsFile) -> ResultsFile:
     """What the single-point views (grid, exports' speed-ups) show: the coolest temperature, or the file."""
-    found = row_temperatures(results)
-    return at_temperature(results, found[0]) if found else results
+    return axis_points.first(results, "temperature")
 
 
-def analyze_temperatures(results: ResultsFile, analyze_one) -> ResultsFile:
+def analyze_temperatures(results: ResultsFile, analyze_one: Callable[[ResultsFile], ResultsFile]) -> ResultsFile:
     """``analyze_one`` on each temperature's rows; the rows merged back in file order, the summary per target: the
-    coolest temperature's entry with every temperature's verdict and the crossover (see :func:`summarize`)."""
-    found = row_temperatures(results)
-    analysed = {t: analyze_one(at_temperature(results, t)) for t in found}
-    by_key: dict[tuple, Row] = {}
-    for t in reversed(found):          # a row of no temperature takes its analysis at the coolest
-        by_key.update({r.key: r for r in analysed[t].results})
-    merged = replace(results, results=tuple(by_key.get(r.key, r) for r in results.results))
+    coolest temperature's entry with every temperature's verdict and the crossover (see :func:`summarize`); without a
+    summary (only the speed-ups were recomputed), none."""
+    merged, analysed = axis_points.analyze_each(results, "temperature", analyze_one)
     if any(a.summary is None for a in analysed.values()):
         return replace(merged, summary=None)
     return replace(merged, summary=summarize(merged, analysed))
