@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from draftbench.analysis.verdict import analyze
 from draftbench.common.errors import ConfigError
 from draftbench.report import build_figures
 from draftbench.results.file import load_results
-from draftbench.analysis.verdict import analyze
 from draftbench.share.export import export, results_table
 from draftbench.sweep import EXIT_OK, Sweep, plan
 from draftbench.sweep.config_file import validate_config
@@ -95,6 +95,7 @@ def test_a_sweep_at_three_temperatures_gives_a_verdict_per_temperature_and_the_c
     target = data["summary"]["targets"][0]
     axis = target["temperature"]
     assert axis["temperatures"] == TEMPERATURES
+    assert data["summary"]["server_loads"] == len({q["session"] for r in rows for q in r["requests"]})
     assert [p["recommended_draft"] for p in axis["per_temperature"]][1:] == [PROBABILISTIC, PROBABILISTIC]
     assert axis["reach"] == {GREEDY: 0.7, PROBABILISTIC: 1.0}
     verdict = target["verdict"]
@@ -111,7 +112,7 @@ def test_a_sweep_at_three_temperatures_gives_a_verdict_per_temperature_and_the_c
     figure = build_figures(load_results(path))["chart-temperature"]
     speed = [t for t in figure["data"] if t.get("yaxis") != "y2"]
     assert {t["name"] for t in speed} == {GREEDY, PROBABILISTIC}
-    assert [t["x"] for t in figure["data"] if t.get("yaxis") == "y2"][0] == TEMPERATURES
+    assert next(t["x"] for t in figure["data"] if t.get("yaxis") == "y2") == TEMPERATURES
 
 
 def test_the_export_and_a_resume_know_the_axis(tmp_path):

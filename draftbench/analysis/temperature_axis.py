@@ -104,8 +104,9 @@ def summarize(results: ResultsFile, analysed: dict[float, ResultsFile]) -> Summa
         said = " ".join(_said_at(p, target) for p in per if p.verdict)
         out.append(replace(first, verdict=f"{target}, by temperature — {said} {sentence}".strip(),
                            temperature=TemperatureAxis(temps, per, reach, sampling, sentence)))
-    first_summary = summary_of(next(iter(analysed.values())))
-    return Summary(tuple(out), first_summary.server_loads if first_summary is not None else 0)
+    # every point's servers (no row is of no temperature here: drafts alone are refused with the axis)
+    loads = sum(found.server_loads for a in analysed.values() if (found := summary_of(a)) is not None)
+    return Summary(tuple(out), loads)
 
 
 def _said_at(entry: TemperatureVerdict, target: str) -> str:
