@@ -184,6 +184,12 @@ def test_the_ab_takes_a_list_of_temperatures_and_the_draft_sampling(tmp_path):
     (["--url", "http://127.0.0.1:9", "--temperature", "0,0.7"], "--temperature takes one value with --url"),
     (["--target", "t.gguf", "--draft", "d.gguf", "--temperature", "0,0.7,0.7"], "lists a temperature more than once"),
     (["--target", "t.gguf", "--draft", "d.gguf", "--temperature", "0,hot"], "is not a number"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--temperature", "0,7"], "--temperature must be from 0 to 5"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--temperature", "0.7", "--distribution-samples", "4"],
+     "--distribution-samples must be at least 8 (got 4)"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--distribution-samples", "8"],
+     "--distribution-samples checks the output distribution above temperature 0"),
+    (["--target", "t.gguf", "--draft", "d.gguf", "--draft-sampling", "random"], "invalid choice: 'random'"),
 ])
 def test_bench_temperature_lists_are_checked(args, message):
     from helpers import run_cli
@@ -200,3 +206,13 @@ def test_more_measures_only_the_temperatures_left_open(tmp_path):
     more = FakeBackend(script())
     assert Sweep(cfg, path, None, reporter=Reporter(), backend=more, options=RunOptions(more=1)).run() == EXIT_OK
     assert more.specs and {s.temperature for s in more.servers if s.requests} == {0.0}
+
+
+def test_compare_pairs_rows_by_temperature(tmp_path):
+    from draftbench.share.compare import compare, load_compared
+    first = sweep(tmp_path, FakeBackend(script()), config(tmp_path), "a.json")
+    second = sweep(tmp_path, FakeBackend(script(tps={TARGET: 40.0})), config(tmp_path), "b.json")
+    comparison = compare(load_compared([str(first), str(second)]))
+    assert len(comparison.rows) == 9 and not any(comparison.only_in)     # each temperature its own combination
+    titles = [row.title for row in comparison.rows]
+    assert "7B (baseline) [temperature 0.7]" in titles and f"7B + {PROBABILISTIC} [temperature 1.0]" in titles

@@ -105,6 +105,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    samples = _distribution_samples(args)
     server_args = list(getattr(args, "server_args", None) or [])
     problems, _ = check_server_args("--", server_args, allow_remote=False, entry=AB,
                                     where=lambda i: f"argument {i + 1} after --")
@@ -121,7 +122,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
     settings = Settings(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers,
                         ctx_size=args.ctx_size, port=0, runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
                         temperature=list(args.temperatures) if len(args.temperatures) > 1 else args.temperature,
-                        distribution_samples=_distribution_samples(args), seed=args.seed,
+                        distribution_samples=samples, seed=args.seed,
                         request_timeout_s=args.request_timeout,
                         stall_timeout_s=args.stall_timeout, startup_timeout_s=args.startup_timeout,
                         prompts=prompts_setting(args),
