@@ -136,7 +136,8 @@ def equivalence(row: Row, baseline: Row, *, temperature: float) -> dict | None:
     if not row.requests or not baseline.requests:
         return None
     if temperature and temperature > 0:
-        return {"checked": False, "reason": f"temperature is {temperature:g}; outputs are only comparable at 0"}
+        return {"checked": False, "reason": f"temperature is {temperature:g}: answers need not match above 0 (what "
+                "can be checked is the output distribution: settings.distribution_samples)"}
     base = {(r.prompt_id, r.run): r.text for r in baseline.requests if r.error is None and r.text is not None}
     compared, matched, mismatches = 0, 0, []
     for r in row.requests:
