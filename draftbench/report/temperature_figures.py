@@ -70,11 +70,13 @@ def figure(data: ReportData) -> Figure:
             legendgroup=plotly_text(name), showlegend=False, x=accepted, xaxis="x", yaxis="y2",
             y=[(points[t].acceptance_rate or 0) * 100 for t in accepted], line=dict(color=color, width=2, dash="dot"),
             hovertemplate="temperature %{x}: %{y:.0f}% accepted<extra>" + plotly_text(name) + "</extra>"))
-    ticks = dict(tickvals=temps, ticktext=[heat(t) for t in temps], title=dict(text="sampling temperature"))
+    # one x axis for both panels, along the bottom one (the acceptance's), so its title sits under everything
+    ticks = dict(tickvals=temps, ticktext=[heat(t) for t in temps], title=dict(text="sampling temperature"),
+                 anchor="y2")
     axis = dict(gridcolor=theme.GRID, zerolinecolor=theme.GRID, linecolor=theme.GRID, automargin=True)
     return dict(data=traces, layout=base_layout(
         height=560, xaxis=ticks,
-        yaxis=dict(domain=[0.42, 1.0], title=dict(text="decode speed-up vs the target alone (%)"), ticksuffix="%",
+        yaxis=dict(domain=[0.38, 1.0], title=dict(text="decode speed-up vs the target alone (%)"), ticksuffix="%",
                    zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5),
         yaxis2=dict(axis, domain=[0.0, 0.32], anchor="x", range=[0, 100], ticksuffix="%",
                     title=dict(text="acceptance"))))
