@@ -110,8 +110,10 @@ def test_the_flag_wins_over_the_variable_which_wins_over_the_default():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_it_is_read_from_the_running_process_not_from_what_we_meant():
     env = {**os.environ, "LLAMA_ARG_SPEC_DRAFT_SAMPLING": "probabilistic"}
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"], env=env,
+                            stdout=subprocess.PIPE, text=True)
     try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"   # running: its /proc entries are set up
         # the command we "meant" says nothing; the process's environment chose it
         assert draft_sampling.of_process(proc.pid, ["llama-server"], "greedy") == (
             "probabilistic", "its environment (LLAMA_ARG_SPEC_DRAFT_SAMPLING)")

@@ -25,7 +25,7 @@ from ..results.memory import ServerMemory
 from ..results.topology import describe as describe_topology
 from .console import Reporter
 from .plan import Combination
-from .runner import CombinationRunner, ServerInfo, log_slug
+from .runner import CombinationRunner, EveryServerFails, ServerInfo, log_slug
 from .schedule import is_stateful
 
 
@@ -90,6 +90,8 @@ class Launcher:
         started = self.clock()
         try:
             server = self.runner.launch(spec)
+        except EveryServerFails:
+            raise                    # the sweep stops: not one combination's failure
         except DraftbenchError as exc:
             raise LaunchFailed(exc) from None
         self.reporter.server_ready(server.load_time_s)

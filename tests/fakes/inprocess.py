@@ -43,6 +43,9 @@ class Script:
     trained_context: dict[str, int] = field(default_factory=dict)  # model path -> its trained context length
     prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
     weights_mib: dict[str, float] = field(default_factory=dict)    # model path -> MiB its weights take (default 50)
+    no_counters: set[str] = field(default_factory=set)             # drafts whose server reports no draft counters
+    reported_prompt_tokens: int | None = None     # long prompts: usage.prompt_tokens a lying server reports
+    tokenizer_share: float = 1.0                  # a lying /tokenize: this share of the real count (0.5: half)
     per_temperature: dict[str, dict[float, float]] = field(default_factory=dict)   # draft path -> {temperature: factor}
     acceptance_at: dict[str, dict[float, float]] = field(default_factory=dict)     # draft path -> {temperature: rate}
     probabilistic: dict[float, float] = field(default_factory=dict)   # temperature -> factor with draft_sampling
@@ -66,6 +69,16 @@ class WordTokenizer:
 
     def prompt_tokens(self, messages) -> int:
         return sum(len(self._pieces(m["content"])) for m in messages) + 7
+
+
+class ShareTokenizer(WordTokenizer):
+    """A tokenizer that counts ``share`` of the real tokens of a chat prompt (a lying ``/apply-template``)."""
+
+    def __init__(self, share: float):
+        self.share = share
+
+    def prompt_tokens(self, messages) -> int:
+        return round(super().prompt_tokens(messages) * self.share)
 
 
 class FakeServer(Server):
@@ -111,18 +124,24 @@ class FakeServer(Server):
         first = start + 0.01 + (prefill_s if self.spec.context_tokens else 0.0)
         response = StreamedResponse(t_start=start, t_first=first, t_last=first + (n - 1) / tps,
                                     t_end=first + 0.01 + (n - 1) / tps, text=f"answer to seed {body['seed'] % 1000}",
-                                    usage={"completion_tokens": n, "prompt_tokens": prompt_tokens if
+                                    usage={"completion_tokens": n, "prompt_tokens": (
+                                        self.script.reported_prompt_tokens or prompt_tokens) if
                                            self.spec.context_tokens else 10}, finish_reason="length",
                                     timings={"prompt_ms": prefill_s * 1000, "prompt_per_second":
                                              prompt_tokens / prefill_s})
         return response
+
+    def machine_reading(self):
+        """None: a simulated server's speed owes nothing to the machine, so no request of it reads the machine's
+        load (it did, and another test worker's load left pairs out of in-process sweeps: issue 42)."""
+        return None
 
     def server_prefill(self, response: StreamedResponse) -> tuple[float | None, float | None]:
         prompt_ms = response.timing_rate("prompt_ms")
         return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
 
     def tokenizer(self) -> WordTokenizer:
-        return WordTokenizer()
+        return ShareTokenizer(self.script.tokenizer_share) if self.script.tokenizer_share != 1.0 else WordTokenizer()
 
     def memory_use(self) -> ServerMemory:
         """A llama-server on the CPU: the models' weights, a KV cache growing with the prompts, compute buffers."""
@@ -143,7 +162,7 @@ class FakeServer(Server):
         return float(value) if value is not None else None
 
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
-        if not self.spec.draft:
+        if not self.spec.draft or self.spec.draft in self.script.no_counters:
             return DraftCounts()
         if self.spec.draft in self.script.inactive:
             return DraftCounts(drafted=0, accepted=0, source=CountsSource.TIMINGS)

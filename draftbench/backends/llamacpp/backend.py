@@ -50,7 +50,6 @@ from ..http.client import probe_json
 from ..http.server_values import MAX_TOKENS, counter_difference
 from ..slots import SlotState
 from ..startup import launch_process
-from . import draft_sampling
 from .command import (
     SYNTH_LEN_FLAG,
     build_command,
@@ -58,11 +57,13 @@ from .command import (
     capabilities,
     find_llama_server,
     local_devices,
+    server_environment,
     spec_types,
     stats_lines_expected,
 )
+from .draft_sampling import ReadsDraftSampling
 from .failures import RPC_LOST, RPC_LOST_FIX, explain_exit
-from .memory import context_problem, estimate_for, in_use, side_by_side_problem
+from .memory import check_slot_context, context_problem, estimate_for, in_use, side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints, rpc_startup_timeout
 from .settings import LlamaCppSettings
 from .stats import VERBOSITY_FLAGS, StatsLog
@@ -81,7 +82,7 @@ TOTALS = {"prompt_tokens": "llamacpp:prompt_tokens_total", "output_tokens": "lla
 BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots per decode call, since start
 
 
-class LlamaCppServer(Server):
+class LlamaCppServer(ReadsDraftSampling, Server):     # its draft's sampling read from the process: /slots omits it
     methods_evidence = "/slots speculative.types"
 
     def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, **kwargs):
@@ -92,7 +93,6 @@ class LlamaCppServer(Server):
         self.stats_log: StatsLog | None = None     # per-method statistics, when started at trace verbosity
         self.log_offset = 0                         # where this server's lines start in its (appended) log
         self.model_paths: tuple[str, str | None] | None = None   # target and draft as passed (the log names them)
-        self.draft_sampling_default: str | None = None   # a draft method on a build with --spec-draft-sampling
 
     def request_body(self, messages, *, max_tokens, temperature, seed):
         body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
@@ -176,10 +176,6 @@ class LlamaCppServer(Server):
 
     def memory_use(self) -> ServerMemory:
         return in_use(self.pid, self.log_path, self.log_offset, self.model_paths)
-
-    def draft_sampling(self) -> tuple[str, str] | None:   # from the process itself: /slots does not say it
-        default = self.draft_sampling_default
-        return draft_sampling.of_process(self.pid, self.command, default) if default and self.command else None
 
     def active_methods(self) -> tuple[str, ...] | None:
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
@@ -317,17 +313,20 @@ class LlamaCppBackend(Backend):
         # one client at a time, so its round trip cannot be timed once llama-server holds it.
         probes = reachable_endpoints(spec.rpc) if spec.rpc else []
         local = local_devices(binary) if spec.rpc and spec.draft and spec.draft_placement == "local" else []
-        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local)
+        environment = server_environment(caps, dict(os.environ))      # the one we decided (config/server_env.py)
+        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local,
+                            inherited=environment.args)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
-                                launched=Launched(ManagedProcess(cmd, log_path, port=spec.port), cmd, spec.port,
-                                                  version=caps.get("version")),
+                                launched=Launched(ManagedProcess(cmd, log_path, environment.env, port=spec.port),
+                                                  cmd, spec.port, version=caps.get("version")),
                                 has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
         server.log_offset, server.model_paths = start_offset, (spec.target, spec.draft)
         server.draft_sampling_default = caps.get("draft_sampling_default") if spec.draft else None
+        server.notes += [note for note in (environment.note("llama-server"),) if note]
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
@@ -389,6 +388,7 @@ class LlamaCppBackend(Backend):
                               "another program is listening on that port; stop it or set settings.port",
                               kind=ServerErrorKind.FOREIGN)
         server.props = props
+        check_slot_context(server, spec.ctx_size)
 
     # -- server.py llama-cpp --------------------------------------------------------------
     def add_server_arguments(self, p: argparse.ArgumentParser) -> None:

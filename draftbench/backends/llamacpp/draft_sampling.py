@@ -59,3 +59,15 @@ def of_process(pid: int | None, command: Sequence[str], default: str) -> tuple[s
         return value, where + ", as started (the process could not be read)"
     environ = dict(item.partition("=")[::2] for item in env_items)
     return effective(argv, environ, default)
+
+
+class ReadsDraftSampling:
+    """What a llama-server object answers for ``Server.draft_sampling``: set ``draft_sampling_default`` (from the
+    build's ``--help``) when it runs a draft model; its process is then read (``pid`` and ``command`` are
+    ``Server``'s)."""
+
+    draft_sampling_default: str | None = None
+
+    def draft_sampling(self) -> tuple[str, str] | None:
+        command, default = getattr(self, "command", None), self.draft_sampling_default
+        return of_process(getattr(self, "pid", None), command, default) if default and command else None

@@ -36,7 +36,8 @@ def describe_change(c: Change | None) -> str:
     r = c.ratio
     ratio = r.ratio
     low, high = r.ci95_low, r.ci95_high
-    ci = f" [{times(low)}, {times(high)}]" if low is not None and high is not None else ""
+    ci = f" [{times(low)}, {times(high) if high is not None else 'unbounded'}]" if r.has_interval and low is not None \
+        else ""
     direction = f"{times(ratio)} faster" if ratio >= 1 else f"{times(1 / ratio)} slower"
     if c.significant is True:
         if ratio < 1 and low and high:

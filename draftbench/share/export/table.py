@@ -162,8 +162,9 @@ def _relative(rec: Record) -> str:
     if rec["speedup"] is None:
         return "—"
     text = _num(rec["speedup"])
-    if rec["speedup_ci95_low"] is not None:
-        text += f" [{rec['speedup_ci95_low']:.2f}, {rec['speedup_ci95_high']:.2f}]"
+    if rec["speedup_ci95_low"] is not None:        # no upper end: unbounded (results/speedup.py)
+        high = rec["speedup_ci95_high"]
+        text += f" [{rec['speedup_ci95_low']:.2f}, {'unbounded' if high is None else f'{high:.2f}'}]"
     if rec["speedup_significant"] is False:
         text += " (not significant)"
     elif rec["speedup_significant"] is None:
