@@ -18,6 +18,7 @@ from typing import Any
 from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..analysis.context_length import settings_problems as context_problems
+from ..analysis.temperature_axis import settings_problems as temperature_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
 from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
@@ -328,6 +329,7 @@ def _check_between_keys(data: dict, settings: Settings, origin: Origin, backend:
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
     problems.extend(second_turn_problems(settings))
     problems.extend(context_problems(settings, tokenizes=bool(backend and backend.tokenizes)))
+    problems.extend(temperature_problems(settings))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}
     problems.extend(sweep_problems(
