@@ -177,7 +177,8 @@ def test_the_ab_takes_a_list_of_temperatures_and_the_draft_sampling(tmp_path):
     text = screen(results, ab)
     assert text.count("A/B: 7B alone vs with small") == 3 and "temperature 0.7" in text
     assert "distribution consistent with the target's (p = 1; 3 prompts × 8 answers a side)" in " ".join(text.split())
-    assert "Across temperatures: small pays at every temperature measured" in " ".join(text.split())
+    assert ("Across temperatures (each temperature's verdict its own 95% claim, not corrected across the 3): small "
+            "pays at every temperature measured") in " ".join(text.split())
 
 
 @pytest.mark.parametrize("args, message", [

@@ -186,11 +186,13 @@ def crossover(analysed: dict[float, ResultsFile], target: str, noise_floor: floa
                 break
             reach[name] = t
     info = HeatReach(reach, paying)
-    span = f"{heat(temps[0])} to {heat(temps[-1])}"
+    # T verdicts, each at 95% on its own (its own error budget): the sentence reads them together and says so
+    claims = f"each temperature's verdict its own 95% claim, not corrected across the {len(temps)}"
     if not any(paying.values()):
-        return info, f"Across temperatures ({span}): no candidate pays at any temperature."
+        return info, (f"Across temperatures ({heat(temps[0])} to {heat(temps[-1])}; {claims}): no candidate pays at "
+                      "any temperature.")
     phrases = [_phrase(name, reach[name], temps, paying, per) for name in names]
-    sentence = "Across temperatures: " + "; ".join(p for p in phrases if p)
+    sentence = f"Across temperatures ({claims}): " + "; ".join(p for p in phrases if p)
     coolest = set(paying[temps[0]])
     for entry in per[1:]:
         now = paying[entry.temperature]
