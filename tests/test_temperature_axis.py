@@ -176,7 +176,8 @@ def test_the_ab_takes_a_list_of_temperatures_and_the_draft_sampling(tmp_path):
     assert spec[0.7].output_distribution["checked"] and spec[0.0].output_distribution is None
     text = screen(results, ab)
     assert text.count("A/B: 7B alone vs with small") == 3 and "temperature 0.7" in text
-    assert "distribution consistent with the target's (p = 1; 3 prompts × 8 answers a side)" in " ".join(text.split())
+    assert ("distribution consistent with the target's (p = 1; 3 prompts × 8 answers a side; it drafted 960 tokens, "
+            "384 accepted)") in " ".join(text.split())
     assert ("Across temperatures (each temperature's verdict its own 95% claim, not corrected across the 3): small "
             "pays at every temperature measured") in " ".join(text.split())
 
@@ -232,3 +233,17 @@ def test_compare_pairs_rows_by_temperature(tmp_path):
     assert len(comparison.rows) == 9 and not any(comparison.only_in)     # each temperature its own combination
     titles = [row.title for row in comparison.rows]
     assert "7B (baseline) [temperature 0.7]" in titles and f"7B + {PROBABILISTIC} [temperature 1.0]" in titles
+
+
+def test_the_temperature_chart_draws_no_point_for_a_row_that_is_no_speed_up(tmp_path):
+    # a draft the server silently drops is measured at every temperature, but speculation never ran: its rows are no
+    # speed-up, so the chart draws no speed-up point for it (as every other chart draws none)
+    dropped = "/m/dropped.gguf"
+    candidates = [{"label": "small", "draft": {"label": "small", "path": DRAFT}},
+                  {"label": "dropped", "draft": {"label": "dropped", "path": dropped}}]
+    path = sweep(tmp_path, FakeBackend(script(inactive={dropped})), config(tmp_path, candidates, stages=1))
+    rows = {(r["draft"], r["temperature"]): r for r in json.loads(path.read_text())["results"]}
+    assert rows[("dropped", 0.7)]["speedup"] is not None and not rows[("dropped", 0.7)]["speculation_active"]
+    figure = build_figures(load_results(path))["chart-temperature"]
+    speed = {t["name"]: t["x"] for t in figure["data"] if t.get("yaxis") != "y2"}
+    assert speed == {"small": TEMPERATURES}

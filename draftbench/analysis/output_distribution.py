@@ -120,6 +120,9 @@ def describe(found: dict | None) -> str:
     if not found.get("checked"):
         return f"output distribution: not checked ({found.get('reason') or 'no reason recorded'})"
     size = f"{found.get('prompts')} prompts × {found.get('samples')} answers a side"
+    if found.get("drafted") is not None:
+        # a method that drafted a handful of tokens leaves its answers nearly the target's own: a weak test, so say so
+        size += f"; it drafted {found['drafted']} tokens, {found.get('accepted') or 0} accepted"
     if found.get("consistent"):
         return f"output distribution: consistent with the target's (p = {found['p_value']:.2g}; {size})"
     return (f"output distribution: differs from the target's (p = {found['p_value']:.2g}; {size}) — its sampling does "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..analysis.crossover import LevelOutcome
 from ..analysis.summary import verdicts_of
 from ..analysis.temperature_verdict import HeatPoint, TemperatureAxis, heat
 from . import theme
@@ -52,7 +53,9 @@ def figure(data: ReportData) -> Figure:
     traces: list[dict[str, Any]] = []
     temps = sorted({t for _, axis in _axes(data) for t in axis.temperatures})
     for name, points, color in _series(data):
-        xs = [t for t in sorted(points) if points[t].speedup is not None]
+        # a row that is no speed-up (speculation never ran, a failed row) is no point, as on every other chart
+        xs = [t for t in sorted(points) if points[t].speedup is not None
+              and points[t].outcome is not LevelOutcome.NO_MEASUREMENT]
         speeds = [points[t].speedup for t in xs]
         if xs:
             traces.append(dict(
