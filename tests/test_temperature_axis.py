@@ -175,7 +175,7 @@ def test_the_ab_takes_a_list_of_temperatures_and_the_draft_sampling(tmp_path):
     assert spec[1.0].speedup.ratio == pytest.approx(1.3 * 0.7 * 1.25, abs=0.02)
     assert spec[0.7].output_distribution["checked"] and spec[0.0].output_distribution is None
     text = screen(results, ab)
-    assert text.count("A/B: 7B alone vs with small") == 3 and "temperature 0.7" in text
+    assert text.count("A/B: 7B alone vs with small (draft-simple, probabilistic drafting)") == 3 and "temperature 0.7" in text
     assert ("distribution consistent with the target's (p = 1; 3 prompts × 8 answers a side; it drafted 960 tokens, "
             "384 accepted)") in " ".join(text.split())
     assert ("Across temperatures (each temperature's verdict its own 95% claim, not corrected across the 3): small "
@@ -233,6 +233,15 @@ def test_compare_pairs_rows_by_temperature(tmp_path):
     assert len(comparison.rows) == 9 and not any(comparison.only_in)     # each temperature its own combination
     titles = [row.title for row in comparison.rows]
     assert "7B (baseline) [temperature 0.7]" in titles and f"7B + {PROBABILISTIC} [temperature 1.0]" in titles
+    # each file's own verdict, per temperature (not the coolest one's alone); the baselines named with theirs
+    from draftbench.share.compare.best import best_per_target
+    from draftbench.share.compare.text import short_name
+    best = best_per_target(comparison.files)
+    assert [(b.letter, b.target) for b in best] == [(f, f"7B at temperature {t}") for f in "AB" for t in ("0", "0.7", "1.0")]
+    assert best[2].best == PROBABILISTIC and best[2].baseline_tps == pytest.approx(50, rel=0.05)
+    assert best[2].acceptance_rate is not None
+    assert short_name(next(r.match for r in comparison.rows if r.title == "7B (baseline) [temperature 0.7]")) == \
+        "baseline [temperature 0.7]"
 
 
 def test_the_temperature_chart_draws_no_point_for_a_row_that_is_no_speed_up(tmp_path):

@@ -26,6 +26,7 @@ from ..analysis.draft.evidence import why_slower
 from ..analysis.output_distribution import describe
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
 from ..analysis.summary import verdicts_of
+from ..analysis.temperature_axis import draft_sampling_of
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
 from ..common.numbers import temperature_text
@@ -260,10 +261,12 @@ def screen(results: ResultsFile, plan: ABPlan) -> str:
 def _screen(baseline: Row, spec: Row, results: ResultsFile, plan: ABPlan) -> str:
     version = next((v for r in results.results if (v := (r.server or {}).get("version"))), None)
     opts = plan.options
+    sampling = draft_sampling_of(spec)      # as its server ran it (read from the process), else as asked
     lines = ["=" * WIDTH,
              f"  A/B: {plan.target.label} alone vs with {plan.candidate.label}"
              f" ({'+'.join(plan.candidate.method) or 'draft-simple'}"
-             f"{f', k={plan.candidate.draft_max}' if plan.candidate.draft_max else ''})",
+             f"{f', k={plan.candidate.draft_max}' if plan.candidate.draft_max else ''}"
+             f"{f', {sampling} drafting' if sampling else ''})",
              f"  llama-server {version or '(version unknown)'}; {len(plan.prompts)} prompt"
              f"{'s' if len(plan.prompts) != 1 else ''} x {opts.runs} run(s), max_tokens {opts.max_tokens}, "
              f"temperature {temperature_text(opts.temperature)}",
