@@ -210,6 +210,30 @@ def test_more_measures_only_the_temperatures_left_open(tmp_path):
     assert more.specs and {s.temperature for s in more.servers if s.requests} == {0.0}
 
 
+class Notes(Reporter):
+    def __init__(self):
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def test_more_keeps_the_distribution_check_a_row_already_has(tmp_path):
+    # the check samples the candidate's own servers after the stages: a stage more changes nothing it tested, so the
+    # row keeps it and no check server starts again
+    from draftbench.sweep.session import RunOptions
+    cfg = config(tmp_path, distribution_samples=8)
+    path = sweep(tmp_path, FakeBackend(script(noise={DRAFT: 0.4})), cfg)      # noisy: every temperature unresolved
+    before = {(r["draft"], r["temperature"]): r.get("output_distribution") for r in json.loads(path.read_text())["results"]}
+    assert before[(GREEDY, 0.7)]["checked"]
+    more, said = FakeBackend(script(noise={DRAFT: 0.4})), Notes()
+    assert Sweep(cfg, path, None, reporter=said, backend=more, options=RunOptions(more=1)).run() == EXIT_OK
+    assert 0.7 in {s.temperature for s in more.servers if s.requests}       # 0.7 measured a stage more …
+    assert not [n for n in said.notes if "output-distribution check" in n]  # … and its check not made again
+    after = {(r["draft"], r["temperature"]): r.get("output_distribution") for r in json.loads(path.read_text())["results"]}
+    assert after == before
+
+
 def test_run_sweep_decides_and_keys_each_temperature_on_its_own(tmp_path):
     from draftbench.analysis.summary import verdicts_of
     from draftbench.sweep.run import run_sweep
