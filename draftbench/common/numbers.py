@@ -1,4 +1,4 @@
-"""Numbers in messages: whole numbers with thousands separators, a huge integer by its length."""
+"""Numbers in messages: whole numbers with thousands separators, a huge integer by its length, a temperature."""
 
 from __future__ import annotations
 
@@ -16,3 +16,8 @@ def above_what_is_measured(value: float, maximum: float, unit: str = "") -> str:
     shown = number_text(value) + ("" if number_text(value).startswith("a ") else unit)
     return (f"is {shown}, more than {number_text(maximum)}{unit}, which no measurement reaches (the file was "
             "edited, or a broken figure was saved)")
+
+
+def temperature_text(t: float) -> str:
+    """A sampling temperature as every view writes it: 0, 0.7, 1.0 (a whole temperature above 0 keeps its ``.0``)."""
+    return f"{t:.1f}" if t and float(t).is_integer() else f"{t:g}"
