@@ -66,7 +66,8 @@ def run_scenario(scenario: Scenario, trials: int, seed: int, design: str = "inte
                 setup = setups[(g, strategy)] = Setup.of(
                     grid, listed, max_tokens=scenario.max_tokens, noise_floor=scenario.noise_floor,
                     search="adaptive" if strategy == "race" else "exhaustive", design=design,
-                    stages=stages or scenario.stages, per_stage=scenario.per_stage)
+                    stages=stages or scenario.stages, per_stage=scenario.per_stage,
+                    temperature=scenario.temperature)
             factory = world or machine_world(scenario.machine, setup)
             backend = factory(grid, truth, setup.names, listed, random.Random(rng.getrandbits(64)))
             scores[strategy].append(score(sweep(setup, backend), truth, scenario.noise_floor))

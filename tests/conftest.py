@@ -101,10 +101,11 @@ def start_llama(request, tmp_path, llama_bin):
     servers = []
 
     def start(target: str, draft: str | None = None, *, draft_max: int | None = None, ctx_size: int = 2048,
-              extra_args: tuple = (), concurrency: int = 1, **settings):
+              extra_args: tuple = (), concurrency: int = 1, params: dict | None = None, **settings):
         port = free_port()
         spec = LaunchSpec(target=target, draft=draft, draft_max=draft_max, port=port, ctx_size=ctx_size,
-                          gpu_layers=0, extra_args=tuple(extra_args), settings=default_settings(**settings),
+                          params=dict(params or {}), gpu_layers=0, extra_args=tuple(extra_args),
+                          settings=default_settings(**settings),
                           startup_timeout_s=120, log_path=str(tmp_path / f"llama-server-{port}.log"),
                           concurrency=concurrency)
         server = LlamaCppBackend().launch(spec)

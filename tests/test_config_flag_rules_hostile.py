@@ -1,7 +1,9 @@
 """Issue 45, one rule table for every route into a server's command: a flag a setting owns, one that changes the
 model or its output, and one that blinds what draftbench reads to prove what ran are refused in a sweep and the
 A/B with the option to use, and vLLM's --speculative-config keys are held to the same rules whether they come
-through extra_args (-sc), settings.vllm_speculative_config or a vLLM candidate's params."""
+through extra_args (-sc), settings.vllm_speculative_config or a vLLM candidate's params. Issue 46: a sampling
+flag is refused where it reaches one side only (a candidate's or a draft's own), allowed where every server
+gets it."""
 
 from __future__ import annotations
 
@@ -125,6 +127,45 @@ def test_a_vllm_config_with_another_draft_in_its_speculative_config_is_refused_a
 
 
 def test_every_kind_has_an_answer_in_a_sweep():
-    from draftbench.config.flag_rules import RULES, SWEEP
+    from draftbench.config.flag_rules import RULES, SWEEP, SWEEP_CANDIDATE
     passed_on = {FlagKind.HOST, FlagKind.API_KEY, FlagKind.DRAFT_PLACEMENT}
-    assert all(SWEEP.refusal(r) is not None for r in RULES if r.kind not in passed_on)
+    assert all(SWEEP.refusal(r) is not None for r in RULES if r.kind not in passed_on | {FlagKind.SAMPLING})
+    assert all(SWEEP_CANDIDATE.refusal(r) is not None for r in RULES if r.kind not in passed_on)
+
+
+SAMPLING_FLAGS = [["--temp", "0.7"], ["--temperature=1"], ["--top-k", "1"], ["--top-p", "0.5"], ["--min-p", "0.2"],
+                  ["--samplers", "top_k"], ["--sampling-seq", "k"], ["--sampler-seq", "k"], ["-s", "7"],
+                  ["--seed", "7"], ["--typical", "0.9"], ["--mirostat", "2"], ["--dry-multiplier", "0.8"],
+                  ["--xtc-probability", "0.5"], ["--dynatemp-range", "0.5"]]
+
+
+@pytest.mark.parametrize("args", SAMPLING_FLAGS)
+def test_a_sampling_flag_is_refused_where_it_reaches_one_side_only(args):
+    drafts = [{"label": "D", "path": "/d.gguf", "extra_args": args}]
+    candidates = [{"label": "c", "draft": "D", "extra_args": ["-t", "1", *args]}]
+    found = problems(config(drafts=drafts, candidates=candidates))
+    assert [p.path for p in found] == ["$.drafts[0].extra_args[0]", "$.candidates[0].extra_args[2]"], found
+    for p in found:
+        assert "changes how the answers are sampled (their output distribution) on this candidate's servers only" \
+            in p.message, p
+        assert p.fix == ("remove it; use settings.temperature or settings.seed (sent with every request), or "
+                         "settings.extra_args (every server of the sweep, the target alone's too) instead"), p.fix
+        assert "\n" not in p.message + p.fix
+    # every server of the sweep may share it (the target alone's too), and it is recorded with the settings
+    loaded = validate_config(config(settings={"extra_args": args}, targets=[{"label": "T", "path": "/t.gguf",
+                                                                             "extra_args": args}]))
+    assert loaded.settings.extra_args == args and loaded.targets[0].extra_args == tuple(args)
+    # the A/B's arguments after -- reach both of its servers; server.py serves people
+    assert check_server_args("--", args, allow_remote=False, entry=AB)[0] == []
+    assert check_server_args("--", args, allow_remote=False, entry=SERVER["llamacpp"])[0] == []
+
+
+@pytest.mark.parametrize("key, value", [("rejection_sample_method", "fly"), ("fly_window_size", 4),
+                                        ("acceptance_method", "typical_acceptance_sampler")])
+def test_a_lossy_acceptance_in_vllms_speculative_config_is_refused(key, value):
+    loaded = validate_config({**VLLM, "candidates": [{"label": "c", "draft": "D", "params": {key: value}}]})
+    [p] = VLLMBackend().validate_candidates(loaded.specs(), loaded.settings)
+    assert p.path == f"$.candidates[0].params.{key}" and "on the candidate's servers only" in p.message, p
+    assert p.fix.startswith("remove it: drafts must be accepted by the lossless rule"), p.fix
+    [p] = problems({**VLLM, "settings": {"vllm_speculative_config": {key: value}}})
+    assert p.path == f"$.settings.vllm_speculative_config.{key}", p

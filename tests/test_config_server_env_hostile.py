@@ -1,6 +1,6 @@
 """Issue 45, the environment a server gets is the one we decided: no LLAMA_ARG_* variable reaches llama-server
 as it is. One whose flag is free in the rule table (LLAMA_ARG_THREADS) becomes that flag at the front of the
-command, where it is recorded and every later flag still wins; every other one (speculation, the context, a
+command, where it is recorded and every later flag still wins (a sampling flag too: every server inherits it); every other one (speculation, the context, a
 draft, an unknown name, a value llama-server would not read) is cleared and named in one note. vLLM's VLLM_*
 variables are passed and recorded in one note, secrets masked."""
 
@@ -41,6 +41,8 @@ HELP = """\
                                         (env: LLAMA_ARG_NO_WARMUP)
 --api-key KEY                           API key to use for authentication (default: none)
                                         (env: LLAMA_API_KEY)
+--top-k N                               top-k sampling (default: 40, 0 = disabled)
+                                        (env: LLAMA_ARG_TOP_K)
 -hft,  --hf-token TOKEN                 Hugging Face access token (default: value from HF_TOKEN environment
                                         variable)
                                         (env: HF_TOKEN)
@@ -63,11 +65,12 @@ def test_free_variables_become_recorded_flags_and_the_rest_are_cleared_and_named
                "LLAMA_ARG_SPEC_SYNTH_LEN": "16", "LLAMA_ARG_SPEC_DRAFT_N_MAX": "1", "LLAMA_ARG_MODEL_DRAFT": "/d.gguf",
                "LLAMA_ARG_SPEC_TYPE": "ngram-mod", "LLAMA_ARG_CTX_SIZE": "512", "LLAMA_ARG_RPC": "127.0.0.1:5",
                "LLAMA_ARG_NO_ENDPOINT_SLOTS": "1", "LLAMA_API_KEY": "k", "LLAMA_ARG_FROM_THE_FUTURE": "1",
-               "LLAMA_ARG_N_GPU_LAYERS_DRAFT": "0"}
+               "LLAMA_ARG_N_GPU_LAYERS_DRAFT": "0", "LLAMA_ARG_TOP_K": "1"}
     decided = server_environment(CAPS, environ)
     assert decided.env == {"PATH": "/bin", "HF_TOKEN": "hf_x"}          # no LLAMA_ARG_* reaches the server
     assert decided.args == ("--flash-attn", "on", "--no-mmap", "--no-warmup", "--gpu-layers-draft", "0",
-                            "--threads", "1")          # in the variables' order
+                            "--threads", "1", "--top-k", "1")   # in the variables' order; sampling reaches
+    # every server alike (as settings.extra_args does), so it stays, recorded with the command
     cleared = {c.split(" ")[0] for c in decided.cleared}
     assert cleared == {"LLAMA_ARG_SPEC_SYNTH_LEN", "LLAMA_ARG_SPEC_DRAFT_N_MAX", "LLAMA_ARG_MODEL_DRAFT",
                        "LLAMA_ARG_SPEC_TYPE", "LLAMA_ARG_CTX_SIZE", "LLAMA_ARG_RPC", "LLAMA_ARG_NO_ENDPOINT_SLOTS",

@@ -341,7 +341,7 @@ def test_one_stream_pages_have_no_concurrency_charts(tmp_path):
     path = sweep(tmp_path, FakeBackend(crossover_script()), config(tmp_path))
     figures = build_figures(load_results(path))
     assert not LEVEL_CHARTS & set(figures)
-    context = {c.chart_id for c in CHARTS if c.chart_id.startswith("chart-context-")}    # several prompt lengths only
+    context = {c.chart_id for c in CHARTS if c.chart_id.startswith(("chart-context-", "chart-temperature"))}  # other axes
     assert set(figures) == {c.chart_id for c in CHARTS} - LEVEL_CHARTS - context - {"chart-params", "chart-ceiling"}
 
 

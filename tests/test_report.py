@@ -271,7 +271,8 @@ def test_every_target_and_draft_is_charted(name, pages):
     figs = extract_figures(pages[name])
     # every chart with something to draw is drawn; the others say why, and draw no empty axes
     drawn = set(build_figures(results))
-    shown_when_several = {i for i in CHART_IDS if i.startswith(("chart-concurrency-", "chart-context-"))}
+    shown_when_several = {i for i in CHART_IDS if i.startswith(("chart-concurrency-", "chart-context-",
+                                                                "chart-temperature"))}
     assert set(figs) == drawn and drawn <= set(CHART_IDS) - shown_when_several
     for chart_id in set(CHART_IDS) - drawn - shown_when_several:
         assert f'<section class="chart-empty" id="{chart_id}-section">' in pages[name], chart_id

@@ -121,7 +121,8 @@ def test_a_request_failing_midway_keeps_what_was_measured(tmp_path):
     row = runner(tmp_path, backend).run(plan(config(tmp_path))[1], 2, {})
     assert row.status == "error" and "broke mid-stream" in row.reason
     assert len(row.requests) == 2 and backend.servers[0].stopped
-    assert set(row.server) == {"backend", "command", "version", "log", "port", "log_tail"}
+    assert set(row.server) == {"backend", "command", "version", "log", "port", "log_tail", "draft_sampling",
+                               "draft_sampling_from"}       # a draft's sampling, as its server process runs it
 
 
 def test_a_taken_port_is_retried_once_elsewhere(tmp_path):

@@ -45,7 +45,7 @@ class Setup:
     @classmethod
     def of(cls, grid: Grid, prompts: Sequence[Prompt], *, max_tokens: int, noise_floor: float, search: str,
            design: str = "interleaved", stages: int = 6, per_stage: int = 6, budget_s: float | None = None,
-           folder: Path | None = None) -> Setup:
+           folder: Path | None = None, temperature: float = 0.0) -> Setup:
         folder = folder or Path(tempfile.mkdtemp(prefix="draftbench-sim-"))
         prompt_file = folder / "prompts.jsonl"
         prompt_file.write_text("".join(json.dumps({"id": p.id, "category": p.category, "prompt": p.text}) + "\n"
@@ -57,7 +57,7 @@ class Setup:
                 "candidates": [{"label": c.name, "method": c.name} for c in grid.candidates if c.model_free],
                 "settings": {"max_tokens": max_tokens, "noise_floor": noise_floor, "port": 0, "search": search,
                              "design": design, "stages": stages, "prompts_per_stage": per_stage,
-                             "prompts": str(prompt_file), "budget_s": budget_s}}
+                             "prompts": str(prompt_file), "budget_s": budget_s, "temperature": temperature}}
         config = validate_config(data, source=str(folder / "sim.json"), base_dir=str(folder))
         names = {(c.candidate.draft.path if c.candidate.draft else None, c.candidate.method): c.candidate.label
                  for c in plan(config) if c.candidate}

@@ -86,6 +86,14 @@ class Machine:
     burst_factor: float = 0.15
     burst_share: float = 0.45
     quiet_share: float = 0.02
+    # sampling at a temperature above 0: every request samples its own answer, so the target alone's request and
+    # the candidate's for one prompt no longer decode the same text — each request's own path shifts its speed
+    # (``path_sd``, not shared with the request beside it), the candidate's acceptance varies with the path it
+    # sampled (``spec_path_sd``, its counters follow), and answers end at different lengths (``early_stop``: the
+    # share that stops before max_tokens, at a uniform length from 8; fewer tokens time less precisely)
+    path_sd: float = 0.0
+    spec_path_sd: float = 0.0
+    early_stop: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -175,14 +183,15 @@ class World:
         self.now += self.machine.load_s
         return math.exp(self.rng.gauss(0, self.machine.session_sd)) if self.machine.session_sd else 1.0
 
-    def run_noise(self, candidate: str, prompt: int) -> float:
+    def run_noise(self, candidate: str, prompt: int, scale: float = 1.0) -> float:
+        """A request's noise; ``scale``: its run spread relative to a full-length answer's."""
         m = self.machine
         z = self.rng.gauss(0, 1)
         if m.tail_df:
             chi = sum(self.rng.gauss(0, 1) ** 2 for _ in range(int(m.tail_df)))
             z = z / math.sqrt(chi / m.tail_df) * math.sqrt((m.tail_df - 2) / m.tail_df)   # unit variance
-        sd = m.run_sd * (self.grid.hetero if candidate in self.model_free
-                         and self.truth.bound[candidate][prompt] > 1.0 else 1.0)
+        sd = scale * m.run_sd * (self.grid.hetero if candidate in self.model_free
+                                 and self.truth.bound[candidate][prompt] > 1.0 else 1.0)
         factor = math.exp(sd * z)
         if m.outlier_rate and self.rng.random() < m.outlier_rate:
             factor *= m.outlier_factor
@@ -213,16 +222,22 @@ class SimServer(Server):
         self.world, self.candidate = world, candidate
         self.offset = world.open_session(candidate)
         self.last: tuple[int, int] | None = None
+        self.path = 1.0            # the last request's sampled path: its factor on the candidate's speed-up
 
     def send(self, body: dict, *, request_timeout_s: float, stall_timeout_s: float) -> StreamedResponse:
-        world = self.world
+        world, m = self.world, self.world.machine
         run, prompt = world.by_seed[body["seed"]]
         self.last = (run, prompt)
-        tps = world.truth.base_tps[prompt] * self.offset * world.drift_factor(world.now)
-        if self.candidate:
-            tps *= world.truth.speedup[self.candidate][prompt]
-        tps *= world.run_noise(self.candidate, prompt)
         n = body["max_tokens"]
+        if m.early_stop and world.rng.random() < m.early_stop:
+            n = world.rng.randint(min(8, n), n)
+        tps = world.truth.base_tps[prompt] * self.offset * world.drift_factor(world.now)
+        if m.path_sd:
+            tps *= math.exp(world.rng.gauss(0, m.path_sd))
+        self.path = math.exp(world.rng.gauss(0, m.spec_path_sd)) if self.candidate and m.spec_path_sd else 1.0
+        if self.candidate:
+            tps *= world.truth.speedup[self.candidate][prompt] * self.path
+        tps *= world.run_noise(self.candidate, prompt, math.sqrt(body["max_tokens"] / n))
         start = world.now
         first = start + 0.05 / self.offset
         last = first + (n - 1) / tps
@@ -246,9 +261,9 @@ class SimServer(Server):
             return DraftCounts()
         n = response.completion_tokens or 0
         bound = self.world.truth.bound[self.candidate][self.last[1]]
-        accepted = round(n * (1 - 1 / bound))
         if bound == 1.0:
             return DraftCounts(drafted=0, accepted=0, steps=0, source=CountsSource.TIMINGS)
+        accepted = max(0, round(n * (1 - 1 / (bound * self.path))))     # the path it sampled: its own acceptance
         steps = n - accepted
         drafted = max(accepted, round(accepted / max(1e-6, self.world.truth.acceptance[self.candidate])))
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS)

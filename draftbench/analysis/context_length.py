@@ -25,6 +25,7 @@ from ..config.long_prompts import RANDOM_TOKENS
 from ..config.settings import DEFAULTS, Settings
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
+from . import axis_points
 from .before_stages import rule as before_stages
 from .context_verdict import ContextAxis, LengthPoint, LengthReach, LengthVerdict, Timing
 from .crossover import LevelOutcome, label, outcome
@@ -63,8 +64,7 @@ def settings_problems(settings: Settings, *, tokenizes: bool) -> list[Problem]:
 
 def row_lengths(results: ResultsFile, target: str | None = None) -> tuple[int, ...]:
     """The context lengths measured (for one target, or any), ascending; () for files without the axis."""
-    rows = results.results if target is None else results.rows_of(target)
-    return tuple(sorted({r.context_tokens for r in rows if r.context_tokens is not None}))
+    return axis_points.values(results, "context_tokens", target)
 
 
 def on_axis(results: ResultsFile) -> bool:
@@ -74,30 +74,23 @@ def on_axis(results: ResultsFile) -> bool:
 
 def at_length(results: ResultsFile, length: int | None) -> ResultsFile:
     """The file as if only ``length`` had been measured: its rows and the rows of no length (drafts alone)."""
-    return replace(results, results=tuple(r for r in results.results if r.context_tokens in (length, None)))
+    return axis_points.at(results, "context_tokens", length)
 
 
 def each_length(results: ResultsFile) -> list[tuple[int | None, ResultsFile]]:
     """The file one prompt length at a time (as :func:`at_length` cuts it); ``[(None, results)]`` without the axis."""
-    lengths = row_lengths(results)
-    return [(n, at_length(results, n)) for n in lengths] if lengths else [(None, results)]
+    return axis_points.each(results, "context_tokens")
 
 
 def primary(results: ResultsFile) -> ResultsFile:
     """What the single-length views (grid, charts, exports' speed-ups) show: the shortest length, or the file."""
-    lengths = row_lengths(results)
-    return at_length(results, lengths[0]) if lengths else results
+    return axis_points.first(results, "context_tokens")
 
 
 def analyze_lengths(results: ResultsFile, analyze_one: Callable[[ResultsFile], ResultsFile]) -> ResultsFile:
     """``analyze_one`` on each length's rows; the rows merged back in file order, the summary per target:
     the shortest length's entry, with every length's verdict and the crossover (see :func:`summarize`)."""
-    lengths = row_lengths(results)
-    analysed = {n: analyze_one(at_length(results, n)) for n in lengths}
-    by_key: dict[tuple, Row] = {}
-    for n in reversed(lengths):          # a row of no length takes its analysis at the shortest length
-        by_key.update({r.key: r for r in analysed[n].results})
-    merged = replace(results, results=tuple(by_key.get(r.key, r) for r in results.results))
+    merged, analysed = axis_points.analyze_each(results, "context_tokens", analyze_one)
     if any(a.summary is None for a in analysed.values()):
         return replace(merged, summary=None)
     return replace(merged, summary=summarize(merged, analysed))

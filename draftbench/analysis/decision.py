@@ -306,6 +306,17 @@ class Decision:
         alive = set(self.last.survivors if self.last is not None and self.rule.eliminate else self.evidence.series)
         return [n for n in names if n in alive or n in always]
 
+    def versus(self, first: str, second: str) -> Bound | None:
+        """``first`` against ``second`` on the stages both measured, at the last look's error (the comparison a pick
+        is made on; above 1: ``first`` is faster); None when either has no stage."""
+        last, series = self.last, self.evidence.series
+        if last is None or not series.get(first) or not series.get(second):
+            return None
+        a, b = up_to(series[first], last.number), up_to(series[second], last.number)
+        if not a or not b:
+            return None
+        return _vs(a, b, self.evidence.machine.at(max(a[-1].order, b[-1].order)), last.error)
+
     @cached_property
     def settle(self) -> Projection | None:
         """Unresolved or a shortlist: how much more would settle it (separating the shortlist's top two, or showing

@@ -60,7 +60,8 @@ def equivalence(row: Row, baseline: Row, *, temperature: float) -> dict | None:
     if not row.requests or not baseline.requests:
         return None
     if temperature and temperature > 0:
-        return {"checked": False, "reason": f"temperature is {temperature:g}; outputs are only comparable at 0"}
+        return {"checked": False, "reason": f"temperature is {temperature:g}: answers need not match above 0 (what "
+                "can be checked is the output distribution: settings.distribution_samples)"}
     base = {(r.prompt_id, r.run): r.text for r in baseline.requests if r.error is None and r.text is not None}
     compared, matched, mismatches = 0, 0, []
     for r in row.requests:
@@ -168,7 +169,8 @@ class RowContext:
         for r in results.results:
             if r.role is Role.DRAFT_ALONE:
                 alone_by_draft.setdefault(r.target, r)
-        return cls(results, noise_floor, drift, results.read_settings().temperature, session_spreads(results), staged,
+        # the file's temperature (on the temperature axis a row carries its own: analyze_row reads that first)
+        return cls(results, noise_floor, drift, results.read_settings().temperatures[0], session_spreads(results), staged,
                    stats.flags_of(results.made_by), alone_by_draft)
 
 
@@ -207,7 +209,8 @@ def analyze_row(row: Row, ctx: RowContext) -> Row:
         # A ceiling row's text is not valid output (synthetic acceptance): never compared.
         row = evolve(row, speedup=speed, counter_bound=found.counter_bound, confirmed=confirmed,
                       equivalence=None if row.role is Role.CEILING else
-                      equivalence(row, baseline, temperature=ctx.temperature),
+                      equivalence(row, baseline, temperature=ctx.temperature if row.temperature is None
+                                  else row.temperature),
                       speedup_by_category=None if row.role is Role.CEILING else by_category,
                       speedup_in_session=None if row.role is Role.CEILING else
                       session_speedup(row, baseline, noise_floor=floor))

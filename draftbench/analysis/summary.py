@@ -16,6 +16,7 @@ from typing import Any
 
 from ..results.file import ResultsFile
 from ..results.speedup import Speedup
+from .axis_points import Point
 from .before_stages.race import RaceOutcome
 from .categories import CategoryBest
 from .choice import BestPick, Choice
@@ -25,6 +26,7 @@ from .memory_cost import TargetMemory
 from .next_step import NextStep
 from .session import SessionBest
 from .stage_verdict import StagedVerdict
+from .temperature_verdict import TemperatureAxis
 from .winning_command import CategoryRun, RunLine, command_lines, run_commands
 
 
@@ -73,6 +75,7 @@ class TargetVerdict:
     race: RaceOutcome | None = None                # a race of the blocks era
     crossover: Crossover | None = None             # with several concurrency levels
     context: ContextAxis | None = None             # with several prompt lengths
+    temperature: TemperatureAxis | None = None     # with several temperatures
     memory: TargetMemory | None = None             # what each candidate costs in memory; None: no server said
     next_step: NextStep | None = None              # unresolved or a shortlist: the command that measures on
 
@@ -118,7 +121,7 @@ class TargetVerdict:
             out["within_session"] = self.within_session.to_dict()
         out.update(run=_optional(self.run), run_by_category=[r.to_dict() for r in self.run_by_category])
         for name, part in (("race", self.race), ("crossover", self.crossover), ("context", self.context),
-                           ("memory", self.memory), ("next", self.next_step)):
+                           ("temperature", self.temperature), ("memory", self.memory), ("next", self.next_step)):
             if part is not None:
                 out[name] = part.to_dict()
         return out
@@ -142,13 +145,17 @@ def summary_of(results: ResultsFile) -> Summary | None:
 
 
 def staged_verdicts(results: ResultsFile) -> dict[str, StagedVerdict]:
-    """The staged decision of each target measured in stages, by its label (on the context axis, one per length:
-    ``"<label> at <N> tokens"``), as the analysis said it (none before the analysis)."""
+    """The staged decision of each target measured in stages, by its label (on an axis, one per point, as
+    ``axis_points.Point.name`` keys it: ``"<label> at <N> tokens"``, ``"<label> at temperature <T>"``), as the
+    analysis said it (none before the analysis)."""
     out: dict[str, StagedVerdict] = {}
     for verdict in verdicts_of(results):
         if verdict.context is not None:
-            out.update({f"{verdict.target} at {length.context_tokens} tokens": length.stages
+            out.update({Point(context_tokens=length.context_tokens).name(verdict.target): length.stages
                         for length in verdict.context.per_length if length.stages is not None})
+        elif verdict.temperature is not None:
+            out.update({Point(temperature=heat.temperature).name(verdict.target): heat.stages
+                        for heat in verdict.temperature.per_temperature if heat.stages is not None})
         elif verdict.stages is not None:
             out[verdict.target] = verdict.stages
     return out

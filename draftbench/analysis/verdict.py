@@ -16,7 +16,7 @@ from ..common.bulk import collector_paused
 from ..results import fragments, method_stats
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
-from . import context_length, stats
+from . import context_length, stats, temperature_axis
 from .comparison import judged
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .decision import Decision, decide
@@ -104,6 +104,8 @@ def _round(x, digits):
 def analyze(results: ResultsFile) -> ResultsFile:
     """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
     with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py); each length apart
+        if temperature_axis.on_axis(results):
+            return temperature_axis.analyze_temperatures(results, _analyze)
         return context_length.analyze_lengths(results, _analyze) if context_length.on_axis(results) else _analyze(results)
 
 
@@ -111,6 +113,12 @@ def analyze_speedups(results: ResultsFile) -> ResultsFile:
     """Only every row's speed-up, recomputed exactly as :func:`analyze` does (the same drift, noise-floor
     and counter rules): what a CSV export shows, at a fraction of the cost. The summary (the verdict) is
     dropped; the rows' other derived fields stay as the file holds them: read nothing but the speed-up."""
+    if temperature_axis.on_axis(results):       # each temperature against its own baseline
+        return temperature_axis.analyze_temperatures(results, _speedups)
+    return _speedups(results)
+
+
+def _speedups(results: ResultsFile) -> ResultsFile:
     with collector_paused():
         ctx = RowContext.of(results, {})
         rows = []
@@ -132,14 +140,14 @@ def _analyze(results: ResultsFile) -> ResultsFile:
 def analyze_rows(results: ResultsFile, keys: Iterable[tuple], staged: Mapping[str, Decision] | None = None
                  ) -> list[Row]:
     """The rows of ``keys`` as :func:`analyze` would make them, read against their targets' rows only (and their
-    drafts measured alone; on the context axis, at their length); ``staged``: their targets' staged decisions,
+    drafts measured alone; on an axis, at their length or temperature); ``staged``: their targets' staged decisions,
     where the caller has them (else a staged row keeps its own speed-up against the target alone). What the
     sweep shows as it goes: it costs those targets' rows, not the file's."""
     wanted = [row for key in keys if (row := results.row(key)) is not None]
     targets = {r.target for r in wanted} | {r.draft for r in wanted if r.draft}
-    lengths = {r.context_tokens for r in wanted}
-    part = replace(results, results=tuple(r for r in results.results
-                                          if r.target in targets and r.context_tokens in lengths), summary=None)
+    points = {(r.context_tokens, r.temperature) for r in wanted}
+    part = replace(results, results=tuple(r for r in results.results if r.target in targets
+                                          and (r.context_tokens, r.temperature) in points), summary=None)
     with collector_paused():
         analysed = {r.key: r for r in analyze_all(RowContext.of(part, staged or {}), [r.key for r in wanted])}
         return [analysed[r.key] for r in wanted]

@@ -213,6 +213,11 @@ class Server:
         does not say. Asked after the warm-up: a baseline must prove it did not speculate."""
         return None
 
+    def draft_sampling(self) -> tuple[str, str] | None:
+        """How the server samples its draft model's tokens (llama.cpp: ``greedy`` or ``probabilistic``) and where
+        that was read; None where it has no draft model or no such choice."""
+        return None
+
     def totals(self) -> dict[str, float] | None:
         """The server's cumulative counters (keys from ``slots.TOTAL_NAMES``) or None: their difference over
         a window is its total, which cannot be split per request while several are in flight."""

@@ -16,7 +16,7 @@ from ..backends.llamacpp.settings import LlamaCppSettings
 from ..common.errors import DraftbenchError, Problem, UsageError
 from ..common.files import cache_dir
 from ..common.text_safety import safe_text
-from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
+from ..config.candidates import DRAFT_MAX, DRAFT_SAMPLING, DRAFT_SAMPLINGS, CandidateSpec, expand
 from ..config.extra_args import check_server_args
 from ..config.flag_rules import AB
 from ..config.labels import MAX_LABEL, check_label
@@ -51,6 +51,12 @@ def add_ab_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"context size (default {DEFAULTS.ctx_size})")
     g.add_argument("--startup-timeout", type=float, default=DEFAULTS.startup_timeout_s, metavar="S",
                    help=f"seconds each server may take to load (default {DEFAULTS.startup_timeout_s:g})")
+    g.add_argument("--draft-sampling", choices=DRAFT_SAMPLINGS, help="how the draft's tokens are chosen (llama.cpp "
+                   "--spec-draft-sampling; default: the server's, greedy): probabilistic samples it and verifies by "
+                   "rejection — compare the two at a --temperature above 0")
+    g.add_argument("--distribution-samples", type=int, metavar="N", help="above temperature 0: N answers to each of 3 "
+                   "prompts from the target alone and from the candidate, on servers of their own, tested for one "
+                   "output distribution (docs/temperature.md)")
     g.add_argument("--context-tokens", type=int, metavar="N", help="measure on long prompts of N tokens (real "
                    "documents cut with the target's own tokenizer: summarise, question, code edit, continue); -c is "
                    "sized to fit, and a length the models cannot take is refused before any server starts")
@@ -77,7 +83,8 @@ def _check_model(backend: LlamaCppBackend, flag: str, path: str) -> None:
 
 
 def _problem_flag(where: str) -> str:
-    for suffix, flag in ((".method", "--spec-type"), (".draft", "--draft"), (".params.draft_max", "--draft-max")):
+    for suffix, flag in ((".method", "--spec-type"), (".draft", "--draft"), (".params.draft_max", "--draft-max"),
+                         (".params.draft_sampling", "--draft-sampling")):
         if where.endswith(suffix):
             return flag
     return "--target/--draft/--spec-type"
@@ -99,6 +106,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    samples = _distribution_samples(args)
     server_args = list(getattr(args, "server_args", None) or [])
     problems, _ = check_server_args("--", server_args, allow_remote=False, entry=AB,
                                     where=lambda i: f"argument {i + 1} after --")
@@ -114,15 +122,19 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
     # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
     settings = Settings(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers,
                         ctx_size=args.ctx_size, port=0, runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
-                        temperature=args.temperature, seed=args.seed, request_timeout_s=args.request_timeout,
+                        temperature=list(args.temperatures) if len(args.temperatures) > 1 else args.temperature,
+                        distribution_samples=samples, seed=args.seed,
+                        request_timeout_s=args.request_timeout,
                         stall_timeout_s=args.stall_timeout, startup_timeout_s=args.startup_timeout,
                         prompts=prompts_setting(args),
                         context_tokens=args.context_tokens, backend=LlamaCppSettings())
     if args.context_tokens is not None:
         _check_context(args, backend, settings)
     draft = ModelRef(label=_label(args.draft), path=args.draft, raw_path=args.draft) if args.draft else None
+    params = {**({DRAFT_MAX: args.draft_max} if args.draft_max else {}),
+              **({DRAFT_SAMPLING: args.draft_sampling} if args.draft_sampling else {})}
     spec = CandidateSpec(label=draft.label if draft else "+".join(methods), method=methods, draft=draft,
-                         params={DRAFT_MAX: args.draft_max} if args.draft_max else {}, where="$")
+                         params=params, where="$")
     problems = backend.validate_candidates((spec,), settings)
     if problems:
         p = problems[0]
@@ -132,6 +144,16 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         draft = ModelRef(label=draft.label + " (draft)", path=draft.path, raw_path=draft.raw_path)
         spec = CandidateSpec(label=draft.label, method=methods, draft=draft, params=spec.params, where="$")
     return ABPlan(target, expand(spec)[0], settings, tuple(prompts), measure_options(args), args.context_tokens)
+
+
+def _distribution_samples(args: argparse.Namespace) -> int | None:
+    n, least = args.distribution_samples, COMMON_SETTINGS["distribution_samples"].min or 1
+    if n is not None and n < least:
+        raise UsageError(f"--distribution-samples must be at least {least:g} (got {n})")
+    if n is not None and not any(t > 0 for t in args.temperatures):
+        raise UsageError("--distribution-samples checks the output distribution above temperature 0; at 0 the "
+                         "output check compares answers exactly", "add a --temperature above 0, or drop it")
+    return n
 
 
 def _check_context(args: argparse.Namespace, backend: LlamaCppBackend, settings: Settings) -> None:

@@ -56,7 +56,19 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ours, server_args = split_server_args(argv)
     args = build_parser().parse_args(ours)
     args.server_args = server_args
+    args.temperatures, args.temperature = tuple(args.temperature), args.temperature[0]   # the A/B's axis; its first
     return args
+
+
+def temperature_list(text: str) -> tuple[float, ...]:
+    """``--temperature 0.7`` or ``0,0.7,1.0``: finite numbers, each once."""
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number or a comma-separated list of numbers") from None
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r} lists a temperature more than once")
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"warm-up requests, not measured (default {DEFAULTS.warmup})")
     p.add_argument("--max-tokens", type=int, default=DEFAULTS.max_tokens,
                    help=f"tokens per request (default {DEFAULTS.max_tokens})")
-    p.add_argument("--temperature", type=float, default=DEFAULTS.temperature,
-                   help=f"sampling temperature (default {DEFAULTS.temperature:g})")
+    p.add_argument("--temperature", type=temperature_list, default=DEFAULTS.temperatures, metavar="T[,T…]",
+                   help=f"sampling temperature (default {DEFAULTS.temperatures[0]:g}); with --target a list "
+                   "(0,0.7,1.0) measures the A/B at each, against the target alone at that temperature")
     p.add_argument("--seed", type=int, default=DEFAULTS.seed,
                    help=f"base seed; each (prompt, run) gets its own (default {DEFAULTS.seed})")
     p.add_argument("--prompt", action="append", default=None, help="your own prompt (repeatable); replaces the "

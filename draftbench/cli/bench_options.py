@@ -16,6 +16,7 @@ from ..config.settings import COMMON_SETTINGS, Settings
 from ..measure.sequential import MeasureOptions
 
 MAX_TIMEOUT_S = COMMON_SETTINGS["request_timeout_s"].max or math.inf   # as settings.request_timeout_s / stall_timeout_s
+MAX_TEMPERATURE = COMMON_SETTINGS["temperature"].max or math.inf
 
 
 def check_options(args: argparse.Namespace) -> tuple[list[Prompt], Path | None]:
@@ -29,8 +30,11 @@ def check_options(args: argparse.Namespace) -> tuple[list[Prompt], Path | None]:
     for name in ("runs", "max_tokens"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")
-    if args.warmup < 0 or not math.isfinite(args.temperature) or args.temperature < 0:
-        raise UsageError("--warmup and --temperature must not be negative")
+    if args.warmup < 0 or not all(math.isfinite(t) and 0 <= t <= MAX_TEMPERATURE for t in args.temperatures):
+        raise UsageError(f"--warmup must not be negative, and --temperature must be from 0 to {MAX_TEMPERATURE:g}")
+    if len(args.temperatures) > 1 and not args.target:
+        raise UsageError("--temperature takes one value with --url: a list measures the A/B at each, on servers it "
+                         "starts", "use one temperature, or --target T.gguf with the list")
     check_concurrency(args)
     check_seconds("--request-timeout", args.request_timeout)
     check_seconds("--stall-timeout", args.stall_timeout)

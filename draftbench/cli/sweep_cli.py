@@ -15,7 +15,7 @@ from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
-from ..common.numbers import number_text
+from ..common.numbers import number_text, temperature_text
 from ..common.text_safety import safe_text
 from ..config.prompts import prompts_for
 from ..config.settings import MAX_STAGES, Override
@@ -203,18 +203,21 @@ def _print_duration(config: SweepConfig, backend: Backend, runs: list, estimator
     """Each target's design and the cost of its stages, and the most the whole run may take."""
     prompts = list(prompts_for(config.settings).prompts)
     total = total_s(estimator, [c for c in runs if not in_stages(c)])
+    settings = config.settings
     for target in config.targets:
-        found = target_plan(config.settings, backend, runs, target.label, prompts)
-        if found is None:
-            continue
-        print(safe_text(f"Design for {target.label}: {found.design.label} — {found.why}."))
-        print(safe_text(f"  {describe_cost(found, config.settings.warmup)}"))
-        seconds = stages_seconds(found, estimator)
-        total = (total or 0.0) + seconds if seconds else total
+        for heat in settings.temperatures if settings.temperature_axis else (None,):   # each temperature's stages
+            found = target_plan(settings, backend, [c for c in runs if c.temperature == heat], target.label, prompts)
+            if found is None:
+                continue
+            where = target.label + (f" at temperature {temperature_text(heat)}" if heat is not None else "")
+            print(safe_text(f"Design for {where}: {found.design.label} — {found.why}."))
+            print(safe_text(f"  {describe_cost(found, settings.warmup)}"))
+            seconds = stages_seconds(found, estimator)
+            total = (total or 0.0) + seconds if seconds else total
     if total is not None:
-        budget = config.settings.budget_s
+        budget = settings.budget_s
         print(f"Estimated duration: at most ~{format_duration(total)} (less where a target is decided early"
-              + (" or the race leaves candidates behind" if config.settings.search == "adaptive" else "")
+              + (" or the race leaves candidates behind" if settings.search == "adaptive" else "")
               + (f"; the budget caps each target at {format_duration(budget)}" if budget else "") + ")")
 
 

@@ -1,4 +1,5 @@
-"""Numbers in messages: whole numbers with thousands separators, a huge integer by its length; durations."""
+"""Numbers in messages: whole numbers with thousands separators, a huge integer by its length, a temperature;
+durations."""
 
 from __future__ import annotations
 
@@ -24,3 +25,8 @@ def duration_text(seconds: float) -> str:
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def temperature_text(t: float) -> str:
+    """A sampling temperature as every view writes it: 0, 0.7, 1.0 (a whole temperature above 0 keeps its ``.0``)."""
+    return f"{t:.1f}" if t and float(t).is_integer() else f"{t:g}"

@@ -31,6 +31,13 @@ from .model_ref import ModelRef
 from .rpc_endpoints import DRAFT_PLACEMENT, PLACEMENTS
 
 DRAFT_MAX = "draft_max"
+# How the draft model's tokens are chosen (llama.cpp --spec-draft-sampling, env LLAMA_ARG_SPEC_DRAFT_SAMPLING): "greedy"
+# proposes the draft's argmax and the target accepts it when its own sample matches; "probabilistic" samples the draft
+# and the target verifies by rejection sampling. Both leave the target's output distribution unchanged when correct;
+# it is the sampling route of the output, so a row records it (``server.draft_sampling``) and it is a parameter, never
+# an extra argument.
+DRAFT_SAMPLING = "draft_sampling"
+DRAFT_SAMPLINGS = ("greedy", "probabilistic")
 # Names of the draft length k, shown as "k=…" in labels.
 K_NAMES = (DRAFT_MAX, "draft_n_max", "num_speculative_tokens")
 
@@ -67,6 +74,11 @@ class Candidate:
         return self.param(DRAFT_PLACEMENT)
 
     @property
+    def draft_sampling(self) -> str | None:
+        """How the draft is sampled, as the candidate asks (None: the server's default)."""
+        return self.param(DRAFT_SAMPLING)
+
+    @property
     def model_free(self) -> bool:
         return self.draft is None
 
@@ -91,6 +103,8 @@ def short_name(name: str, method: tuple[str, ...]) -> str:
         return "k"
     if name == DRAFT_PLACEMENT:
         return "placement"
+    if name == DRAFT_SAMPLING:
+        return "sampling"
     for m in method:
         prefix = m.replace("-", "_") + "_"
         if name.startswith(prefix):
@@ -169,6 +183,11 @@ def _check_params(where: str, value: Any, problems: list[Problem]) -> dict[str, 
             problems.append(Problem(at, "must be \"local\" or \"rpc\" (or a list of them)",
                                     "\"local\": the draft on the machine running llama-server; \"rpc\": split over the "
                                     "target's RPC devices"))
+            continue
+        if name == DRAFT_SAMPLING and any(x not in DRAFT_SAMPLINGS for x in values):
+            problems.append(Problem(at, "must be \"greedy\" or \"probabilistic\" (or a list of them)",
+                                    "\"greedy\" proposes the draft's most likely token; \"probabilistic\" samples it "
+                                    "and the target verifies by rejection sampling (docs/temperature.md)"))
             continue
         out[name] = v
     return out

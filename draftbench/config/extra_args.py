@@ -154,6 +154,9 @@ def _refused(where: str, use: FlagUse, instead: str) -> Problem:
                "ran something else")
     elif use.rule.kind is FlagKind.EVIDENCE:
         why = f"which turns off {use.rule.changes}"
+    elif use.rule.kind is FlagKind.SAMPLING:
+        why = (f"which changes {use.rule.changes} on this candidate's servers only: its speed-up would compare answers "
+               "sampled otherwise than the target alone's")
     else:
         why = (f"which changes {use.rule.changes}: draftbench sets that itself and records what it set, so the server "
                "would run this one while the screen and the results name the other")
@@ -260,13 +263,16 @@ _SPECULATIVE_KEY_INSTEAD = {
     FlagKind.DRAFT_LENGTH: "settings.draft_max or a candidate's \"params\": {\"draft_max\": K} instead",
     FlagKind.SPECULATION: "settings.vllm_method or a candidate's \"method\" instead",
     FlagKind.OUTPUT: "nothing: the draft is the model a \"drafts\" entry names, as it is",
+    FlagKind.SAMPLING: "nothing: drafts must be accepted by the lossless rule, which leaves the target's output "
+                       "distribution unchanged (the sampling itself is settings.temperature and settings.seed)",
 }
 
 
 def speculative_config_problems(where: str, config: object) -> list[Problem]:
     """The keys of a vLLM ``--speculative-config`` object (``settings.vllm_speculative_config``, a vLLM candidate's
     ``params``) that draftbench sets itself or that change the draft model: refused as ``-sc`` is in extra_args,
-    since the server would run them while the row names the draft, k and method draftbench set."""
+    since the server would run them while the row names the draft, k and method draftbench set; and those that
+    accept drafts by a lossy rule (the candidate's answers would come from another distribution than the target's)."""
     if not isinstance(config, dict):
         return []
     problems = []
@@ -274,8 +280,9 @@ def speculative_config_problems(where: str, config: object) -> list[Problem]:
         kind = SPECULATIVE_CONFIG_KEYS.get(key)
         if kind is not None:
             changes = next(r.changes for r in RULES if r.kind is kind)
-            problems.append(Problem(f"{where}.{key}", f"sets the speculative config's {key!r}, which changes {changes}: "
-                                    "draftbench sets that itself and records what it set, so the server would run "
-                                    "this one while the screen and the results name the other",
-                                    _remove(_SPECULATIVE_KEY_INSTEAD[kind])))
+            why = (" on the candidate's servers only: its speed-up would compare answers sampled otherwise than the "
+                   "target alone's" if kind is FlagKind.SAMPLING else ": draftbench sets that itself and records what "
+                   "it set, so the server would run this one while the screen and the results name the other")
+            problems.append(Problem(f"{where}.{key}", f"sets the speculative config's {key!r}, which changes {changes}"
+                                    + why, _remove(_SPECULATIVE_KEY_INSTEAD[kind])))
     return problems

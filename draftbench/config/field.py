@@ -33,7 +33,7 @@ UNRECORDED: Any = _Unrecorded()   # Field.older: a results file without the key 
 class Field:
     """One settings key: its type, default, bounds and a line of documentation."""
 
-    kind: str                     # "int" | "float" | "bool" | "str" | "str_list" | "int_or_list" | "float_map" | "any"
+    kind: str   # "int" | "float" | "bool" | "str" | "str_list" | "int_or_list" | "float_or_list" | "float_map" | "any"
     default: Any = None
     doc: str = ""
     min: float | None = None
@@ -177,6 +177,22 @@ def check_int_or_list(path: str, value: Any, spec: Field, problems: list[Problem
     return clean[0] if clean else spec.default
 
 
+def check_float_or_list(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    """One finite number, or a list of distinct ones (each item checked and named by its index)."""
+    if not isinstance(value, list):
+        return check_float(path, value, spec, problems)
+    if not value:
+        problems.append(Problem(path, "is an empty list", "give at least one value or remove the key"))
+        return spec.default
+    before = len(problems)
+    clean = [check_float(f"{path}[{i}]", item, spec, problems) for i, item in enumerate(value)]
+    dupes = sorted(v for v, n in Counter(clean).items() if n > 1) if len(problems) == before else []
+    if dupes:
+        problems.append(Problem(path, f"lists {', '.join(f'{v:g}' for v in dupes)} more than once",
+                                "list every value once"))
+    return clean
+
+
 def check_float_map(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
     """An object of names to numbers (``{"CUDA0": 23.5}``), each number checked and named by its key."""
     if not isinstance(value, dict) or not value:
@@ -197,5 +213,5 @@ def check_float_map(path: str, value: Any, spec: Field, problems: list[Problem])
 # One checker per Field.kind; a kind without one (e.g. a backend's free-form value) is taken as it is.
 KIND_CHECKS: dict[str, Callable[[str, Any, Field, list[Problem]], Any]] = {
     "int": check_int, "float": check_float, "bool": check_bool, "str": check_str, "str_list": check_str_list,
-    "int_or_list": check_int_or_list, "float_map": check_float_map,
+    "int_or_list": check_int_or_list, "float_or_list": check_float_or_list, "float_map": check_float_map,
 }

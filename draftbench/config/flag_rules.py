@@ -6,9 +6,11 @@ environment we inherit (each stands for a flag, :mod:`.server_env`).
 Each rule says what a flag changes: what draftbench sets itself and records (the model, the draft, its length,
 the speculation, the port, where layers run), what a setting owns (``-ngl`` is ``settings.gpu_layers``), what
 changes the model or its output without a setting to record it (``--lora``, vLLM's ``--load-format``), and
-what draftbench reads to prove what ran (``--no-slots`` blinds ``/slots``). A flag no rule covers is free: it
-changes speed, not what is measured (``--threads``). Each command line (:class:`EntryPoint`) says which kinds
-it refuses and names its own option to use instead.
+what draftbench reads to prove what ran (``--no-slots`` blinds ``/slots``), and how answers are sampled
+(``--temp``, ``--top-k``: allowed where every server of a sweep gets them, refused where only a candidate's
+does, :data:`SWEEP_CANDIDATE`). A flag no rule covers is free: it changes speed, not what is measured
+(``--threads``). Each command line (:class:`EntryPoint`) says which kinds it refuses and names its own option
+to use instead.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class FlagKind(str, Enum):
     OWNED = "owned"                          # a setting owns it (rule.setting): it is recorded and checked there
     OUTPUT = "output"                        # changes the model or its output, with no setting that records it
     EVIDENCE = "evidence"                    # turns off what draftbench reads to prove what the server ran
+    SAMPLING = "sampling"                    # how the answers are sampled: fine on every server, not on one side
     API_KEY = "api_key"
     DRAFT_PLACEMENT = "draft_placement"      # how the draft runs (threads, devices): allowed, like --threads
 
@@ -117,6 +120,15 @@ RULES: tuple[FlagRule, ...] = (
               "--load-format", "--hf-overrides", "--revision", "--code-revision", "--tokenizer",
               "--tokenizer-revision", "--quantization", "-q", "--override-generation-config", "--generation-config",
               "--hf-config-path")),
+    # llama-server's "sampling params" (b11434 --help), less those OUTPUT refuses everywhere (penalties, bias,
+    # grammar); the request's own temperature and seed override --temp and --seed, not the rest
+    FlagRule(FlagKind.SAMPLING, "how the answers are sampled (their output distribution)",
+             ("--temp", "--temperature", "--top-k", "--top-p", "--min-p", "--top-nsigma", "--top-n-sigma",
+              "--typical", "--typical-p", "--samplers", "--sampler-seq", "--sampling-seq", "-s", "--seed",
+              "--xtc-probability", "--xtc-threshold", "--repeat-last-n", "--dry-multiplier", "--dry-base",
+              "--dry-allowed-length", "--dry-penalty-last-n", "--dry-sequence-breaker", "--adaptive-target",
+              "--adaptive-decay", "--dynatemp-range", "--dynatemp-exp", "--mirostat", "--mirostat-lr",
+              "--mirostat-ent"), backends=LLAMA),
     FlagRule(FlagKind.EVIDENCE, "what the server reports about itself, which draftbench reads to prove what ran "
              "(llama-server's /slots, vLLM's /metrics counters)", ("--no-slots", "--disable-log-stats")),
     FlagRule(FlagKind.EVIDENCE, "the paths the server answers on (draftbench asks /health, /slots, /v1/…)",
@@ -130,16 +142,21 @@ SWITCHES = frozenset({"--spec-default", "--spec-draft-backend-sampling", "--cpu-
                       "--ignore-eos", "--disable-log-stats"})
 # How argparse's cut-short long names (vLLM) are resolved when several rules match: the gravest first.
 SEVERITY = (FlagKind.TARGET, FlagKind.DRAFT, FlagKind.RPC, FlagKind.CONFIG_FILE, FlagKind.DRAFT_LENGTH,
-            FlagKind.SPECULATION, FlagKind.OUTPUT, FlagKind.OWNED, FlagKind.EVIDENCE, FlagKind.PORT, FlagKind.HOST,
+            FlagKind.SPECULATION, FlagKind.OUTPUT, FlagKind.SAMPLING, FlagKind.OWNED, FlagKind.EVIDENCE, FlagKind.PORT, FlagKind.HOST,
             FlagKind.API_KEY, FlagKind.DRAFT_PLACEMENT)
 
-# vLLM's --speculative-config keys that draftbench sets itself (from the candidate and its draft) or that change
-# the draft model: the same rules hold there, whether the object comes from extra_args ("-sc"),
-# settings.vllm_speculative_config or a candidate's params.
+# vLLM's --speculative-config keys that draftbench sets itself (from the candidate and its draft), that change
+# the draft model, or that accept drafts by a lossy rule (the candidate's answers sampled otherwise than the
+# target alone's: vLLM's FLy verification, its V0 typical acceptance): the same rules hold there, whether the
+# object comes from extra_args ("-sc"), settings.vllm_speculative_config or a candidate's params (each reaches
+# the candidates' servers only).
 SPECULATIVE_CONFIG_KEYS: Mapping[str, FlagKind] = {
     "model": FlagKind.DRAFT, "num_speculative_tokens": FlagKind.DRAFT_LENGTH, "method": FlagKind.SPECULATION,
     "quantization": FlagKind.OUTPUT, "revision": FlagKind.OUTPUT, "code_revision": FlagKind.OUTPUT,
-    "tokenizer": FlagKind.OUTPUT,
+    "tokenizer": FlagKind.OUTPUT, "rejection_sample_method": FlagKind.SAMPLING, "fly_window_size": FlagKind.SAMPLING,
+    "fly_entropy_threshold": FlagKind.SAMPLING, "fly_entropy_top_k": FlagKind.SAMPLING,
+    "acceptance_method": FlagKind.SAMPLING, "posterior_threshold": FlagKind.SAMPLING,
+    "posterior_alpha": FlagKind.SAMPLING,
 }
 
 
@@ -183,6 +200,11 @@ SWEEP = EntryPoint({
     FlagKind.OUTPUT: _OUTPUT,
     FlagKind.EVIDENCE: _EVIDENCE,
 }, allow_flag="settings.allow_remote")
+# A candidate's (or a draft's) own extra_args reach its servers only: a sampling flag there would compare the target
+# alone with a candidate whose answers come from another distribution. Every server of the sweep may share one.
+ONE_SIDE_SAMPLING = ("settings.temperature or settings.seed (sent with every request), or settings.extra_args "
+                     "(every server of the sweep, the target alone's too) instead")
+SWEEP_CANDIDATE = EntryPoint({**SWEEP.instead, FlagKind.SAMPLING: ONE_SIDE_SAMPLING}, allow_flag=SWEEP.allow_flag)
 AB = EntryPoint({
     FlagKind.PORT: "nothing: the A/B picks a free port for each server",
     FlagKind.RPC: "a sweep config's targets[].rpc instead (draftbench probes the endpoints first and records the "

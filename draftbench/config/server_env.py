@@ -98,8 +98,9 @@ def _llama_variable(name: str, value: str, routes: Mapping[str, EnvRoute]) -> tu
         route = route if negated else None
     if route is None or not route.flags:
         return None, "not an option of this llama-server"
+    # every server we start inherits it alike: how the draft runs or how answers are sampled may stay (recorded)
     flag = next((f for f in route.flags + route.negative if (r := rule_for(f, "llamacpp")) is not None
-                 and r.kind is not FlagKind.DRAFT_PLACEMENT), None)
+                 and r.kind not in (FlagKind.DRAFT_PLACEMENT, FlagKind.SAMPLING)), None)
     if flag is not None:
         return None, flag
     flags = _as_flags(route, value, negated)

@@ -59,8 +59,11 @@ class Settings:
     runs: int = setting("int", 1, "repetitions of the whole prompt set per combination", min=1, max=1000,
                         measured=True)
     max_tokens: int = setting("int", 512, "tokens to generate per request", min=1, max=1_000_000, measured=True)
-    temperature: float = setting("float", 0.0, "sampling temperature (0 = greedy, needed for the output check)",
-                                 min=0, max=5, measured=True)
+    temperature: float | list[float] = setting(
+        "float_or_list", 0.0, "sampling temperature (0 = greedy: the output must equal the target's own); a list "
+        "([0, 0.7, 1.0]) is an axis: every candidate measured at each against the target alone at that temperature, a "
+        "verdict per temperature and up to which each candidate pays (docs/temperature.md)", min=0, max=5,
+        measured=True)
     gpu_layers: int = setting("int", 99, "layers to offload to the GPU (-ngl); also used for the draft", min=-1,
                               max=100_000, measured=True)
     ctx_size: int = setting("int", 4096, "context size (-c)", min=64, max=10_000_000, measured=True)
@@ -148,6 +151,13 @@ class Settings:
         "str", "documents", "what long prompts are made of: \"documents\" (real text and code, see "
         "docs/long-context.md) or \"random-tokens\" (the same tokens shuffled; labelled, overstates speculative "
         "gains)", choices=("documents", "random-tokens"), measured=True)
+    # output truth at temperature > 0 (docs/temperature.md)
+    distribution_samples: int | None = setting(
+        "int", None, "at a temperature above 0: answers per prompt for the output-distribution check — after a "
+        "target's stages, a server of the target alone and one per candidate sample this many short answers to each "
+        "of 3 prompts (on servers of their own: never measured for speed) and a two-sample test says whether the "
+        "candidate's answers come from the target's distribution; null = not checked (the verdict says so)", min=8,
+        max=10_000)
     # what a candidate may hold in memory (docs/memory.md)
     memory_limit_gib: dict[str, float] | None = setting(
         "float_map", None, "GiB each device may hold, by the name llama-server's log gives it ({\"CUDA0\": 23.5}; "
@@ -194,6 +204,17 @@ class Settings:
         """A copy with these flat keys changed (the backend's keys go to ``backend``)."""
         own = {k: values.pop(k) for k in list(values) if k in self.backend.schema()}
         return dataclasses.replace(self, **values, backend=dataclasses.replace(self.backend, **own))
+
+    @property
+    def temperatures(self) -> tuple[float, ...]:
+        """Every temperature measured, ascending: the one number, or each of the axis."""
+        value = self.temperature
+        return tuple(sorted({float(v) for v in (value if isinstance(value, (list, tuple)) else [value])}))
+
+    @property
+    def temperature_axis(self) -> bool:
+        """Whether the temperature is an axis (a list): rows then carry theirs and a verdict is made per temperature."""
+        return isinstance(self.temperature, (list, tuple))
 
     def values_of(self, keys: Iterable[str]) -> dict[str, Any]:
         """These flat keys and their values; None for a key these settings do not have (another backend's)."""

@@ -29,7 +29,7 @@ class MeasureOptions:
     runs: int = DEFAULTS.runs
     warmup: int = DEFAULTS.warmup
     max_tokens: int = DEFAULTS.max_tokens
-    temperature: float = DEFAULTS.temperature
+    temperature: float = DEFAULTS.temperatures[0]     # one value: on the temperature axis, each point's own
     seed: int = DEFAULTS.seed
     request_timeout_s: float = DEFAULTS.request_timeout_s
     stall_timeout_s: float = DEFAULTS.stall_timeout_s
@@ -37,7 +37,7 @@ class MeasureOptions:
     @classmethod
     def from_settings(cls, settings: Settings) -> MeasureOptions:
         return cls(runs=settings.runs, warmup=settings.warmup, max_tokens=settings.max_tokens,
-                   temperature=settings.temperature, seed=settings.seed, request_timeout_s=settings.request_timeout_s,
+                   temperature=settings.temperatures[0], seed=settings.seed, request_timeout_s=settings.request_timeout_s,
                    stall_timeout_s=settings.stall_timeout_s)
 
 

@@ -18,7 +18,7 @@ from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
 from ..common.percent import percent, percent_change, signed_change
 from ..results.file import ResultsFile, Speedup
-from . import context_figures, inside, load_figures, memory_figures, theme
+from . import context_figures, inside, load_figures, memory_figures, temperature_figures, theme
 from .layout import base_layout as _layout
 from .layout import heatmap_height
 from .method_figures import category_heatmap_figure, param_lines_figure
@@ -395,6 +395,8 @@ CHARTS: tuple[Chart, ...] = (
           context_figures.ttft_figure, context_figures.has_lengths),
     Chart("chart-context-memory", "Memory per server vs prompt length", context_figures.memory_lead,
           context_figures.memory_figure, context_figures.has_lengths),
+    Chart("chart-temperature", "Speed-up and acceptance vs temperature", temperature_figures.lead,
+          temperature_figures.figure, temperature_figures.has_temperatures),
 )
 CHART_IDS = tuple(chart.chart_id for chart in CHARTS)
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from ..analysis import context_length
+from ..analysis import context_length, temperature_axis
 from ..analysis.verdict import primary_level, row_levels
 from ..results.file import ResultsFile, Row, Speedup
 from ..results.findings import Code
@@ -186,8 +186,8 @@ def _columns(results: ResultsFile, spec_rows: list[Row], multi_k: bool) -> dict[
 
 def build_data(results: ResultsFile) -> ReportData:
     """The grid of an analysed results file (see :func:`analysis.analyze`), at its lowest concurrency level and
-    its shortest context length (the context charts read every length from the summary)."""
-    results = context_length.primary(results)
+    its shortest context length and coolest temperature (those charts read every point from the summary)."""
+    results = temperature_axis.primary(context_length.primary(results))
     level = primary_level(results)
     spec_rows = _speculative_rows(results, level)
     targets = tuple(dict.fromkeys(r.target for r in results.results

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from ..common.numbers import temperature_text
 from .bounds import (
     FRACTION,
     MAX_STAGES,
@@ -63,6 +64,7 @@ from .value_shapes import (
     LOAD,
     MACHINE_LOAD,
     METHOD_STATS,
+    OUTPUT_DISTRIBUTION,
     RACE,
     SERVER,
     SPEEDUP,
@@ -72,11 +74,13 @@ from .value_shapes import (
 
 
 def combination_title(role: Role, target: str, draft: str | None, draft_max: int | None, *, show_k: bool,
-                      concurrency: int = 1, synthetic: str | None = None, context_tokens: int | None = None) -> str:
+                      concurrency: int = 1, synthetic: str | None = None, context_tokens: int | None = None,
+                      temperature: float | None = None) -> str:
     """How a combination is named to people (console, report, log file names); ``synthetic`` is a
     ceiling run's level (see :mod:`draftbench.analysis.draft.ceiling`)."""
     streams = (f" [{concurrency} streams]" if concurrency != 1 else "") + \
-        (f" [{context_tokens:,}-token prompts]" if context_tokens is not None else "")
+        (f" [{context_tokens:,}-token prompts]" if context_tokens is not None else "") + \
+        (f" [temperature {temperature_text(temperature)}]" if temperature is not None else "")
     if role is Role.BASELINE:
         return f"{target} (baseline){streams}"
     if role is Role.CONTROL:
@@ -208,6 +212,10 @@ class Row:
     context_tokens: int | None = declare(Int(minimum=1, maximum=MAX_TOKENS), "tokens", omit_when_none=True)
     memory: ServerMemory | None = declare(spec_of(ServerMemory, nullable=True), omit_when_none=True)  # what its server held
     machine_load: dict | None = declare(MACHINE_LOAD)   # other programs' CPU share while it was measured (sweep.session)
+    # the temperature axis (settings.temperature as a list): its requests' temperature; the key grows only when set
+    temperature: float | None = declare(Num(minimum=0, maximum=5), omit_when_none=True)
+    # temperature > 0: the candidate's answers against the target alone's as distributions (analysis.output_distribution)
+    output_distribution: dict | None = declare(OUTPUT_DISTRIBUTION, omit_when_none=True)
     # new fields go above this line: findings and requests end the row
     warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
                                             factory=tuple)   # schema 1 files hold them as text
@@ -228,7 +236,8 @@ class Row:
         if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
         key = key if self.concurrency == 1 else (*key, self.concurrency)
-        return key if self.context_tokens is None else (*key, ("context", self.context_tokens))
+        key = key if self.context_tokens is None else (*key, ("context", self.context_tokens))
+        return key if self.temperature is None else (*key, ("temperature", self.temperature))
 
     @property
     def ok(self) -> bool:

@@ -16,7 +16,8 @@ from .speedup import Speedup
 
 def _setting_spec(kind: str) -> Spec:
     return {"int": INT, "float": NUM, "bool": BOOL, "str": STR, "str_list": ListOf(Str(nullable=False)),
-            "int_or_list": OneOf((Int(), ListOf(Int(nullable=False))))}.get(kind, FREE)
+            "int_or_list": OneOf((Int(), ListOf(Int(nullable=False)))),
+            "float_or_list": OneOf((NUM, ListOf(Num(nullable=False))))}.get(kind, FREE)
 
 
 SPEEDUP = spec_of(Speedup, nullable=True)
@@ -28,6 +29,10 @@ EQUIVALENCE = Obj({"checked": BOOL, "reason": STR, "compared": INT, "matched": I
                    "mismatches": ListOf(Obj({"prompt_id": STR, "run": INT, "char_pos": INT, "baseline_len": INT,
                                              "candidate_len": INT, "baseline_excerpt": STR,
                                              "candidate_excerpt": STR}, nullable=False))})
+# analysis.output_distribution: at temperature > 0, the candidate's samples against the target alone's (two-sample test)
+OUTPUT_DISTRIBUTION = Obj({"checked": BOOL, "consistent": BOOL, "p_value": NUM, "statistic": NUM, "temperature": NUM,
+                           "prompts": INT, "samples": INT, "max_tokens": INT, "drafted": INT, "accepted": INT,
+                           "reproducible": BOOL, "reason": STR})
 # per speculative implementation (results.method_stats): counters, durations and derived figures
 METHOD_FIGURES = Obj({"acceptance_rate": NUM, "mean_accepted_len": NUM, "requests": INT,
                       "accepted_per_pos": ListOf(Num(nullable=False)), "acc_rate_per_pos": ListOf(Num(nullable=False))},
@@ -38,7 +43,7 @@ DRAFT_DETAILS = Obj({"methods": METHOD_STATS})       # a request's backend-speci
 DEGENERATE = Obj({"looping_requests": INT, "requests": INT, "prompts": ListOf(Str(nullable=False)),
                   "max_loop_share": NUM, "limit": NUM, "speedup_without_loops": SPEEDUP})
 SERVER = Obj({"backend": STR, "command": OneOf((ListOf(Str(nullable=False)), Str())), "version": STR, "log": STR,
-              "port": INT, "log_tail": STR})
+              "port": INT, "log_tail": STR, "draft_sampling": STR, "draft_sampling_from": STR})
 # inside a draft (analysis.draft: positions, best_k, ceiling)
 ACCEPTED_PER_POS = ListOf(Int(nullable=False, minimum=0, maximum=MAX_TOKEN_SUM, unit="tokens"))   # a row's sums
 K_PREDICTION = Obj({                                   # analysis.draft.best_k

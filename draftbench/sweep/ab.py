@@ -23,9 +23,13 @@ from .. import __version__
 from ..analysis.busy import busy_before, busy_row
 from ..analysis.context_length import extra_ttft_s, timing, typical_output_tokens
 from ..analysis.draft.evidence import why_slower
+from ..analysis.output_distribution import describe
 from ..analysis.stats import BENCH_FLAGS, describe_speedup
+from ..analysis.summary import verdicts_of
+from ..analysis.temperature_axis import draft_sampling_of
 from ..analysis.verdict import analyze
 from ..backends.base import Backend
+from ..common.numbers import temperature_text
 from ..common.redact_secrets import redact_args
 from ..config.candidates import Candidate
 from ..config.model_ref import ModelRef
@@ -37,13 +41,14 @@ from ..results.file import SCHEMA_VERSION, ResultsFile, Row, now_iso
 from ..results.host import host_info
 from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter, RunnerIO, long_context
+from .distribution_check import check_target
 from .init_configs import this_hardware
 from .launcher import Launcher
 from .run import TargetRun
 from .schedule import Design
 from .session import MIN_WINDOW_S
 from .stage_plan import plan_stages
-from .stage_rows import RowWriter, StagedDesign
+from .stage_rows import RowWriter
 from .stages import Budget
 from .store import RowStore
 from .target_plan import TargetPlan, choose_design, conversation
@@ -63,9 +68,15 @@ class ABPlan:
     options: MeasureOptions
     context_tokens: int | None = None      # long prompts of this many tokens, cut with the target's tokenizer
 
-    def combinations(self) -> tuple[Combination, Combination]:
-        return (Combination(Role.BASELINE, self.target, context_tokens=self.context_tokens),
-                Combination(Role.SPECULATIVE, self.target, self.candidate, context_tokens=self.context_tokens))
+    @property
+    def temperatures(self) -> tuple[float | None, ...]:
+        """The temperature axis (``--temperature 0,0.7,1.0``), each measured as a sweep measures it; (None,): one."""
+        return self.settings.temperatures if self.settings.temperature_axis else (None,)
+
+    def combinations(self, heat: float | None = None) -> tuple[Combination, Combination]:
+        return (Combination(Role.BASELINE, self.target, context_tokens=self.context_tokens, temperature=heat),
+                Combination(Role.SPECULATIVE, self.target, self.candidate, context_tokens=self.context_tokens,
+                            temperature=heat))
 
 
 def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, reporter: Reporter) -> ResultsFile:
@@ -94,17 +105,24 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
                                     made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]))
     reporter.note(f"{design.label} — {why}")
     with machine_load.Monitor() as monitor:
-        _measure(ab_plan(plan, runner.prompts, design, why), runner, store, reporter)
+        for heat in plan.temperatures:          # each temperature on fresh servers, against the target alone at it
+            runner.options = options = plan.options if heat is None else replace(plan.options, temperature=heat)
+            target = ab_plan(plan, runner.prompts, design, why, heat)
+            _measure(target, runner, store, reporter)
+            if plan.settings.distribution_samples and options.temperature > 0:
+                check_target(Launcher(runner, reporter, time.perf_counter), store, target, options,
+                             plan.settings.distribution_samples)
         results = store.current()
-        rows = {r.role: _with_load(r, monitor) for r in results.results}
-    ordered = tuple(r for role in (Role.BASELINE, Role.SPECULATIVE) if (r := rows.get(role)) is not None)
+        rows = {(r.temperature, r.role): _with_load(r, monitor) for r in results.results}
+    ordered = tuple(r for heat in plan.temperatures for role in (Role.BASELINE, Role.SPECULATIVE)
+                    if (r := rows.get((heat, role))) is not None)
     return analyze(replace(results, results=ordered))
 
 
-def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str) -> TargetPlan:
+def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str, heat: float | None = None) -> TargetPlan:
     """The A/B as a sweep's target with one candidate: ``runs`` stages, each measuring every prompt on fresh
     servers in the design (with one candidate there is nothing to select among)."""
-    baseline, candidate = plan.combinations()
+    baseline, candidate = plan.combinations(heat)
     stages = plan_stages([p.category for p in prompts], [conversation(p) for p in prompts],
                          horizon=plan.options.runs, size=len(prompts), seed=plan.settings.seed)
     return TargetPlan(baseline, {candidate.name: candidate}, design, why, stages, tuple(prompts))
@@ -113,8 +131,7 @@ def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str) -
 def _measure(target: TargetPlan, runner: CombinationRunner, store: RowStore, reporter: Reporter) -> None:
     """Every stage of the A/B (each server stopped before this returns, Ctrl-C included); the candidate is
     skipped when the baseline failed."""
-    rows = RowWriter(store, runner, StagedDesign(target.design, target.stages.horizon, target.stages.size,
-                                                 target.stages.fixed))
+    rows = RowWriter(store, runner, target.staged)
     run = TargetRun(Launcher(runner, reporter, time.perf_counter), target, rows, reporter)
     no_budget = Budget(None, time.perf_counter, 0.0, 0.0)
     for stage in range(target.stages.horizon):
@@ -228,23 +245,39 @@ def _first_token(baseline: Row, spec: Row, plan: ABPlan) -> list[tuple[str, str]
 
 
 def screen(results: ResultsFile, plan: ABPlan) -> str:
-    """Everything the A/B prints after measuring, on one screen."""
-    baseline, spec = results.results
+    """Everything the A/B prints after measuring, on one screen (one per temperature of an axis, then what reads
+    across them)."""
+    if not plan.settings.temperature_axis:
+        return _screen(results.results[0], results.results[1], results, plan)
+    pages = []
+    for heat in plan.settings.temperatures:
+        baseline, spec = (r for r in results.results if r.temperature == heat)
+        pages.append(_screen(baseline, spec, results, replace(plan, options=replace(plan.options, temperature=heat))))
+    axis = next((v.temperature for v in verdicts_of(results) if v.temperature is not None), None)
+    across = textwrap.wrap(axis.sentence, WIDTH, initial_indent="  ", subsequent_indent="  ") if axis else []
+    return "\n".join([*pages, *across, "=" * WIDTH] if across else pages)
+
+
+def _screen(baseline: Row, spec: Row, results: ResultsFile, plan: ABPlan) -> str:
     version = next((v for r in results.results if (v := (r.server or {}).get("version"))), None)
     opts = plan.options
+    sampling = draft_sampling_of(spec)      # as its server ran it (read from the process), else as asked
     lines = ["=" * WIDTH,
              f"  A/B: {plan.target.label} alone vs with {plan.candidate.label}"
              f" ({'+'.join(plan.candidate.method) or 'draft-simple'}"
-             f"{f', k={plan.candidate.draft_max}' if plan.candidate.draft_max else ''})",
+             f"{f', k={plan.candidate.draft_max}' if plan.candidate.draft_max else ''}"
+             f"{f', {sampling} drafting' if sampling else ''})",
              f"  llama-server {version or '(version unknown)'}; {len(plan.prompts)} prompt"
              f"{'s' if len(plan.prompts) != 1 else ''} x {opts.runs} run(s), max_tokens {opts.max_tokens}, "
-             f"temperature {opts.temperature:g}",
+             f"temperature {temperature_text(opts.temperature)}",
              "=" * WIDTH]
     items = [("baseline", _rate(baseline)), ("speculative", _rate(spec)), ("multiplier", _multiplier(spec)),
              ("acceptance", _acceptance(spec) if spec.ok else "n/a"),
              ("mean accepted len", f"{spec.mean_accepted_len:.2f} tokens per verify step" if spec.mean_accepted_len
               else "n/a (the server reports no verify steps)"),
              ("output", _output(spec) if spec.ok else "n/a"), ("verdict", verdict(baseline, spec))]
+    if opts.temperature > 0:
+        items[-1:-1] = [("distribution", describe(spec.output_distribution).removeprefix("output distribution: "))]
     if plan.context_tokens is not None:
         items[3:3] = _first_token(baseline, spec, plan)
     for name, value in items:

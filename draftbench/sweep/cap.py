@@ -29,6 +29,7 @@ class Count:
     levels: int
     lists: tuple[tuple[int, str], ...]     # (candidates it makes, how), biggest first
     lengths: int = 1                       # context lengths ($.settings.context_tokens)
+    temperatures: int = 1                  # temperatures of the axis ($.settings.temperature as a list)
 
     def describe(self) -> str:
         per_target = f"1 baseline + {self.candidates:,} candidate{'s' if self.candidates != 1 else ''}"
@@ -37,6 +38,8 @@ class Count:
             shape += f" × {self.levels} concurrency levels ($.settings.concurrency)"
         if self.lengths > 1:
             shape += f" × {self.lengths} prompt lengths ($.settings.context_tokens)"
+        if self.temperatures > 1:
+            shape += f" × {self.temperatures} temperatures ($.settings.temperature)"
         return shape
 
 
@@ -65,9 +68,11 @@ def count(n_targets: int, specs: tuple[CandidateSpec, ...], settings: Settings, 
     per_level = 1 + n_candidates + (1 if settings.control_baseline else 0)
     ceiling = 2 * with_draft if settings.ceiling and 1 in steps else 0
     n_lengths = len(context_lengths(settings)) or 1
-    total = n_targets * n_lengths * (len(steps) * per_level + ceiling) + (n_drafts if settings.draft_alone else 0)
+    heats = len(settings.temperatures) if settings.temperature_axis else 1
+    total = n_targets * n_lengths * heats * (len(steps) * per_level + ceiling) + (n_drafts if settings.draft_alone
+                                                                                    else 0)
     lists = sorted(((n, _how(s)) for n, s in per_spec if n > 1), key=lambda item: -item[0])
-    return Count(total, n_candidates, n_targets, len(steps), tuple(lists), n_lengths)
+    return Count(total, n_candidates, n_targets, len(steps), tuple(lists), n_lengths, heats)
 
 
 def cap_problem(found: Count, settings: Settings) -> Problem | None:

@@ -18,6 +18,7 @@ from typing import Any
 from ..analysis.concurrency import levels
 from ..analysis.concurrency import settings_problems as concurrency_problems
 from ..analysis.context_length import settings_problems as context_problems
+from ..analysis.temperature_axis import settings_problems as temperature_problems
 from ..common.errors import ConfigError, Problem
 from ..common.files import PathProblem, expand_path
 from ..common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
@@ -27,6 +28,7 @@ from ..common.text_safety import lone_surrogate_paths, safe_text, text_problem
 from ..config.candidates import CandidateSpec, expanded_label_problems, from_draft, parse_candidates
 from ..config.extra_args import check_server_args, host_problems
 from ..config.field import Field, check_value, unknown_key
+from ..config.flag_rules import SWEEP, SWEEP_CANDIDATE
 from ..config.labels import check_label
 from ..config.model_ref import ModelRef
 from ..config.rpc_endpoints import DRAFT_PLACEMENT, RPC_KEY, check_rpc_entry, sweep_problems
@@ -217,7 +219,8 @@ def _as_problem(note: str, default_path: str) -> Problem:
 def _check_server_args(data: dict, settings: Settings, backend: str, problems: list[Problem],
                        warnings: list[Problem]) -> None:
     """Every extra_args list under the sweep's rules (config/extra_args.py): a flag that changes what is measured
-    is refused with the key to use; a non-loopback --host (or settings.host) needs allow_remote."""
+    is refused with the key to use, and so is a sampling flag where it reaches one side only (a draft's or a
+    candidate's list); a non-loopback --host (or settings.host) needs allow_remote."""
     allow_remote = settings.allow_remote
     lists: list[tuple[str, Any]] = [("$.settings.extra_args", settings.extra_args)]
     for kind in ("targets", "drafts", "candidates"):
@@ -227,7 +230,9 @@ def _check_server_args(data: dict, settings: Settings, backend: str, problems: l
                 lists.append((f"$.{kind}[{i}].extra_args", entry.get("extra_args")))
     for path, args in lists:
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
-            found, notes = check_server_args(path, args, allow_remote=allow_remote, backend=backend)
+            # a draft's or a candidate's own arguments reach its servers only (no sampling flag there)
+            entry = SWEEP if path.startswith(("$.settings", "$.targets")) else SWEEP_CANDIDATE
+            found, notes = check_server_args(path, args, allow_remote=allow_remote, entry=entry, backend=backend)
             problems.extend(found)
             warnings.extend(_as_problem(note, path) for note in notes)
     host_notes: list[str] = []
@@ -330,6 +335,7 @@ def _check_between_keys(data: dict, settings: Settings, origin: Origin, backend:
     problems.extend(concurrency_problems(settings, _requests_per_level(settings) if prompts_ok else None, origin))
     problems.extend(second_turn_problems(settings))
     problems.extend(context_problems(settings, tokenizes=bool(backend and backend.tokenizes)))
+    problems.extend(temperature_problems(settings))
     raw_targets = data.get("targets")
     rpc_of = {t.label: t.rpc for t in targets}
     problems.extend(sweep_problems(

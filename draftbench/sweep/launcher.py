@@ -47,6 +47,17 @@ class Session:
     memory_counted: bool = False                  # its memory is in its row's (which counts the servers that said)
 
 
+def sampling_problem(combo: Combination, info: dict) -> str | None:
+    """A draft sampled otherwise than the candidate says (what the server process runs: ``info``'s
+    ``draft_sampling``, read from the process; an inherited variable must not choose it quietly)."""
+    running, found_in = info.get("draft_sampling"), info.get("draft_sampling_from") or ""
+    asked = combo.candidate.draft_sampling if combo.candidate else None
+    if running is None or running == asked or (asked is None and "environment" not in found_in):
+        return None
+    wanted = f"{asked}, as the candidate asks" if asked else "the build's default, as the candidate says nothing"
+    return f"the server samples its draft {running} (from {found_in}), not {wanted}"
+
+
 class LaunchFailed(Exception):
     """A server could not start, speculate or warm up; ``session``: the one that started, if it did."""
 
@@ -97,6 +108,11 @@ class Launcher:
             self.stop(opened)
             self.reporter.speculation_inactive(status.reason)
             raise LaunchFailed(ServerError(f"speculation not active: {status.reason}", ""), opened, inactive=True)
+        wrong = sampling_problem(combo, info)
+        if wrong is not None:
+            self.stop(opened)
+            raise LaunchFailed(ServerError(wrong, "unset LLAMA_ARG_SPEC_DRAFT_SAMPLING, or say the sampling in the "
+                                           "candidate's \"params\": {\"draft_sampling\": …}"), opened)
         return opened
 
     def warm(self, session: Session, prompts: Sequence[Prompt], options: MeasureOptions) -> None:

@@ -30,6 +30,7 @@ class Combination:
     concurrency: int = 1             # requests in flight at once (the server gets as many slots)
     synthetic: dict | None = None    # ceiling runs: {"level": …}, completed by sweep.ceilings.resolve
     context_tokens: int | None = None   # the context axis: its prompts' length (None: the prompt set's own)
+    temperature: float | None = None    # the temperature axis: its requests' temperature (None: settings.temperature)
 
     @property
     def draft(self) -> ModelRef | None:
@@ -46,7 +47,8 @@ class Combination:
         if self.role is Role.CEILING:
             key += ((self.synthetic or {}).get("level"),)
         key = key if self.concurrency == 1 else (*key, self.concurrency)
-        return key if self.context_tokens is None else (*key, ("context", self.context_tokens))
+        key = key if self.context_tokens is None else (*key, ("context", self.context_tokens))
+        return key if self.temperature is None else (*key, ("temperature", self.temperature))
 
     @property
     def name(self) -> str:
@@ -65,7 +67,8 @@ class Combination:
     def title(self, show_k: bool) -> str:
         return combination_title(self.role, self.target.label, self.candidate.label if self.candidate else None,
                                  self.draft_max, show_k=show_k, concurrency=self.concurrency,
-                                 synthetic=(self.synthetic or {}).get("level"), context_tokens=self.context_tokens)
+                                 synthetic=(self.synthetic or {}).get("level"), context_tokens=self.context_tokens,
+                                 temperature=self.temperature)
 
 
 def candidates(config: SweepConfig) -> list[Candidate]:
@@ -78,22 +81,35 @@ def plan(config: SweepConfig) -> list[Combination]:
     (one stream, after the rows they read their acceptance from), then the optional control;
     draft-alone runs (for the cost ratio, one stream) last. With several concurrency levels, that
     order repeats per level within each target, so a level's baseline runs close to its candidates;
-    with context lengths, per length (shortest first), each on its own long prompts."""
+    with context lengths, per length (shortest first), each on its own long prompts; with temperatures, per
+    temperature (coolest first)."""
     out: list[Combination] = []
     every = candidates(config)
+    settings = config.settings
     for target in config.targets:
         # A draft "on the RPC devices" of a target that has none would be the local one again.
         concrete = [c for c in every if target.rpc or c.draft_placement != "rpc"]
-        for length in context_lengths(config.settings) or (None,):
-            for n in levels(config.settings):
-                out.append(Combination(Role.BASELINE, target, concurrency=n, context_tokens=length))
-                out += [Combination(Role.SPECULATIVE, target, c, concurrency=n, context_tokens=length) for c in concrete]
-                if n == 1 and config.settings.ceiling:
-                    out += ceiling_combinations(target, concrete, length)
-                if config.settings.control_baseline:
-                    out.append(Combination(Role.CONTROL, target, concurrency=n, context_tokens=length))
+        for heat in settings.temperatures if settings.temperature_axis else (None,):
+            for length in context_lengths(settings) or (None,):
+                out += _one_point(config, target, concrete, length, heat)
     if config.settings.draft_alone:
         out += [Combination(Role.DRAFT_ALONE, draft) for draft in config.drafts]
+    return out
+
+
+def _one_point(config: SweepConfig, target: ModelRef, concrete: list[Candidate], length: int | None,
+               heat: float | None) -> list[Combination]:
+    """A target's combinations at one prompt length and temperature: each level's baseline, candidates, ceiling
+    runs (one stream) and control."""
+    out: list[Combination] = []
+    for n in levels(config.settings):
+        out.append(Combination(Role.BASELINE, target, concurrency=n, context_tokens=length, temperature=heat))
+        out += [Combination(Role.SPECULATIVE, target, c, concurrency=n, context_tokens=length, temperature=heat)
+                for c in concrete]
+        if n == 1 and config.settings.ceiling:
+            out += ceiling_combinations(target, concrete, length)
+        if config.settings.control_baseline:
+            out.append(Combination(Role.CONTROL, target, concurrency=n, context_tokens=length, temperature=heat))
     return out
 
 

@@ -104,9 +104,13 @@ def check_resumable(existing: ResultsFile, config: SweepConfig, backend: Backend
 
 
 def _more_lengths(key: str, old: object, new: object) -> bool:
-    """Prompt lengths added to a context sweep measure new rows beside the old ones: a resume, not another sweep."""
+    """Prompt lengths added to a context sweep, or temperatures to a temperature axis, measure new rows beside the
+    old ones: a resume, not another sweep (one temperature made into a list is another sweep: its rows carry
+    none)."""
     def as_set(value: object) -> set:
         return set(value) if isinstance(value, list) else {value}
+    if key == "temperature":
+        return isinstance(old, list) and isinstance(new, list) and set(old) <= set(new)
     return key == "context_tokens" and old is not None and new is not None and as_set(old) <= as_set(new)
 
 

@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..analysis.axis_points import Point
 from ..analysis.comparison import own_speedup
-from ..analysis.context_length import at_length
 from ..analysis.decision import Decider, Decision
 from ..analysis.stage_verdict import StagedVerdict, staged_verdict
 from ..analysis.stats import describe_subset
@@ -48,23 +48,24 @@ from ..measure.context import answers_of, with_context
 from ..measure.sequential import MeasureOptions, explain_failure, measure_one, request_seed
 from ..results.file import RequestRecord, ResultsFile
 from ..results.kinds import Role, Status
-from . import long_context
+from . import distribution_check
 from .config_file import SweepConfig
 from .console import Reporter, format_duration
 from .launcher import Launcher, LaunchFailed, Session, next_session_number
 from .plan import Combination, plan, shows_k
 from .runner import CombinationRunner, RunnerIO, first_line, log_of, reason_of
 from .schedule import Design, Request, Side, StageStep, stage_steps
-from .stage_rows import RowWriter, StagedDesign, in_stages
+from .stage_rows import RowWriter, in_stages
 from .stages import BaselineFailed, Budget, Charges, Ending, RequestFailed, measured_before, owed, steps_measured
 from .store import RowStore, empty_results
-from .target_plan import TargetPlan, target_plan
+from .target_plan import TargetPlan, points, target_plan
 
 
 @dataclass(frozen=True)
 class SweepOutcome:
     """What :func:`run_sweep` returns: the results analysed once, each staged target's verdict from that analysis
-    and how its stages ended (keyed by the target's label; on the context axis ``"<label> at <N> tokens"``)."""
+    and how its stages ended (keyed by the target's label; on an axis by its point: ``"<label> at <N> tokens"``,
+    ``"<label> at temperature <T>"``, see ``axis_points.Point.name``)."""
 
     results: ResultsFile
     verdicts: dict[str, StagedVerdict] = field(default_factory=dict)
@@ -84,23 +85,28 @@ def run_sweep(config: SweepConfig, backend: Backend | None = None, *, store: Row
                    reporter or Reporter(), clock)
     settings = config.settings
     prompts = prompts_for(settings).prompts
-    runner = CombinationRunner(run.backend, config.backend, settings, prompts, MeasureOptions.from_settings(settings),
+    options = MeasureOptions.from_settings(settings)
+    runner = CombinationRunner(run.backend, config.backend, settings, prompts, options,
                                RunnerIO(logs_dir or Path("results") / "logs", run.reporter, clock=clock))
     launcher = Launcher(runner, run.reporter, clock, next_session_number(run.store.current()))
     combos = plan(config)
     endings: dict[str, Ending] = {}
     for target in config.targets:
-        for length, measured in long_context.prompts_by_length(run.store, runner, target, prompts, more):
-            runner.prompts = measured
-            at_n = [c for c in combos if c.target.label == target.label and c.context_tokens == length]
-            found = target_plan(settings, run.backend, at_n, target.label, measured, run.results_at(length))
+        for point, measured in points(run.store, runner, target, prompts, more):
+            runner.prompts = measured        # the point's own prompts, sent at its temperature
+            runner.options = options if point.temperature is None else replace(options, temperature=point.temperature)
+            at_n = [c for c in combos if c.target.label == target.label and point.holds(c)]
+            found = target_plan(settings, run.backend, at_n, target.label, measured, point.of(run.store.current()))
             if found is not None:
-                endings[target.label if length is None else f"{target.label} at {length} tokens"] = \
-                    run.target(TargetRun(launcher, found, run.writer(found, runner), run.reporter), length, more)
-            if length is not None:       # the rest of this length (other levels) on its own prompts
+                endings[point.name(target.label)] = \
+                    run.target(TargetRun(launcher, found, RowWriter(run.store, runner, found.staged), run.reporter), point, more)
+                if settings.distribution_samples and runner.options.temperature > 0:     # output truth above 0
+                    distribution_check.check_target(launcher, run.store, found, runner.options,
+                                                    settings.distribution_samples)
+            if point != Point():             # the rest of this point (other levels) on its own prompts
                 runner.run_each([c for c in at_n if not in_stages(c)], run.store, shows_k(config))
-    runner.prompts = prompts
-    runner.run_each([c for c in combos if not in_stages(c) and c.context_tokens is None], run.store, shows_k(config))
+    runner.prompts, runner.options = prompts, options
+    runner.run_each([c for c in combos if not in_stages(c) and Point().holds(c)], run.store, shows_k(config))
     results = analyze(run.store.current())
     return SweepOutcome(results, staged_verdicts(results), endings)
 
@@ -111,10 +117,10 @@ class SweepRun:
     def __init__(self, config: SweepConfig, backend: Backend, store: RowStore, reporter: Reporter,
                  clock: Callable[[], float]):
         self.config, self.backend, self.store, self.reporter, self.clock = config, backend, store, reporter, clock
-        self._deciders: dict[int | None, Decider] = {}   # per prompt length: each look costs what changed since
+        self._deciders: dict[Point, Decider] = {}   # per point of the axes: each look costs what changed since
 
     # ------------------------------------------------------------------ one target
-    def target(self, run: TargetRun, length: int | None, more: int) -> Ending:
+    def target(self, run: TargetRun, point: Point, more: int) -> Ending:
         """A target's stages: before each, the decision on the stages before it (the sweep's own verdict rule)
         says whether to stop and who measures; the budget is checked before every candidate's step."""
         plan, rows = run.plan, run.rows
@@ -122,8 +128,8 @@ class SweepRun:
         budget = Budget(self.config.settings.budget_s, self.clock, self._spent(plan), self.clock())
         done = max((measured_before(rows.row(c)) for c in plan.candidates.values()), default=0)
         last = max(plan.stages.horizon, done if more else 0) + more if plan.candidates else 0
-        decision = self.decide(plan.label, length, 0)
-        before = self.decide(plan.label, length, 10 ** 6) if done else None
+        decision = self.decide(plan.label, point, 0)
+        before = self.decide(plan.label, point, 10 ** 6) if done else None
         looks_before = len(before.looks) if before is not None else 0
         ending = Ending.STAGES_DONE
         for stage in range(last):
@@ -138,7 +144,7 @@ class SweepRun:
             if todo and run.stage(stage, todo, budget):
                 ending = Ending.BASELINE_FAILED
                 break
-            decision = self.decide(plan.label, length, stage + 1)          # the look: once, after the stage
+            decision = self.decide(plan.label, point, stage + 1)          # the look: once, after the stage
             if todo:
                 self.looked(plan, rows, decision, budget, looks_before)
                 if budget.over() and run.owed(stage, decision, names=list(todo)):
@@ -151,10 +157,10 @@ class SweepRun:
             # nothing to compare (no candidates, or every one refused before a server started): the target
             # alone, once, so the user still learns its speed
             ending = Ending.BASELINE_FAILED if run.stage(0, {}, budget) else ending
-        self._ended(run, ending, budget, length)
+        self._ended(run, ending, budget, point)
         return ending
 
-    def _ended(self, run: TargetRun, ending: Ending, budget: Budget, length: int | None) -> None:
+    def _ended(self, run: TargetRun, ending: Ending, budget: Budget, point: Point) -> None:
         """Candidates never measured: not probed (the budget), or skipped (the baseline failed); then each measured
         candidate's row as its stages left it, against its target's rows and its last look."""
         plan, rows = run.plan, run.rows
@@ -170,17 +176,16 @@ class SweepRun:
                 self.reporter.row_recorded(skipped)
         keys = [c.key for c in plan.candidates.values()
                 if (mine := rows.row(c)) is not None and mine.status is Status.OK and mine.requests]
-        decision = self.decide(plan.label, length, 10 ** 6) if keys else None
+        decision = self.decide(plan.label, point, 10 ** 6) if keys else None
         for row in analyze_rows(self.store.current(), keys, {plan.label: decision} if decision else {}):
             name = next(n for n, c in plan.candidates.items() if c.key == row.key)
             self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
             self.reporter.row_recorded(row)
 
-    def decide(self, label: str, length: int | None, stage: int, live: bool = True) -> Decision | None:
-        """The decision on ``label``'s stages before ``stage``, at its prompt length (a look)."""
-        results = self.results_at(length)
-        decider = self._deciders.setdefault(length, Decider())
-        return decider.decide(results, before={label: stage}, live=live, only=[label]).get(label)
+    def decide(self, label: str, point: Point, stage: int, live: bool = True) -> Decision | None:
+        """The decision on ``label``'s stages before ``stage``, on its point's rows alone (a look)."""
+        decider = self._deciders.setdefault(point, Decider())
+        return decider.decide(point.of(self.store.current()), before={label: stage}, live=live, only=[label]).get(label)
 
     def looked(self, plan: TargetPlan, rows: RowWriter, known: Decision | None, budget: Budget,
                looks_before: int) -> None:
@@ -206,14 +211,6 @@ class SweepRun:
         """Measuring time the target's staged rows recorded before this run (a resumed budget goes on)."""
         return sum(r.wall_time or 0.0 for r in self.store.current().rows_of(plan.label)
                    if r.concurrency == 1 and r.design and r.design.get("horizon"))
-
-    def results_at(self, length: int | None) -> ResultsFile:
-        results = self.store.current()
-        return at_length(results, length) if length is not None else results
-
-    def writer(self, plan: TargetPlan, runner: CombinationRunner) -> RowWriter:
-        return RowWriter(self.store, runner, StagedDesign(plan.design, plan.stages.horizon, plan.stages.size,
-                                                          plan.stages.fixed))
 
 
 class TargetRun:

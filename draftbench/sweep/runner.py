@@ -48,20 +48,21 @@ class ServerInfo:
     log: str | None = None
     port: int | None = None
     log_tail: str | None = None          # only on errors
+    draft_sampling: str | None = None    # how its draft is sampled, read from the server process (a draft only)
+    draft_sampling_from: str | None = None
 
     @classmethod
     def of(cls, backend: str, server: Server | None, *, log: str | None, port: int | None,
            log_tail: str | None = None) -> ServerInfo:
         if server is None:
             return cls(backend, log=log, port=port, log_tail=log_tail)
+        sampling, found_in = server.draft_sampling() or (None, None)
         return cls(backend, command=redact_args(server.command), version=server.version, log=server.log_path or log,
-                   port=server.port or port, log_tail=log_tail)
+                   port=server.port or port, log_tail=log_tail, draft_sampling=sampling, draft_sampling_from=found_in)
 
     def to_dict(self) -> dict:
-        out = asdict(self)
-        if self.log_tail is None:
-            del out["log_tail"]
-        return out
+        return {k: v for k, v in asdict(self).items()
+                if v is not None or k not in ("log_tail", "draft_sampling", "draft_sampling_from")}
 
 
 def log_slug(text: str) -> str:
@@ -173,7 +174,7 @@ class CombinationRunner:
                     draft_max=combo.draft_max, target_path=combo.target.path,
                     draft_path=combo.draft.path if combo.draft else None, candidate=cand.to_dict() if cand else None,
                     started_at=now_iso(), speculation_active=None, concurrency=combo.concurrency,
-                    synthetic=combo.synthetic, context_tokens=combo.context_tokens)
+                    synthetic=combo.synthetic, context_tokens=combo.context_tokens, temperature=combo.temperature)
 
     def skipped_or_broken(self, combo: Combination, failed_baselines: dict[str, str]) -> Row | None:
         """A row for a combination that cannot start: its baseline failed, or a model is missing or broken."""

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..analysis.axis_points import Point, each_point
 from ..analysis.busy import busy_before, busy_row
 from ..analysis.concurrency import levels
-from ..analysis.context_length import each_length
 from ..analysis.context_length import lengths as context_lengths
 from ..analysis.decision import decide
 from ..analysis.next_step import rerun_of
@@ -123,9 +123,10 @@ class Sweep:
         """What will run: how many combinations, how many done (a resumed file) and how many still in stages."""
         settings = self.config.settings
         done = {r.key for r in results.results if r.measured}
-        undecided = {t for _n, part in each_length(results) for t, d in decide(part).items()
-                     if not d.final(self.options.more)}
-        open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
+        undecided = {(t, point) for point, part in each_point(results) for t, d in decide(part).items()
+                     if not d.final(self.options.more)}     # each point of the axes decided on its own rows
+        open_rows = {r.key for r in results.results if r.key in done and r.ok
+                     and (r.target, Point(r.context_tokens, r.temperature)) in undecided}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
                                    n_candidates=len(self.config.candidates), n_runs=runs, n_prompts=prompts,
                                    runs=settings.runs, max_tokens=settings.max_tokens, backend=self.config.backend,

@@ -128,7 +128,9 @@ class RowWriter:
             base["started_at"] = prior.started_at          # a row measured over stages started with its first
         return {**base, "requests": tuple(records), "design": self.design.of(combo, records),
                 "wall_time": rounded((prior.wall_time or 0.0 if prior else 0.0) + wall, 3),
-                "race": prior.race if prior else None}
+                "race": prior.race if prior else None,
+                # the check samples the candidate's own servers, not a stage: a stage more (--more) keeps it
+                "output_distribution": prior.output_distribution if prior else None}
 
 
 def peak_memory(prior: Row | None, session: Session) -> ServerMemory | None:

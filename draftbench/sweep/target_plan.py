@@ -1,4 +1,5 @@
-"""What one target's stages will measure: the design (and why), the stage plan, its candidates by name.
+"""What one target's stages will measure: the design (and why), the stage plan, its candidates by name; and the
+points of the axes it is measured at, each on its prompts (:func:`points`).
 
 The design is ``settings.design`` when given; else interleaved where a baseline server and the largest
 candidate's fit side by side (a CPU or Apple Silicon maps the GGUF once; a GPU needs room for both),
@@ -12,17 +13,22 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..analysis.axis_points import Point
 from ..backends.base import Backend
+from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
 from ..config.settings import Settings
 from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile
 from ..results.kinds import Role
+from . import long_context
 from .estimate import Estimator, estimate_of
 from .plan import Combination
+from .runner import CombinationRunner
 from .schedule import Design, Side, stage_cost, stage_steps
 from .stage_plan import StagePlan, plan_stages
-from .stage_rows import in_stages
+from .stage_rows import StagedDesign, in_stages
+from .store import RowStore
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,11 @@ class TargetPlan:
     @property
     def label(self) -> str:
         return self.baseline.target.label
+
+    @property
+    def staged(self) -> StagedDesign:
+        """What each of its rows records of the design (``Row.design``)."""
+        return StagedDesign(self.design, self.stages.horizon, self.stages.size, self.stages.fixed)
 
 
 def choose_design(settings: Settings, backend: Backend, target: Combination, candidates: Sequence[Combination]
@@ -85,6 +96,16 @@ def name_of(combo: Combination) -> str:
     return label + (f" (k={combo.draft_max})" if combo.draft_max else "")     # as analysis.categories.candidate_name
 
 
+def points(store: RowStore, runner: CombinationRunner, target: ModelRef, prompts: list[Prompt],
+           more: int) -> list[tuple[Point, list[Prompt]]]:
+    """Where ``target`` is measured and decided, each point on its prompts: each prompt length (the target's long
+    prompts, ``long_context.py``) or each temperature, coolest first; off the axes one point, the sweep's prompts."""
+    settings = runner.settings
+    by_length = long_context.prompts_by_length(store, runner, target, prompts, more)
+    return [(Point(n, heat), measured) for heat in (settings.temperatures if settings.temperature_axis else (None,))
+            for n, measured in by_length]
+
+
 def target_plan(settings: Settings, backend: Backend, combos: Sequence[Combination], target: str,
                 prompts: Sequence[Prompt], results: ResultsFile | None = None) -> TargetPlan | None:
     """The stages of ``target`` (None: it has no one-stream baseline in the plan)."""
@@ -113,7 +134,6 @@ def describe_cost(plan: TargetPlan, warmup: int) -> str:
             f"loads, {one.requests} requests — at most {one.loads * plan.stages.horizon} loads and "
             f"{one.requests * plan.stages.horizon} requests, fewer when it is decided early"
             + (" or a race leaves candidates behind" if names else ""))
-
 
 
 def stages_seconds(plan: TargetPlan, estimator: Estimator) -> float:

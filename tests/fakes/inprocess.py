@@ -46,6 +46,9 @@ class Script:
     no_counters: set[str] = field(default_factory=set)             # drafts whose server reports no draft counters
     reported_prompt_tokens: int | None = None     # long prompts: usage.prompt_tokens a lying server reports
     tokenizer_share: float = 1.0                  # a lying /tokenize: this share of the real count (0.5: half)
+    per_temperature: dict[str, dict[float, float]] = field(default_factory=dict)   # draft path -> {temperature: factor}
+    acceptance_at: dict[str, dict[float, float]] = field(default_factory=dict)     # draft path -> {temperature: rate}
+    probabilistic: dict[float, float] = field(default_factory=dict)   # temperature -> factor with draft_sampling
 
 
 class WordTokenizer:
@@ -85,6 +88,7 @@ class FakeServer(Server):
                          launched=Launched(command=command, port=spec.port, version="fake 1.0", load_time_s=0.01))
         self.spec, self.script, self.log = spec, script, log
         self.requests = 0
+        self.temperature = 0.0                 # the last request's
         self.stopped = False
         self.lock = threading.Lock()           # concurrency levels send from several threads
 
@@ -103,6 +107,10 @@ class FakeServer(Server):
                 tps = self.script.tps.get(self.spec.target, 50.0) * self.script.full_speedup.get(self.spec.draft, 1.0)
         tps *= self.script.per_stream.get(key, {}).get(self.spec.concurrency, 1.0)
         tps *= self.script.per_length.get(key, {}).get(self.spec.context_tokens or 0, 1.0)
+        self.temperature = float(body.get("temperature") or 0.0)
+        tps *= self.script.per_temperature.get(key, {}).get(self.temperature, 1.0)
+        if self.spec.params.get("draft_sampling") == "probabilistic":
+            tps *= self.script.probabilistic.get(self.temperature, 1.0)
         prompt_tokens = WordTokenizer().prompt_tokens(body["messages"])
         # a draft model prefills the prompt too (at ten times the target's rate, before the first token)
         prefill_s = prompt_tokens / self.script.prefill_tps * (1.1 if self.spec.draft else 1.0)
@@ -163,7 +171,8 @@ class FakeServer(Server):
         if self.synth_len is not None:
             accepted = round((self.synth_len - 1) * steps)
         else:
-            accepted = round(drafted * self.script.acceptance.get(self.spec.draft, 0.7))
+            rate = self.script.acceptance_at.get(self.spec.draft, {}).get(self.temperature)
+            accepted = round(drafted * (rate if rate is not None else self.script.acceptance.get(self.spec.draft, 0.7)))
         # front-loaded: accepting a position needs every position before it
         per_pos = tuple(max(0, min(steps, accepted - steps * i)) for i in range(self.k))
         return DraftCounts(drafted=drafted, accepted=accepted, steps=steps, source=CountsSource.TIMINGS,
@@ -171,6 +180,9 @@ class FakeServer(Server):
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         return SpeculationStatus(requested, "")
+
+    def draft_sampling(self) -> tuple[str, str] | None:
+        return (self.spec.params.get("draft_sampling", "greedy"), "the fake's parameters") if self.spec.draft else None
 
     def stop(self) -> None:
         self.stopped = True

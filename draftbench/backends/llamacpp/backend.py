@@ -61,6 +61,7 @@ from .command import (
     spec_types,
     stats_lines_expected,
 )
+from .draft_sampling import ReadsDraftSampling
 from .failures import RPC_LOST, RPC_LOST_FIX, explain_exit
 from .memory import check_slot_context, context_problem, estimate_for, in_use, side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints, rpc_startup_timeout
@@ -81,7 +82,7 @@ TOTALS = {"prompt_tokens": "llamacpp:prompt_tokens_total", "output_tokens": "lla
 BUSY_PER_DECODE = "llamacpp:n_busy_slots_per_decode"     # a gauge: busy slots per decode call, since start
 
 
-class LlamaCppServer(Server):
+class LlamaCppServer(ReadsDraftSampling, Server):     # its draft's sampling read from the process: /slots omits it
     methods_evidence = "/slots speculative.types"
 
     def __init__(self, *args, has_metrics: bool = False, expects_draft: bool | None = None, **kwargs):
@@ -285,7 +286,6 @@ class LlamaCppBackend(Backend):
         binary = find_llama_server(settings.llama_bin)
         capabilities(binary)
 
-
     def target_problems(self, targets: tuple[ModelRef, ...], settings: Settings) -> list[Problem]:
         """Every RPC endpoint must answer before the sweep starts (the build must have --rpc too)."""
         split = [(i, t) for i, t in enumerate(targets) if t.rpc]
@@ -325,6 +325,7 @@ class LlamaCppBackend(Backend):
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
         server.log_offset, server.model_paths = start_offset, (spec.target, spec.draft)
+        server.draft_sampling_default = caps.get("draft_sampling_default") if spec.draft else None
         server.notes += [note for note in (environment.note("llama-server"),) if note]
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",

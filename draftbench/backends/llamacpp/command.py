@@ -12,11 +12,12 @@ from ...common.errors import BinaryNotFoundError, Problem, ServerError, ServerEr
 from ...common.files import atomic_write_text, cache_dir
 from ...common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 from ...common.suggest import closest, did_you_mean
-from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
+from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, DRAFT_SAMPLING, CandidateSpec
 from ...config.server_env import EnvRoute, ServerEnvironment, llama_environment
 from ...lifetime.capture import run_capped
 from ..base import LaunchSpec
 from ..executables import find_executable
+from . import draft_sampling
 from .builds import build_version, cached_bin_dirs
 from .settings import LlamaCppSettings
 from .stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
@@ -55,7 +56,8 @@ _caps_memo: dict[str, dict] = {}
 HELP_TIMEOUT_S = 60.0            # a cold start from a network drive can be slow; the read ends as soon as it exits
 HELP_MAX_BYTES = 4 * 10**6       # llama-server's --help is about 50 kB; a program that never stops is cut here
 CAPS_FORMAT = 4          # bump when capabilities() records more: older cache files are then ignored
-CAPS_KEYS = frozenset({"flags", "version", "spec_types", "removed_flags", "binary", "env"})   # what it records
+CAPS_KEYS = frozenset({"flags", "version", "spec_types", "draft_samplings", "draft_sampling_default", "removed_flags",
+                       "binary", "env"})   # what it records
 
 
 def _binary_key(binary: str) -> str:
@@ -67,6 +69,16 @@ def parse_spec_types(help_text: str) -> list[str]:
     """The names in ``--spec-type none,draft-simple,…`` (its own line of ``--help``)."""
     m = re.search(r"^--spec-type\s+([a-z0-9,-]+)", help_text, re.MULTILINE)
     return [t for t in m.group(1).split(",") if t and t != "none"] if m else []
+
+
+DRAFT_SAMPLING_FLAG = "--spec-draft-sampling"
+
+
+def parse_draft_samplings(help_text: str) -> list[str]:
+    """The choices in ``--spec-draft-sampling {greedy,probabilistic}`` (its own line of ``--help``); [] where the
+    build has no such flag (its draft is always taken greedily)."""
+    m = re.search(r"^" + re.escape(DRAFT_SAMPLING_FLAG) + r"\s+\{([a-z0-9,_-]+)\}", help_text, re.MULTILINE)
+    return [c for c in m.group(1).split(",") if c] if m else []
 
 
 def removed_flags(help_text: str) -> list[str]:
@@ -132,6 +144,7 @@ def capabilities(binary: str) -> dict:
             version = line.split(":", 1)[1].strip()
             break
     caps = {"flags": flags, "version": version, "spec_types": parse_spec_types(text),
+            "draft_samplings": parse_draft_samplings(text), "draft_sampling_default": draft_sampling.default_of(text),
             "removed_flags": removed_flags(text), "binary": os.path.realpath(binary),
             "env": {name: route.to_dict() for name, route in env_routes(text).items()}}
     _caps_memo[key] = caps
@@ -366,6 +379,10 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
                                             "candidate has none", "remove it (model-free methods run beside the "
                                             "target)"))
                 continue
+            if name == DRAFT_SAMPLING:
+                problems += draft_sampling_problems(f"{s.where}.params.{name}", s.params[name], uses_draft, caps,
+                                                    binary)
+                continue
             if name in SYNTHETIC_PARAMS:
                 problems.append(Problem(f"{s.where}.params.{name}", "is synthetic acceptance (benchmarking only: the "
                                         "output is not valid text), not a candidate", "remove it and set "
@@ -377,3 +394,22 @@ def candidate_problems(specs: tuple[CandidateSpec, ...], caps: dict, binary: str
                 problems.append(Problem(f"{s.where}.params.{name}", f"this llama-server has no {param_flag(name)}",
                                         did_you_mean(name, known, show_known=len(known))))
     return problems
+
+
+def draft_sampling_problems(where: str, value, uses_draft: bool, caps: dict, binary: str) -> list[Problem]:
+    """``params.draft_sampling``: the build must offer it (``--spec-draft-sampling`` in its ``--help``, with the
+    value among its choices) and the candidate must draft with a model."""
+    if not uses_draft:
+        return [Problem(where, "is how the draft model's tokens are chosen; this candidate has no draft method",
+                        "remove it (model-free methods propose text they have seen, not samples)")]
+    offered = caps.get("draft_samplings") or []
+    if not offered:
+        return [Problem(where, f"this llama-server has no {DRAFT_SAMPLING_FLAG} (its --help), so its draft is always "
+                        "taken greedily", "remove params.draft_sampling, or use llama.cpp b11434 or newer "
+                        "(`make llama-server`)")]
+    asked = value if isinstance(value, list) else [value]
+    missing = [v for v in asked if v not in offered]
+    if missing:
+        return [Problem(where, f"{missing[0]!r} is not a draft sampling this llama-server offers",
+                        f"use one of: {', '.join(offered)} (from {binary} --help)")]
+    return []

@@ -31,7 +31,7 @@ import requests
 from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind, UsageError
 from ...common.files import PathProblem, cache_dir, expand_path
 from ...common.suggest import did_you_mean
-from ...config.candidates import CandidateSpec
+from ...config.candidates import DRAFT_SAMPLING, CandidateSpec
 from ...config.extra_args import bind_host, speculative_config_problems
 from ...config.server_env import vllm_environment
 from ...config.settings import DEFAULTS, Settings
@@ -290,6 +290,10 @@ class VLLMBackend(Backend):
                 elif m not in MODEL_FREE_METHODS and s.draft is None:
                     problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
                                             "from drafts (an id or folder)"))
+            if DRAFT_SAMPLING in s.params:
+                problems.append(Problem(f"{s.where}.params.{DRAFT_SAMPLING}", "is llama.cpp's --spec-draft-sampling; "
+                                        "vLLM has no setting for how its draft is sampled", "remove it (vLLM verifies "
+                                        "drafts by its own rejection sampler at temperature > 0)"))
             # parameters are --speculative-config keys: the same rules as -sc in extra_args
             problems += speculative_config_problems(f"{s.where}.params", s.params)
         explicit = VLLMSettings.of(settings).vllm_bin

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...analysis.summary import verdicts_of
+from ...analysis.summary import TargetVerdict, verdicts_of
+from ...analysis.temperature_verdict import TemperatureVerdict, heat
 from ...results.speedup import Speedup
 from .match import ComparedFile
 
@@ -27,13 +28,28 @@ class BestForTarget:
 
 
 def best_per_target(files: list[ComparedFile] | tuple[ComparedFile, ...]) -> list[BestForTarget]:
-    """One entry per target of every file, in file order (read from each file's analysed summary)."""
-    out = []
+    """One entry per target of every file, in file order (read from each file's analysed summary); a target measured
+    at several temperatures gets one per temperature (each its own verdict, against the target alone there)."""
+    out: list[BestForTarget] = []
     for f in files:
         for verdict in verdicts_of(f.results):
+            if verdict.temperature is not None and len(verdict.temperature.temperatures) > 1:
+                out += [_at(f.letter, verdict, entry) for entry in verdict.temperature.per_temperature]
+                continue
             label = verdict.choice.recommended_label
             cost = verdict.memory.costs.get(label) if verdict.memory is not None and label else None
             out.append(BestForTarget(f.letter, verdict.target, verdict.baseline_tps, verdict.recommended_draft,
                                      verdict.draft_max, verdict.speedup, verdict.acceptance_rate,
                                      cost.text() if cost is not None else None))
     return out
+
+
+def _at(letter: str, verdict: TargetVerdict, entry: TemperatureVerdict) -> BestForTarget:
+    """The best at one temperature: its recommended candidate's own point there (acceptance, memory)."""
+    best = entry.recommended_draft
+    points = [c for c in entry.candidates if best and (c.candidate == best or c.candidate.startswith(f"{best} (k="))]
+    point = points[0] if len(points) == 1 else None
+    cost = verdict.memory.costs.get(point.candidate) if verdict.memory is not None and point else None
+    return BestForTarget(letter, f"{verdict.target} at temperature {heat(entry.temperature)}", entry.baseline_tps,
+                         point.candidate if point else best, None, entry.speedup, point.acceptance_rate if point else None,
+                         cost.text() if cost is not None else None)

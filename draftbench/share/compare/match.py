@@ -68,10 +68,11 @@ def method_and_params(row: Row) -> tuple[tuple[str, ...], str]:
 
 
 def match_key(row: Row) -> tuple:
-    """What was measured: role, target, candidate, draft length, method, parameters, concurrency level and
-    prompt length (settings.context_tokens)."""
+    """What was measured: role, target, candidate, draft length, method, parameters, concurrency level, prompt
+    length (settings.context_tokens) and temperature (on the temperature axis)."""
     method, params = method_and_params(row)
-    return (row.role, row.target, row.draft, row.draft_max, method, params, row.concurrency, row.context_tokens)
+    return (row.role, row.target, row.draft, row.draft_max, method, params, row.concurrency, row.context_tokens,
+            row.temperature)
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,9 @@ class Match:
 
 
 def _title(key: tuple) -> str:
-    role, target, draft, draft_max, _, _, concurrency, context_tokens = key
+    role, target, draft, draft_max, _, _, concurrency, context_tokens, temperature = key
     return combination_title(role, target, draft, draft_max, show_k=True, concurrency=concurrency,
-                             context_tokens=context_tokens)
+                             context_tokens=context_tokens, temperature=temperature)
 
 
 def match_rows(files: list[ComparedFile]) -> list[Match]:

@@ -156,9 +156,9 @@ def wrap_names(head: str, names: list[str], width: int = 100) -> list[str]:
 
 
 def short_name(match: Match) -> str:
-    """A combination without its target's name: 'baseline', '0.5B Q8_0 (k=8)'."""
-    if match.role is Role.BASELINE:
-        return "baseline"
+    """A combination without its target's name: 'baseline', '0.5B Q8_0 (k=8)', 'baseline [temperature 0.7]'."""
+    if match.role is Role.BASELINE:    # with the axis point its title ends in: "baseline [temperature 0.7]"
+        return "baseline" + match.title.partition("(baseline)")[2]
     rest = match.title[len(match.target):].lstrip(" +") if match.title.startswith(match.target) else match.title
     return rest or match.title
 

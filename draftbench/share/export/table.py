@@ -17,6 +17,7 @@ from ...analysis.context_length import timing
 from ...analysis.memory_cost import cost_of, limit_of, over_limit
 from ...analysis.next_step import NextStep, rerun_of
 from ...analysis.summary import TargetVerdict, verdicts_of
+from ...analysis.temperature_axis import draft_sampling_of
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
 from ...results.memory import mib_text
@@ -70,6 +71,9 @@ RESULT_COLUMNS = (
     "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "speedup_method", "server_version",
 )
 CONTEXT_COLUMNS = ("context_tokens", "median_ttft_s", "median_prefill_tps")   # only for files with the context axis
+# only for files with the temperature axis or a distribution check (analysis.temperature_axis, output_distribution)
+TEMPERATURE_COLUMNS = ("temperature", "draft_sampling", "distribution_checked", "distribution_consistent",
+                       "distribution_p_value")
 # only for files whose servers said what they held (analysis.memory_cost; "by device": "CPU 145.2; CUDA0 912")
 MEMORY_COLUMNS = ("held_mib", "held_by_device", "peak_rss_mib", "kv_mib", "extra_mib", "extra_by_device",
                   "fits_memory_limit", "memory_note")
@@ -89,7 +93,8 @@ def result_record(row: Row) -> Record:
     method = "+".join(str(m) for m in cand.get("method") or ()) or None
     return {
         "combination": combination_title(row.role, row.target, row.draft, row.draft_max, show_k=True,
-                                         concurrency=row.concurrency, context_tokens=row.context_tokens),
+                                         concurrency=row.concurrency, context_tokens=row.context_tokens,
+                                         temperature=row.temperature),
         "role": row.role, "target": row.target, "candidate": row.draft, "method": method,
         "params": _params_text(row), "draft_max": row.draft_max, "status": row.status, "reason": row.reason,
         "speculation_active": row.speculation_active,
@@ -109,6 +114,13 @@ def _context_record(row: Row) -> Record:
     measured = timing(row, None)
     return {"context_tokens": row.context_tokens, "median_ttft_s": measured.ttft_s,
             "median_prefill_tps": measured.prefill_tps}
+
+
+def _temperature_record(row: Row) -> Record:
+    check = row.output_distribution or {}
+    return {"temperature": row.temperature, "draft_sampling": draft_sampling_of(row),
+            "distribution_checked": check.get("checked"), "distribution_consistent": check.get("consistent"),
+            "distribution_p_value": check.get("p_value")}
 
 
 def _memory_record(row: Row, baseline: Row | None, limit: dict[str, float]) -> Record:
@@ -197,11 +209,14 @@ def results_table(results: ResultsFile, source: str) -> Table:
         meta["rerun"] = rerun         # what the Markdown export's next commands add to
     with_context = any(r.context_tokens is not None for r in results.results)
     with_memory = any(r.memory is not None for r in results.results)
+    with_heat = any(r.temperature is not None or r.output_distribution for r in results.results)
     limit = limit_of(results)
     records = tuple({**result_record(r), **(_context_record(r) if with_context else {}),
+                     **(_temperature_record(r) if with_heat else {}),
                      **(_memory_record(r, results.baseline_for(r.target, r.concurrency), limit) if with_memory else {})}
                     for r in results.results)
-    columns = RESULT_COLUMNS + (CONTEXT_COLUMNS if with_context else ()) + (MEMORY_COLUMNS if with_memory else ())
+    columns = RESULT_COLUMNS + (CONTEXT_COLUMNS if with_context else ()) + (TEMPERATURE_COLUMNS if with_heat else ()) \
+        + (MEMORY_COLUMNS if with_memory else ())
     shown = RESULT_MARKDOWN[:-1] + ((MarkdownColumn("Memory (added)", _memory_text),) if with_memory else ()) + \
         RESULT_MARKDOWN[-1:]
     return Table("results", columns, records, tuple(Heading(c.title, c.align) for c in shown),
