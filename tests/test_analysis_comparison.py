@@ -107,3 +107,24 @@ def test_unknown_speculation_is_not_a_speedup_but_an_upstream_file_still_shows_i
     entry = verdicts_of(upstream)[0]
     assert entry.recommended_draft == "d" and "significance cannot be judged" in entry.verdict
     assert math.isclose(entry.speedup.ratio, 1.4)
+
+
+def test_no_figure_quoted_passes_what_the_counters_allow():
+    # one prompt pair left: +33.7% measured (too few to tell the machine changed), counters allow +0%
+    one = (RequestRecord(prompt_id="code", category="code", run=0, decode_tps=66.85, completion_tokens=49,
+                         draft_n=6, draft_n_accepted=0, text="t"),)
+    base = Row(target="T", role="baseline", mean_tps=50.0,
+               requests=(RequestRecord(prompt_id="code", category="code", run=0, decode_tps=50.0,
+                                       completion_tokens=49, text="t"),))
+    res = analyze(results(base, spec("ngram-simple", one)))
+    row = res.results[1]
+    assert row.counter_bound["ratio"] == pytest.approx(1.0) and row.counter_bound["speed_changed"] is False
+    assert row.speedup.ratio == pytest.approx(1.0) and "capped at the +0.0% its counters allow" in row.speedup.note
+    assert "measured +33.7%" in row.speedup.note
+    assert all(s.ratio <= 1.0 for s in row.speedup_by_category.values())
+    # within its counters, an interval is quoted as measured
+    drafted = {p: 30 for p, _ in PROMPTS}
+    good = spec("ngram-simple", requests(50.0, drafted=drafted, accepted={p: 24 for p, _ in PROMPTS},
+                                          factor={p: 1.3 for p, _ in PROMPTS}))
+    kept = analyze(results(BASELINE, good)).results[1]
+    assert kept.speedup.note is None and kept.speedup.ratio == pytest.approx(1.3, abs=0.01)

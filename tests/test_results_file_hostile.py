@@ -81,7 +81,7 @@ WRONG_TYPES = [
     ("$.results[1].mean_tps", True, "must be a finite number of at least 0 or null, not true"),
     ("$.results[1].speculation_active", "yes", "must be true or false or null"),
     ("$.results[0].server.command[0]", 1, "must be a string, not integer 1"),
-    ("$.settings.temperature", "hot", "must be a finite number or null"),
+    ("$.settings.temperature", "hot", "must be a finite number or a list or null"),
     ("$.host.memory_gb", "16", "must be a finite number or null"),
     ("$.config.targets[0]", {"label": "T"}, None),     # $.config.targets[0].path is missing
     ("$.results[1].custom_key", nested(MAX_FREE_DEPTH + 5), f"is nested more than {MAX_FREE_DEPTH} levels deep"),

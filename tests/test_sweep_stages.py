@@ -163,9 +163,18 @@ def test_more_continues_an_unresolved_target_beyond_the_planned_stages(tmp_path)
     _code, first = run(tmp_path, FakeBackend(backend), cfg)
     assert verdicts_of(first)[0].stages.verdict.value in ("shortlist", "unresolved")
     assert "more server pair" in verdicts_of(first)[0].verdict
-    _code, more = run(tmp_path, FakeBackend(backend), cfg, options=RunOptions(more=2))
+    shown: list[tuple[int, int, str]] = []
+
+    class Titles(Reporter):
+        def combination_started(self, index, total, title, at_most=False):
+            shown.append((index, total, title))
+
+    _code, more = run(tmp_path, FakeBackend(backend), cfg, reporter=Titles(), options=RunOptions(more=2))
     fast = next(r for r in more.results if r.draft == "fast")
     assert {q.block for q in fast.requests} == {0, 1, 2, 3}
+    # numbered out of the stages --more reaches (it said "[5/≤4] … [stage 3/2]")
+    assert shown and {t.split("[stage ")[1].split("/")[1][0] for _i, _n, t in shown} == {"4"}
+    assert all(index <= total for index, total, _t in shown)
     earlier = next(r for r in first.results if r.draft == "fast").requests
     assert fast.requests[: len(earlier)] == earlier
 

@@ -13,7 +13,9 @@ faster than its requests' (n − 1) / (n − 1 − accepted) times the target al
   faster than the target alone; their interval wholly above 1 says the same.
 
 Either one means the machine's speed changed between the two sides of the comparison: the row
-is not a speed-up (``counter_bound.speed_changed``), whatever its interval says.
+is not a speed-up (``counter_bound.speed_changed``), whatever its interval says. Short of that, no
+figure quoted passes the bound (:func:`capped`): an estimate above it (noise, on few pairs) is quoted
+at the bound, with a note saying what was measured — as the staged verdict's quote is capped.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, replace
+from typing import overload
 
 from ..common.percent import change_text
 from ..config.workloads import SESSION_CATEGORY
@@ -74,16 +77,54 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
     block = confirmation_block(row)
     matched = [p for p in pairs(row, baseline) if block is None or p.block != block]
     spread = sessions if sessions is not None and sessions.df > 0 else None
+    bound = check_counters(fresh + confirming, spread) if row.role == "speculative" else None
+    # a row shown faster than its counters allow keeps what it measured: it is then no speed-up at all (judged)
+    cap = bound is not None and not bound["speed_changed"]
     speed = speedup_of_units(units(fresh), noise_floor=noise_floor, sessions=spread)
     by_category = {}
     for category in dict.fromkeys(p.category for p in matched):
-        part = speedup_of_units(units(p for p in matched if p.category == category), noise_floor=noise_floor,
-                                sessions=spread)
+        mine = [p for p in matched if p.category == category]
+        part = speedup_of_units(units(mine), noise_floor=noise_floor, sessions=spread)
         if part:
-            by_category[category] = part
-    bound = check_counters(fresh + confirming, spread) if row.role == "speculative" else None
+            by_category[category] = capped(part, bound_ratio(mine)) if cap else part
     confirmed = speedup_of_units(units(confirming), noise_floor=noise_floor, sessions=spread) if confirming else None
+    if cap:
+        speed = capped(speed, bound_ratio(fresh))
+        confirmed = capped(confirmed, bound_ratio(confirming))
     return Comparison(speed, by_category or None, bound, confirmed)
+
+
+def bound_ratio(matched: list[Pair]) -> float | None:
+    """The most these pairs' counters allow, on the speed-up's own scale (the mean over prompts of each prompt's
+    mean log bound); None without counters."""
+    by_prompt: dict[str, list[float]] = {}
+    for p in matched:
+        if p.log_bound is not None:
+            by_prompt.setdefault(p.prompt_id, []).append(p.log_bound)
+    if not by_prompt:
+        return None
+    return math.exp(statistics.fmean(statistics.fmean(v) for v in by_prompt.values()))
+
+
+@overload
+def capped(speed: Speedup, cap: float | None) -> Speedup: ...
+@overload
+def capped(speed: None, cap: float | None) -> None: ...
+@overload
+def capped(speed: Speedup | None, cap: float | None) -> Speedup | None: ...
+def capped(speed: Speedup | None, cap: float | None) -> Speedup | None:
+    """``speed`` quoted no higher than ``cap`` (what the counters allow): its estimate and upper end held at the
+    cap, with a note of what was measured (the excess is noise, or the machine's speed changed)."""
+    if speed is None or cap is None or speed.ratio <= cap:
+        return speed
+    high = speed.high
+    top = cap if high is None else min(high, cap)
+    note = (f"capped at the {change_text(cap)} its counters allow (measured {change_text(speed.ratio)}: "
+            "a verify step costs at least one target step)")
+    return replace(speed, ratio=round(cap, 4), percent=round((cap - 1) * 100, 2),
+                   ci95_high=round(top, 4) if speed.ci95_low is not None else speed.ci95_high,
+                   ci95_low=round(min(speed.ci95_low, top), 4) if speed.ci95_low is not None else None,
+                   unbounded=None, note=speed.note or note)
 
 
 def own_speedup(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
@@ -104,12 +145,9 @@ def _interval(items: list[Pair], value, sessions: SessionVariance | None) -> dic
 def check_counters(matched: list[Pair], sessions: SessionVariance | None) -> dict | None:
     """The counters' bound on this row's speed-up and whether the measurement exceeds it (see above)."""
     bounded = [p for p in matched if p.log_bound is not None]
-    if not bounded:
+    ratio = bound_ratio(bounded)
+    if ratio is None:
         return None
-    by_prompt: dict[str, list[float]] = {}
-    for p in bounded:
-        by_prompt.setdefault(p.prompt_id, []).append(p.log_bound or 0.0)
-    ratio = math.exp(statistics.fmean(statistics.fmean(v) for v in by_prompt.values()))
     excess = _interval(bounded, lambda p: p.log_ratio - (p.log_bound or 0.0), sessions)
     no_drafts = _interval([p for p in bounded if p.drafted == 0], lambda p: p.log_ratio, sessions)
     over = excess is not None and excess["low"] > 1.0

@@ -21,8 +21,7 @@ Nothing here calls back into its caller: each level returns what happened and th
 config's own (llama.cpp, vLLM or LM Studio). ``store`` receives every request's row as it is measured
 (``sweep/store.py``: the command line's saves each in the results file's journal; the default keeps them in
 memory); ``clock`` times the budget (a simulator passes its own); ``more``: stages beyond the plan for every
-target left unresolved (``--more``). The command line (``sweep/session.py``) and the simulator
-(``benchmarks/verdicts.py``) both run sweeps through here.
+target left unresolved (``--more``). The command line and the simulator (``benchmarks/verdicts.py``) run here.
 """
 
 from __future__ import annotations
@@ -128,6 +127,7 @@ class SweepRun:
         budget = Budget(self.config.settings.budget_s, self.clock, self._spent(plan), self.clock())
         done = max((measured_before(rows.row(c)) for c in plan.candidates.values()), default=0)
         last = max(plan.stages.horizon, done if more else 0) + more if plan.candidates else 0
+        run.reach(last)
         decision = self.decide(plan.label, point, 0)
         before = self.decide(plan.label, point, 10 ** 6) if done else None
         looks_before = len(before.looks) if before is not None else 0
@@ -224,10 +224,14 @@ class TargetRun:
         # the console numbers steps out of the most the stages may run, on from where a resumed target stopped
         self.steps_run = steps_measured(plan, {n: rows.row(c) for n, c in plan.candidates.items()},
                                         rows.row(plan.baseline))
-        self.total = plan.stages.horizon * len(stage_steps(plan.design, 0, plan.stages.stage(0), 0, names))
+        self.per_stage = len(stage_steps(plan.design, 0, plan.stages.stage(0), 0, names))
+        self.reach(plan.stages.horizon)
         self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row's first request
         self.dead: dict[str, str] = {}  # candidates that failed in this run (a later run tries them again)
         self.baseline_failed: str | None = None
+
+    def reach(self, last: int) -> None:     # the stages this run may measure: the plan's, or as far as --more goes
+        self.last, self.total = last, last * self.per_stage
 
     def alive(self, decision: Decision | None) -> list[str]:
         """The candidates the decision keeps in (all before a look; the A/A control always) not failed in this run."""
@@ -282,7 +286,7 @@ class TargetRun:
         self.steps_run += 1
         beside = ", beside the stage's baseline server" if self.plan.design is Design.INTERLEAVED and name else ""
         self.reporter.combination_started(self.steps_run, self.total or self.steps_run,
-                                          f"{combo.title(True)} [stage {stage + 1}/{self.plan.stages.horizon}{beside}]",
+                                          f"{combo.title(True)} [stage {stage + 1}/{self.last}{beside}]",
                                           at_most=True)
         early = self.launcher.runner.skipped_or_broken(combo, {}) if name is not None else None
         if early is not None:             # a model missing or broken: checked before any server starts
