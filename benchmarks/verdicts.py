@@ -44,10 +44,11 @@ DESIGNS = ("interleaved", "bracketed", "sequential")
 
 
 def run_scenario(scenario: Scenario, trials: int, seed: int, design: str = "interleaved",
-                 world: WorldFactory | None = None, stages: int | None = None) -> dict[str, dict]:
+                 world: WorldFactory | None = None, stages: int | None = None,
+                 n_prompts: int | None = None) -> dict[str, dict]:
     """Both strategies on the same drawn truths; each gets its own noise (its own sweep of the machine)."""
     rng = random.Random(f"{seed}:{scenario.name}")
-    listed = prompts(scenario.n_prompts)
+    listed = prompts(n_prompts or scenario.n_prompts)
     categories = [p.category for p in listed]
     setups: dict[tuple[int, str], Setup] = {}
     scores: dict[str, list] = {s: [] for s in STRATEGIES}
@@ -122,6 +123,7 @@ def main(argv: list[str]) -> int:
                    "are far too coarse to quote)")
     p.add_argument("--design", choices=DESIGNS, default="interleaved", help="the sweeps' design (default: a CPU's)")
     p.add_argument("--stages", type=int, help="planned stages per target (default: the scenario's, 6)")
+    p.add_argument("--prompts", type=int, help="prompts in the set the stages draw from (default: the scenario's, 48)")
     p.add_argument("--world", metavar="MODULE:FACTORY", help="an outside noise model written against the backend "
                    "contract, in place of the scenario's machine")
     p.add_argument("--seed", type=int, default=1)
@@ -152,7 +154,8 @@ def main(argv: list[str]) -> int:
     out = {}
     for scenario in chosen:
         start = time.perf_counter()
-        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design, world, args.stages)
+        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design, world, args.stages,
+                                                    args.prompts)
         for strategy in STRATEGIES:
             print(line(scenario.name, strategy, figures[strategy]), flush=True)
         print(f"{'':<22} ({time.perf_counter() - start:.0f} s)", flush=True)

@@ -18,8 +18,9 @@ from ..results.file import ResultsFile, Row
 from ..results.kinds import Role, Status
 from .categories import candidate_name
 from .comparison import check_counters
+from .machine_spread import MachineSpread, Spread
 from .pairing import Pair, pairs
-from .stage_evidence import MachineSpread, Series, Spread, series_from
+from .stage_evidence import Series, series_from
 
 
 def is_staged(row: Row) -> bool:
@@ -68,6 +69,7 @@ class TargetStages:
     caps: dict[str, float]               # the most each candidate's counters allow (a ratio), where they say
     machine: MachineSpread               # the session spread as it stood after any server session
     fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
+    prompt_set: int | None = None        # prompts in the set the stages draw from (past it, prompts come back)
 
     @property
     def candidates(self) -> int:
@@ -111,6 +113,8 @@ def staged_targets(results: ResultsFile, before: Mapping[str, int] | None = None
             matched_by[(target, candidate_name(row))] = matched
             comparisons[(target, candidate_name(row))] = series_of(matched)
     machine = MachineSpread({key: s for key, s in comparisons.items() if s})
+    ids = (results.prompt_set or {}).get("ids")
+    set_size = len(ids) if isinstance(ids, list) and ids else None
     out = {}
     for target, (rows, _baseline) in found.items():
         design = next(r.design for r in rows if is_staged(r) and r.design)
@@ -122,5 +126,5 @@ def staged_targets(results: ResultsFile, before: Mapping[str, int] | None = None
         caps = {n: float(c["ratio"]) for n, c in counters.items() if c and isinstance(c.get("ratio"), (int, float))}
         out[target] = TargetStages(target, int(design["horizon"]), int(design.get("per_stage") or 0), series,
                                    {candidate_name(r): r for r in rows}, left_out, caps, machine,
-                                   bool(design.get("fixed_prompts")))
+                                   bool(design.get("fixed_prompts")), prompt_set=set_size)
     return out
