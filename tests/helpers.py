@@ -197,3 +197,18 @@ def tiny_gguf(path: Path, size: int = 0) -> Path:
     header = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)
     path.write_bytes(header + b"\0" * max(0, size - len(header)))
     return path
+
+
+def pairs_accounted_for(row, baseline) -> int:
+    """The pairs ``row``'s speed-up rests on plus the requests the pairing left out (analysis/pairing.py: a burst of
+    other programs' load on either side, an interrupted baseline request), the reason recorded in the row's
+    ``pairs_left_out`` warning: what the design planned, on a quiet machine or a busy one (CI shares its machine).
+    Rows as objects or as a results file's dicts."""
+    from draftbench.analysis.pairing import left_out
+    from draftbench.results.file import Row
+    from draftbench.results.findings import Code
+    row, baseline = (r if isinstance(r, Row) else Row.from_dict(r) for r in (row, baseline))
+    left = sum(left_out(row, baseline))
+    assert not left or any(w.code is Code.PAIRS_LEFT_OUT for w in row.warnings), "left out, and not said why"
+    assert row.speedup is not None
+    return (row.speedup.n_pairs or 0) + left

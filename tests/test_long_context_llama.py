@@ -54,8 +54,8 @@ def test_prompts_reach_the_server_at_the_requested_length_with_prefill_and_decod
                 assert record.server_prefill_tps and record.server_prefill_tps > 0
                 assert record.server_decode_tps and record.ttft_s and record.ttft_s >= record.server_prefill_s * 0.5
         memory = server.memory_use()
-        assert memory and memory["peak_rss_mib"] > 50
-        assert memory.get("kv_mib") is None or memory["kv_mib"] > 0
+        assert memory.peak_rss_mib and memory.peak_rss_mib > 50
+        assert memory.kv_mib is None or memory.kv_mib > 0
     # the documents are real text: a play, and this Python's standard library for the code edit
     code = next(p for p in built[700] if p.prompt.category == "long-code-edit").prompt.text
     assert "# file: argparse.py" in code and "```python" in code

@@ -13,7 +13,7 @@ from draftbench.lifetime.process import free_port
 from draftbench.measure.concurrent import run_streams
 from draftbench.measure.sequential import MeasureOptions
 
-from helpers import run_cli
+from helpers import pairs_accounted_for, run_cli
 
 pytestmark = pytest.mark.llama
 
@@ -91,7 +91,8 @@ def test_a_sweep_over_two_levels_end_to_end(models, tmp_path):
             assert [s["n_ctx"] for s in row["load"]["server"]["slots"]] == [CTX, CTX]
     spec2 = rows[("speculative", 2)]
     assert spec2["speculation_active"] is True and spec2["verify_steps"] > 0 and spec2["mean_accepted_len"] > 1
-    assert spec2["speedup"]["n_pairs"] == 2          # paired with the 2-stream baseline, prompt by prompt
+    # paired with the 2-stream baseline, prompt by prompt: two pairs planned (a busy machine may leave some out)
+    assert pairs_accounted_for(spec2, rows[("baseline", 2)]) == 2
     entry = data["summary"]["targets"][0]
     assert entry["crossover"]["levels"] == [1, 2] and "Under load" in entry["verdict"]
     page = results.with_suffix(".html").read_text()

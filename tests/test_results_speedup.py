@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import re
 
 import pytest
-from draftbench.analysis.stats import speedup
+from draftbench.analysis.stats import describe_speedup, speedup
 from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
 from draftbench.common.errors import ResultsFileError
+from draftbench.results.bounds import MAX_RATIO
 from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
-from draftbench.results.speedup import Speedup, plain, rank
+from draftbench.results.speedup import UNBOUNDED_WHY, Speedup, interval_ends, plain, rank
 from draftbench.results.theory import Theory, evaluate
 
 PAIRED_KEYS = ["ratio", "ci95_low", "ci95_high", "significant", "method", "n_pairs", "percent", "noise_floor",
@@ -153,3 +156,57 @@ def test_every_verdict_ranks_speedups_by_how_surely_they_are_faster():
     # a row without a speed-up ranks below any measured one, even a slow-down (it was 0.0 in one verdict,
     # 1.0 in another)
     assert rank(None) < rank(Speedup(ratio=0.01))
+
+
+@pytest.mark.parametrize("high", [math.inf, 4.5e10, MAX_RATIO * 1.01])
+def test_an_interval_with_no_finite_upper_end_is_kept_as_unbounded_with_why(high):
+    ends = interval_ends(0.2, high)
+    assert ends["ci95_low"] == 0.2 and ends["ci95_high"] is None and ends["unbounded"] == UNBOUNDED_WHY
+    speed = Speedup(ratio=1.1, **ends, significant=False, method="staged")
+    assert speed.has_interval and speed.high == math.inf
+    text = json.dumps(speed.to_dict(), allow_nan=False)                   # strict JSON: null, and why
+    assert Speedup.from_dict(json.loads(text)) == speed
+    assert describe_speedup(speed) == "+10.0% [-80.0%, unbounded] (not significant)"
+    assert interval_ends(0.2, 3.0) == {"ci95_low": 0.2, "ci95_high": 3.0, "unbounded": None}
+    with pytest.raises(ValueError, match="unbounded above has a ci95_low and a null ci95_high"):
+        Speedup(ratio=1.1, ci95_low=0.2, ci95_high=3.0, unbounded="why")
+
+
+def test_a_stage_whose_interval_is_unbounded_is_stored_printed_exported_and_reported_so(tmp_path):
+    """Issue 42: one prompt per stage, three stages, a candidate whose speed swings by 10⁵× and whose server has no
+    draft counters to bound it: the verdict's interval has no finite upper end (it aborted the sweep, "speed-up
+    ci95_high inf is not a finite number", or printed "your next prompt: −100.0% to +4508722254505.3%")."""
+    from draftbench.sweep import Sweep
+    from draftbench.sweep.config_file import validate_config
+    from draftbench.sweep.console import Console
+    from draftbench.sweep.session import RunOptions
+
+    from fakes.inprocess import FakeBackend, Script
+    from helpers import run_cli
+
+    (tmp_path / "p.txt").write_text("Question about code.\n")
+    data = {"name": "u", "hardware": "box", "backend": "llamacpp", "targets": [{"label": "T", "path": "/m/t.gguf"}],
+            "drafts": [{"label": "wild", "path": "/m/d.gguf"}],
+            "settings": {"max_tokens": 64, "prompts": str(tmp_path / "p.txt"), "port": 0, "stages": 3,
+                         "prompts_per_stage": 1}}
+    config = validate_config(data, source=str(tmp_path / "c.json"), base_dir=str(tmp_path))
+    backend = FakeBackend(Script(tps={"/m/t.gguf": 50.0}, speedup={"/m/d.gguf": 1.2}, noise={"/m/d.gguf": 0.99999},
+                                 no_counters={"/m/d.gguf"}))
+    out = io.StringIO()
+    path = tmp_path / "r.json"
+    Sweep(config, path, None, reporter=Console(out), backend=backend, options=RunOptions()).run()
+    text = out.getvalue()
+    assert "unbounded]" in text and "with no upper bound at 95%" in text, text
+    assert not re.search(r"\+\d{9,}", text), text      # no end past 10⁶× (+10⁸ %), the most a speed-up can be
+    data = json.loads(path.read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the results file"))
+    quoted = data["summary"]["targets"][0]["speedup"]
+    assert quoted["ci95_high"] is None and quoted["ci95_low"] is not None and quoted["unbounded"] == UNBOUNDED_WHY
+    assert data["summary"]["targets"][0]["stages"]["quote"]["high"] is None
+    for fmt in ("md", "csv", "json"):
+        proc = run_cli("sweep.py", "--export", fmt, "--results", str(path), "--output", str(tmp_path / f"e.{fmt}"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "unbounded" in (tmp_path / "e.md").read_text()
+    json.loads((tmp_path / "e.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the export"))
+    proc = run_cli("sweep.py", "--chart-only", "--results", str(path), "--chart", str(tmp_path / "r.html"))
+    assert proc.returncode == 0 and "unbounded" in proc.stdout, proc.stdout + proc.stderr
+    assert "unbounded]" in (tmp_path / "r.html").read_text()

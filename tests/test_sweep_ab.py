@@ -24,7 +24,7 @@ from draftbench.sweep.ab import ABPlan, run_ab, screen, verdict
 from draftbench.sweep.console import Reporter
 
 from fakes.inprocess import FakeBackend, Script
-from helpers import REPO, llama_server_pids, read_until, run_cli, wait_for
+from helpers import REPO, llama_server_pids, pairs_accounted_for, read_until, run_cli, wait_for
 
 TARGET, DRAFT = "/m/target.gguf", "/m/draft.gguf"
 
@@ -207,7 +207,8 @@ def test_ab_on_the_forged_pair_prints_one_screen_and_leaves_no_server(models, tm
         assert row.server["command"][-2:] == ["--threads", "1"]
         assert "n_threads = 1" in Path(row.server["log"]).read_text(errors="replace")
     assert f"{spec.acceptance_rate:.1%}  ({spec.draft_n_accepted} of {spec.draft_n} drafted" in text
-    assert spec.speedup.n_pairs == 2 and f"{spec.speedup.ratio:.2f}x [" in text
+    # two pairs planned: a burst of other programs' load (another test worker) may leave one out, saying so
+    assert pairs_accounted_for(spec, baseline) == 2 and f"{spec.speedup.ratio:.2f}x [" in text
     assert spec.design["name"] == "interleaved" and all(r.compared_with for r in spec.requests)
     assert spec.equivalence["compared"] == 2
     assert not (llama_server_pids() - before)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..results.memory import ServerMemory
 from ..results.speedup import Speedup
 from .crossover import LevelOutcome
 
@@ -32,7 +33,7 @@ class LengthPoint:
     """One server at one prompt length: the target alone (``candidate`` None) or a candidate against it."""
 
     timing: Timing
-    memory: dict | None                    # the row's ``memory`` (MiB)
+    memory: ServerMemory | None            # the row's ``memory`` (MiB)
     candidate: str | None = None
     outcome: LevelOutcome | None = None
     speedup: Speedup | None = None
@@ -41,10 +42,11 @@ class LengthPoint:
 
     def to_dict(self) -> dict[str, Any]:
         if self.candidate is None:
-            return {**self.timing.to_dict(), "memory": self.memory}
+            return {**self.timing.to_dict(), "memory": self.memory.to_dict() if self.memory else None}
         return {"candidate": self.candidate, "outcome": self.outcome.value if self.outcome else None,
                 "speedup": self.speedup.to_dict() if self.speedup else None, **self.timing.to_dict(),
-                "extra_ttft_s": self.extra_ttft_s, "end_to_end_ratio": self.end_to_end_ratio, "memory": self.memory}
+                "extra_ttft_s": self.extra_ttft_s, "end_to_end_ratio": self.end_to_end_ratio,
+                "memory": self.memory.to_dict() if self.memory else None}
 
 
 @dataclass(frozen=True)

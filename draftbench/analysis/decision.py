@@ -315,8 +315,9 @@ class Decision:
     def members(self, names: Sequence[str], always: Sequence[str] = ()) -> list[str]:
         """Who the next stage measures, of ``names``: everyone before the first look; then every candidate taking
         part (exhaustively) or those the looks kept in (the race); ``always`` whatever the looks said."""
+        names = [n for n in names if n not in self.evidence.ineligible]    # over the memory limit: measured once
         if not self.looks:
-            return list(names)
+            return names
         alive = set(self.last.survivors if self.last is not None and self.rule.eliminate else self.evidence.series)
         return [n for n in names if n in alive or n in always]
 

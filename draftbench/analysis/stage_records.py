@@ -19,6 +19,7 @@ from ..results.kinds import Role, Status
 from .categories import candidate_name
 from .comparison import check_counters
 from .machine_spread import MachineSpread, Spread
+from .memory_cost import not_eligible
 from .pairing import Pair, pairs
 from .stage_evidence import Series, series_from
 
@@ -69,6 +70,7 @@ class TargetStages:
     caps: dict[str, float]               # the most each candidate's counters allow (a ratio), where they say
     machine: MachineSpread               # the session spread as it stood after any server session
     fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
+    ineligible: tuple[str, ...] = ()     # left out by the memory limit (memory_cost.not_eligible): not measured on
     prompt_set: int | None = None        # prompts in the set the stages draw from (past it, prompts come back)
 
     @property
@@ -113,6 +115,7 @@ def staged_targets(results: ResultsFile, before: Mapping[str, int] | None = None
             matched_by[(target, candidate_name(row))] = matched
             comparisons[(target, candidate_name(row))] = series_of(matched)
     machine = MachineSpread({key: s for key, s in comparisons.items() if s})
+    unfit = not_eligible(results)        # over the memory limit: measured, never recommended
     ids = (results.prompt_set or {}).get("ids")
     set_size = len(ids) if isinstance(ids, list) and ids else None
     out = {}
@@ -120,11 +123,13 @@ def staged_targets(results: ResultsFile, before: Mapping[str, int] | None = None
         design = next(r.design for r in rows if is_staged(r) and r.design)
         counters = {n: check_counters(matched_by[(target, n)], None) for n in map(candidate_name, rows)}
         left_out = {n: why for r in rows
-                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))], counters[n])) is not None}
+                    if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))], counters[n])
+                        or unfit.get((target, n))) is not None}
         series = {candidate_name(r): comparisons[(target, candidate_name(r))] for r in rows
                   if candidate_name(r) not in left_out}
         caps = {n: float(c["ratio"]) for n, c in counters.items() if c and isinstance(c.get("ratio"), (int, float))}
         out[target] = TargetStages(target, int(design["horizon"]), int(design.get("per_stage") or 0), series,
                                    {candidate_name(r): r for r in rows}, left_out, caps, machine,
-                                   bool(design.get("fixed_prompts")), prompt_set=set_size)
+                                   bool(design.get("fixed_prompts")), tuple(n for t, n in unfit if t == target),
+                                   prompt_set=set_size)
     return out

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..common.percent import change_text as pct
 from ..common.percent import percent
 from ..results.file import Row
-from ..results.speedup import Speedup
+from ..results.speedup import UNBOUNDED_WHY, Speedup, interval_ends, interval_text, is_unbounded
 from .decision import Decision, Elimination, Outcome
 from .moments import ratio_of
 from .replication import THESE_PROMPTS
@@ -54,11 +54,11 @@ class Quote:
         return self.high < 1.0
 
     def interval(self) -> str:
-        return f"{pct(self.ratio)} [{pct(self.low)}, {pct(self.high)}]"
+        return f"{pct(self.ratio)} {interval_text(self.low, self.high)}"
 
     def speedup(self, noise_floor: float) -> Speedup:
         """The quote as a speed-up (its interval: 95% over every candidate and look together)."""
-        return Speedup(ratio=round(self.ratio, 4), ci95_low=round(self.low, 4), ci95_high=round(self.high, 4),
+        return Speedup(ratio=round(self.ratio, 4), **interval_ends(self.low, self.high),
                        significant=self.significant, method="staged", percent=round((self.ratio - 1) * 100, 2),
                        noise_floor=noise_floor, question=self.question, interval=self.what())
 
@@ -75,7 +75,9 @@ class Quote:
         these; your next prompt: −2.0% to +27.5%, 95%)'."""
         text = f"{self.interval()} ({self.what()}"
         if self.next_prompt is not None:
-            text += f"; your next prompt: {pct(self.next_prompt[0])} to {pct(self.next_prompt[1])}, 95%"
+            low, high = self.next_prompt
+            text += (f"; your next prompt: {pct(low)} or more, with no upper bound at 95%" if is_unbounded(high)
+                     else f"; your next prompt: {pct(low)} to {pct(high)}, 95%")
         text += ")"
         if self.capped and self.bound is not None:
             text += (f" — measured {pct(self.measured)}, above the {pct(self.bound)} its counters allow, so quoted at "
@@ -111,10 +113,11 @@ class StagedVerdict:
         q = self.quote
         return {"decision": self.verdict.value, "pick": self.pick, "best": self.best,
                 "quote": None if q is None else {"ratio": round(q.ratio, 4), "low": round(q.low, 4),
-                                                 "high": round(q.high, 4), "measured": round(q.measured, 4),
+                                                 "high": _end(q.high), "measured": round(q.measured, 4),
                                                  "bound": q.bound, "interval": q.what(),
-                                                 "next_prompt": [round(x, 4) for x in q.next_prompt]
-                                                 if q.next_prompt else None},
+                                                 "next_prompt": [_end(x) for x in q.next_prompt]
+                                                 if q.next_prompt else None,
+                                                 **({"unbounded": UNBOUNDED_WHY} if is_unbounded(q.high) else {})},
                 "shortlist": list(self.shortlist), "equivalent": list(self.equivalent),
                 "eliminated": dict(self.eliminated), "left_out": dict(self.left_out),
                 "not_probed": list(self.not_probed),
@@ -166,6 +169,11 @@ def staged_verdict(decision: Decision) -> StagedVerdict:
         decision.equivalent, {n: _elimination_text(e) for n, e in decision.eliminated.items()}, dict(ev.left_out),
         ev.unprobed, decision.settle, ev.per_stage, ev.stages_done, decision.rule.spending.horizon,
         decision.rule.spending.candidates, decision.power)
+
+
+def _end(ratio: float) -> float | None:
+    """An interval's end as the summary keeps it: null where it bounds nothing (strict JSON has no infinity)."""
+    return None if is_unbounded(ratio) else round(ratio, 4)
 
 
 def _quote(decision: Decision) -> Quote | None:

@@ -22,8 +22,8 @@ from typing import TypeGuard
 
 from ..common.percent import percent_change
 from ..results.findings import Code, Finding
-from ..results.speedup import Speedup
-from .moments import LOG_FLOAT_MAX, ratio_of
+from ..results.speedup import Speedup, interval_ends, interval_text
+from .moments import ratio_of
 from .moments import stdev as float_stdev
 from .replication import Estimate, SessionVariance, Unit, estimate
 from .student_t import t_quantile
@@ -70,14 +70,14 @@ def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence
     """The :class:`Speedup` of an :class:`replication.Estimate` (log scale) at ``confidence``."""
     low, high = est.bounds(confidence)
     ratio = ratio_of(est.mean)
-    lo = round(ratio_of(low), 4) if math.isfinite(low) else 0.0
-    hi = round(ratio_of(high), 4) if math.isfinite(high) and high <= LOG_FLOAT_MAX else None
     method = "paired-log-by-prompt" if est.prompts >= 2 else "paired-t-log"
-    if hi is None:      # no finite interval (a variance with no degrees of freedom): not judged
+    if not math.isfinite(high):      # no finite interval (a variance with no degrees of freedom): not judged
         return Speedup(ratio=round(ratio, 4), method=method, n_pairs=n_pairs, percent=percent_change(ratio),
                        noise_floor=noise_floor, question=est.question, prompts=est.prompts, sessions=est.sessions)
-    return Speedup(ratio=round(ratio, 4), ci95_low=lo, ci95_high=hi,
-                   significant=clears_floor(lo, hi, noise_floor), method=method, n_pairs=n_pairs,
+    ends = interval_ends(ratio_of(low) if math.isfinite(low) else 0.0, ratio_of(high))
+    return Speedup(ratio=round(ratio, 4), **ends,
+                   significant=clears_floor(ends["ci95_low"], ends["ci95_high"] or math.inf, noise_floor),
+                   method=method, n_pairs=n_pairs,
                    percent=percent_change(ratio), noise_floor=noise_floor, question=est.question,
                    se_log=round(est.se, 6), df=round(min(est.df, 1e6), 3), prompts=est.prompts, sessions=est.sessions)
 
@@ -118,7 +118,7 @@ def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, fl
     df = (va + vb) ** 2 / ((va ** 2) / (len(lc) - 1) + (vb ** 2) / (len(lb) - 1)) if se > 0 else 1e9
     half = t_quantile(0.975, df) * se
     ratio, low, high = ratio_of(mean), ratio_of(mean - half), ratio_of(mean + half)
-    return Speedup(ratio=round(ratio, 4), ci95_low=round(low, 4), ci95_high=round(high, 4),
+    return Speedup(ratio=round(ratio, 4), **interval_ends(low, high),
                    significant=clears_floor(low, high, noise_floor), method="welch-t-log", n_pairs=0,
                    percent=percent_change(ratio), noise_floor=noise_floor)
 
@@ -159,8 +159,8 @@ def describe_speedup(s: Speedup | None) -> str:
         return "n/a"
     text = f"{(s.ratio - 1) * 100:+.1f}%"
     words = [s.interval] if s.interval else []
-    if s.ci95_low is not None and s.ci95_high is not None:
-        text += f" [{(s.ci95_low - 1) * 100:+.1f}%, {(s.ci95_high - 1) * 100:+.1f}%]"
+    if s.has_interval:
+        text += f" {interval_text(s.ci95_low, s.high)}"
     if s.ci95_high is not None and s.ci95_high < 1 and not s.note:
         words.append("significantly slower")          # the whole interval is below 1
     elif s.significant is False:

@@ -21,6 +21,7 @@ from .categories import CategoryBest
 from .choice import BestPick, Choice
 from .context_verdict import ContextAxis
 from .crossover import Crossover
+from .memory_cost import TargetMemory
 from .session import SessionBest
 from .stage_verdict import StagedVerdict
 from .winning_command import CategoryRun, RunLine, command_lines, run_commands
@@ -71,6 +72,7 @@ class TargetVerdict:
     race: RaceOutcome | None = None                # a race of the blocks era
     crossover: Crossover | None = None             # with several concurrency levels
     context: ContextAxis | None = None             # with several prompt lengths
+    memory: TargetMemory | None = None             # what each candidate costs in memory; None: no server said
 
     @property
     def recommended_draft(self) -> str | None:
@@ -113,7 +115,8 @@ class TargetVerdict:
         if self.within_session is not None:
             out["within_session"] = self.within_session.to_dict()
         out.update(run=_optional(self.run), run_by_category=[r.to_dict() for r in self.run_by_category])
-        for name, part in (("race", self.race), ("crossover", self.crossover), ("context", self.context)):
+        for name, part in (("race", self.race), ("crossover", self.crossover), ("context", self.context),
+                           ("memory", self.memory)):
             if part is not None:
                 out[name] = part.to_dict()
         return out

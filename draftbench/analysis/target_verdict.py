@@ -27,6 +27,7 @@ from .crossover import crossover
 from .decision import Decision
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
+from .memory_cost import target_memory, verdict_sentence
 from .session import session_sentence, session_summary
 from .stage_verdict import StagedVerdict, staged_verdict
 from .summary import KPrediction, TargetVerdict
@@ -86,7 +87,9 @@ def _verdict(results: ResultsFile, target: str, level: int, decided: Decided) ->
     by_category = best_per_category(results, target) if not results.is_upstream else {}
     cannot_pay, k_prediction, k_text = _inside_the_draft(results, target, choice)
     in_session = session_summary(results, target, level)
-    sentences = [decided.sentence, *_warnings(at_level, inactive), category_sentence(by_category), cannot_pay or "",
+    memory = target_memory(results, target, level)
+    sentences = [decided.sentence, verdict_sentence(memory, choice.recommended_label), *_warnings(at_level, inactive),
+                 category_sentence(by_category), cannot_pay or "",
                  k_text, session_sentence(in_session) if in_session is not None else ""]
     several_levels = len(row_levels(results, target)) > 1
     crossed, crossing = crossover(results, target, choice) if several_levels else (None, "")
@@ -99,7 +102,7 @@ def _verdict(results: ResultsFile, target: str, level: int, decided: Decided) ->
         no_draft_can_pay=cannot_pay is not None, k_prediction=k_prediction, within_session=in_session,
         run=how_to_run(results, target, level, choice), run_by_category=runs_by_category(by_category, results, target),
         race=race_outcome(results, target, choice) if decided.stages is None else None,   # a race of the blocks era
-        crossover=crossed)
+        crossover=crossed, memory=memory)
 
 
 def _warnings(at_level: list[Row], inactive: tuple[str, ...]) -> list[str]:

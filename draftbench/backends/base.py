@@ -25,6 +25,7 @@ from ..config.model_ref import ModelRef
 from ..config.settings import DEFAULTS, BackendSettings, Settings
 from ..lifetime import machine_load
 from ..lifetime.process import ManagedProcess
+from ..results.memory import ServerMemory
 from .exit_reasons import explain_exit_from_log  # noqa: F401 (re-exported)
 from .http.client import StreamedResponse, new_session, stream_chat
 from .slots import SlotState
@@ -198,9 +199,10 @@ class Server:
         """The server's own tokenizer (long prompts are cut to an exact length with it); None: it has none."""
         return None
 
-    def memory_use(self) -> dict | None:
-        """What the server process holds in memory, asked before it stops (``peak_rss_mib``, ``kv_mib``)."""
-        return None
+    def memory_use(self) -> ServerMemory:
+        """What the server holds in memory (per device, as it says), asked before it stops; a server that says
+        nothing gives what it did not say and why (``ServerMemory.unreported``), never 0."""
+        return ServerMemory(unreported="this server reports no memory figures")
 
     def speculation_status(self, requested: bool) -> SpeculationStatus:
         """Is the server speculating? Asked once after launch; ``requested`` says whether we asked it to."""
@@ -341,6 +343,12 @@ class Backend:
 
     def check_ready_to_run(self, settings: Settings) -> None:
         """Raise a clear error before a sweep starts if the backend cannot run at all."""
+
+    def memory_estimate(self, target: str, draft: str | None, settings: Settings, ctx_size: int,
+                        slots: int = 1) -> ServerMemory | None:
+        """What a server of this target (and draft) would hold, per device, estimated from the model files before
+        anything starts (``--dry-run``); None: this backend's files do not say."""
+        return None
 
     def target_problems(self, targets: tuple[ModelRef, ...], settings: Settings) -> list[Problem]:
         """Problems with the targets that only the machine can reveal (an RPC endpoint that does not answer),

@@ -4,21 +4,42 @@ start a server process; :mod:`.base` re-exports it)."""
 from __future__ import annotations
 
 import re
+import signal
+from collections.abc import Callable
 
 from ..common.errors import ServerError, ServerErrorKind
 
+# A backend's own reading of a crash: (signal number, log tail) -> (message, fix, kind), or None
+KnownCrash = Callable[[int, str], "tuple[str, str, ServerErrorKind] | None"]
+
+
+def signal_name(number: int) -> str:
+    """'signal 11, SIGSEGV' (the number alone where the OS has no name for it)."""
+    try:
+        return f"signal {number}, {signal.Signals(number).name}"
+    except ValueError:
+        return f"signal {number}"
+
 
 def explain_exit_from_log(failures: tuple, server_name: str, crash_fix: str, returncode: int | None,
-                          log_tail: str, port: int, log_path: str | None) -> ServerError:
+                          log_tail: str, port: int, log_path: str | None,
+                          known_crash: KnownCrash | None = None) -> ServerError:
     """Name why a server exited: the first of ``failures`` (pattern, kind, message, fix) whose
-    pattern the log tail matches, else a crash (killed by a signal) or a plain exit."""
+    pattern the log tail matches, else a crash (killed by a signal: one ``known_crash`` names, the kernel's
+    out-of-memory killer, or any other) or a plain exit."""
     for pattern, kind, message, fix in failures:
         if re.search(pattern, log_tail, re.IGNORECASE):
             return ServerError(message.format(port=port) + f" (exit code {returncode})", fix, log_tail=log_tail,
                                log_path=log_path, kind=kind)
     if returncode is not None and returncode < 0:
-        return ServerError(f"{server_name} crashed (signal {-returncode})", log_fix(crash_fix, log_tail, log_path),
-                           log_tail=log_tail, log_path=log_path, kind=ServerErrorKind.CRASH)
+        named = known_crash(-returncode, log_tail) if known_crash is not None else None
+        if named is None and -returncode == signal.SIGKILL:
+            named = (f"{server_name} was killed ({signal_name(-returncode)}) before it was ready: usually the "
+                     "kernel's out-of-memory killer", "check `dmesg` or `journalctl -k` for 'Out of memory'; if so, "
+                     "give it a smaller model, context (settings.ctx_size) or fewer slots", ServerErrorKind.OOM)
+        message, fix, kind = named or (f"{server_name} crashed ({signal_name(-returncode)})", crash_fix,
+                                       ServerErrorKind.CRASH)
+        return ServerError(message, log_fix(fix, log_tail, log_path), log_tail=log_tail, log_path=log_path, kind=kind)
     if returncode == 0:
         return ServerError(f"{server_name} exited with code 0 before it was ready (a server runs until it is stopped)",
                            log_fix("check that the binary is the server itself: a wrapper that puts it in the "

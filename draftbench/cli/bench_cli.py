@@ -236,7 +236,7 @@ def measure(server: Server, label: str, prompts: list[Prompt], options: MeasureO
         fields = level_fields(fields, load, speculative=speculative, flags={**BENCH_FLAGS, "concurrency": "--concurrency"})
     fields["warnings"] = tuple(fields["warnings"])
     return Row(target=label, role=Role.BASELINE, requests=tuple(records), started_at=now_iso(), concurrency=streams,
-               load=load, **fields)
+               load=load, memory=server.memory_use(), **fields)     # a server we did not start: why it says nothing
 
 
 def entry() -> None:

@@ -27,6 +27,7 @@ from ..sweep import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, Sweep, d
 from ..sweep.config_file import SweepConfig, load_config
 from ..sweep.console import Reporter, format_duration
 from ..sweep.estimate import Estimator, accuracy, estimate_of, total_s
+from ..sweep.memory_plan import memory_lines, planned_servers
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
 from ..sweep.session import RunOptions
@@ -166,6 +167,8 @@ def dry_run(config: SweepConfig, backend: Backend, args, results_path: Path) -> 
     _print_duration(config, backend, runs, estimator)
     now = machine_load.since(first_reading, at_least_s=DRY_RUN_LOAD_S)
     for line in accuracy([estimate_of(estimator, c) for c in runs], probed=args.probe, now=now):
+        print(safe_text(line))
+    for line in memory_lines(planned_servers(config, backend, runs)):     # what cannot fit, before anything starts
         print(safe_text(line))
     busy_now = busy_before(now, when="right now")
     if busy_now is not None:

@@ -85,6 +85,7 @@ class ServerErrorKind(str, Enum):
     FLAGS = "flags"                # the binary rejected an argument
     OOM = "oom"
     CRASH = "crash"                # killed by a signal
+    BINARY = "binary"              # the binary cannot run on this machine (another CPU's build, AMX kernels): all fail
     DIED = "died"                  # exited during the benchmark
     TIMEOUT = "timeout"            # never became ready
     FOREIGN = "foreign"            # the port answers, but not as the server we started

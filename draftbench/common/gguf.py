@@ -74,6 +74,7 @@ class GGUFInfo:
     data_end: int        # bytes the tensor data needs, counted from the file start (lower bound)
     file_size: int
     vocab: Vocabulary | None = None
+    data_start: int = 0  # where the tensor data begins: the weights are the bytes from here to the end
 
     def get(self, key, default=None):
         return self.metadata.get(key, default)
@@ -342,7 +343,7 @@ def _parse(path: str | os.PathLike, token_range: tuple[int, int] | None = None) 
     if n_tensors and data_end >= size:
         raise ModelFileError(str(p), f"is truncated: its tensors need more than {data_end:,} bytes but the "
                              f"file has {size:,}", "download the model again")
-    return GGUFInfo(str(p), version, metadata, n_tensors, n_params, data_end, size, r.vocab), r.kept_tokens
+    return GGUFInfo(str(p), version, metadata, n_tensors, n_params, data_end, size, r.vocab, data_start), r.kept_tokens
 
 
 def read_info(path: str | os.PathLike) -> GGUFInfo:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+MAX_RATIO = 10**6      # a speed-up no measurement reaches: an interval's end beyond it bounds nothing
+
 
 def percent(fraction: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.753 -> '75%'; 'n/a' when not measured."""
@@ -25,5 +27,8 @@ def signed_change(ratio: float, digits: int | None = None) -> str:
 
 def change_text(ratio: float | None) -> str:
     """A ratio as a change in percent with one decimal and an ASCII sign, as the verdict's sentences write it:
-    1.123 -> '+12.3%', 0.98 -> '-2.0%'; 'n/a' when not measured."""
-    return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
+    1.123 -> '+12.3%', 0.98 -> '-2.0%'; 'n/a' when not measured; 'unbounded' for an interval's end that bounds
+    nothing (infinite, or past :data:`MAX_RATIO`)."""
+    if ratio is None:
+        return "n/a"
+    return "unbounded" if not ratio <= MAX_RATIO else f"{(ratio - 1) * 100:+.1f}%"

@@ -33,7 +33,7 @@ UNRECORDED: Any = _Unrecorded()   # Field.older: a results file without the key 
 class Field:
     """One settings key: its type, default, bounds and a line of documentation."""
 
-    kind: str                     # "int" | "float" | "bool" | "str" | "str_list" | "int_or_list" | "any"
+    kind: str                     # "int" | "float" | "bool" | "str" | "str_list" | "int_or_list" | "float_map" | "any"
     default: Any = None
     doc: str = ""
     min: float | None = None
@@ -177,8 +177,25 @@ def check_int_or_list(path: str, value: Any, spec: Field, problems: list[Problem
     return clean[0] if clean else spec.default
 
 
+def check_float_map(path: str, value: Any, spec: Field, problems: list[Problem]) -> Any:
+    """An object of names to numbers (``{"CUDA0": 23.5}``), each number checked and named by its key."""
+    if not isinstance(value, dict) or not value:
+        problems.append(Problem(path, f"must be an object of names to numbers, not {json.dumps(value)[:60]}",
+                                'write it as {"CUDA0": 23.5}, or remove the key'))
+        return spec.default
+    clean = {}
+    for key, item in value.items():
+        where = f"{path}.{key}" if key.replace("_", "").isalnum() else f"{path}[{json.dumps(key)}]"
+        if not key.strip() or not key.isprintable():
+            problems.append(Problem(where, "is not a device name", "name a device as the server's log does (CPU, CUDA0, "
+                                    "MTL0, RPC0[host:port])"))
+            continue
+        clean[key] = check_float(where, item, spec, problems)
+    return clean
+
+
 # One checker per Field.kind; a kind without one (e.g. a backend's free-form value) is taken as it is.
 KIND_CHECKS: dict[str, Callable[[str, Any, Field, list[Problem]], Any]] = {
     "int": check_int, "float": check_float, "bool": check_bool, "str": check_str, "str_list": check_str_list,
-    "int_or_list": check_int_or_list,
+    "int_or_list": check_int_or_list, "float_map": check_float_map,
 }

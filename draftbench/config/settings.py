@@ -146,6 +146,12 @@ class Settings:
         "str", "documents", "what long prompts are made of: \"documents\" (real text and code, see "
         "docs/long-context.md) or \"random-tokens\" (the same tokens shuffled; labelled, overstates speculative "
         "gains)", choices=("documents", "random-tokens"), measured=True)
+    # what a candidate may hold in memory (docs/memory.md)
+    memory_limit_gib: dict[str, float] | None = setting(
+        "float_map", None, "GiB each device may hold, by the name llama-server's log gives it ({\"CUDA0\": 23.5}; "
+        "\"CPU\", \"MTL0\", \"RPC0[host:port]\"): a candidate whose server held more there is measured but never "
+        "recommended (the verdict is the fastest that fits), and --dry-run flags from the model files what cannot "
+        "fit; null = no limit", min=0, max=1_000_000, min_exclusive=True)
     typical_output_tokens: int | None = setting(
         "int", None, "the answer length the long-context end-to-end figure models (null = max_tokens)", min=1,
         max=1_000_000)

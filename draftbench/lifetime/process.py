@@ -268,6 +268,19 @@ def tail_file(path: str | os.PathLike, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+LOG_READ_MAX_BYTES = 64 * 2**20   # a server's start-up lines come first; a log past this is not read for them
+
+
+def read_log(path: str | os.PathLike, offset: int) -> str:
+    """A server's log written since ``offset`` (a log file is appended to by every server on that port)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)     # bounded: a server printing without end cannot fill our memory
+            return fh.read(LOG_READ_MAX_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def live_pids() -> list[int]:
     """Every process we started that still runs: each server and its supervisor (machine_load counts
     their CPU time as ours)."""

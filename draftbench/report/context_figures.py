@@ -11,6 +11,7 @@ from typing import Any
 
 from ..analysis.context_verdict import ContextAxis, LengthPoint
 from ..analysis.summary import verdicts_of
+from ..results.memory import ServerMemory
 from . import theme
 from .layout import base_layout
 from .text import plotly_text
@@ -115,12 +116,12 @@ def memory_figure(data: ReportData) -> Figure:
     traces = []
     for name, points, color in _series(data):
         xs = sorted(points)
-        memory = [points[n].memory or {} for n in xs]
+        memory = [points[n].memory or ServerMemory() for n in xs]
         traces.append(dict(type="scatter", mode="lines+markers", name=plotly_text(f"{name}: peak RSS"), x=xs,
-                           y=[m.get("peak_rss_mib") for m in memory], line=dict(color=color, width=2),
+                           y=[m.peak_rss_mib for m in memory], line=dict(color=color, width=2),
                            hovertemplate="%{x:,} tokens: %{y:,.0f} MiB<extra>" + plotly_text(name) + "</extra>"))
         traces.append(dict(type="scatter", mode="lines", name=plotly_text(f"{name}: KV cache"), x=xs,
-                           y=[m.get("kv_mib") for m in memory], line=dict(color=color, width=1, dash="dot"),
+                           y=[m.kv_mib for m in memory], line=dict(color=color, width=1, dash="dot"),
                            hovertemplate="%{x:,} tokens: %{y:,.0f} MiB KV<extra>" + plotly_text(name) + "</extra>"))
     return dict(data=traces, layout=base_layout(height=440, xaxis=_axis(_lengths(data)),
                                                  yaxis=dict(title=dict(text="MiB"), rangemode="tozero")))

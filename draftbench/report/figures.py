@@ -18,7 +18,7 @@ from ..analysis.stats import describe_speedup
 from ..analysis.verdict import analyze
 from ..common.percent import percent, percent_change, signed_change
 from ..results.file import ResultsFile, Speedup
-from . import context_figures, inside, load_figures, theme
+from . import context_figures, inside, load_figures, memory_figures, theme
 from .layout import base_layout as _layout
 from .layout import heatmap_height
 from .method_figures import category_heatmap_figure, param_lines_figure
@@ -369,6 +369,7 @@ CHARTS: tuple[Chart, ...] = (
                        + (" (marker shape: the target)" if len(data.targets) > 1 else "")
                        + ". Points below 0% are slowdowns despite the acceptance.",
           scatter_figure),
+    Chart("chart-memory", "Speed-up against the memory it adds", memory_figures.lead, memory_figures.figure),
     Chart("chart-positions", "Acceptance by draft position", inside.positions_lead, inside.positions_figure),
     Chart("chart-ceiling", "Each draft against its ceiling", inside.ceiling_lead, inside.ceiling_figure),
     Chart("chart-kpredict", "Best k from one run", inside.kpredict_lead, inside.kpredict_figure),

@@ -63,8 +63,9 @@ def _category_cell(row: Row, category: str, loops: set[str]) -> tuple[float | No
     if looping:
         text += "<br>loops"
     hover[1] = signed_change(speed.ratio) + (
-        f" [{signed_change(speed.ci95_low)}, {signed_change(speed.ci95_high)}]"
-        if speed.ci95_low is not None and speed.ci95_high is not None else "") + (
+        f" [{signed_change(speed.ci95_low)}, "
+        f"{signed_change(speed.ci95_high) if speed.ci95_high is not None else 'unbounded'}]"
+        if speed.has_interval and speed.ci95_low is not None else "") + (
         " (not significant: shown grey)" if speed.significant is False else "")
     return theme.speedup_colour(speed.ratio), text, hover, state
 

@@ -148,7 +148,7 @@ def _verdict_notes(results: ResultsFile, target: str, verdict: TargetVerdict, le
     return notes
 
 
-def _verdict_row(results: ResultsFile, target: str, entry: TargetVerdict, level: int) -> str:
+def _verdict_row(results: ResultsFile, target: str, entry: TargetVerdict, level: int, memory: bool) -> str:
     baseline = results.baseline_for(target, level)
     verdict = esc(entry.verdict)
     notes = _verdict_notes(results, target, entry, level)
@@ -162,18 +162,28 @@ def _verdict_row(results: ResultsFile, target: str, entry: TargetVerdict, level:
             f"<td>{_best_draft_cell(entry)}</td>"
             f"<td class=\"num\">{esc(speedup)}</td>"
             f"<td class=\"num\">{esc(acceptance)}</td>"
+            + (f"<td class=\"num\">{esc(_memory_cell(entry))}</td>" if memory else "") +
             f"<td>{verdict}</td></tr>")
+
+
+def _memory_cell(verdict: TargetVerdict) -> str:
+    """What the best the verdict names costs over the target alone (analysis.memory_cost)."""
+    name = verdict.best.name if verdict.best is not None and verdict.best.name else verdict.choice.recommended_label
+    cost = verdict.memory.costs.get(name) if verdict.memory is not None and name else None
+    return "—" if cost is None else cost.text() + (" (over the limit)" if cost.over else "")
 
 
 def _summary_table(data: ReportData) -> str:
     """One row per target; the verdicts are the CLI's sentences (``analysis.recommend``)."""
     entries = {v.target: v for v in verdicts_of(data.results)}
-    body = [_verdict_row(data.results, target, entries.get(target) or TargetVerdict(target, ""), data.level)
+    memory = any(v.memory is not None for v in entries.values())     # a column only where some server said
+    body = [_verdict_row(data.results, target, entries.get(target) or TargetVerdict(target, ""), data.level, memory)
             for target in data.targets]
     if not body:
         body.append("<tr><td colspan=\"6\" class=\"muted\">No targets in this results file.</td></tr>")
     return ("<div class=\"table-wrap\"><table id=\"summary-table\"><thead><tr><th>Target</th><th>Baseline</th>"
-            "<th>Best draft</th><th>Speed-up (95% CI)</th><th>Acceptance</th><th>Verdict</th></tr></thead><tbody>"
+            "<th>Best draft</th><th>Speed-up (95% CI)</th><th>Acceptance</th>"
+            + ("<th>Memory added</th>" if memory else "") + "<th>Verdict</th></tr></thead><tbody>"
             + "".join(body) + "</tbody></table></div>" + _how_to_run(data, entries))
 
 

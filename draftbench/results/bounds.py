@@ -9,13 +9,13 @@ would otherwise reach the verdict ("expect +10051829815…%"). The row's fields 
 
 from __future__ import annotations
 
+from ..common.percent import MAX_RATIO  # noqa: F401  (re-exported: a speed-up's bound, declared once in common)
 from .specs import Int, MapOf, Num
 
 MAX_TOKENS = 10**8                   # tokens in one request
 MAX_TOKENS_PER_SECOND = 10**7        # no hardware decodes faster, even a batch of tiny models on a GPU
 MAX_SECONDS = 10**7                  # 116 days: longer than any request, model load or combination
 MAX_TOKEN_SUM = 10**12               # tokens summed over a combination's requests
-MAX_RATIO = 10**6                    # a speed-up (candidate tok/s / baseline tok/s)
 
 RATE = Num(minimum=0, maximum=MAX_TOKENS_PER_SECOND, unit="tok/s")
 SECONDS = Num(minimum=0, maximum=MAX_SECONDS, unit="s")

@@ -44,6 +44,7 @@ from .json_types import (
     write_fields,
 )
 from .kinds import ROLES, STATUSES, Role, Status
+from .memory import ServerMemory
 from .speedup import Speedup
 from .theory import Theory
 from .value_shapes import (
@@ -60,7 +61,6 @@ from .value_shapes import (
     K_PREDICTION,
     LOAD,
     MACHINE_LOAD,
-    MEMORY,
     METHOD_STATS,
     RACE,
     SERVER,
@@ -205,7 +205,7 @@ class Row:
     load: dict | None = declare(LOAD)                 # N > 1: what the N streams did together (measure.concurrent)
     # the context axis (settings.context_tokens): the prompts' length; the key grows only when it is set
     context_tokens: int | None = declare(Int(minimum=1, maximum=MAX_TOKENS), "tokens", omit_when_none=True)
-    memory: dict | None = declare(MEMORY, omit_when_none=True)   # what its server held (Server.memory_use)
+    memory: ServerMemory | None = declare(spec_of(ServerMemory, nullable=True), omit_when_none=True)  # what its server held
     machine_load: dict | None = declare(MACHINE_LOAD)   # other programs' CPU share while it was measured (sweep.session)
     # new fields go above this line: findings and requests end the row
     warnings: tuple[Finding, ...] = declare(ListOf(OneOf((Str(nullable=False), spec_of(Finding)), nullable=False)),
@@ -314,6 +314,9 @@ def _make_typed(values: dict, speedup_of: Callable[[dict], Speedup], theory_of: 
     theory = values["theory"]
     if theory is not None and not isinstance(theory, Theory):
         values["theory"] = theory_of(theory)
+    memory = values["memory"]
+    if memory is not None and not isinstance(memory, ServerMemory):
+        values["memory"] = ServerMemory.from_dict(memory)
 
 
 UPSTREAM_ROW_KEYS = tuple(name for name, declared in declarations(Row).items() if declared.upstream)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..common.percent import change_text
 from .bounds import MAX_RATIO
 from .json_types import (
     BOOL,
@@ -51,14 +52,21 @@ class Speedup:
     df: float | None = declare(Num(minimum=0), omit_when_none=True)   # its degrees of freedom (Satterthwaite)
     prompts: int | None = declare(Int(minimum=0), "prompts", omit_when_none=True)   # prompts it averages over
     sessions: int | None = declare(Int(minimum=0), "sessions", omit_when_none=True)  # the candidate's sessions
+    # Why the interval has no upper end (its ci95_high is then null, its ci95_low a number): see ``interval_ends``.
+    unbounded: str | None = declare(STR, omit_when_none=True)
 
     def __post_init__(self) -> None:
         check_fields(self, "speed-up")
-        _check_interval(self.ci95_low, self.ci95_high)
+        _check_interval(self.ci95_low, self.ci95_high, self.unbounded)
 
     @property
     def has_interval(self) -> bool:
-        return self.ci95_low is not None and self.ci95_high is not None
+        return self.ci95_low is not None and (self.ci95_high is not None or self.unbounded is not None)
+
+    @property
+    def high(self) -> float | None:
+        """The interval's upper end for comparisons: ``inf`` where it is unbounded, None without an interval."""
+        return math.inf if self.unbounded is not None else self.ci95_high
 
     def to_dict(self) -> dict[str, Any]:
         return write_fields(self)
@@ -77,7 +85,7 @@ class Speedup:
         """A speed-up from an object the results schema has accepted (its values are not checked again:
         see :func:`json_types.checked_instance`); the rule between its fields still is."""
         values = checked_values(cls, data)
-        _check_interval(values["ci95_low"], values["ci95_high"])
+        _check_interval(values["ci95_low"], values["ci95_high"], values["unbounded"])
         return checked_instance(cls, values)
 
     @classmethod
@@ -88,9 +96,38 @@ class Speedup:
         return cls.from_dict(value)
 
 
-def _check_interval(low: float | None, high: float | None) -> None:
-    if (low is None) != (high is None):
+def _check_interval(low: float | None, high: float | None, unbounded: str | None) -> None:
+    if unbounded is not None:
+        if low is None or high is not None:
+            raise ValueError("a speed-up unbounded above has a ci95_low and a null ci95_high")
+    elif (low is None) != (high is None):
         raise ValueError("a speed-up's interval needs both ci95_low and ci95_high, or neither")
+
+
+UNBOUNDED_WHY = ("the few measurements differ too much for a finite upper end at 95% (more prompts or stages "
+                 "bound it)")
+
+
+def is_unbounded(high: float) -> bool:
+    """An interval's upper end that bounds nothing: infinite (``analysis.moments.ratio_of`` past a float's range),
+    or past :data:`MAX_RATIO`, which no speed-up reaches."""
+    return not high <= MAX_RATIO        # NaN included: it bounds nothing either
+
+
+def interval_ends(low: float, high: float) -> dict[str, Any]:
+    """A 95% interval as a :class:`Speedup` keeps it: ``ci95_low``, ``ci95_high`` (rounded), and ``unbounded``
+    (why) with a null ``ci95_high`` where the upper end bounds nothing: a results file is strict JSON (no
+    ``Infinity``), and "+4508722254505%" is not a bound a person can use."""
+    if is_unbounded(high):
+        return {"ci95_low": round(low, 4), "ci95_high": None, "unbounded": UNBOUNDED_WHY}
+    return {"ci95_low": round(low, 4), "ci95_high": round(high, 4), "unbounded": None}
+
+
+def interval_text(low: float | None, high: float | None) -> str:
+    """'[+4.1%, +21.0%]', or '[−12.0%, unbounded]' where the upper end bounds nothing ('' without an interval)."""
+    if low is None:
+        return ""
+    return f"[{change_text(low)}, {'unbounded' if high is None or is_unbounded(high) else change_text(high)}]"
 
 
 def rank(speed: Speedup | None) -> tuple[float, float]:

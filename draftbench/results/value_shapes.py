@@ -71,7 +71,7 @@ RACE = Obj({"loads": INT, "requests": INT, "planned": INT, "probe": INT, "decisi
 # where the models ran (backends.llamacpp.topology: a llama.cpp RPC split; backends.vllm.parallel: vLLM's parallelism)
 MODEL_PLACEMENT = Obj({"path": STR, "devices": ListOf(Obj({"name": STR, "description": STR}, nullable=False)),
                        "offloaded": STR, "model_mib": MapOf(NUM), "kv_mib": MapOf(NUM), "compute_mib": MapOf(NUM),
-                       "on_endpoints_mib": MapOf(NUM), "local_mib": NUM})
+                       "output_mib": MapOf(NUM), "on_endpoints_mib": MapOf(NUM), "local_mib": NUM})
 RPC_ENDPOINT = Obj({"endpoint": Str(nullable=False), "rtt_ms": NUM, "rtt_min_ms": NUM, "samples": INT, "method": STR,
                     "protocol": STR, "devices": INT, "error": STR, "device_names": ListOf(Str(nullable=False))},
                    required=("endpoint",), nullable=False)
@@ -90,8 +90,6 @@ LOAD = Obj({"streams": INT, "requests": INT, "window_s": SECONDS, "output_tokens
             "stream_tps": PERCENTILES, "server": LEVEL_SERVER,
             "timeline": ListOf(Obj({"prompt_id": STR, "run": INT, "stream": INT, "start_s": NUM, "end_s": NUM},
                                    nullable=False))})
-# what a row's server held (Server.memory_use; llama.cpp: backends/llamacpp/memory.in_use), in MiB
-MEMORY = Obj({"peak_rss_mib": NUM, "kv_mib": NUM, "servers": INT})
 # LM Studio SDK: where drafted fragments landed (results.fragments.summarize)
 DRAFT_FRAGMENTS = Obj({"requests": INT, "tokens": INT, "drafted_tokens": INT, "drafted_share": NUM, "runs": INT,
                        "mean_run_tokens": NUM, "max_run_tokens": INT, "run_lengths": MapOf(INT),

@@ -187,8 +187,8 @@ def _multiplier(spec: Row) -> str:
     if not spec.ok or not s:
         return "n/a"
     text = f"{s.ratio:.2f}x"
-    if s.ci95_low is not None and s.ci95_high is not None:
-        text += f" [{s.ci95_low:.2f}x, {s.ci95_high:.2f}x]"
+    if s.has_interval and s.ci95_low is not None:
+        text += f" [{s.ci95_low:.2f}x, {f'{s.ci95_high:.2f}x' if s.ci95_high is not None else 'unbounded'}]"
     significance = {True: "significant", False: "not significant", None: "significance unknown"}
     return f"{text}  {significance[s.significant]}"
 

@@ -61,7 +61,7 @@ class Reporter:
     def request_done(self, done: int, total: int) -> None: ...
     def measured(self, tps: float | None, acceptance: float | None, speculative: bool) -> None: ...
     def streams_measured(self, streams: int, aggregate_tps: float | None, in_flight_max: int | None) -> None: ...
-    def failed(self, message: str, fix: str | None) -> None: ...
+    def failed(self, message: str, fix: str | None, log_tail: str = "", log_path: str | None = None) -> None: ...
     def server_stopped(self) -> None: ...
     def race(self, text: str) -> None: ...
     def row_recorded(self, row: Row) -> None: ...
@@ -70,6 +70,7 @@ class Reporter:
     def summary(self, results: ResultsFile, results_path: str, chart_path: str | None) -> None: ...
 
 
+LOG_LINES = 12            # a failed server's log lines the console shows (the whole log's path beside them)
 # A block that runs this long between two words on the console says how far it got (not only dots).
 PROGRESS_EVERY_S = 60.0
 
@@ -159,11 +160,18 @@ class Console(Reporter):
         self.line(f"  {streams} streams: {total} tok/s in total (tok/s above: per stream), "
                   f"up to {in_flight_max} requests in flight at once")
 
-    def failed(self, message, fix) -> None:
+    def failed(self, message, fix, log_tail="", log_path=None) -> None:
         self.line("failed")
         self.line(f"  ! {message}")
         if fix:
             self.line(f"    Fix: {fix}")
+        lines = [line for line in log_tail.splitlines() if line.strip()][-LOG_LINES:]
+        if lines:        # what "see the log lines below" promises, and where the whole log is
+            self.line(f"    Last lines of the server log{f' ({log_path})' if log_path else ''}:")
+            for line in lines:
+                self.line(f"      | {line}")
+        elif log_path:
+            self.line(f"    Server log: {log_path}")
 
     def server_stopped(self) -> None:
         self.line("  Server stopped")

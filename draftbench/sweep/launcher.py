@@ -21,10 +21,11 @@ from ..lifetime.process import free_port
 from ..measure.sequential import MeasureOptions, explain_failure, warm_up
 from ..results.file import ResultsFile
 from ..results.findings import Code, Finding
+from ..results.memory import ServerMemory
 from ..results.topology import describe as describe_topology
 from .console import Reporter
 from .plan import Combination
-from .runner import CombinationRunner, ServerInfo, log_slug
+from .runner import CombinationRunner, EveryServerFails, ServerInfo, log_slug
 from .schedule import is_stateful
 
 
@@ -42,7 +43,7 @@ class Session:
     started: float
     seen: set[str] = field(default_factory=set)
     methods: tuple[str, ...] | None = None        # what /slots said it ran, asked before it stops
-    memory: dict | None = None                    # what it held (Server.memory_use), asked before it stops
+    memory: ServerMemory | None = None            # what it held (Server.memory_use), asked before it stops
 
 
 class LaunchFailed(Exception):
@@ -78,6 +79,8 @@ class Launcher:
         started = self.clock()
         try:
             server = self.runner.launch(spec)
+        except EveryServerFails:
+            raise                    # the sweep stops: not one combination's failure
         except DraftbenchError as exc:
             raise LaunchFailed(exc) from None
         self.reporter.server_ready(server.load_time_s)

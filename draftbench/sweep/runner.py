@@ -67,6 +67,22 @@ def log_slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", text).strip("-")[:60] or "run"
 
 
+def log_of(exc: BaseException, server: Server | None = None) -> tuple[str, str | None]:
+    """A failed server's log, as the console shows it: its last lines and its path (the error's, else the
+    server's own)."""
+    tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server is not None else "")
+    return tail, getattr(exc, "log_path", None) or (server.log_path if server is not None else None)
+
+
+def reason_of(exc: BaseException) -> str:
+    """A failure as a row's reason: its first line and its fix, the log named by its path (a results file or a
+    report has no log lines "below")."""
+    fix, path = getattr(exc, "fix", None), getattr(exc, "log_path", None)
+    if fix and path:
+        fix = fix.replace("see the log lines below", f"see its log ({path})")
+    return first_line(exc) + (f" — {fix}" if fix else "")
+
+
 def first_line(exc: BaseException) -> str:
     text = getattr(exc, "message", None) or str(exc)
     return text.splitlines()[0] if text else type(exc).__name__
@@ -94,6 +110,19 @@ def speculation_outcome(requested: bool, status: SpeculationStatus, drafted: int
     return True, []
 
 
+
+
+class EveryServerFails(ServerError):
+    """The run's first server failed in a way every server of the run would (its binary cannot run on this
+    machine: built for another CPU, or llama.cpp's AMX kernels): the run stops before measuring anything,
+    with that one message, instead of a failed or skipped row per combination."""
+
+    exit_code = 2
+
+    def __init__(self, error: ServerError):
+        super().__init__(f"{error.message} — every server of this run would fail the same way, so it stopped "
+                         "before measuring anything", error.fix, log_tail=error.log_tail, log_path=error.log_path,
+                         kind=error.kind)
 
 
 @dataclass(frozen=True)
@@ -131,6 +160,7 @@ class CombinationRunner:
         self.reporter = io.reporter or Reporter()
         self.clock = io.clock
         self.flags = io.flags
+        self.started_any = False         # a server was started (or tried) by this runner
 
     # ------------------------------------------------------------------ rows
     def base_fields(self, combo: Combination) -> dict:
@@ -161,10 +191,10 @@ class CombinationRunner:
 
     def error_row(self, base: dict, exc: DraftbenchError, server: Server | None, log_path: Path, port: int,
                    started: float, records: tuple = ()) -> Row:
-        tail = getattr(exc, "log_tail", "") or (server.log_tail(20) if server else "")
+        tail, path = log_of(exc, server)
         fix = getattr(exc, "fix", None)
-        self.reporter.failed(first_line(exc), fix)
-        return Row(status=Status.ERROR, reason=first_line(exc) + (f" — {fix}" if fix else ""),
+        self.reporter.failed(first_line(exc), fix, tail, path)
+        return Row(status=Status.ERROR, reason=reason_of(exc),
                    requests=records, wall_time=rounded(self.clock() - started, 3),
                    topology=server.topology if server else None, server=ServerInfo.of(self.backend_name, server, log=str(log_path), port=port,
                                         log_tail=tail).to_dict(), **base)
@@ -214,6 +244,8 @@ class CombinationRunner:
         except MeasurementFailed as failure:
             return self.error_row(base, failure.error, server, log_path, spec.port, started,
                                    (*(schedule.earlier if schedule else ()), *failure.records))
+        except EveryServerFails:
+            raise
         except DraftbenchError as exc:
             return self.error_row(base, exc, server, log_path, spec.port, started)
         finally:
@@ -306,15 +338,25 @@ class CombinationRunner:
         return server_context(combo.context_tokens, self.options.max_tokens, combo.draft_max)
 
     def launch(self, spec: LaunchSpec) -> Server:
+        """Start a server (once more on another port if someone took ours); the first of the run failing in a way
+        every server would (its binary cannot run here) stops the run: :class:`EveryServerFails`."""
+        first, self.started_any = not self.started_any, True
         try:
-            return self.backend.launch(spec)
+            try:
+                return self.backend.launch(spec)
+            except ServerError as exc:
+                if exc.kind is not ServerErrorKind.PORT_IN_USE or not self.backend.owns_port:
+                    raise
+            # Someone took the port between our check and the server's bind: once more elsewhere.
+            retry = replace(spec, port=free_port(spec.host))
+            self.reporter.port_retry(spec.port, retry.port)
+            return self.backend.launch(retry)
         except ServerError as exc:
-            if exc.kind is not ServerErrorKind.PORT_IN_USE or not self.backend.owns_port:
-                raise
-        # Someone took the port between our check and the server's bind: once more elsewhere.
-        retry = replace(spec, port=free_port(spec.host))
-        self.reporter.port_retry(spec.port, retry.port)
-        return self.backend.launch(retry)
+            if first and exc.kind is ServerErrorKind.BINARY:
+                self.reporter.failed("the first server failed as every server of this run would: stopping (the "
+                                     "error below)", None)
+                raise EveryServerFails(exc) from None
+            raise
 
     def choose_port(self, host: str) -> int:
         port = self.settings.port

@@ -12,6 +12,7 @@ from ..analysis.stats import rounded
 from ..analysis.verdict import summarize_records
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.kinds import Role, Status
+from ..results.memory import ServerMemory
 from .launcher import Session
 from .plan import Combination
 from .runner import CombinationRunner, ServerInfo, speculation_outcome
@@ -117,14 +118,13 @@ class RowWriter:
                 "race": prior.race if prior else None}
 
 
-def peak_memory(prior: Row | None, session: Session) -> dict | None:
+def peak_memory(prior: Row | None, session: Session) -> ServerMemory | None:
     """The most any of a row's server sessions held (each stage starts new servers), and how many said."""
-    earlier = (prior.memory if prior is not None else None) or {}
+    earlier = prior.memory if prior is not None else None
     if session.memory is None:
-        return prior.memory if prior is not None else None
-    out = {k: max(v, earlier.get(k) or 0) for k, v in session.memory.items()}
+        return earlier
     counted = prior is not None and any(r.session == session.id for r in prior.requests)
-    return {**out, "servers": (earlier.get("servers") or 0) + (0 if counted else 1)}
+    return (earlier or ServerMemory()).most(session.memory, new_session=not counted)
 
 
 def is_pending(row: Row | None) -> bool:

@@ -24,7 +24,7 @@ from ..results.kinds import Role, Status
 from .console import Reporter
 from .launcher import Launcher, LaunchFailed, Session
 from .plan import Combination
-from .runner import first_line
+from .runner import first_line, log_of, reason_of
 from .schedule import Design, Request, Side, StageStep, stage_steps
 from .stage_plan import StagePlan
 from .stage_rows import RowWriter
@@ -233,8 +233,8 @@ class StageRunner:
 
     def _report(self, error: Exception) -> str:
         fix = getattr(error, "fix", None)
-        self.reporter.failed(first_line(error), fix or None)
-        return first_line(error) + (f" — {fix}" if fix else "")
+        self.reporter.failed(first_line(error), fix or None, *log_of(error))
+        return reason_of(error)
 
     def _baseline_failure(self, error: Exception, session: Session | None, new: list[RequestRecord]) -> None:
         """Keep what the baseline measured; with nothing measured before, its row is an error. Ends the stage."""

@@ -141,6 +141,18 @@ def main():
         print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", flush=True)
         sys.exit(1)
 
+    # what vLLM's CPU worker logs of its memory (vllm/v1/worker/gpu_model_runner.py, cpu_worker.py,
+    # core/kv_cache_utils.py): the weights it loaded (a draft model adds its own), the KV cache it was given
+    kv_bytes = int(opts.get("--kv-cache-memory-bytes", 536870912))
+    weights_gib = 0.2622 + (0.1311 if spec_cfg is not None and spec_cfg.get("model") else 0.0)
+    utilization = opts.get("--gpu-memory-utilization", "0.92")
+    prefix = "(EngineCore_DP0 pid=4242) INFO 11-27 06:40:00"
+    print(f"{prefix} [gpu_model_runner.py:2653] Model loading took {weights_gib:.4f} GiB memory and 1.52 seconds",
+          flush=True)
+    print(f"{prefix} [cpu_worker.py:214] Explicitly set ({kv_bytes / 2**30:.2f}/22.90) GiB for KV cache on node 0.",
+          flush=True)
+    kv_tokens = kv_bytes // (2 * 30 * 3 * 64 * 2 * 2) // 16 * 16
+    print(f"{prefix} [kv_cache_utils.py:1087] GPU KV cache size: {kv_tokens:,} tokens", flush=True)
     served = opts.get("--served-model-name", opts["model"])
     k = int((spec_cfg or {}).get("num_speculative_tokens") or 0)
     per_request = opts.get("--per-request-spec-decode-metrics", "none")
@@ -163,7 +175,12 @@ def main():
                  f'vllm:prompt_tokens_total{{engine="0",model_name="{served}"}} {float(counters["prompt_tokens"])}',
                  "# TYPE vllm:generation_tokens_total counter",
                  f'vllm:generation_tokens_total{{engine="0",model_name="{served}"}} '
-                 f'{float(counters["generation_tokens"])}']
+                 f'{float(counters["generation_tokens"])}',
+                 "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+                 "# TYPE vllm:cache_config_info gauge",
+                 f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",engine="0",'
+                 f'gpu_memory_utilization="{utilization}",kv_cache_memory_bytes="{kv_bytes}",'
+                 f'num_gpu_blocks="{kv_tokens // 16}"}} 1.0']
         if spec_cfg is not None and behaviour != "no-spec":
             for key, name in (("drafts", "num_drafts"), ("draft_tokens", "num_draft_tokens"),
                               ("accepted", "num_accepted_tokens")):

@@ -18,6 +18,7 @@ from typing import ClassVar
 from draftbench.backends.base import Backend, CountsSource, DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus
 from draftbench.backends.http.client import StreamedResponse
 from draftbench.common.errors import ModelProblem, RequestError, ServerError, ServerErrorKind
+from draftbench.results.memory import ServerMemory
 
 
 @dataclass
@@ -41,6 +42,8 @@ class Script:
     per_length: dict[str, dict[int, float]] = field(default_factory=dict)  # draft/target path -> {length: factor}
     trained_context: dict[str, int] = field(default_factory=dict)  # model path -> its trained context length
     prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
+    weights_mib: dict[str, float] = field(default_factory=dict)    # model path -> MiB its weights take (default 50)
+    no_counters: set[str] = field(default_factory=set)             # drafts whose server reports no draft counters
 
 
 class WordTokenizer:
@@ -107,6 +110,11 @@ class FakeServer(Server):
                                              prompt_tokens / prefill_s})
         return response
 
+    def machine_reading(self):
+        """None: a simulated server's speed owes nothing to the machine, so no request of it reads the machine's
+        load (it did, and another test worker's load left pairs out of in-process sweeps: issue 42)."""
+        return None
+
     def server_prefill(self, response: StreamedResponse) -> tuple[float | None, float | None]:
         prompt_ms = response.timing_rate("prompt_ms")
         return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
@@ -114,9 +122,13 @@ class FakeServer(Server):
     def tokenizer(self) -> WordTokenizer:
         return WordTokenizer()
 
-    def memory_use(self) -> dict | None:
+    def memory_use(self) -> ServerMemory:
+        """A llama-server on the CPU: the models' weights, a KV cache growing with the prompts, compute buffers."""
         kv = (self.spec.context_tokens or 0) * 0.05 * (2 if self.spec.draft else 1)
-        return {"peak_rss_mib": round(100 + kv, 1), "kv_mib": round(kv, 2)}
+        weights = sum(self.script.weights_mib.get(m, 50.0) for m in (self.spec.target, self.spec.draft) if m)
+        cpu = {"model_mib": weights, "kv_mib": round(kv, 2), "compute_mib": 10.0}
+        return ServerMemory(peak_rss_mib=round(50 + weights + kv, 1), kv_mib=round(kv, 2), devices={"CPU": cpu},
+                            source="fake")
 
     @property
     def k(self) -> int:
@@ -129,7 +141,7 @@ class FakeServer(Server):
         return float(value) if value is not None else None
 
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
-        if not self.spec.draft:
+        if not self.spec.draft or self.spec.draft in self.script.no_counters:
             return DraftCounts()
         if self.spec.draft in self.script.inactive:
             return DraftCounts(drafted=0, accepted=0, source=CountsSource.TIMINGS)

@@ -28,7 +28,8 @@ from ...config.candidates import CandidateSpec
 from ...config.extra_args import api_key_from_args, bind_host
 from ...config.model_ref import ModelRef
 from ...config.settings import COMMON_SETTINGS, DEFAULTS, Settings
-from ...lifetime.process import ManagedProcess
+from ...lifetime.process import ManagedProcess, read_log
+from ...results.memory import ServerMemory
 from ...results.method_stats import METHODS_KEY
 from .. import prometheus
 from ..base import (
@@ -60,12 +61,12 @@ from .command import (
     stats_lines_expected,
 )
 from .failures import RPC_LOST, RPC_LOST_FIX, explain_exit
-from .memory import context_problem, in_use, side_by_side_problem
+from .memory import context_problem, estimate_for, in_use, side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints, rpc_startup_timeout
 from .settings import LlamaCppSettings
 from .stats import VERBOSITY_FLAGS, StatsLog
 from .tokenizer import LlamaCppTokenizer
-from .topology import proven_topology, read_log
+from .topology import proven_topology
 
 # --------------------------------------------------------------------------- server
 
@@ -88,6 +89,8 @@ class LlamaCppServer(Server):
         self.expects_draft = expects_draft
         self.props: dict = {}
         self.stats_log: StatsLog | None = None     # per-method statistics, when started at trace verbosity
+        self.log_offset = 0                         # where this server's lines start in its (appended) log
+        self.model_paths: tuple[str, str | None] | None = None   # target and draft as passed (the log names them)
 
     def request_body(self, messages, *, max_tokens, temperature, seed):
         body = super().request_body(messages, max_tokens=max_tokens, temperature=temperature, seed=seed)
@@ -169,8 +172,8 @@ class LlamaCppServer(Server):
     def tokenizer(self) -> LlamaCppTokenizer:
         return LlamaCppTokenizer(self)
 
-    def memory_use(self) -> dict | None:
-        return in_use(self.pid, self.log_path)
+    def memory_use(self) -> ServerMemory:
+        return in_use(self.pid, self.log_path, self.log_offset, self.model_paths)
 
     def active_methods(self) -> tuple[str, ...] | None:
         """From ``/slots[0].params["speculative.types"]`` (e.g. ``none,ngram-simple``), which the server
@@ -318,6 +321,7 @@ class LlamaCppBackend(Backend):
                                 has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
+        server.log_offset, server.model_paths = start_offset, (spec.target, spec.draft)
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
@@ -343,6 +347,10 @@ class LlamaCppBackend(Backend):
         if expected:
             server.stats_log = StatsLog(log_path, start_offset, expected)
         return server
+
+    def memory_estimate(self, target: str, draft: str | None, settings: Settings, ctx_size: int,
+                        slots: int = 1) -> ServerMemory | None:
+        return estimate_for(target, draft, settings, ctx_size, slots)
 
     def attach(self, base_url: str, *, model: str | None = None, api_key: str | None = None,
                auth: tuple[str, str] | None = None, probe_timeout_s: float | None = None) -> LlamaCppServer:

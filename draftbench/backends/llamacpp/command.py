@@ -3,7 +3,6 @@ command for one combination. llama.cpp renames flags often, so nothing here assu
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import os
@@ -17,6 +16,7 @@ from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
 from ...lifetime.capture import run_capped
 from ..base import LaunchSpec
 from ..executables import find_executable
+from .builds import build_version, cached_bin_dirs
 from .settings import LlamaCppSettings
 from .stats import TRACE_VERBOSITY, VERBOSITY_FLAGS
 
@@ -38,11 +38,10 @@ _HOW_TO_GET = ("run `make llama-server` in the draftbench folder (builds it once
 
 def find_llama_server(explicit: str | None = None) -> str:
     """Locate llama-server: explicit path, $DRAFTBENCH_LLAMA_SERVER, PATH, build folders, our cache."""
-    cached = sorted(glob.glob(str(cache_dir() / "llama-server-*" / "bin" / "llama-server")), reverse=True)
     found = find_executable("llama-server", explicit, env_var="DRAFTBENCH_LLAMA_SERVER",
                             setting="settings.llama_bin / --llama-bin", how_to_get=_HOW_TO_GET,
-                            candidates=tuple(os.path.join(d, "llama-server") for d in COMMON_BUILD_DIRS)
-                            + tuple(cached))
+                            candidates=tuple(os.path.join(d, "llama-server") for d in COMMON_BUILD_DIRS
+                                             + cached_bin_dirs()))
     if found is None:
         raise BinaryNotFoundError("llama-server was not found (searched PATH, common build folders and "
                                   f"{cache_dir()})", _HOW_TO_GET)
@@ -54,7 +53,7 @@ def find_llama_server(explicit: str | None = None) -> str:
 _caps_memo: dict[str, dict] = {}
 HELP_TIMEOUT_S = 60.0            # a cold start from a network drive can be slow; the read ends as soon as it exits
 HELP_MAX_BYTES = 4 * 10**6       # llama-server's --help is about 50 kB; a program that never stops is cut here
-CAPS_FORMAT = 2          # bump when capabilities() records more: older cache files are then ignored
+CAPS_FORMAT = 3          # bump when capabilities() records more: older cache files are then ignored
 
 
 def _binary_key(binary: str) -> str:
@@ -96,8 +95,8 @@ def capabilities(binary: str) -> dict:
     if "--model" not in flags and "-m" not in flags:
         raise BinaryNotFoundError(f"{binary} does not look like llama-server (its --help lists no --model)",
                                   f"point settings.llama_bin at llama-server; {_HOW_TO_GET}")
-    version = None
-    for line in version_text.splitlines():
+    version = build_version(binary)     # our own build's stamp names it better than the sdist build itself does
+    for line in version_text.splitlines() if version is None else ():
         if line.startswith("version:"):
             version = line.split(":", 1)[1].strip()
             break

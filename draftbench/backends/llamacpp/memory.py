@@ -15,10 +15,12 @@ import shutil
 import subprocess
 import sys
 
-from ...common.errors import ModelProblem
+from ...common.errors import ModelFileError, ModelProblem
 from ...common.gguf import GGUFInfo, read_info, trained_context
 from ...config.settings import Settings
-from .topology import read_log
+from ...lifetime.process import read_log
+from ...results.memory import BUFFER_KINDS, ServerMemory
+from .topology import ModelPlacement, model_sections, placements
 
 MARGIN = 1.15              # KV caches, compute buffers, CUDA context
 FIXED_GIB = 1.0            # per server
@@ -62,7 +64,7 @@ def side_by_side_problem(settings: Settings, target: str, draft: str | None) -> 
 
 # --------------------------------------------------------------------------- long contexts
 
-_KV_LINE = re.compile(r"llama_kv_cache:\s+\S+ KV buffer size =\s*([\d.]+) MiB")
+_RPC_NAME = re.compile(r"^RPC\d*\[.+\]$")
 F16_BYTES = 2              # llama-server's default KV cache type (-ctk/-ctv f16)
 
 
@@ -109,23 +111,117 @@ def context_need_bytes(target: GGUFInfo, draft: GGUFInfo | None, ctx_tokens: int
     return sum(p or 0 for p in per_token) * ctx_tokens
 
 
-def in_use(pid: int | None, log_path: str | None) -> dict | None:
-    """A running llama-server's peak resident memory (Linux ``VmHWM``: the mapped weights it touched
-    included) and the KV cache its log says it allocated (target and draft; logged at -lv 4)."""
-    out: dict = {}
-    if pid is not None:
-        try:
-            with open(f"/proc/{pid}/status") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        out["peak_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
-        except (OSError, ValueError, IndexError):
-            pass
+def device_of(buffer: str) -> str:
+    """The device a buffer lives on, by the name llama-server logs: ``CPU_Mapped``, ``CPU_REPACK``, ``AMX`` and a
+    GPU build's pinned host buffers (``CUDA_Host``) are this machine's memory (``CPU``); ``MTL0_Mapped`` is
+    ``MTL0``; a GPU (``CUDA0``, ``Vulkan1``, ``MTL0``) or an RPC device (``RPC0[host:port]``) is itself."""
+    if _RPC_NAME.match(buffer):
+        return buffer
+    if buffer.upper().startswith("CPU") or buffer.endswith("_Host") or buffer == "AMX":
+        return "CPU"
+    for suffix in ("_Mapped", "_REPACK"):
+        if buffer.endswith(suffix):
+            return buffer[:-len(suffix)]
+    return buffer
+
+
+def held_by_device(*places: ModelPlacement | None) -> dict[str, dict[str, float]]:
+    """Each device's buffers (model, KV, compute, output; MiB) over the models loaded (target and draft)."""
+    out: dict[str, dict[str, float]] = {}
+    for place in places:
+        if place is None:
+            continue
+        for kind in BUFFER_KINDS:
+            for buffer, mib in getattr(place, kind).items():
+                device = out.setdefault(device_of(buffer), {})
+                device[kind] = round(device.get(kind, 0.0) + mib, 2)
+    return out
+
+
+def in_use(pid: int | None, log_path: str | None, offset: int = 0, models: tuple[str, str | None] | None = None,
+           ) -> ServerMemory:
+    """What a running llama-server holds: its peak resident memory (Linux ``VmHWM``: the mapped weights it
+    touched included) and, from its log since ``offset`` (its own start), each device's buffers for the target
+    and the draft (``models``: their paths as passed; logged at -lv 4, which the sweep passes)."""
+    if pid is None and not log_path:
+        return ServerMemory(unreported="draftbench did not start this server: its process and log are not ours to "
+                                       "read")
+    peak = _peak_rss_mib(pid)
+    devices: dict[str, dict[str, float]] = {}
     if log_path:
-        sizes = [float(m) for m in _KV_LINE.findall(read_log(log_path, 0))]
-        if sizes:
-            out["kv_mib"] = round(sum(sizes), 2)
-    return out or None
+        text = read_log(log_path, offset)
+        target, draft = placements(text, *models) if models else (None, None)
+        if target is None:         # a path the log spells otherwise: every load since this server started
+            devices = held_by_device(*model_sections(text))
+        else:
+            devices = held_by_device(target, draft)
+    kv = round(sum(d.get("kv_mib", 0.0) for d in devices.values()), 2) if devices else None
+    missing = None if devices else ("llama-server's log names no buffer sizes (it logs them at -lv 4: check "
+                                    "settings.method_stats and a lower -lv in extra_args)")
+    said = (["llama-server's log (buffers)"] if devices else []) + (["/proc (peak RSS)"] if peak is not None else [])
+    return ServerMemory(peak_rss_mib=peak, kv_mib=kv, devices=devices or None, source=" and ".join(said) or None,
+                        unreported=missing)
+
+
+ESTIMATED = ("estimated from the GGUF headers: each model's weights and its f16 KV cache at the context asked; "
+             "compute buffers come on top (llama-server logs them at start)")
+
+
+def offloaded_share(info: GGUFInfo, gpu_layers: int) -> float:
+    """The share of a model's weights (and KV cache) -ngl puts on the GPU: its layers and the output layer."""
+    layers = info.get(f"{info.architecture}.block_count")
+    if gpu_layers < 0 or not isinstance(layers, int) or layers <= 0 or gpu_layers > layers:
+        return 1.0 if gpu_layers != 0 else 0.0
+    return gpu_layers / (layers + 1)
+
+
+def estimate(target: str, draft: str | None, ctx_size: int, slots: int = 1, *, gpu: str | None = None,
+             gpu_layers: int = 0) -> ServerMemory | None:
+    """What a llama-server of ``target`` (and ``draft``) would hold per device, from the GGUF headers: each model's
+    weights (its tensor data, which llama-server's model buffers match) and its f16 KV cache at ``ctx_size`` tokens
+    per slot (llama-server gives the draft the same context); on ``gpu`` (the first device ``--list-devices``
+    names) the share ``gpu_layers`` offloads, the rest on the CPU. None where a header lacks the KV cache's shape."""
+    devices: dict[str, dict[str, float]] = {}
+    for info in [read_info(target)] + ([read_info(draft)] if draft else []):
+        per_token = kv_bytes_per_token(info)
+        if per_token is None:
+            return None
+        weights = max(0, info.file_size - info.data_start) / 2**20
+        kv = per_token * ctx_size * slots / 2**20
+        share = offloaded_share(info, gpu_layers) if gpu else 0.0
+        for device, part in ((gpu, share), ("CPU", 1.0 - share)):
+            if device and part > 0:
+                held = devices.setdefault(device, {"model_mib": 0.0, "kv_mib": 0.0})
+                held["model_mib"] = round(held["model_mib"] + weights * part, 2)
+                held["kv_mib"] = round(held["kv_mib"] + kv * part, 2)
+    kv_total = round(sum(d["kv_mib"] for d in devices.values()), 2)
+    return ServerMemory(kv_mib=kv_total, devices=devices, source=ESTIMATED)
+
+
+def estimate_for(target: str, draft: str | None, settings: Settings, ctx_size: int, slots: int = 1) -> ServerMemory | None:
+    """:func:`estimate` on the device ``settings.gpu_layers`` offloads to, named as llama-server would: ``MTL0`` on
+    macOS, ``CUDA0`` where ``nvidia-smi`` answers, else none (the CPU). Nothing of llama-server's is run: --dry-run
+    starts nothing."""
+    gpu = None
+    if settings.gpu_layers != 0:
+        gpu = "MTL0" if sys.platform == "darwin" else "CUDA0" if free_gpu_bytes() is not None else None
+    try:
+        return estimate(target, draft, ctx_size, slots, gpu=gpu, gpu_layers=settings.gpu_layers)
+    except ModelFileError:
+        return None      # the model checks name the file's problem
+
+
+def _peak_rss_mib(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def context_problem(target: str, draft: str | None, prompt_tokens: int, ctx_size: int, settings: Settings,

@@ -7,7 +7,6 @@ stopped when we exit however we exit). It binds loopback unless the caller names
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from ...common.files import cache_dir
 from ...lifetime.polling import poll
 from ...lifetime.process import ManagedProcess, free_port, port_is_free
 from ..executables import find_executable
+from .builds import cached_bin_dirs
 from .rpc import EndpointProbe, probe_endpoint
 
 NAMES = ("ggml-rpc-server", "rpc-server")     # this build's binary; llama.cpp's docs call it rpc-server
@@ -28,8 +28,7 @@ _HOW_TO_GET = ("run `make llama-server` in the draftbench folder (builds llama-s
 def find_rpc_server(explicit: str | None = None, beside: str | None = None) -> str:
     """Locate ggml-rpc-server: an explicit path, $DRAFTBENCH_RPC_SERVER, PATH, beside ``beside`` (a
     llama-server), then our cached builds."""
-    folders = ([os.path.dirname(beside)] if beside else []) + sorted(
-        glob.glob(str(cache_dir() / "llama-server-*" / "bin")), reverse=True)
+    folders = ([os.path.dirname(beside)] if beside else []) + list(cached_bin_dirs())
     found = find_executable(NAMES[0], explicit, env_var="DRAFTBENCH_RPC_SERVER", setting="--rpc-bin",
                             how_to_get=_HOW_TO_GET, candidates=tuple(os.path.join(d, n) for d in folders for n in NAMES))
     if found:

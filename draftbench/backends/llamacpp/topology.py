@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 from ...common.errors import ServerError, ServerErrorKind
 
 LOG_VERBOSITY = 4        # the load_tensors / llama_kv_cache lines are not printed below it
-LOG_READ_MAX_BYTES = 64 * 2**20   # the loading lines come first; a log past this is not read for them
 
 _META = re.compile(r"llama_model_loader: loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?) "
                    r"\(version")
 _DEVICE = re.compile(r"using device (\S+) \((.*?)\)")
 _OFFLOADED = re.compile(r"load_tensors: offloaded (\d+/\d+) layers")
-_BUFFER = re.compile(r"(load_tensors|llama_kv_cache|sched_reserve):\s+(\S+) (model|KV|compute) buffer size =\s*"
-                     r"([\d.]+) MiB")
+# Build 11434 names the function load_tensors / llama_kv_cache / sched_reserve (llama_context: output); older
+# builds llm_load_tensors, llama_kv_cache_init, llama_new_context_with_model. A recurrent model's state is "RS".
+_BUFFER = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|compute|output) buffer size =\s*([\d.]+) MiB")
 _RPC_BUFFER = re.compile(r"^RPC\d+\[(.+)\]$")
-_KINDS = {"model": "model_mib", "KV": "kv_mib", "compute": "compute_mib"}
+_KINDS = {"model": "model_mib", "KV": "kv_mib", "RS": "kv_mib", "compute": "compute_mib", "output": "output_mib"}
 
 
 @dataclass
@@ -44,6 +44,7 @@ class ModelPlacement:
     model_mib: dict[str, float] = field(default_factory=dict)
     kv_mib: dict[str, float] = field(default_factory=dict)
     compute_mib: dict[str, float] = field(default_factory=dict)
+    output_mib: dict[str, float] = field(default_factory=dict)
 
     def on_endpoints(self) -> dict[str, float]:
         """MiB of this model's weights on each RPC endpoint."""
@@ -59,7 +60,8 @@ class ModelPlacement:
 
     def to_dict(self) -> dict:
         return {"path": self.path, "devices": self.devices, "offloaded": self.offloaded, "model_mib": self.model_mib,
-                "kv_mib": self.kv_mib, "compute_mib": self.compute_mib, "on_endpoints_mib": self.on_endpoints(),
+                "kv_mib": self.kv_mib, "compute_mib": self.compute_mib, "output_mib": self.output_mib,
+                "on_endpoints_mib": self.on_endpoints(),
                 "local_mib": self.local_mib()}
 
 
@@ -79,7 +81,9 @@ def model_sections(log_text: str) -> list[ModelPlacement]:
         elif m := _OFFLOADED.search(line):
             current.offloaded = m.group(1)
         elif m := _BUFFER.search(line):
-            getattr(current, _KINDS[m.group(3)])[m.group(2)] = float(m.group(4))
+            # a name can be logged twice for one model (a sliding-window model's two KV caches): they add up
+            sizes = getattr(current, _KINDS[m.group(3)])
+            sizes[m.group(2)] = round(sizes.get(m.group(2), 0.0) + float(m.group(4)), 2)
     return sections
 
 
@@ -135,12 +139,3 @@ def proven_topology(log_text: str, *, target: str, draft: str | None, endpoints:
 def _buffers_text(place: ModelPlacement) -> str:
     return ", ".join(f"{name} {mib:g} MiB" for name, mib in place.model_mib.items()) or "none logged"
 
-
-def read_log(path: str, offset: int) -> str:
-    """The log written since ``offset`` (the log file is appended to by every server on that port)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)     # bounded: a server printing without end cannot fill our memory
-            return fh.read(LOG_READ_MAX_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return ""

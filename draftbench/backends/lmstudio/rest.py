@@ -33,6 +33,7 @@ from ...common.errors import RequestError, ServerError, ServerErrorKind
 from ...common.files import cache_dir
 from ...lifetime.polling import poll
 from ...lifetime.process import tail_file
+from ...results.memory import ServerMemory
 from ..base import CountsSource, Credentials, DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus, url_host
 from ..http.client import StreamedResponse, expect_type, new_session, post_json, probe_json
 from ..http.server_values import server_count, server_rate
@@ -241,6 +242,10 @@ class LMStudioServer(Server):
         return SpeculationStatus(True, "")
 
     # -- lifecycle ------------------------------------------------------------------------
+    def memory_use(self) -> ServerMemory:
+        return ServerMemory(unreported="LM Studio's REST API reports no memory figures (its SDK says the loaded "
+                                       "models' sizes: settings.lmstudio_client \"sdk\")")
+
     @property
     def log_path(self) -> str | None:
         return str(self._log.path) if self._log else None

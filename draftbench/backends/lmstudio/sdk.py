@@ -30,6 +30,7 @@ from ...common.errors import RequestError, ServerError, ServerErrorKind
 from ...common.files import cache_dir
 from ...config.settings import Settings
 from ...lifetime.process import tail_file
+from ...results.memory import ServerMemory
 from ..base import DraftCounts, Launched, LaunchSpec, Server, SpeculationStatus, url_host
 from ..http.client import StreamedResponse, new_session, probe_json
 from ..http.server_values import server_rate
@@ -310,6 +311,21 @@ class LMStudioSDKServer(Server):
             return SpeculationStatus(False, f"LM Studio did not use the draft model {self.draft!r} (its statistics "
                                      "name no draft model and count no draft tokens)")
         return SpeculationStatus(True, f"LM Studio used {stats.used_draft_model_key or self.draft}")
+
+    def memory_use(self) -> ServerMemory:
+        """The loaded models' sizes (``sizeBytes`` of the target's instance and of a loaded draft): LM Studio's SDK
+        says how large each model is, not what its KV cache or buffers take, nor on which device."""
+        try:
+            lmstudio.set_sync_api_timeout(_QUICK_CALL_S)
+            sizes = [self.llm.get_info().size_bytes]
+            if self.draft:
+                sizes += [info.size_bytes for info in (h.get_info() for h in self.client.llm.list_loaded())
+                          if info.model_key == self.draft]
+        except lmstudio.LMStudioError as exc:
+            return ServerMemory(unreported=f"LM Studio did not say how large the loaded models are ({exc})")
+        return ServerMemory(model_mib=round(sum(sizes) / 2**20, 2), source="LM Studio's SDK (the loaded models' "
+                            "sizeBytes)", unreported="LM Studio reports the models' sizes, not their KV cache, "
+                            "buffers or devices")
 
     @property
     def bench_hint(self) -> str:

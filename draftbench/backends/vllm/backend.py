@@ -34,7 +34,8 @@ from ...common.suggest import did_you_mean
 from ...config.candidates import CandidateSpec
 from ...config.extra_args import bind_host
 from ...config.settings import DEFAULTS, Settings
-from ...lifetime.process import ManagedProcess
+from ...lifetime.process import ManagedProcess, read_log
+from ...results.memory import ServerMemory
 from ..base import (
     Backend,
     CountsSource,
@@ -67,6 +68,7 @@ from .command import (
     speculative_config,
     speculative_config_of,
 )
+from .memory import reported
 from .parallel import parallel_problems, topology_from_command
 from .settings import METHODS, VLLMSettings
 
@@ -79,6 +81,7 @@ class VLLMServer(Server):
         super().__init__(*args, **kwargs)
         self.expects_draft = expects_draft
         self._has_spec_counters: bool | None = None   # learnt from /metrics
+        self.log_offset = 0                            # where this server's lines start in its (appended) log
 
     @property
     def bench_hint(self) -> str:
@@ -130,6 +133,13 @@ class VLLMServer(Server):
             last = now
             time.sleep(0.01)
         return last
+
+    def memory_use(self) -> ServerMemory:
+        """The weights and KV cache its log names, and /metrics' cache configuration (see ``vllm/memory.py``)."""
+        log = self.log_path
+        if log is None:
+            return ServerMemory(unreported="draftbench did not start this server: its log is not ours to read")
+        return reported(read_log(log, self.log_offset), self._metrics_text())
 
     def before_request(self):
         if self._has_spec_counters is False:
@@ -280,10 +290,12 @@ class VLLMBackend(Backend):
         launcher = find_vllm(VLLMSettings.of(spec.settings).vllm_bin)
         cmd = build_command(launcher, spec)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
+        offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
                             launched=Launched(ManagedProcess(cmd, log_path, port=spec.port,
                                                              grace_s=VLLMServer.stop_grace_s), cmd, spec.port),
                             expects_draft=spec.draft is not None)
+        server.log_offset = offset
         if launcher.note:
             server.notes.append(launcher.note)
         launch_process(server, spec, what="vLLM", health_path="/health",

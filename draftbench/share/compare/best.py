@@ -23,6 +23,7 @@ class BestForTarget:
     draft_max: int | None
     speedup: Speedup | None           # as in a row's ``speedup`` (ratio, CI, significance)
     acceptance_rate: float | None
+    memory: str | None = None         # what the best costs in memory over the target alone ("+0.9 GiB on CUDA0")
 
 
 def best_per_target(files: list[ComparedFile] | tuple[ComparedFile, ...]) -> list[BestForTarget]:
@@ -30,6 +31,9 @@ def best_per_target(files: list[ComparedFile] | tuple[ComparedFile, ...]) -> lis
     out = []
     for f in files:
         for verdict in verdicts_of(f.results):
+            label = verdict.choice.recommended_label
+            cost = verdict.memory.costs.get(label) if verdict.memory is not None and label else None
             out.append(BestForTarget(f.letter, verdict.target, verdict.baseline_tps, verdict.recommended_draft,
-                                     verdict.draft_max, verdict.speedup, verdict.acceptance_rate))
+                                     verdict.draft_max, verdict.speedup, verdict.acceptance_rate,
+                                     cost.text() if cost is not None else None))
     return out

@@ -6,8 +6,11 @@ from __future__ import annotations
 from itertools import groupby
 
 from ...analysis import busy
+from ...analysis.memory_cost import cost_of, limit_of
 from ...analysis.stats import describe_speedup
+from ...results.file import ResultsFile
 from ...results.kinds import Role
+from ...results.memory import mib_text
 from .best import best_per_target
 from .differences import DiffKind
 from .match import Match
@@ -33,7 +36,8 @@ def describe_change(c: Change | None) -> str:
     r = c.ratio
     ratio = r.ratio
     low, high = r.ci95_low, r.ci95_high
-    ci = f" [{times(low)}, {times(high)}]" if low is not None and high is not None else ""
+    ci = f" [{times(low)}, {times(high) if high is not None else 'unbounded'}]" if r.has_interval and low is not None \
+        else ""
     direction = f"{times(ratio)} faster" if ratio >= 1 else f"{times(1 / ratio)} slower"
     if c.significant is True:
         if ratio < 1 and low and high:
@@ -77,6 +81,23 @@ def speedup_text(cell: FileCell) -> str:
     return describe_speedup(cell.speedup) if cell.speedup else "n/a"
 
 
+def has_memory(comparison: Comparison) -> bool:
+    """Some file's servers said what they held: the table gets a memory column per file."""
+    return any(r.memory is not None and r.memory.has_figures for f in comparison.files for r in f.results.results)
+
+
+def memory_text(cell: FileCell, results: ResultsFile) -> str:
+    """What the cell's server held ('145 MiB'), and a candidate's cost over that file's target alone."""
+    row = cell.row
+    held = row.memory.total_mib() if row is not None and row.memory is not None else None
+    if row is None or held is None:
+        return "—"
+    if row.role is not Role.SPECULATIVE:
+        return mib_text(held)
+    cost = cost_of(row, results.baseline_for(row.target, row.concurrency), limit_of(results))
+    return f"{mib_text(held)} ({cost.text()})" if cost.extra_mib is not None else mib_text(held)
+
+
 def change_columns(comparison: Comparison) -> list[tuple[int, int]]:
     """(file, reference) pairs that appear in the table, in a stable order (B vs A, C vs A, C vs B…)."""
     pairs = {(c.index, c.reference) for row in comparison.rows for c in row.changes}
@@ -88,8 +109,9 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the comparison table (shared by the console and the report)."""
     letters = comparison.letters
     pairs = change_columns(comparison)
+    memory = has_memory(comparison)
     header = (["Combination"] + [f"{x} tok/s" for x in letters] + [change_header(i, r, letters) for i, r in pairs]
-              + [f"{x} speed-up" for x in letters])
+              + [f"{x} speed-up" for x in letters] + ([f"{x} memory (added)" for x in letters] if memory else []))
     body = []
     for row in comparison.rows:
         cells = [row.title] + [tps_text(c) for c in row.cells]
@@ -98,6 +120,8 @@ def table_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
             cells.append(describe_change(c) if c is not None and c.reference == ref else
                          SAME_MEASUREMENTS if row.copy_of(i, ref) else "—")
         cells += [speedup_text(c) for c in row.cells]
+        if memory:
+            cells += [memory_text(c, f.results) for c, f in zip(row.cells, comparison.files)]
         body.append(cells)
     return header, body
 
@@ -151,7 +175,9 @@ BEST_TITLE = "Each file's own verdict, per target (speed-up over that file's own
 
 def best_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the per-file best-candidate table (shared by the console and the report)."""
-    header = ["File", "Target", "Baseline tok/s", "Best candidate", "Speed-up", "Acceptance"]
+    memory = has_memory(comparison)
+    header = ["File", "Target", "Baseline tok/s", "Best candidate", "Speed-up", "Acceptance"] + \
+        (["Memory added"] if memory else [])
     body = []
     for b in best_per_target(comparison.files):
         if b.baseline_tps is None:
@@ -162,7 +188,8 @@ def best_table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
             best = b.best + (f" (k={b.draft_max})" if b.draft_max else "")
         body.append([b.letter, b.target, f"{b.baseline_tps:.2f}" if b.baseline_tps else "—", best,
                      describe_speedup(b.speedup) if b.speedup else "—",
-                     f"{b.acceptance_rate:.1%}" if b.acceptance_rate is not None else "—"])
+                     f"{b.acceptance_rate:.1%}" if b.acceptance_rate is not None else "—"]
+                    + ([b.memory or "—"] if memory else []))
     return header, body
 
 

@@ -14,9 +14,11 @@ from functools import cached_property
 from typing import Any
 
 from ...analysis.context_length import timing
+from ...analysis.memory_cost import cost_of, limit_of, over_limit
 from ...analysis.summary import TargetVerdict, verdicts_of
 from ...results.file import ResultsFile, Row, combination_title
 from ...results.kinds import Role, Status
+from ...results.memory import mib_text
 from ..compare import Comparison, Match
 from ..compare.text import SAME_MEASUREMENTS, change_columns, describe_change, speedup_text, tps_text
 from .markdown_text import code, plain
@@ -67,6 +69,9 @@ RESULT_COLUMNS = (
     "speedup_ci95_low", "speedup_ci95_high", "speedup_significant", "speedup_method", "server_version",
 )
 CONTEXT_COLUMNS = ("context_tokens", "median_ttft_s", "median_prefill_tps")   # only for files with the context axis
+# only for files whose servers said what they held (analysis.memory_cost; "by device": "CPU 145.2; CUDA0 912")
+MEMORY_COLUMNS = ("held_mib", "held_by_device", "peak_rss_mib", "kv_mib", "extra_mib", "extra_by_device",
+                  "fits_memory_limit", "memory_note")
 
 
 def _params_text(row: Row) -> str | None:
@@ -105,6 +110,29 @@ def _context_record(row: Row) -> Record:
             "median_prefill_tps": measured.prefill_tps}
 
 
+def _memory_record(row: Row, baseline: Row | None, limit: dict[str, float]) -> Record:
+    """What the row's server held, and a candidate's cost over the target alone's (``None``: not said)."""
+    mem = row.memory
+    cost = cost_of(row, baseline, limit) if row.role is Role.SPECULATIVE and mem is not None else None
+    held = mem.held() if mem is not None else {}
+    return {"held_mib": mem.total_mib() if mem else None,
+            "held_by_device": "; ".join(f"{d} {mib:g}" for d, mib in held.items()) or None,
+            "peak_rss_mib": mem.peak_rss_mib if mem else None, "kv_mib": mem.buffer_mib("kv_mib") if mem else None,
+            "extra_mib": cost.extra_mib if cost else None,
+            "extra_by_device": "; ".join(f"{d} {mib:+g}" for d, mib in cost.extra.items()) or None if cost else None,
+            "fits_memory_limit": not over_limit(mem, limit) if limit and held else None,
+            "memory_note": mem.unreported if mem else "not recorded" if row.measured else None}
+
+
+def _memory_text(rec: Record) -> str:
+    if rec["held_mib"] is None:
+        return "—"
+    text = mib_text(rec["held_mib"])
+    if rec["extra_mib"] is not None:
+        text += f" ({mib_text(rec['extra_mib'], signed=True)})"
+    return text + (" over the limit" if rec["fits_memory_limit"] is False else "")
+
+
 def _num(value: Any, fmt: str = ".2f") -> str:
     return "—" if value is None else f"{value:{fmt}}"
 
@@ -122,8 +150,9 @@ def _relative(rec: Record) -> str:
     if rec["speedup"] is None:
         return "—"
     text = _num(rec["speedup"])
-    if rec["speedup_ci95_low"] is not None:
-        text += f" [{rec['speedup_ci95_low']:.2f}, {rec['speedup_ci95_high']:.2f}]"
+    if rec["speedup_ci95_low"] is not None:        # no upper end: unbounded (results/speedup.py)
+        high = rec["speedup_ci95_high"]
+        text += f" [{rec['speedup_ci95_low']:.2f}, {'unbounded' if high is None else f'{high:.2f}'}]"
     if rec["speedup_significant"] is False:
         text += " (not significant)"
     elif rec["speedup_significant"] is None:
@@ -158,13 +187,20 @@ def results_table(results: ResultsFile, source: str) -> Table:
             "schema_version": results.schema_version,
             # each target's verdict and the command that runs it (the Markdown export ends with them)
             "verdicts": [{"target": v.target, "verdict": v.verdict,
-                          "run": [{"what": lead, "line": line} for lead, line in v.run_commands()]}
+                          "run": [{"what": lead, "line": line} for lead, line in v.run_commands()],
+                          **({"memory": v.memory.to_dict()} if v.memory is not None else {})}
                          for v in verdicts_of(results)]}
     with_context = any(r.context_tokens is not None for r in results.results)
-    records = tuple({**result_record(r), **(_context_record(r) if with_context else {})} for r in results.results)
-    return Table("results", RESULT_COLUMNS + (CONTEXT_COLUMNS if with_context else ()), records, tuple(Heading(c.title, c.align) for c in RESULT_MARKDOWN),
-                 lambda: tuple(tuple(c.show(rec) for c in RESULT_MARKDOWN) for rec in records), meta,
-                 verdicts_of(results))
+    with_memory = any(r.memory is not None for r in results.results)
+    limit = limit_of(results)
+    records = tuple({**result_record(r), **(_context_record(r) if with_context else {}),
+                     **(_memory_record(r, results.baseline_for(r.target, r.concurrency), limit) if with_memory else {})}
+                    for r in results.results)
+    columns = RESULT_COLUMNS + (CONTEXT_COLUMNS if with_context else ()) + (MEMORY_COLUMNS if with_memory else ())
+    shown = RESULT_MARKDOWN[:-1] + ((MarkdownColumn("Memory (added)", _memory_text),) if with_memory else ()) + \
+        RESULT_MARKDOWN[-1:]
+    return Table("results", columns, records, tuple(Heading(c.title, c.align) for c in shown),
+                 lambda: tuple(tuple(c.show(rec) for c in shown) for rec in records), meta, verdicts_of(results))
 
 
 # --------------------------------------------------------------------------- a comparison
