@@ -360,8 +360,10 @@ CHARTS: tuple[Chart, ...] = (
                        "machine's speed changed between sessions.",
           throughput_figure),
     Chart("chart-speedup", "Speed-up over the target alone",
-          lambda data: "Best draft of each size class. Whiskers: 95% confidence interval; faded bars are not "
-                       "significant.",
+          lambda data: "Best draft of each size class. Whiskers: each draft's own 95% interval, for that draft "
+                       "alone (its row's figure); faded bars are not significant. A recommended draft's interval in "
+                       "the verdict is wider: it is corrected for choosing among the candidates and for the looks "
+                       "at the stages (95% over them together).",
           speedup_figure),
     Chart("chart-heatmap", "Every target × every draft", _heatmap_lead, heatmap_figure),
     Chart("chart-scatter", "Acceptance vs speed-up",
