@@ -11,8 +11,9 @@ in five. So it is forecast the way the looks will decide, not by a formula for o
   at the spreads measured so far, themselves uncertain (drawn from their degrees of freedom);
 * **after each simulated stage the look is made as the sweep will make it** (the decision's own rule on the
   simulated bounds: the same spending, the same boundaries beyond the plan);
-* **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided; beyond
-  :data:`MAX_EXTRA` it says "more than …". The simulation is seeded by what was measured, so a verdict replayed
+* **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided (looked at
+  after :data:`LOOKED_AT` stages: every one at first, then further apart); beyond :data:`MAX_EXTRA` it says
+  "more than …". The simulation is seeded by what was measured, so a verdict replayed
   from its file forecasts the same.
 
 It names what blocks now (:func:`blocker`): of the comparisons the leader must clear to be recommended, the one
@@ -36,6 +37,9 @@ from .spending import Spending
 from .stage_evidence import Series, contrast, estimate, quantile, within_spread
 
 MAX_EXTRA = 60
+# The stages after which a simulated future is looked at: every one at first, then further apart (a forecast of
+# 33 may be one of 28: it errs long, never short; and looking at every one of 60 stages would take seconds).
+LOOKED_AT = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 17, 20, 24, 28, 33, 39, 46, 53, 60)
 CONFIDENCE = 0.85         # the share of simulated futures decided by the stages forecast
 DRAWS = 200
 POWER_Z = 0.8416          # the report's power line: shown four times in five if the estimate is the truth
@@ -144,7 +148,7 @@ def forecast(series: Mapping[str, Series], everyone: Mapping[str, Series], sprea
         when = future.first_decision(truth, df, decides, look, rng)
         if when is not None:
             settled.append(when)
-        if draw >= 40 and len(settled) + (DRAWS - draw - 1) < CONFIDENCE * DRAWS:
+        if len(settled) + (DRAWS - draw - 1) < CONFIDENCE * DRAWS:
             return None                 # the share cannot be reached any more: more than the cap
     settled.sort()
     needed = math.ceil(CONFIDENCE * DRAWS)
@@ -192,6 +196,8 @@ class _Future:
                     centre = gains[n]
                 totals[n] += self.per_stage * (centre + common + rng.gauss(0.0, math.sqrt(scale * own)))
                 count[n] += self.per_stage
+            if extra not in LOOKED_AT:
+                continue
             stages = self.stages_now + extra
             means = {n: totals[n] / count[n] for n in alive}
             vs_base = {n: self._estimate(self.now[n], means[n], count[n], stages, scale) for n in alive}

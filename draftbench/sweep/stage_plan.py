@@ -79,3 +79,18 @@ def plan_stages(categories: Sequence[str], groups: Sequence[str], *, horizon: in
             chunks.append(tuple(current))
             current = []
     return StagePlan(min(horizon, len(chunks)), size, False, tuple(chunks), n)
+
+
+def stage_size(prompt_spread: float, session_spread: float, load_s: float, request_s: float, *, planned: int) -> int:
+    """The prompts per server pair that buy the most precision per second of measuring. A stage costs each
+    candidate a server load (``load_s``, the baseline's share of its own included) and n prompts (``request_s``
+    each: its request and its baseline's), and leaves τ² + σ²_w / n in its mean: (τ² + σ²_w / n)·(load + n·request)
+    is least at n* = √(σ²_w·load / (τ²·request)). Kept within [max(2, planned / 2), 2·planned]; the planned size
+    where a spread or a cost is not measured (a spread of 0 has no optimum: the largest)."""
+    low, high = max(2, planned // 2), max(2, 2 * planned)
+    if not (prompt_spread > 0 and load_s > 0 and request_s > 0) or session_spread < 0:
+        return planned
+    if session_spread == 0:
+        return high
+    best = (prompt_spread * load_s / (session_spread * request_s)) ** 0.5
+    return int(min(high, max(low, round(best))))
