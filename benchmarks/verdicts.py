@@ -14,10 +14,12 @@ clock are simulated: ``benchmarks/simulation``). Per scenario and strategy it pr
   nothing / shortlist / unresolved: the other outcomes (a shortlist: every candidate left gains, which is
                   fastest is not settled — its share holding the true best, and its leader within 2%)
   requests, loads: per sweep, and as a multiple of the exhaustive sweep before issue 32; wall: simulated
+  rows÷truth      the candidate rows' estimates over their truth, geometric mean over every row (centred: 1.000)
 
     python benchmarks/verdicts.py --quick                       # every scenario, two trials: it runs
     python benchmarks/verdicts.py --trials 200                  # the published figures (docs/statistics.md)
     python benchmarks/verdicts.py --scenario best10/harsh --world mymodel:factory
+    python benchmarks/verdicts.py --scenario best10/harsh --world simulation.audit_world:session3 --prompts 96
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ import json
 import random
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from draftbench.backends.base import Backend
+from draftbench.common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
 from simulation.grids import Scenario, prompts, scenarios
 from simulation.score import score, summary
 from simulation.sweeps import Setup, WorldFactory, machine_world, sweep
@@ -44,11 +49,10 @@ DESIGNS = ("interleaved", "bracketed", "sequential")
 
 
 def run_scenario(scenario: Scenario, trials: int, seed: int, design: str = "interleaved",
-                 world: WorldFactory | None = None, stages: int | None = None,
-                 n_prompts: int | None = None) -> dict[str, dict]:
+                 world: WorldFactory | None = None, stages: int | None = None) -> dict[str, dict]:
     """Both strategies on the same drawn truths; each gets its own noise (its own sweep of the machine)."""
     rng = random.Random(f"{seed}:{scenario.name}")
-    listed = prompts(n_prompts or scenario.n_prompts)
+    listed = prompts(scenario.n_prompts)
     categories = [p.category for p in listed]
     setups: dict[tuple[int, str], Setup] = {}
     scores: dict[str, list] = {s: [] for s in STRATEGIES}
@@ -76,7 +80,7 @@ def pct(x: float | None) -> str:
 
 HEADER = (f"{'scenario':<22} {'strategy':<10} {'recommends':>10} {'(1)false':>8} {'(2)cover':>8} {'naive':>6} "
           f"{'(3)2%':>6} {'nothing':>7} {'short':>6} {'best in':>7} {'lead2%':>6} {'unres.':>6} {'requests':>14} "
-          f"{'loads':>12} {'wall':>7}")
+          f"{'loads':>12} {'wall':>7} {'rows÷truth':>10}")
 
 
 def line(name: str, strategy: str, s: dict) -> str:
@@ -84,7 +88,8 @@ def line(name: str, strategy: str, s: dict) -> str:
             f"{pct(s['covered_naive']):>6} {pct(s['within']):>6} {pct(s['nothing']):>7} {pct(s['shortlist']):>6} "
             f"{pct(s['shortlist_best']):>7} {pct(s['leader_within']):>6} {pct(s['unresolved']):>6} "
             f"{s['requests']:6.0f} ({s['requests'] / s['today_requests']:4.2f}×) "
-            f"{s['loads']:5.1f} ({s['loads'] / s['today_loads']:4.2f}×) {s['wall_s'] / 60:6.1f}m")
+            f"{s['loads']:5.1f} ({s['loads'] / s['today_loads']:4.2f}×) {s['wall_s'] / 60:6.1f}m "
+            f"{s['rows_centre'] or 0:10.4f}")
 
 
 MARKDOWN_HEADER = ("| scenario | strategy | recommends | (1) false | (2) covered (naive) | (3) within 2% | nothing gains "
@@ -106,11 +111,49 @@ def markdown_line(name: str, strategy: str, s: dict) -> str:
 
 
 def load_world(spec: str) -> WorldFactory:
-    """``MODULE:FACTORY`` — a factory(grid, truth, names, prompts, rng) returning a backend (see sweeps.py)."""
+    """``MODULE:FACTORY`` — a factory(grid, truth, names, prompts, rng) returning a backend (see sweeps.py). Every
+    way it can be wrong is one line: a module or name that is not there, a name that is no factory, a factory that
+    fails or returns something else than a draftbench ``Backend``."""
     module, _, name = spec.partition(":")
     if not module or not name:
         raise SystemExit(f"--world {spec}: write MODULE:FACTORY, e.g. mynoise:world")
-    return getattr(importlib.import_module(module), name)
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except ImportError as exc:
+        raise SystemExit(f"--world {spec}: cannot import {module} ({exc}); put it on PYTHONPATH") from None
+    except AttributeError:
+        raise SystemExit(f"--world {spec}: module {module} has no {name}") from None
+    except Exception as exc:      # the module itself raised while it was imported
+        raise SystemExit(f"--world {spec}: importing {module} raised {type(exc).__name__}: {exc}") from None
+    if not callable(found) or (isinstance(found, type) and issubclass(found, Backend)):
+        raise SystemExit(f"--world {spec}: {name} is a {type(found).__name__}, not a factory(grid, truth, names, "
+                         "prompts, rng) returning a backend")
+
+    def factory(*args) -> Backend:
+        try:
+            backend = found(*args)
+        except Exception as exc:
+            raise SystemExit(f"--world {spec}: {name}(grid, truth, names, prompts, rng) raised "
+                             f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(backend, Backend):
+            raise SystemExit(f"--world {spec}: {name}(grid, truth, names, prompts, rng) returned "
+                             f"{type(backend).__name__}, not a draftbench Backend (see benchmarks/simulation/sweeps.py)")
+        return backend
+    return factory
+
+
+def markdown_rows(path: str) -> list[str]:
+    """The table rows of one earlier ``--json`` file; a file that is not one is one line (read bounded: a FIFO or
+    /dev/zero is refused at once)."""
+    try:
+        data = json.loads(read_limited(path, CONFIG_LIMIT))
+        return [markdown_line(name, strategy, figures) for name, by_strategy in data["scenarios"].items()
+                for strategy, figures in by_strategy.items()]
+    except UnreadableFile as exc:
+        raise SystemExit(f"--markdown {path}: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+        why = f"has no {exc}" if isinstance(exc, KeyError) else f"({type(exc).__name__}: {exc})"
+        raise SystemExit(f"--markdown {path}: not a file benchmarks/verdicts.py --json wrote {why}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -123,7 +166,8 @@ def main(argv: list[str]) -> int:
                    "are far too coarse to quote)")
     p.add_argument("--design", choices=DESIGNS, default="interleaved", help="the sweeps' design (default: a CPU's)")
     p.add_argument("--stages", type=int, help="planned stages per target (default: the scenario's, 6)")
-    p.add_argument("--prompts", type=int, help="prompts in the set the stages draw from (default: the scenario's, 48)")
+    p.add_argument("--prompts", type=int, help="the prompt set's size (default: the scenario's, 48; issue 43's "
+                   "audit: 96)")
     p.add_argument("--world", metavar="MODULE:FACTORY", help="an outside noise model written against the backend "
                    "contract, in place of the scenario's machine")
     p.add_argument("--seed", type=int, default=1)
@@ -133,11 +177,8 @@ def main(argv: list[str]) -> int:
                    "Markdown (docs/statistics.md) and exit")
     args = p.parse_args(argv)
     if args.markdown:
-        print(MARKDOWN_HEADER)
-        for path in args.markdown:
-            for name, by_strategy in json.loads(Path(path).read_text())["scenarios"].items():
-                for strategy, figures in by_strategy.items():
-                    print(markdown_line(name, strategy, figures))
+        rows = [row for path in args.markdown for row in markdown_rows(path)]     # every file checked first
+        print("\n".join([MARKDOWN_HEADER, *rows]))
         return 0
     if args.list:
         for s in known.values():
@@ -145,17 +186,20 @@ def main(argv: list[str]) -> int:
         return 0
     if args.trials < 1:
         p.error("--trials must be at least 1")
+    if args.prompts is not None and args.prompts < 2:
+        p.error("--prompts must be at least 2")
     trials = QUICK_TRIALS if args.quick else args.trials
     world = load_world(args.world) if args.world else None
     chosen = [known[n] for n in args.scenario] if args.scenario else list(known.values())
+    if args.prompts:
+        chosen = [replace(s, n_prompts=args.prompts) for s in chosen]
     print(f"{trials} trials per scenario, seed {args.seed}, design {args.design}"
           + (f", world {args.world}" if args.world else ""))
     print(HEADER)
     out = {}
     for scenario in chosen:
         start = time.perf_counter()
-        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design, world, args.stages,
-                                                    args.prompts)
+        out[scenario.name] = figures = run_scenario(scenario, trials, args.seed, args.design, world, args.stages)
         for strategy in STRATEGIES:
             print(line(scenario.name, strategy, figures[strategy]), flush=True)
         print(f"{'':<22} ({time.perf_counter() - start:.0f} s)", flush=True)

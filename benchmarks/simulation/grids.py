@@ -115,12 +115,26 @@ def grids_for(noise: Noise) -> dict[str, tuple[str, tuple[Grid, ...]]]:
     kw = noise.grid
     best10 = Grid("+10%, +5%, +5%, 0, 0, 0", (Cand("b10", 1.10), Cand("b5a", 1.05), Cand("b5b", 1.05),
                                                Cand("z0", 1.0), Cand("z1", 1.0), Cand("z2", 1.0)), **kw)
+    clear = Grid("+20%, +10%, +5%, 0, 0, 0", (Cand("c20", 1.20), Cand("c10", 1.10), Cand("c5", 1.05),
+                                                Cand("z0", 1.0), Cand("z1", 1.0), Cand("z2", 1.0)), **kw)
+    tie = Grid("+10%, +10%, +5%, 0, 0, 0", (Cand("t10a", 1.10), Cand("t10b", 1.10), Cand("t5", 1.05),
+                                           Cand("z0", 1.0), Cand("z1", 1.0), Cand("z2", 1.0)), **kw)
+    helper = Grid("1.00 with a helper, 5 × 1.00", (Cand("h0", 1.0, helper_rate=0.25, helper_factor=0.6),)
+                  + null(5, **kw).candidates, **kw)
+    steady = Grid("+10% with a steady helper, +5%, +5%, 0, 0, 0",
+                  (replace(best10.candidates[0], helper_rate=1.0),) + best10.candidates[1:], **kw)
     return {"null": ("6 drafts at 1.00", (null(6, **kw),)),
             "best10": ("the best draft +10%, the others +5%, +5%, 0, 0, 0", (best10,)),
             "reference-7b": ("upstream Qwen2.5-7B (9 targets × 22 drafts, M4 Max means as truth)",
                              reference_grids(REFERENCE["7b"], **kw)),
             "reference-72b": ("upstream Qwen2.5-72B (2 targets × 31 drafts)", reference_grids(REFERENCE["72b"], **kw)),
-            "clear-55": ("one draft +55% (issue 32's clear case)", (Grid("+55%", (Cand("c55", 1.55, 0.83),), **kw),))}
+            "clear-55": ("one draft +55% (issue 32's clear case)", (Grid("+55%", (Cand("c55", 1.55, 0.83),), **kw),)),
+            "clear": ("a clear best: +20%, the others +10%, +5%, 0, 0, 0", (clear,)),
+            "tie": ("two tied at the top: +10%, +10%, the others +5%, 0, 0, 0", (tie,)),
+            "helper": ("six useless drafts, one with its own helper load (outside its server's process tree) that "
+                       "slows a quarter of its requests to 0.6× (true 1.00 with it)", (helper,)),
+            "steady": ("the best10 grid, its +10% draft with a steady own load (30% of the machine, outside its "
+                       "server's process tree) that does not slow it", (steady,))}
 
 
 def scenarios() -> list[Scenario]:

@@ -9,6 +9,7 @@ Plus the other outcomes (nothing gains, a shortlist, unresolved) and what the sw
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ class Score:
     requests: int
     loads: int
     wall_s: float
+    row_error: float | None = None    # the mean over its candidate rows of log(estimate / truth): are rows centred?
 
 
 def score(sweep: Sweep, truth: Truth, noise_floor: float) -> Score:
@@ -62,7 +64,13 @@ def score(sweep: Sweep, truth: Truth, noise_floor: float) -> Score:
                  any(x <= floor for x in shortlist) if shortlist else None,
                  within_2pct(lead, best) if shortlist and lead is not None else None,
                  decision == Outcome.NOTHING_GAINS.value and best > floor,
-                 v.stages if v is not None else 0, sweep.requests, sweep.loads, sweep.wall_s)
+                 v.stages if v is not None else 0, sweep.requests, sweep.loads, sweep.wall_s, _row_error(sweep, truth))
+
+
+def _row_error(sweep: Sweep, truth: Truth) -> float | None:
+    errors = [math.log(r.speedup.ratio / truth.population[_label(r.draft)]) for r in sweep.results.results
+              if r.draft and r.speedup is not None and r.speedup.ratio > 0 and _label(r.draft) in truth.population]
+    return statistics.fmean(errors) if errors else None
 
 
 def _label(name: str | None) -> str:
@@ -94,6 +102,8 @@ def summary(scores: list[Score]) -> dict:
             "paying_by_stage": {k: sum(s.decision in ("recommend", "nothing gains", "shortlist") and s.stages <= k
                                        for s in scores) / len(scores) for k in range(1, 1 + max(s.stages for s in scores))},
             "covered_by_look": covered_by_look(scores),
+            "rows_centre": math.exp(statistics.fmean(e)) if (e := [s.row_error for s in scores
+                                                                    if s.row_error is not None]) else None,
             "requests": statistics.fmean(s.requests for s in scores),
             "loads": statistics.fmean(s.loads for s in scores),
             "wall_s": statistics.fmean(s.wall_s for s in scores)}

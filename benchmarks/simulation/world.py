@@ -45,6 +45,14 @@ class Cand:
     acceptance: float = 0.6
     drafts_on: float = 1.0
     model_free: bool = False
+    # its own helper load (a process of its own outside its server's process tree, so the machine's reading
+    # counts it as another program's): busy during this share of its requests (1.0: steadily), which then run
+    # ``helper_factor`` times their speed and record ``helper_share`` more of the machine as others'. The
+    # helper is part of the candidate: ``speedup`` is what a user gets with it (the method's own gain where
+    # the helper is idle is ``speedup / helper_factor ** helper_rate``)
+    helper_rate: float = 0.0
+    helper_factor: float = 1.0
+    helper_share: float = 0.30
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,8 @@ class World:
         self.sessions: list[str] = []                     # the candidate (or "" for the target) of each load
         self.requests = 0                                 # measured and warm-up
         self.burst = False                                # the last request was hit by a burst of other load
+        self.helper = 0.0                                 # … and the share its candidate's own helper took
+        self.helpers = {c.name: c for c in grid.candidates if c.helper_rate > 0}
         # which request a server is asked for, from its seed (as the sweep derives it): warm-ups have run -1
         # (repetition ``runs`` is the confirmation block a sweep measures for its selected candidate)
         self.by_seed = {request_seed(seed, run, i): (run, i) for i in range(len(prompts))
@@ -179,7 +189,17 @@ class World:
         self.burst = bool(m.burst_rate) and self.rng.random() < m.burst_rate
         if self.burst:
             factor *= m.burst_factor
-        return factor
+        return factor * self._helper(candidate)
+
+    def _helper(self, candidate: str) -> float:
+        """The candidate's own helper load on this request: its speed factor (the share it took: ``helper``).
+        A steady helper (rate 1) draws nothing, so a sweep with it sees the same noise as one without."""
+        own = self.helpers.get(candidate)
+        hit = own is not None and (own.helper_rate >= 1.0 or self.rng.random() < own.helper_rate)
+        self.helper = own.helper_share if own is not None and hit else 0.0
+        if own is None:
+            return 1.0
+        return (own.helper_factor if hit else 1.0) / own.helper_factor ** own.helper_rate
 
 
 class SimServer(Server):
@@ -216,10 +236,10 @@ class SimServer(Server):
         return None               # the simulated machine's load is the world's, never this one's
 
     def others_share(self, first) -> float | None:
-        m = self.world.machine
-        if not m.burst_rate:
+        m, world = self.world.machine, self.world
+        if not m.burst_rate and not world.helpers:
             return None
-        return m.burst_share if self.world.burst else m.quiet_share
+        return min(1.0, (m.burst_share if world.burst else m.quiet_share) + world.helper)
 
     def draft_counts(self, response: StreamedResponse, before) -> DraftCounts:
         if not self.candidate or self.last is None:

@@ -301,23 +301,26 @@ def _with_loop_check(row: Row, baseline: Row, noise_floor: float, flags: dict[st
 
 
 def _with_left_out(row: Row, baseline: Row) -> Row:
-    """Say how many of the row's requests the comparison leaves out, and why (see analysis/pairing.py)."""
-    interrupted, contended = left_out(row, baseline)
-    kept = tuple(w for w in row.warnings if w.code is not Code.PAIRS_LEFT_OUT)
-    parts = []
-    if contended:
-        parts.append(f"{contended} ran while other programs took a burst of the CPU (at least "
-                     f"{CONTENDED:.0%} of the machine above the stage's usual, on one side or the other)")
-    if interrupted:
-        parts.append(f"{interrupted} had the target alone's request beside them interrupted (far slower than "
-                     "the same request on the same server)")
-    if not parts:
-        return row if len(kept) == len(row.warnings) else _evolve(row, warnings=kept)
+    """Say how many of the row's requests the comparison leaves out, and why — or keeps although other programs'
+    share rose, because it rose on one side only (see analysis/pairing.py)."""
+    found = left_out(row, baseline)
+    kept = tuple(w for w in row.warnings if w.code not in (Code.PAIRS_LEFT_OUT, Code.OWN_LOAD))
     measured = sum(1 for r in row.requests if r.error is None)
-    finding = Finding(Code.PAIRS_LEFT_OUT, f"{interrupted + contended} of {measured} requests are left out of the "
-                      f"comparison: {'; '.join(parts)} — they measured the machine, not the method; close other "
-                      "programs while a sweep runs")
-    return _evolve(row, warnings=kept + (finding,))
+    findings = []
+    if found.contended:
+        findings.append(Finding(Code.PAIRS_LEFT_OUT, f"{found.contended} of {measured} requests are left out of the "
+                                f"comparison: they ran while other programs took a burst of the CPU (at least "
+                                f"{CONTENDED:.0%} of the machine above the stage's usual, on one side or the other) — "
+                                "they measured the machine, not the method; close other programs while a sweep runs"))
+    if found.own_load:
+        findings.append(Finding(Code.OWN_LOAD, "other programs' share of the CPU rose during this candidate's "
+                                "requests far more often than during the target alone's: that is load the candidate "
+                                "brings itself (a helper process outside its server's process tree?), not bursts of "
+                                f"other programs, so none of the {found.own_load} requests of those stages is left "
+                                "out — their speed is what the candidate costs"))
+    if not findings and len(kept) == len(row.warnings):
+        return row
+    return _evolve(row, warnings=kept + tuple(findings))
 
 
 def staged_speedup(decision: Decision, row: Row, measured: Speedup | None) -> Speedup | None:

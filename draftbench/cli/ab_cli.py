@@ -17,7 +17,8 @@ from ..common.errors import DraftbenchError, Problem, UsageError
 from ..common.files import cache_dir
 from ..common.text_safety import safe_text
 from ..config.candidates import DRAFT_MAX, CandidateSpec, expand
-from ..config.extra_args import AB, check_server_args
+from ..config.extra_args import check_server_args
+from ..config.flag_rules import AB
 from ..config.labels import MAX_LABEL, check_label
 from ..config.long_prompts import server_context
 from ..config.model_ref import ModelRef

@@ -43,8 +43,8 @@ def run_init(args) -> int:
         for note in written.notes:
             print(safe_text(f"  {note}", keep_newlines=False))
     print(safe_text(f"({binary_note})", keep_newlines=False))
-    for why in skipped:
-        print(safe_text(f"No config for {why}", keep_newlines=False))
+    for family in skipped:
+        print(safe_text(f"No config for {family}", keep_newlines=False))
     if found.left_out:
         print("Left out:")
         for path, why in found.left_out:       # file names may hold newlines and escapes: one line each, shown
@@ -53,6 +53,11 @@ def run_init(args) -> int:
         print(safe_text(f"Next: python sweep.py --config-dir {out} --dry-run (then without --dry-run to measure)",
                         keep_newlines=False))
         return EXIT_OK
+    refused = sum(1 for family in skipped if family.refused)
+    if refused:       # they have plenty to compare: the config it makes is what a sweep would refuse
+        raise UsageError(f"no config written: the config of {refused} model famil{'y' if refused == 1 else 'ies'} in "
+                         f"{safe_text(models)} would be refused (see \"No config for\" above)",
+                         "split the models over several folders, or write the config by hand")
     raise UsageError(f"no model family in {safe_text(models)} has anything to compare", "add a smaller model of the same "
                      "family (a draft), or install a llama-server that offers n-gram methods")
 

@@ -15,8 +15,6 @@ from ..common.files import cache_dir
 from ..common.redact_secrets import shell_line
 from ..common.text_safety import safe_text
 from ..config.extra_args import (
-    SERVER,
-    EntryPoint,
     bind_host,
     check_server_args,
     host_problems,
@@ -24,6 +22,7 @@ from ..config.extra_args import (
     split_server_args,
     take_rpc,
 )
+from ..config.flag_rules import SERVER, EntryPoint
 from ..config.rpc_endpoints import README_WARNING
 from ..config.settings import DEFAULTS
 from ..lifetime.process import free_port, port_is_free, prepare_to_start_servers

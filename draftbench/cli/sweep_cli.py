@@ -14,9 +14,10 @@ from ..backends import get_backend
 from ..backends.base import Backend
 from ..common.bulk import collector_paused
 from ..common.errors import ConfigError, DraftbenchError, UsageError
+from ..common.numbers import number_text
 from ..common.text_safety import safe_text
 from ..config.prompts import prompts_for
-from ..config.settings import Override
+from ..config.settings import MAX_STAGES, Override
 from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
 from ..results.file import load_results
@@ -244,6 +245,9 @@ def run_config_dir(folder: str, args) -> int:
     return EXIT_CONFIG if all(code == EXIT_CONFIG for _, code in outcomes if code != EXIT_OK) else EXIT_ERROR
 
 
+MORE_MAX = MAX_STAGES     # --more: as many stages as a plan may have
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if wants_share(args):
@@ -256,6 +260,11 @@ def main(argv: list[str]) -> int:
                          "add --dry-run, or drop --probe")
     if args.output:
         raise UsageError("--output is where --export or --redact-paths writes", "add --export md|csv|json, or drop it")
+    if not 0 <= args.more <= MORE_MAX:
+        shown = args.more if abs(args.more) < 10**18 else f"({number_text(args.more)})"
+        raise UsageError(f"--more {shown}: must be a number of stages from 0 to {MORE_MAX:,}",
+                         "give the stages to add to every unresolved target, e.g. --more 2 (each is one more look at "
+                         "fresh prompts; settings.stages bounds a plan the same way)")
     if args.init:
         return run_init(args)
     if args.chart_only:

@@ -129,3 +129,33 @@ def shell_line(cmd: Iterable[object]) -> str:
         else:
             out.append(shlex.quote(shown))
     return " ".join(out)
+
+
+def is_secret_name(name: str) -> bool:
+    """A name (an environment variable, a JSON key) one of whose words says it holds a secret: ``HF_TOKEN``,
+    ``VLLM_API_KEY``, ``api_key`` (``max_tokens`` is not: word-wise, as for flags)."""
+    return any(word in _SECRET_WORDS for word in re.split(r"[-_.\s]", name.lower()))
+
+
+# Secrets inside prose (a stored summary's "Run it:" line, a note, a value under a key we do not know): a secret
+# flag and its value (``--api-key K``, ``--hf-token=hf_…``, quoted or not), an Authorization header's
+# credentials, and the shapes of well-known tokens.
+_FLAG_IN_TEXT = re.compile(r"(?<![\w-])(--?[A-Za-z][\w.-]*)(=|[ \t]+)(\"[^\"]*\"|'[^']*'|[^\s\"']+)")
+_AUTH_IN_TEXT = re.compile(r"\b(Bearer|Authorization:[ \t]*(?:Basic|Token))([ \t]+)([A-Za-z0-9._~+/=-]{8,})",
+                           re.IGNORECASE)
+_TOKEN_SHAPES = re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|"
+                           r"github_pat_[A-Za-z0-9_]{20,}|xox[abpr]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})")
+
+
+def redact_secret_text(text: str) -> str:
+    """``text`` with every secret it holds masked: the value after a secret flag (``--api-key K``), the
+    credentials after ``Bearer``/``Basic``, and tokens shaped like Hugging Face's, OpenAI's or GitHub's."""
+    def flag(match: re.Match) -> str:
+        name, between, value = match.groups()
+        if not is_secret_flag(name) or (between != "=" and value.startswith("-") and not takes_value(name)):
+            return match.group(0)
+        return f"{name}{between}{MASK}"
+
+    text = _FLAG_IN_TEXT.sub(flag, text)
+    text = _AUTH_IN_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    return _TOKEN_SHAPES.sub(MASK, text)

@@ -1,5 +1,6 @@
 """Rules for arguments passed through to a server: a config's ``extra_args``, and what follows ``--`` on
-``bench.py --target`` and ``server.py``. One table (:data:`RULES`) for all three.
+``bench.py --target`` and ``server.py``. One table for all three, and for every other route into a server
+(:mod:`.flag_rules`); this module finds the flags in an argument list and checks them.
 
 Some flags change what is measured: the model (``-m``), the draft (``-md``), the draft length, how the
 server speculates (``--spec-*``, vLLM's ``--speculative-config``), where its layers run (``--rpc``), where it
@@ -19,83 +20,29 @@ the place of the offending argument.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 from ..common.errors import Problem
 from ..common.reading import SMALL_LIMIT, UnreadableFile, read_limited
+from .flag_rules import (
+    RULES,
+    SEVERITY,
+    SPECULATIVE_CONFIG_KEYS,
+    SWEEP,
+    SWITCHES,
+    EntryPoint,
+    FlagKind,
+    FlagRule,
+)
 from .hosts import is_loopback, remote_warning
 from .rpc_endpoints import check_rpc_entry
 
-
-class FlagKind(str, Enum):
-    PORT = "port"
-    HOST = "host"
-    RPC = "rpc"
-    TARGET = "target"
-    DRAFT = "draft"
-    DRAFT_LENGTH = "draft_length"
-    SPECULATION = "speculation"
-    CONFIG_FILE = "config_file"
-    API_KEY = "api_key"
-    DRAFT_PLACEMENT = "draft_placement"      # how the draft runs (threads, devices): allowed, like --threads
-
-
-@dataclass(frozen=True)
-class FlagRule:
-    kind: FlagKind
-    changes: str                            # what the flag changes, in words
-    names: tuple[str, ...] = ()             # every spelling (llama-server's aliases, vLLM's names)
-    prefixes: tuple[str, ...] = ()          # and every long flag starting with one of these
-
-
-# The vendored llama-server (build 11434, `llama-server --help`) and vLLM 0.32 (`vllm serve --help`).
-RULES: tuple[FlagRule, ...] = (
-    FlagRule(FlagKind.PORT, "the port the server listens on", ("--port",)),
-    FlagRule(FlagKind.HOST, "the address the server listens on", ("--host",)),
-    FlagRule(FlagKind.RPC, "where the target's layers run (llama.cpp RPC endpoints)", ("--rpc",)),
-    FlagRule(FlagKind.TARGET, "the model measured",
-             ("-m", "--model", "-mu", "--model-url", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-dr",
-              "--docker-repo", "--models-dir", "--models-preset",
-              # llama-server's presets download and load a model of their own (one with a draft, too)
-              "--embd-gemma-default", "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default",
-              "--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default", "--gpt-oss-20b-default",
-              "--gpt-oss-120b-default", "--vision-gemma-4b-default", "--vision-gemma-12b-default")),
-    FlagRule(FlagKind.DRAFT, "the draft model",
-             ("-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft", "--spec-draft-hf",
-              "--spec-model", "--speculative-model")),
-    FlagRule(FlagKind.DRAFT_LENGTH, "the draft length k",
-             ("--spec-draft-n-max", "--draft", "--draft-n", "--draft-max", "--spec-tokens",
-              "--num-speculative-tokens")),
-    FlagRule(FlagKind.DRAFT_PLACEMENT, "where and how fast the draft runs",
-             ("-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft", "-devd", "--device-draft",
-              "--spec-draft-device", "-td", "--threads-draft", "--spec-draft-threads", "-tbd", "--threads-batch-draft",
-              "--spec-draft-threads-batch", "-ctkd", "--cache-type-k-draft", "--spec-draft-type-k", "-ctvd",
-              "--cache-type-v-draft", "--spec-draft-type-v", "-otd", "--override-tensor-draft",
-              "--spec-draft-override-tensor", "-Cd", "--cpu-mask-draft", "--spec-draft-cpu-mask", "-Cbd",
-              "--cpu-mask-batch-draft", "--spec-draft-cpu-mask-batch", "-Crd", "--cpu-range-draft",
-              "--spec-draft-cpu-range", "-Crbd", "--cpu-range-batch-draft", "--spec-draft-cpu-range-batch",
-              "--cpu-strict-draft", "--spec-draft-cpu-strict", "--cpu-strict-batch-draft",
-              "--spec-draft-cpu-strict-batch", "--poll-draft", "--spec-draft-poll", "--poll-batch-draft",
-              "--spec-draft-poll-batch", "--prio-draft", "--spec-draft-prio", "--prio-batch-draft",
-              "--spec-draft-prio-batch", "-cmoed", "--cpu-moe-draft", "--spec-draft-cpu-moe", "-ncmoed",
-              "--n-cpu-moe-draft", "--spec-draft-n-cpu-moe", "--spec-draft-ncmoe")),
-    FlagRule(FlagKind.SPECULATION, "how the server speculates",
-             ("-sc", "--speculative-config", "--spec-type", "--spec-default", "--spec-method"),
-             prefixes=("--spec-", "--draft-", "--speculative-", "--no-spec-")),
-    FlagRule(FlagKind.CONFIG_FILE, "any option at all, read from a file draftbench does not check (vLLM's --config)",
-             ("--config",)),
-    FlagRule(FlagKind.API_KEY, "the key its clients must send", ("--api-key", "--api-key-file")),
-)
-_BY_NAME = {name: rule for rule in RULES for name in rule.names}
-# Covered flags that take no value: what follows them is an argument of its own.
-SWITCHES = frozenset({"--spec-default", "--spec-draft-backend-sampling", "--cpu-strict-draft",
-                      "--spec-draft-cpu-strict", "--cpu-strict-batch-draft", "--spec-draft-cpu-strict-batch",
-                      "-cmoed", "--cpu-moe-draft", "--spec-draft-cpu-moe"})
+_BY_NAME: dict[str, tuple[FlagRule, ...]] = {}
+for _rule in RULES:
+    for _name in _rule.names:
+        _BY_NAME[_name] = (*_BY_NAME.get(_name, ()), _rule)
 _LONG_NAMES = sorted(name for name in _BY_NAME if name.startswith("--"))
-_SEVERITY = [FlagKind.TARGET, FlagKind.DRAFT, FlagKind.RPC, FlagKind.CONFIG_FILE, FlagKind.DRAFT_LENGTH,
-             FlagKind.SPECULATION, FlagKind.PORT, FlagKind.HOST, FlagKind.API_KEY, FlagKind.DRAFT_PLACEMENT]
 MIN_ABBREVIATION = 4                    # "--ab": argparse completes a cut-short long name
 
 
@@ -121,25 +68,30 @@ def _canonical(arg: str) -> tuple[str, str | None] | None:
     return name, (value if eq else None)
 
 
-def rule_for(name: str) -> FlagRule | None:
-    """The rule for one flag name (canonical: dashes, no value), or None when it changes nothing we measure."""
-    rule = _BY_NAME.get(name)
-    if rule is not None:
-        return rule
+def _applies(rule: FlagRule, backend: str | None) -> bool:
+    return backend is None or not rule.backends or backend in rule.backends
+
+
+def rule_for(name: str, backend: str | None = None) -> FlagRule | None:
+    """The rule for one flag name (canonical: dashes, no value) as ``backend``'s server reads it (None: the first
+    server that reads it), or None when it changes nothing we measure."""
+    rules = [r for r in _BY_NAME.get(name, ()) if _applies(r, backend)]
+    if rules:
+        return rules[0]
     if not name.startswith("--"):
         return None
     prefixed = next((r for r in RULES if any(name.startswith(p) for p in r.prefixes)), None)
     if prefixed is not None:
         return prefixed
     if len(name) >= MIN_ABBREVIATION:
-        completed = [_BY_NAME[n] for n in _LONG_NAMES if n.startswith(name)]
-        completed = [r for r in completed if r.kind is not FlagKind.DRAFT_PLACEMENT]
+        completed = [r for n in _LONG_NAMES if n.startswith(name) for r in _BY_NAME[n]
+                     if r.kind is not FlagKind.DRAFT_PLACEMENT and _applies(r, backend)]
         if completed:
-            return min(completed, key=lambda r: _SEVERITY.index(r.kind))
+            return min(completed, key=lambda r: SEVERITY.index(r.kind))
     return None
 
 
-def find_flags(args: Sequence[str]) -> list[FlagUse]:
+def find_flags(args: Sequence[str], backend: str | None = None) -> list[FlagUse]:
     """Every argument a rule covers. A flag's value is the next argument even when it starts with '-'
     (llama-server takes it so: ``--api-key -x`` sets the key ``-x``)."""
     found: list[FlagUse] = []
@@ -149,7 +101,7 @@ def find_flags(args: Sequence[str]) -> list[FlagUse]:
         if parsed is None:
             continue
         name, value = parsed
-        rule = rule_for(name)
+        rule = rule_for(name, backend)
         if rule is None:
             continue
         if value is None and "=" not in arg and name not in SWITCHES and not name.startswith("--no-"):
@@ -157,57 +109,6 @@ def find_flags(args: Sequence[str]) -> list[FlagUse]:
             skip = i + 1          # a value, never a flag of its own (a key may start with '-')
         found.append(FlagUse(i, arg.partition("=")[0], name, rule, value))
     return found
-
-
-@dataclass(frozen=True)
-class EntryPoint:
-    """How one command line answers each kind of flag: refused (``instead``: the option to use), or checked
-    like its own field (``--host``, ``--rpc`` behind ``allow_flag``); kinds in neither are passed on."""
-
-    instead: Mapping[FlagKind, str]
-    allow_flag: str                     # the switch that lets a server or an endpoint leave this machine
-    checks_rpc: bool = False            # --rpc held to targets[].rpc's checks (else it is in ``instead``)
-
-
-_NO_CONFIG_FILE = "its options themselves, where each is checked"
-SWEEP = EntryPoint({
-    FlagKind.PORT: "settings.port instead (0 = any free port)",
-    FlagKind.RPC: "the target's \"rpc\": [\"host:port\", …] instead (draftbench probes the endpoints first and records "
-                  "the split)",
-    FlagKind.TARGET: "the target's \"path\" instead",
-    FlagKind.DRAFT: "a \"drafts\" entry (or a candidate's \"draft\") instead",
-    FlagKind.DRAFT_LENGTH: "settings.draft_max or a candidate's \"params\": {\"draft_max\": K} instead",
-    FlagKind.SPECULATION: "a candidate's \"method\" and \"params\" instead (e.g. \"params\": "
-                          "{\"spec_ngram_mod_n_match\": 24}; vLLM: settings.vllm_speculative_config)",
-    FlagKind.CONFIG_FILE: _NO_CONFIG_FILE,
-}, allow_flag="settings.allow_remote")
-AB = EntryPoint({
-    FlagKind.PORT: "nothing: the A/B picks a free port for each server",
-    FlagKind.RPC: "a sweep config's targets[].rpc instead (draftbench probes the endpoints first and records the "
-                  "split)",
-    FlagKind.TARGET: "--target instead",
-    FlagKind.DRAFT: "--draft instead",
-    FlagKind.DRAFT_LENGTH: "--draft-max instead",
-    FlagKind.SPECULATION: "--spec-type instead (other parameters: a sweep config's candidate \"params\")",
-    FlagKind.CONFIG_FILE: _NO_CONFIG_FILE,
-}, allow_flag="server.py --allow-remote (then bench.py --url)")
-_SERVER_PORT = "server.py's --port instead (0 = any free port)"
-SERVER = {      # server.py, by backend: its own options replace these
-    "llamacpp": EntryPoint({
-        FlagKind.PORT: _SERVER_PORT, FlagKind.TARGET: "--model-path instead", FlagKind.DRAFT: "--draft-path instead",
-        FlagKind.DRAFT_LENGTH: "--draft-max instead", FlagKind.CONFIG_FILE: _NO_CONFIG_FILE,
-    }, allow_flag="--allow-remote", checks_rpc=True),
-    "vllm": EntryPoint({
-        FlagKind.PORT: _SERVER_PORT, FlagKind.TARGET: "--model instead", FlagKind.DRAFT: "--draft-model instead",
-        FlagKind.DRAFT_LENGTH: "--num-speculative-tokens instead",
-        FlagKind.SPECULATION: "--method, --draft-model and --num-speculative-tokens instead",
-        FlagKind.RPC: "nothing: vLLM has no llama.cpp RPC", FlagKind.CONFIG_FILE: _NO_CONFIG_FILE,
-    }, allow_flag="--allow-remote"),
-    "lmstudio": EntryPoint({
-        FlagKind.PORT: _SERVER_PORT, FlagKind.TARGET: "--model instead", FlagKind.DRAFT: "--draft-model instead",
-        FlagKind.RPC: "nothing: LM Studio has no llama.cpp RPC", FlagKind.CONFIG_FILE: _NO_CONFIG_FILE,
-    }, allow_flag="--allow-remote"),
-}
 
 
 def split_server_args(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -219,18 +120,20 @@ def split_server_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def check_server_args(path: str, args: Sequence[str], *, allow_remote: bool, entry: EntryPoint = SWEEP,
-                      allow_flag: str | None = None,
+                      allow_flag: str | None = None, backend: str | None = None,
                       where: Callable[[int], str] | None = None) -> tuple[list[Problem], list[str]]:
-    """Problems and warnings for one argument list under ``entry``'s rules; ``path`` is its JSON path
-    (``$.settings.extra_args``), and argument ``i`` is named ``path[i]`` unless ``where(i)`` names it otherwise."""
+    """Problems and warnings for one argument list under ``entry``'s rules, for ``backend``'s server (default:
+    the entry's); ``path`` is its JSON path (``$.settings.extra_args``), and argument ``i`` is named ``path[i]``
+    unless ``where(i)`` names it otherwise."""
     name = where or (lambda i: f"{path}[{i}]")
     allow = allow_flag or entry.allow_flag
     problems: list[Problem] = []
     warnings: list[str] = []
-    for use in find_flags(args):
+    for use in find_flags(args, backend or entry.backend):
         kind = use.rule.kind
-        if kind in entry.instead:
-            problems.append(_refused(name(use.index), use, entry.instead[kind]))
+        instead = entry.refusal(use.rule)
+        if instead is not None:
+            problems.append(_refused(name(use.index), use, instead))
         elif kind is FlagKind.HOST:
             problems.extend(host_problems(name(use.index), use.value, allow_remote=allow_remote, allow_flag=allow,
                                           warnings=warnings))
@@ -246,10 +149,21 @@ def _refused(where: str, use: FlagUse, instead: str) -> Problem:
                "answering there is the one it started)")
     elif use.rule.kind is FlagKind.CONFIG_FILE:
         why = "a file of options could set the model, the port or the speculation unchecked"
+    elif use.rule.kind is FlagKind.OUTPUT:
+        why = (f"which changes {use.rule.changes}: the results would name the model and settings while the server "
+               "ran something else")
+    elif use.rule.kind is FlagKind.EVIDENCE:
+        why = f"which turns off {use.rule.changes}"
     else:
         why = (f"which changes {use.rule.changes}: draftbench sets that itself and records what it set, so the server "
                "would run this one while the screen and the results name the other")
-    return Problem(where, f"sets {use.written}; {why}", f"remove it; use {instead}")
+    return Problem(where, f"sets {use.written}; {why}", _remove(instead))
+
+
+def _remove(instead: str) -> str:
+    """The fix: remove it, and use the option named (``"nothing: why"`` says why there is none)."""
+    return f"remove it: {instead.removeprefix('nothing: ')}" if instead.startswith("nothing: ") \
+        else f"remove it; use {instead}"
 
 
 def _rpc_problems(where: str, use: FlagUse, *, allow_remote: bool, allow_flag: str,
@@ -339,3 +253,29 @@ def api_key_from_args(args: Sequence[str]) -> str | None:
             keys = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
             return keys[0] if keys else None
     return None
+
+
+_SPECULATIVE_KEY_INSTEAD = {
+    FlagKind.DRAFT: "a \"drafts\" entry (its path is the draft model vLLM loads) instead",
+    FlagKind.DRAFT_LENGTH: "settings.draft_max or a candidate's \"params\": {\"draft_max\": K} instead",
+    FlagKind.SPECULATION: "settings.vllm_method or a candidate's \"method\" instead",
+    FlagKind.OUTPUT: "nothing: the draft is the model a \"drafts\" entry names, as it is",
+}
+
+
+def speculative_config_problems(where: str, config: object) -> list[Problem]:
+    """The keys of a vLLM ``--speculative-config`` object (``settings.vllm_speculative_config``, a vLLM candidate's
+    ``params``) that draftbench sets itself or that change the draft model: refused as ``-sc`` is in extra_args,
+    since the server would run them while the row names the draft, k and method draftbench set."""
+    if not isinstance(config, dict):
+        return []
+    problems = []
+    for key in config:
+        kind = SPECULATIVE_CONFIG_KEYS.get(key)
+        if kind is not None:
+            changes = next(r.changes for r in RULES if r.kind is kind)
+            problems.append(Problem(f"{where}.{key}", f"sets the speculative config's {key!r}, which changes {changes}: "
+                                    "draftbench sets that itself and records what it set, so the server would run "
+                                    "this one while the screen and the results name the other",
+                                    _remove(_SPECULATIVE_KEY_INSTEAD[kind])))
+    return problems

@@ -78,7 +78,8 @@ def cut(task: LongTask, doc_tokens: Sequence[int], length: int, tokenizer: Token
     if abs(count - length) > TOLERANCE:
         raise UsageError(f"could not cut the {task.category} document to {length} tokens (closest: {count})",
                          "report this with the model's name: its tokenizer merges across the cut unusually")
-    return LongPrompt(Prompt(prompt_id(task.category, length), task.category, _messages(task, text)), count, n)
+    return LongPrompt(Prompt(prompt_id(task.category, length), task.category, _messages(task, text), tokens=count),
+                      count, n)
 
 
 @dataclass

@@ -15,6 +15,9 @@ class Prompt:
     # second turn); until it is filled in (see with_context) this prompt cannot be sent.
     context_from: str | None = None
     conversation: str | None = None   # prompts of one conversation are sampled together
+    # A long prompt's length as the target's own tokenizer counted it (the context axis): the server must
+    # report the same count for it, or the row would be judged at a length it was not (measure.sequential).
+    tokens: int | None = None
 
     @property
     def text(self) -> str:

@@ -53,7 +53,13 @@ def endpoint_problem(where: str, value: Any) -> Problem | None:
     if value.count(":") > 1:
         return Problem(where, f"{value!r} looks like an IPv6 address; llama.cpp reads an RPC endpoint up to its "
                        "first ':' and cannot reach one", "use an IPv4 address or a host name, e.g. \"127.0.0.1:50052\"")
-    port = value.strip().partition(":")[2]
+    host, _, port = value.strip().partition(":")
+    foreign = next((ch for ch in host if not ch.isascii() or not ch.isprintable()), None)
+    if foreign is not None:     # "１２７.０.０.１": the probe's resolver reads 127.0.0.1, llama-server another text
+        name = unicodedata.name(foreign, f"U+{ord(foreign):04X}")
+        return Problem(where, f"{safe_text(repr(value))}: its host holds {safe_text(repr(foreign))} ({name}), not only "
+                       "ASCII", "write the address in plain ASCII (an international name in its xn-- form), e.g. "
+                       "\"127.0.0.1:50052\"")
     odd = next((ch for ch in port if not ("0" <= ch <= "9")), None)
     if odd is not None and port and any(ch.isdigit() for ch in port):
         name = unicodedata.name(odd, f"U+{ord(odd):04X}")

@@ -22,6 +22,8 @@ from .field import UNRECORDED, Field, declared_fields, read_value, setting
 
 B = TypeVar("B", bound="BackendSettings")
 
+MAX_STAGES = 1000        # settings.stages, and --more: the most stages one run may add
+
 
 @dataclass(frozen=True)
 class BackendSettings:
@@ -116,7 +118,7 @@ class Settings:
     stages: int = setting(
         "int", 6, "stages planned per target: each measures fresh prompts (settings.prompts_per_stage) on fresh "
         "servers for every candidate still in, and the verdict looks after each (docs/statistics.md); --more runs "
-        "stages beyond them", min=1, max=1000, measured=True, older=0)
+        "stages beyond them", min=1, max=MAX_STAGES, measured=True, older=0)
     prompts_per_stage: int = setting(
         "int", 6, "prompts each stage measures, drawn fresh from the prompt set without replacement, stratified by "
         "category (a set smaller than two stages' worth is measured whole at every stage)", min=1, max=100_000,
@@ -225,7 +227,9 @@ class Override:
         if isinstance(self.value, bool):
             return self.flag
         value = self.value
-        shown = str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+        # 600.0 as "600"; 1e308 as "1e+308", not its 309 digits
+        shown = str(int(value)) if isinstance(value, float) and value.is_integer() and abs(value) < 1e16 \
+            else f"{value:g}" if isinstance(value, float) else str(value)
         return f"{self.flag} {shown}"
 
 

@@ -79,17 +79,26 @@ def _parents_from_ps() -> dict[int, int] | None:
 
 def descendants(root: int) -> list[int]:
     """Every process below ``root`` (children first), from ``/proc`` on Linux or ``ps`` elsewhere."""
+    return below([root])
+
+
+def below(roots: list[int]) -> list[int]:
+    """Every process below any of ``roots`` (children first; the roots themselves only when below another),
+    from one reading of the process table."""
     if sys.platform == "win32":
         return []
     parents = _parents_from_proc() if sys.platform.startswith("linux") else _parents_from_ps()
     children: dict[int, list[int]] = {}
     for pid, ppid in (parents or {}).items():
         children.setdefault(ppid, []).append(pid)
-    out, queue = [], list(children.get(root, ()))
+    out: list[int] = []
+    seen = set(roots)
+    queue = [pid for root in roots for pid in children.get(root, ())]
     while queue:
         pid = queue.pop(0)
-        if pid in out or pid == root:
+        if pid in seen:
             continue
+        seen.add(pid)
         out.append(pid)
         queue.extend(children.get(pid, ()))
     return out

@@ -4,10 +4,13 @@ A sweep's figures hold for the machine as it was: a target ran 2.31 tok/s while 
 two shared cores busy and 38.72 tok/s when they were quiet (issue 37). Two readings say how busy:
 
 * **other processes' CPU share** (Linux, ``/proc``): the machine's busy CPU time (``/proc/stat``)
-  minus our own — this process and the children it reaped (``os.times``), plus every server and
-  supervisor we started that still runs (``/proc/PID/stat``, their reaped children included) — over
-  the machine's capacity (every CPU) between two readings: 0.0 is a machine to ourselves, 1.0 every
-  core taken by others. Elsewhere: None (not measured).
+  minus our own — this process and the children it reaped (``os.times``), plus every live process
+  below a server's supervisor (``escaped.below``: the server and *its* children — vLLM's engine
+  subprocess, a tokenizer worker — and, the supervisor being a child subreaper, any that daemonized;
+  ``/proc/PID/stat``, their reaped children included) — over the machine's capacity (every CPU)
+  between two readings: 0.0 is a machine to ourselves, 1.0 every core taken by others. A helper
+  started outside that tree (a daemon the user started, a local RPC server) reads as another program;
+  ``analysis/pairing.py`` tells it from a burst by the side it loads. Elsewhere: None (not measured).
 * **the load average** (``os.getloadavg``, POSIX): runnable processes averaged over a minute. Before
   a sweep starts it is the others'; while a server runs, that server's threads are in it too.
 
@@ -24,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import escaped
 from .process import live_pids
 
 # Other processes keeping a quarter of the machine busy change a sweep's figures (and its duration) by
@@ -124,7 +128,9 @@ def _own_ticks() -> int | None:
         return None
     t = os.times()
     mine = round((t.user + t.system + t.children_user + t.children_system) * hz)
-    return mine + sum(_process_ticks(pid) for pid in live_pids())
+    roots = live_pids()
+    ours = dict.fromkeys(roots + (escaped.below(roots) if roots else []))
+    return mine + sum(_process_ticks(pid) for pid in ours)
 
 
 def _load_avg() -> tuple[float, float, float] | None:

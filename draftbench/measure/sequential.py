@@ -16,6 +16,7 @@ from ..backends.base import DraftCounts, Server
 from ..backends.http.client import StreamedResponse
 from ..backends.http.server_values import FIX_SERVER_DATA, server_count
 from ..common.errors import RequestError, ServerError, ServerErrorKind
+from ..config.long_prompts import TOLERANCE
 from ..config.prompt_sets import warmup_prompts
 from ..config.prompts import Prompt
 from ..config.settings import DEFAULTS, Settings
@@ -125,8 +126,20 @@ def measure_one(server: Server, prompt: Prompt, options: MeasureOptions, *, seed
     machine = server.machine_reading()
     response = server.send(body, request_timeout_s=options.request_timeout_s, stall_timeout_s=options.stall_timeout_s)
     others = server.others_share(machine)
+    check_prompt_tokens(prompt, response.prompt_tokens)
     record = request_record(server, prompt, run, response, server.draft_counts(response, before))
     return replace(record, other_cpu_share=rounded(others, 3))
+
+
+def check_prompt_tokens(prompt: Prompt, reported: int | None) -> None:
+    """A long prompt's length as the server counted it, against the count its own tokenizer gave when it was cut
+    (``Prompt.tokens``): a server or a tokenizer that disagrees would have the row judged at a length it was not."""
+    if prompt.tokens is None or reported is None or abs(reported - prompt.tokens) <= TOLERANCE:
+        return
+    raise RequestError(f"the server counted {reported:,} prompt tokens for {prompt.id} (usage.prompt_tokens), which "
+                       f"its own tokenizer counted as {prompt.tokens:,} when it was cut: the row would be judged at a "
+                       "length it was not", "check that the server is the llama-server draftbench starts, unchanged "
+                       "(its /tokenize and its completions must count alike)")
 
 
 def request_record(server: Server, prompt: Prompt, run: int, response: StreamedResponse,

@@ -16,6 +16,7 @@ MAX_TOKENS = 10**8                   # tokens in one request
 MAX_TOKENS_PER_SECOND = 10**7        # no hardware decodes faster, even a batch of tiny models on a GPU
 MAX_SECONDS = 10**7                  # 116 days: longer than any request, model load or combination
 MAX_TOKEN_SUM = 10**12               # tokens summed over a combination's requests
+MAX_STAGES = 10**5                   # a request's stage: settings.stages and --more are at most 1,000 a run
 
 RATE = Num(minimum=0, maximum=MAX_TOKENS_PER_SECOND, unit="tok/s")
 SECONDS = Num(minimum=0, maximum=MAX_SECONDS, unit="s")

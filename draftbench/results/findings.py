@@ -38,6 +38,7 @@ class Code(str, Enum):
     COUNTERS_DISAGREE = "counters_disagree"      # per-request counters do not add up to the server's totals
     BUSY_MACHINE = "busy_machine"                # other programs kept the machine busy (lifetime.machine_load)
     PAIRS_LEFT_OUT = "pairs_left_out"            # requests left out of the comparison (analysis/pairing.py)
+    OWN_LOAD = "own_load"                        # "other programs'" load differed by side: one side's own doing
     LEGACY = "legacy"                            # a warning read from an older results file (text only)
 
 

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from .bounds import (
     FRACTION,
+    MAX_STAGES,
     MAX_TOKENS,
     NON_NEGATIVE,
     RATE,
@@ -120,7 +121,7 @@ class RequestRecord:
     error: str | None = declare(STR)
     # where it was measured (schema 4; sweep/schedule.py), left out when None so older files write back as they were
     session: str | None = declare(STR, omit_when_none=True)       # the server session (one process) that answered
-    block: int | None = declare(Int(minimum=0), omit_when_none=True)   # the schedule's block, or the stage
+    block: int | None = declare(Int(minimum=0, maximum=MAX_STAGES), omit_when_none=True)   # the schedule's block, or the stage
     seen_before: bool | None = declare(BOOL, omit_when_none=True)  # the method's state could have seen this prompt
     compared_with: list | None = declare(ListOf(Str(nullable=False)), omit_when_none=True)  # its baseline sessions
     # a baseline request measured beside a candidate's server (a stage's baseline server is shared): its session

@@ -8,7 +8,7 @@ the server, the settings and the file's summary. Rows declare their fields with 
 from __future__ import annotations
 
 from ..config.settings import COMMON_SETTINGS
-from .bounds import COUNT, FRACTION, MAX_TOKEN_SUM, RATE, SECONDS, TOKEN_SUM
+from .bounds import COUNT, FRACTION, MAX_TOKEN_SUM, RATE, SECONDS, TOKEN_SUM, TOKENS
 from .json_types import BOOL, FREE, INT, NUM, STR, Int, ListOf, MapOf, Num, Obj, OneOf, Spec, Str, spec_of
 from .kinds import CEILING_LEVELS
 from .speedup import Speedup
@@ -107,7 +107,8 @@ PROMPT_SET = Obj({"per_category": INT, "seed": INT, "ids": ListOf(Str(nullable=F
                   "categories": ListOf(Str(nullable=False)), "sources": MapOf(MapOf(STR)),
                   "second_turn_context": STR,
                   # long prompts (sweep.long_context): filler, sources, and per target each prompt's tokens by length
-                  "context": Obj({"filler": STR, "sources": MapOf(MapOf(STR)), "targets": MapOf(MapOf(MapOf(INT)))})})
+                  "context": Obj({"filler": STR, "sources": MapOf(MapOf(STR)),
+                                  "targets": MapOf(MapOf(MapOf(TOKENS)))})})
 CONFIG = Obj({"source": STR, "targets": ListOf(MODEL_ENTRY), "drafts": ListOf(MODEL_ENTRY), "measurement": Obj({})})
 HOST = Obj({"os": STR, "machine": STR, "python": STR, "cpu_count": INT, "cpu": STR, "memory_gb": NUM})
 # lifetime.machine_load (filled by sweep.session): how busy other programs kept the machine

@@ -8,9 +8,12 @@ paths are left alone. Generated text (a request's ``text``, the output excerpts 
 output, not a path, and is kept as measured. Keys are never changed, so a redacted file loads,
 charts, compares and exports like the original.
 
-Secrets are masked too: every list of strings (a server's ``command``, ``extra_args``) goes
-through :func:`draftbench.common.redact_secrets.redact_command`, so a file written before secrets were masked on
-save (or by upstream) does not carry an ``--api-key`` value into a public post.
+Secrets are masked too, wherever a string holds them: every list of strings (a server's ``command``,
+``extra_args``) goes through :func:`draftbench.common.redact_secrets.redact_command`, every other string through
+:func:`~draftbench.common.redact_secrets.redact_secret_text` (``--api-key K`` inside the stored summary's "Run
+it:" line, ``Bearer sk-…``, an ``hf_…`` token), and a string under a key whose name says it is a secret
+(``"api_key"``, under any key, known or not) is masked whole. So a file written before secrets were masked on
+save, by upstream, or edited by hand does not carry a key into a public post.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import re
 from typing import Any
 
-from ..common.redact_secrets import redact_command
+from ..common.redact_secrets import MASK, is_secret_name, redact_command, redact_secret_text
 from ..results.file import ResultsFile
 
 # Fields that hold what a model generated; rewriting them would falsify the measurement.
@@ -82,7 +85,7 @@ def redact_paths(value: Any, *, key: str | None = None) -> Any:
     if key in GENERATED_TEXT_KEYS:
         return value
     if isinstance(value, str):
-        return redact_path_text(value)
+        return MASK if key is not None and is_secret_name(key) else redact_path_text(redact_secret_text(value))
     if isinstance(value, dict):
         return {k: redact_paths(v, key=k) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

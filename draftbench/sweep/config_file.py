@@ -214,7 +214,8 @@ def _as_problem(note: str, default_path: str) -> Problem:
     return Problem(path, message) if sep and path.startswith("$") else Problem(default_path, note)
 
 
-def _check_server_args(data: dict, settings: Settings, problems: list[Problem], warnings: list[Problem]) -> None:
+def _check_server_args(data: dict, settings: Settings, backend: str, problems: list[Problem],
+                       warnings: list[Problem]) -> None:
     """Every extra_args list under the sweep's rules (config/extra_args.py): a flag that changes what is measured
     is refused with the key to use; a non-loopback --host (or settings.host) needs allow_remote."""
     allow_remote = settings.allow_remote
@@ -226,7 +227,7 @@ def _check_server_args(data: dict, settings: Settings, problems: list[Problem], 
                 lists.append((f"$.{kind}[{i}].extra_args", entry.get("extra_args")))
     for path, args in lists:
         if isinstance(args, list) and all(isinstance(a, str) for a in args):
-            found, notes = check_server_args(path, args, allow_remote=allow_remote)
+            found, notes = check_server_args(path, args, allow_remote=allow_remote, backend=backend)
             problems.extend(found)
             warnings.extend(_as_problem(note, path) for note in notes)
     host_notes: list[str] = []
@@ -269,7 +270,7 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
         problems.extend(backend.validate_settings(settings))
         settings = backend.settled(settings)       # e.g. LM Studio's client "auto" → the path it takes
         problems.extend(ceiling_problems(backend, settings, origin))
-    _check_server_args(data, settings, problems, warnings)
+    _check_server_args(data, settings, backend_name, problems, warnings)
     warnings.extend(_runs_warning(settings, origin))
     _check_between_keys(data, settings, origin, backend, targets, candidates, problems)
     for key in sorted(set(data) - TOP_LEVEL_KEYS):

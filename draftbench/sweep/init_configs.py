@@ -261,12 +261,26 @@ class Written:
     notes: list[str]
 
 
-def plan_configs(found: Scan, out: Path, *, spec_types: list[str], hardware: str) -> tuple[list[Written], list[str]]:
+@dataclass(frozen=True)
+class Skipped:
+    """A family no config is written for, and why: nothing to compare, or a config a sweep would refuse."""
+
+    why: str
+    refused: bool = False
+
+    def __str__(self) -> str:
+        return self.why
+
+
+def plan_configs(found: Scan, out: Path, *, spec_types: list[str],
+                 hardware: str) -> tuple[list[Written], list[Skipped]]:
     """The configs to write (one per family that has something to compare, each accepted by the loader a
     sweep uses) and the families skipped, each with why."""
     from .config_file import validate_config
 
-    planned, skipped, names = [], [], set()
+    planned: list[Written] = []
+    skipped: list[Skipped] = []
+    names: set[str] = set()
     for family in found.families:
         base = _slug(family_name(family))
         name, n = base, 2
@@ -277,17 +291,18 @@ def plan_configs(found: Scan, out: Path, *, spec_types: list[str], hardware: str
         files = ", ".join(m.path.name for m in family.models[:LISTED_FILES])
         files += f" and {len(family.models) - LISTED_FILES} more" if len(family.models) > LISTED_FILES else ""
         if not config["drafts"] and not config["candidates"]:
-            skipped.append(f"{files}: nothing to compare with (no smaller model of the same vocabulary, and no "
-                           "n-gram method or head this llama-server offers)")
+            skipped.append(Skipped(f"{files}: nothing to compare with (no smaller model of the same vocabulary, and "
+                                   "no n-gram method or head this llama-server offers)"))
             continue
         path = out / f"{name}.json"
         try:     # never write a config that a sweep would refuse
             validate_config(json.loads(json.dumps(config)), source=str(path), base_dir=str(out))
         except ConfigError as exc:
             first = exc.problems[0] if exc.problems else None
-            skipped.append(f"{files}: the config written for them would be refused: {first}"
-                           + (f" (and {len(exc.problems) - 1} more problems)" if len(exc.problems) > 1 else "")
-                           + "; split the models over several folders, or write the config by hand")
+            skipped.append(Skipped(f"{files}: the config written for them would be refused: {first}"
+                                   + (f" (and {len(exc.problems) - 1} more problems)" if len(exc.problems) > 1 else "")
+                                   + "; split the models over several folders, or write the config by hand",
+                                   refused=True))
             continue
         planned.append(Written(path, config, notes))
     return planned, skipped

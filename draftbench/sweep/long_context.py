@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..common.errors import ModelProblem, Problem, UsageError
-from ..config.long_documents import LONG_CATEGORIES
+from ..config.long_documents import LONG_CATEGORIES, LONG_TASKS, sources_of
 from ..config.long_prompts import LongPromptBuilder, server_context
 from ..config.model_ref import ModelRef
 from ..config.prompt import Prompt
@@ -77,8 +77,21 @@ def length_problems(config: SweepConfig, backend_problem: Callable[..., ModelPro
 def changed_sources(record: dict | None, prompts: LongPrompts) -> str | None:
     """Why prompts built now differ from those a results file measured (a source file with another sha256:
     another Python's standard library, another wheel), or None: resumed rows must have met the same prompts."""
+    return _source_change(record, prompts.record["sources"])
+
+
+def changed_documents(record: dict | None) -> str | None:
+    """:func:`changed_sources` from the documents alone, before any server starts or the results file is
+    rewritten: a resume refused for other long prompts leaves the file as it was."""
+    then = ((record or {}).get("context") or {}).get("sources")
+    if not then:
+        return None
+    return _source_change(record, {s.name: s.origin for task in LONG_TASKS for s in sources_of(task)})
+
+
+def _source_change(record: dict | None, now: dict[str, dict]) -> str | None:
     then = ((record or {}).get("context") or {}).get("sources") or {}
-    for name, origin in prompts.record["sources"].items():
+    for name, origin in now.items():
         old = then.get(name)
         if isinstance(old, dict) and old.get("sha256") != origin.get("sha256"):
             return (f"the long prompts' source {name} has sha256 {origin.get('sha256')} now and {old.get('sha256')} "

@@ -16,6 +16,7 @@ from ..config.settings import COMMON_SETTINGS, measured_keys
 from ..results.file import SCHEMA_VERSION, ResultsFile, load_results, now_iso
 from ..results.host import host_info
 from .config_file import ModelRef, SweepConfig
+from .long_context import changed_documents
 
 
 def measurement_keys() -> tuple[str, ...]:
@@ -115,6 +116,10 @@ def open_results(config: SweepConfig, backend: Backend, path: Path) -> ResultsFi
     if path.exists():
         existing = load_results(path, allow_gzip=False)     # written back as plain JSON: never over a .gz
         check_resumable(existing, config, backend, path)
+        changed = changed_documents(existing.prompt_set) if config.settings.context_tokens is not None else None
+        if changed:      # refused before the file is touched (sweep/run.py checks the prompts as built too)
+            raise ResultsFileError(f"{path} was measured on other long prompts: {changed}",
+                                   "use --results with a new file name, or the Python that made the file")
         return replace(existing, config=snapshot, settings=public_settings(config), schema_version=SCHEMA_VERSION,
                        tool_version=__version__)
     return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,

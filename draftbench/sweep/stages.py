@@ -91,7 +91,10 @@ class StageLoop:
             if known is not None and known.final(more):
                 return Ending.DECIDED
             dead = self.dead()
-            todo = [n for n in self.members(known) if n not in dead and not self.has_stage(n, stage)]
+            members = [n for n in self.members(known) if n not in dead]
+            if not members:
+                break         # nothing left to measure, at this stage or any later one (--more)
+            todo = [n for n in members if not self.has_stage(n, stage)]
             if not todo:
                 continue
             if budget.over():

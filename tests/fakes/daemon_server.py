@@ -26,6 +26,7 @@ if "--version" in args:
     sys.exit(0)
 mode = args[args.index("--mode") + 1] if "--mode" in args else os.environ.get("DAEMON_MODE", "stay")
 port, model = int(args[args.index("--port") + 1]), args[args.index("-m") + 1]
+n_ctx = int(args[args.index("-c") + 1]) if "-c" in args else 4096     # /slots says the context it was given
 pid_dir = os.environ.get("DAEMON_PID_DIR")
 
 
@@ -43,7 +44,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif self.path == "/props":
             self.reply({"model_path": model, "build_info": "daemon-fake"})
         else:
-            self.reply([{"id": 0, "n_ctx": 2048, "is_processing": False, "speculative": False}])
+            self.reply([{"id": 0, "n_ctx": n_ctx, "is_processing": False, "speculative": False}])
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))

@@ -44,6 +44,8 @@ class Script:
     prefill_tps: float = 2000.0                                    # prompt tokens per second (the target alone)
     weights_mib: dict[str, float] = field(default_factory=dict)    # model path -> MiB its weights take (default 50)
     no_counters: set[str] = field(default_factory=set)             # drafts whose server reports no draft counters
+    reported_prompt_tokens: int | None = None     # long prompts: usage.prompt_tokens a lying server reports
+    tokenizer_share: float = 1.0                  # a lying /tokenize: this share of the real count (0.5: half)
 
 
 class WordTokenizer:
@@ -64,6 +66,16 @@ class WordTokenizer:
 
     def prompt_tokens(self, messages) -> int:
         return sum(len(self._pieces(m["content"])) for m in messages) + 7
+
+
+class ShareTokenizer(WordTokenizer):
+    """A tokenizer that counts ``share`` of the real tokens of a chat prompt (a lying ``/apply-template``)."""
+
+    def __init__(self, share: float):
+        self.share = share
+
+    def prompt_tokens(self, messages) -> int:
+        return round(super().prompt_tokens(messages) * self.share)
 
 
 class FakeServer(Server):
@@ -104,7 +116,8 @@ class FakeServer(Server):
         first = start + 0.01 + (prefill_s if self.spec.context_tokens else 0.0)
         response = StreamedResponse(t_start=start, t_first=first, t_last=first + (n - 1) / tps,
                                     t_end=first + 0.01 + (n - 1) / tps, text=f"answer to seed {body['seed'] % 1000}",
-                                    usage={"completion_tokens": n, "prompt_tokens": prompt_tokens if
+                                    usage={"completion_tokens": n, "prompt_tokens": (
+                                        self.script.reported_prompt_tokens or prompt_tokens) if
                                            self.spec.context_tokens else 10}, finish_reason="length",
                                     timings={"prompt_ms": prefill_s * 1000, "prompt_per_second":
                                              prompt_tokens / prefill_s})
@@ -120,7 +133,7 @@ class FakeServer(Server):
         return (prompt_ms / 1000 if prompt_ms is not None else None), response.timing_rate("prompt_per_second")
 
     def tokenizer(self) -> WordTokenizer:
-        return WordTokenizer()
+        return ShareTokenizer(self.script.tokenizer_share) if self.script.tokenizer_share != 1.0 else WordTokenizer()
 
     def memory_use(self) -> ServerMemory:
         """A llama-server on the CPU: the models' weights, a KV cache growing with the prompts, compute buffers."""

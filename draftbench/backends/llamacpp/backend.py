@@ -57,11 +57,12 @@ from .command import (
     capabilities,
     find_llama_server,
     local_devices,
+    server_environment,
     spec_types,
     stats_lines_expected,
 )
 from .failures import RPC_LOST, RPC_LOST_FIX, explain_exit
-from .memory import context_problem, estimate_for, in_use, side_by_side_problem
+from .memory import check_slot_context, context_problem, estimate_for, in_use, side_by_side_problem
 from .rpc import device_names, probe_endpoint, reachable_endpoints, rpc_startup_timeout
 from .settings import LlamaCppSettings
 from .stats import VERBOSITY_FLAGS, StatsLog
@@ -312,16 +313,19 @@ class LlamaCppBackend(Backend):
         # one client at a time, so its round trip cannot be timed once llama-server holds it.
         probes = reachable_endpoints(spec.rpc) if spec.rpc else []
         local = local_devices(binary) if spec.rpc and spec.draft and spec.draft_placement == "local" else []
-        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local)
+        environment = server_environment(caps, dict(os.environ))      # the one we decided (config/server_env.py)
+        cmd = build_command(binary, caps, spec, rpc_devices=device_names(probes), local=local,
+                            inherited=environment.args)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"llama-server-{spec.port}.log")
         start_offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = LlamaCppServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=Path(spec.target).name,
-                                launched=Launched(ManagedProcess(cmd, log_path, port=spec.port), cmd, spec.port,
-                                                  version=caps.get("version")),
+                                launched=Launched(ManagedProcess(cmd, log_path, environment.env, port=spec.port),
+                                                  cmd, spec.port, version=caps.get("version")),
                                 has_metrics="--metrics" in cmd,
                                 expects_draft=bool(spec_types(spec)),   # model-free methods draft too
                                 credentials=Credentials(api_key=api_key_from_args(spec.extra_args)))
         server.log_offset, server.model_paths = start_offset, (spec.target, spec.draft)
+        server.notes += [note for note in (environment.note("llama-server"),) if note]
         try:
             launch_process(server, spec, what="llama-server", health_path="/health",
                            explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
@@ -383,6 +387,7 @@ class LlamaCppBackend(Backend):
                               "another program is listening on that port; stop it or set settings.port",
                               kind=ServerErrorKind.FOREIGN)
         server.props = props
+        check_slot_context(server, spec.ctx_size)
 
     # -- server.py llama-cpp --------------------------------------------------------------
     def add_server_arguments(self, p: argparse.ArgumentParser) -> None:

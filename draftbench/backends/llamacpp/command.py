@@ -13,6 +13,7 @@ from ...common.files import atomic_write_text, cache_dir
 from ...common.reading import SMALL_LIMIT, UnreadableFile, read_limited
 from ...common.suggest import closest, did_you_mean
 from ...config.candidates import DRAFT_MAX, DRAFT_PLACEMENT, CandidateSpec
+from ...config.server_env import EnvRoute, ServerEnvironment, llama_environment
 from ...lifetime.capture import run_capped
 from ..base import LaunchSpec
 from ..executables import find_executable
@@ -53,7 +54,8 @@ def find_llama_server(explicit: str | None = None) -> str:
 _caps_memo: dict[str, dict] = {}
 HELP_TIMEOUT_S = 60.0            # a cold start from a network drive can be slow; the read ends as soon as it exits
 HELP_MAX_BYTES = 4 * 10**6       # llama-server's --help is about 50 kB; a program that never stops is cut here
-CAPS_FORMAT = 3          # bump when capabilities() records more: older cache files are then ignored
+CAPS_FORMAT = 4          # bump when capabilities() records more: older cache files are then ignored
+CAPS_KEYS = frozenset({"flags", "version", "spec_types", "removed_flags", "binary", "env"})   # what it records
 
 
 def _binary_key(binary: str) -> str:
@@ -76,6 +78,35 @@ def removed_flags(help_text: str) -> list[str]:
     return sorted(set(out))
 
 
+_ENV_NAME = re.compile(r"\(env: ([A-Za-z0-9_]+)\)")
+HELP_COLUMN = 40        # llama.cpp's common_arg::to_string: the description starts here, or on the next line
+
+
+def env_routes(help_text: str) -> dict[str, EnvRoute]:
+    """Every ``(env: NAME)`` of ``--help``: the flags of its option, their negations and whether it takes a value
+    (``-t,    --threads N`` … ``(env: LLAMA_ARG_THREADS)``; ``--mmap, --no-mmap`` … ``(env: LLAMA_ARG_MMAP)``)."""
+    routes: dict[str, EnvRoute] = {}
+    for block in re.split(r"\n(?=-)", help_text):
+        names = _ENV_NAME.findall(block)
+        if not names:
+            continue
+        first = block.split("\n", 1)[0]
+        head = first[:HELP_COLUMN] if len(first) > HELP_COLUMN and first[HELP_COLUMN - 3:HELP_COLUMN].isspace() \
+            else first
+        words = [w.rstrip(",") for w in head.split()]
+        flags = [w for w in words if w.startswith("-")]
+        hint = any(not w.startswith("-") for w in words)
+        # An on/off option lists its names, then its negations (`-kvo, --kv-offload, -nkvo, --no-kv-offload`,
+        # `--repack, -nr, --no-repack`): they start at the first later name that reads "no".
+        cut = len(flags)
+        if any(f.startswith("--no-") for f in flags[1:]):
+            cut = next(i for i, f in enumerate(flags)
+                       if i and (f.startswith("--no-") or (f[1:2] == "n" and f[:2] != "--")))
+        route = EnvRoute(tuple(flags[:cut]), tuple(flags[cut:]), takes_value=hint)
+        routes.update({name: route for name in names})
+    return routes
+
+
 def capabilities(binary: str) -> dict:
     """Flags the binary accepts (from ``--help``) and its version; cached per binary."""
     key = _binary_key(binary)
@@ -84,7 +115,7 @@ def capabilities(binary: str) -> dict:
     cache_file = cache_dir() / "capabilities" / f"{key}-v{CAPS_FORMAT}.json"
     try:
         caps = json.loads(read_limited(cache_file, SMALL_LIMIT))
-        if isinstance(caps, dict):
+        if isinstance(caps, dict) and caps.keys() >= CAPS_KEYS:      # a file another version wrote is read again
             _caps_memo[key] = caps
             return caps
     except (UnreadableFile, ValueError):
@@ -101,7 +132,8 @@ def capabilities(binary: str) -> dict:
             version = line.split(":", 1)[1].strip()
             break
     caps = {"flags": flags, "version": version, "spec_types": parse_spec_types(text),
-            "removed_flags": removed_flags(text), "binary": os.path.realpath(binary)}
+            "removed_flags": removed_flags(text), "binary": os.path.realpath(binary),
+            "env": {name: route.to_dict() for name, route in env_routes(text).items()}}
     _caps_memo[key] = caps
     try:
         atomic_write_text(cache_file, json.dumps(caps))
@@ -203,13 +235,21 @@ def rpc_arguments(caps: dict, spec: LaunchSpec, rpc_devices: dict[str, list[str]
     return first, [flag, ",".join(local) or "none"]     # none: not offloaded, the draft runs on this CPU
 
 
+def server_environment(caps: dict, environ: dict[str, str]) -> ServerEnvironment:
+    """The environment a server of this build gets, and the flags standing for the variables it inherits
+    (config/server_env.py), from the ``(env: …)`` routes its ``--help`` names."""
+    routes = {name: EnvRoute.from_dict(value) for name, value in (caps.get("env") or {}).items()}
+    return llama_environment(environ, routes)
+
+
 def build_command(binary: str, caps: dict, spec: LaunchSpec, *, rpc_devices: dict[str, list[str]] | None = None,
-                  local: list[str] | None = None) -> list[str]:
-    """The exact llama-server command for one combination, using only flags this build knows."""
+                  local: list[str] | None = None, inherited: tuple[str, ...] = ()) -> list[str]:
+    """The exact llama-server command for one combination, using only flags this build knows; ``inherited``:
+    the flags standing for the environment's variables, first, so that every later flag wins as it would."""
     rpc_first, draft_devices = rpc_arguments(caps, spec, rpc_devices or {}, local or [])
     # -c is the whole KV pool, split evenly across the -np slots (llama.cpp without --kv-unified,
     # which is off when -np is given): N slots need N times ctx_size for each to keep ctx_size.
-    cmd = [binary, *rpc_first, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
+    cmd = [binary, *inherited, *rpc_first, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
            "-c", str(spec.ctx_size * spec.concurrency), "-ngl", str(spec.gpu_layers)]
     slots = first_flag(caps, "-np", "--parallel")
     if slots:

