@@ -122,10 +122,16 @@ def test_bursts_of_other_load_are_recorded_on_either_side_and_their_pairs_left_o
             kept = pairs(row, baseline)
             found = left_out(row, baseline)
             assert found.own_load == 0                                 # bursts hit both sides alike
-            assert found.contended >= sum(1 for r in measured if r.other_cpu_share == 0.45)
             assert len(kept) == len(measured) - found.contended
+            # a burst is judged against its side's usual share in the stage: where bursts hit most of a stage's
+            # requests they are that stage's usual share (a busy session), so only a minority is left out
+            minority = {b for b in {r.block for r in measured}
+                        if 2 * sum(r.other_cpu_share == 0.45 for r in measured if r.block == b)
+                        < sum(r.block == b for r in measured)}
+            assert found.contended >= sum(1 for r in measured if r.other_cpu_share == 0.45 and r.block in minority)
             assert all(r.other_cpu_share == 0.02 for r in measured
-                       if any(p.session == r.session and p.prompt_id == r.prompt_id for p in kept))
+                       if r.block in minority and any(p.session == r.session and p.prompt_id == r.prompt_id
+                                                      for p in kept))
 
 
 def test_without_bursts_the_simulated_requests_record_no_share_whatever_this_machine_does():
