@@ -45,6 +45,7 @@ class StageSample:
     prompts: tuple[str, ...]
     values: tuple[float, ...]
     order: int = 0               # the last server session it used (s<N>): what was measured before a look
+    categories: tuple[str, ...] = ()     # each prompt's category, where known (the stages are stratified by it)
 
     @property
     def n(self) -> int:
@@ -62,16 +63,20 @@ class StageSample:
 Series = tuple[StageSample, ...]     # one comparison's stages, in stage order
 
 
-def series_from(values: Iterable[tuple[int, str, float, int]]) -> Series:
-    """(stage, prompt, log ratio, session order) → stage samples; a prompt measured twice in a stage
+def series_from(values: Iterable[tuple[int, str, float, int] | tuple[int, str, float, int, str]]) -> Series:
+    """(stage, prompt, log ratio, session order[, category]) → stage samples; a prompt measured twice in a stage
     counts once, at its mean."""
     by_stage: dict[int, dict[str, list[float]]] = {}
     order: dict[int, int] = {}
-    for stage, prompt, value, session in values:
+    category: dict[str, str] = {}
+    for stage, prompt, value, session, *rest in values:
         by_stage.setdefault(stage, {}).setdefault(prompt, []).append(value)
         order[stage] = max(order.get(stage, 0), session)
+        if rest:
+            category[prompt] = rest[0]
     return tuple(StageSample(s, tuple(by_stage[s]), tuple(statistics.fmean(v) for v in by_stage[s].values()),
-                             order[s]) for s in sorted(by_stage))
+                             order[s], tuple(category[p] for p in by_stage[s]) if category else ())
+                 for s in sorted(by_stage))
 
 
 def up_to(series: Series, stages: int) -> Series:
@@ -88,9 +93,11 @@ def contrast(first: Series, second: Series) -> Series:
         theirs = other.get(s.stage)
         if not theirs:
             continue
+        cats = dict(zip(s.prompts, s.categories))
         kept = [(p, v - theirs[p]) for p, v in zip(s.prompts, s.values) if p in theirs]
         if kept:
-            out.append(StageSample(s.stage, tuple(p for p, _ in kept), tuple(v for _, v in kept), s.order))
+            out.append(StageSample(s.stage, tuple(p for p, _ in kept), tuple(v for _, v in kept), s.order,
+                                   tuple(cats[p] for p, _ in kept) if cats else ()))
     return tuple(out)
 
 
@@ -120,10 +127,25 @@ def fixed_prompts(series: Series) -> bool:
     return crossed(series) and len(fresh(series)) < 2
 
 
-def within_spread(series: Series) -> tuple[float, int]:
-    """σ²_w pooled inside the stages, and its degrees of freedom."""
+def within_spread(series: Series, stratified: bool = True) -> tuple[float, int]:
+    """σ²_w pooled inside the stages, and its degrees of freedom. Stages are drawn stratified by category (each
+    holds the categories about as the set does), so a category's effect does not move a stage's mean: where the
+    categories are known (``stratified``), the spread is the one within categories — residuals of stage +
+    category — whose share a stage's mean carries."""
     df = sum(s.n - 1 for s in series)
-    return (sum(s.within_ss() for s in series) / df, df) if df > 0 else (0.0, 0)
+    if df <= 0:
+        return 0.0, 0
+    if not stratified or not all(s.categories for s in series):
+        return sum(s.within_ss() for s in series) / df, df
+    centred = [(c, v - s.mean) for s in series for c, v in zip(s.categories, s.values)]
+    by: dict[str, list[float]] = {}
+    for c, d in centred:
+        by.setdefault(c, []).append(d)
+    effect = {c: statistics.fmean(ds) for c, ds in by.items()}
+    df -= len(by) - 1
+    if len(by) < 2 or df <= 0:
+        return sum(s.within_ss() for s in series) / sum(s.n - 1 for s in series), sum(s.n - 1 for s in series)
+    return sum((d - effect[c]) ** 2 for c, d in centred) / df, df
 
 
 def two_way_residual(series: Series) -> tuple[float, int] | None:
@@ -201,7 +223,7 @@ def predicted(series: Series, session: SessionVariance, confidence: float = 0.95
     est = estimate(series, session)
     if est is None:
         return None
-    within = within_spread(series)
+    within = within_spread(series, stratified=False)        # the next prompt may be of any category
     spread = within[0] if within[1] else variance([v for s in series for v in s.values])
     half = t_quantile(1 - (1 - confidence) / 2, min(max(est.df, 1.0), 1e6)) * math.sqrt(
         est.se ** 2 + spread + session.variance)

@@ -35,7 +35,7 @@ def staged_pairs(row: Row, baseline: Row) -> list[Pair]:
 
 
 def series_of(matched: Iterable[Pair]) -> Series:
-    return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order) for p in matched)
+    return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order, p.category) for p in matched)
 
 
 def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> str | None:

@@ -12,11 +12,12 @@ run plus this run's time on the clock, counted once; it is checked before every 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from ..analysis.decision import Decision
 from ..results.kinds import Role, Status
+from .stage_plan import measured_size
 from .stage_rows import RowWriter
 from .stage_runner import StageRunner, TargetPlan
 
@@ -90,6 +91,7 @@ class StageLoop:
             known = self.decide(stage)
             if known is not None and known.final(more):
                 return Ending.DECIDED
+            self.sized(stage, known)
             dead = self.dead()
             members = [n for n in self.members(known) if n not in dead]
             if not members:
@@ -111,6 +113,16 @@ class StageLoop:
         if known is not None and known.final(more):
             return Ending.DECIDED
         return Ending.STAGES_DONE
+
+    def sized(self, stage: int, known: Decision | None) -> None:
+        """The fresh stages from ``stage`` on cut at the size what was measured before it asks for
+        (``stage_plan.measured_size``): the same on a resumed run, which re-derives every stage's size as it goes."""
+        if known is None or not known.looks:
+            return
+        stages = self.plan.stages.resized(stage, measured_size(known, self.plan.stages.size))
+        if stages is not self.plan.stages:
+            self.plan = replace(self.plan, stages=stages)
+            self.runner.plan = self.plan
 
     def members(self, known: Decision | None) -> list[str]:
         """Who the next stage measures (the decision so far says; the A/A control always)."""
