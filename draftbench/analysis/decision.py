@@ -33,7 +33,6 @@ from functools import cached_property
 
 from ..config.settings import Settings
 from ..results.file import ResultsFile
-from .boundaries import z_quantile
 from .machine_spread import MachineSpread, Spread
 from .moments import ratio_of
 from .replication import Estimate
@@ -346,15 +345,15 @@ class Decision:
                                 against, rule, number, error)
             return look.decided, tuple(look.eliminated)
 
-        stages = forecast(series, ev.series, spread, decides, look=last.number, per_stage=ev.per_stage,
+        stages = forecast(series, last.contenders, spread, decides, look=last.number, per_stage=ev.per_stage,
                           set_size=None if ev.fixed else ev.prompt_set)
 
         def versus_now(a: str, b: str) -> Estimate | None:
             return estimate(contrast(series[a], series[b]), spread.between)
 
         about, gain = blocker({n: b.estimate for n, b in last.vs_base.items() if n in series}, versus_now, self.best,
-                              floor=rule.floor, margin=rule.margin, reach=z_quantile(last.error),
-                              apart=z_quantile(rule.spending.contrast_error(last.number, spread.correlation)))
+                              floor=rule.floor, margin=rule.margin, error=last.error,
+                              apart=rule.spending.contrast_error(last.number, spread.correlation))
         return Projection(stages, stages * ev.per_stage if stages is not None else None, gain, about)
 
     @cached_property

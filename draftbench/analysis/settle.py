@@ -27,7 +27,7 @@ import hashlib
 import math
 import random
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..common.percent import change_text
@@ -40,7 +40,7 @@ MAX_EXTRA = 60
 # The stages after which a simulated future is looked at: every one at first, then further apart (a forecast of
 # 33 may be one of 28: it errs long, never short; and looking at every one of 60 stages would take seconds).
 LOOKED_AT = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 17, 20, 24, 28, 33, 39, 46, 53, 60)
-CONFIDENCE = 0.85         # the share of simulated futures decided by the stages forecast
+CONFIDENCE = 0.9          # the share of simulated futures decided by the stages forecast
 DRAWS = 200
 POWER_Z = 0.8416          # the report's power line: shown four times in five if the estimate is the truth
 
@@ -104,30 +104,34 @@ def _seed(now: Mapping[str, _Now]) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
-def _shrunk(now: Mapping[str, _Now], everyone: Mapping[str, Estimate], shared: float
+def _shrunk(now: Mapping[str, _Now], contenders: Sequence[str], shared: float
             ) -> tuple[dict[str, tuple[float, float]], float]:
-    """Each survivor's true gain as a mean and a variance of its own (log scale) — its estimate shrunk towards the
-    candidates' average by A / (A + V), A the spread of the true gains (their estimates' spread less their own
-    noise) — and the variance of the part they share (``shared``: their common stages; the average's own noise)."""
-    ests = list(everyone.values()) or [x.est for x in now.values()]
-    centre = statistics.fmean(e.mean for e in ests)
-    own = [max(e.se ** 2 - shared, 1e-12) for e in ests]
-    if len(ests) < 3:               # too few to tell the true gains' spread: no shrinkage
-        return {n: (x.est.mean, max(x.est.se ** 2 - shared, 1e-12)) for n, x in now.items()}, shared
-    among = max(0.0, statistics.pvariance([e.mean for e in ests]) - statistics.fmean(own))
-    out = {}
-    for name, x in now.items():
-        noise = max(x.est.se ** 2 - shared, 1e-12)
-        keep = among / (among + noise)
-        out[name] = (centre + keep * (x.est.mean - centre), keep * noise)
-    return out, shared + statistics.fmean(own) / len(ests)
+    """Each survivor's true gain as a mean and a variance of its own (log scale), and the variance of the part they
+    share (``shared``: their common stages). The ``contenders`` (not shown behind the leader) are shrunk towards
+    their average by A / (A + V), A the spread of their true gains (their estimates' spread less their own noise):
+    the leader's lead over them is high *because* it leads (the winner's curse), and where their spread is no more
+    than noise they are taken as equal. The others keep their estimates (they are shown behind already)."""
+    def noise(x: _Now) -> float:
+        return max(x.est.se ** 2 - shared, 1e-12)
+
+    out = {n: (x.est.mean, noise(x)) for n, x in now.items()}
+    group = [n for n in contenders if n in now]
+    if len(group) < 2:
+        return out, shared
+    centre = statistics.fmean(now[n].est.mean for n in group)
+    among = max(0.0, statistics.variance([now[n].est.mean for n in group]) - statistics.fmean(
+        noise(now[n]) for n in group))
+    for n in group:
+        keep = among / (among + noise(now[n]))
+        out[n] = (centre + keep * (now[n].est.mean - centre), keep * noise(now[n]))
+    return out, shared + statistics.fmean(noise(now[n]) for n in group) / len(group)
 
 
-def forecast(series: Mapping[str, Series], everyone: Mapping[str, Series], spread: Spread, decides: Decides, *,
+def forecast(series: Mapping[str, Series], contenders: Sequence[str], spread: Spread, decides: Decides, *,
              look: int, per_stage: int, set_size: int | None = None) -> int | None:
     """Stages after ``look`` by which :data:`CONFIDENCE` of the simulated futures of ``series`` (the candidates still
-    in) have decided; None beyond :data:`MAX_EXTRA`. ``everyone``: every candidate's stages (the shrinkage's
-    population); ``set_size``: the prompt set's (past it, more stages narrow only the session's part)."""
+    in) have decided; None beyond :data:`MAX_EXTRA`. ``contenders``: those not shown behind the leader (shrunk
+    together); ``set_size``: the prompt set's (past it, more stages narrow only the session's part)."""
     now = {n: _now(s, e) for n, s in series.items() if (e := estimate(s, spread.pair)) is not None}
     if not now:
         return None
@@ -138,9 +142,10 @@ def forecast(series: Mapping[str, Series], everyone: Mapping[str, Series], sprea
     # one more stage: each survivor's variance, and the part it shares with the stage's other candidates
     own_stage = {n: x.est.se ** 2 * stages_now for n, x in now.items()}
     shared = _shared_part(own_stage, {k: x.est.se ** 2 * stages_now for k, x in pairs.items()})
-    truth = _shrunk(now, {n: e for n, s in everyone.items() if (e := estimate(s, spread.pair)) is not None},
-                    shared / stages_now)
-    df = statistics.median(x.est.df for x in now.values())
+    truth = _shrunk(now, contenders, shared / stages_now)
+    # how well the spreads are known: against the target alone, and between candidates (often far fewer df)
+    df = (statistics.median(x.est.df for x in now.values()),
+          statistics.median(x.est.df for x in pairs.values()) if pairs else math.inf)
     rng = random.Random(_seed(now))
     future = _Future(now, pairs, own_stage, shared, stages_now, per_stage, set_size)
     settled: list[int] = []
@@ -175,18 +180,21 @@ class _Future:
     per_stage: int
     set_size: int | None
 
-    def first_decision(self, truth: tuple[dict[str, tuple[float, float]], float], df: float, decides: Decides,
-                       look: int, rng: random.Random) -> int | None:
-        """The first simulated stage after which the look decides (None: not within MAX_EXTRA)."""
-        scale = df / (2 * rng.gammavariate(df / 2, 1.0)) if math.isfinite(df) and df > 0 else 1.0   # true spread
+    def first_decision(self, truth: tuple[dict[str, tuple[float, float]], float], df: tuple[float, float],
+                       decides: Decides, look: int, rng: random.Random) -> int | None:
+        """The first simulated stage after which the look decides (None: not within MAX_EXTRA). The spreads' true
+        sizes are drawn from their degrees of freedom: the shared part's from the comparisons with the target alone,
+        each candidate's own part (what two candidates' difference carries) from the comparisons between them."""
+        shared_scale, own_scale = (d / (2 * rng.gammavariate(d / 2, 1.0)) if math.isfinite(d) and d > 0 else 1.0
+                                   for d in df)
         gains_of, common_var = truth
-        level = rng.gauss(0.0, math.sqrt(common_var))
-        gains = {n: level + rng.gauss(m, math.sqrt(v)) for n, (m, v) in gains_of.items()}
+        level = rng.gauss(0.0, math.sqrt(shared_scale * common_var))
+        gains = {n: level + rng.gauss(m, math.sqrt(own_scale * v)) for n, (m, v) in gains_of.items()}
         totals = {n: x.total for n, x in self.now.items()}
         count = {n: x.prompts for n, x in self.now.items()}
         alive = set(self.now)
         for extra in range(1, MAX_EXTRA + 1):
-            common = rng.gauss(0.0, math.sqrt(scale * self.shared))
+            common = rng.gauss(0.0, math.sqrt(shared_scale * self.shared))
             for n in sorted(alive):
                 x, own = self.now[n], max(self.own_stage[n] - self.shared, 0.0)
                 if self.set_size and count[n] + self.per_stage > self.set_size:
@@ -194,18 +202,25 @@ class _Future:
                     centre, own = totals[n] / count[n], max(own - x.within / self.per_stage, 0.0)
                 else:
                     centre = gains[n]
-                totals[n] += self.per_stage * (centre + common + rng.gauss(0.0, math.sqrt(scale * own)))
+                totals[n] += self.per_stage * (centre + common + rng.gauss(0.0, math.sqrt(own_scale * own)))
                 count[n] += self.per_stage
             if extra not in LOOKED_AT:
                 continue
             stages = self.stages_now + extra
             means = {n: totals[n] / count[n] for n in alive}
-            vs_base = {n: self._estimate(self.now[n], means[n], count[n], stages, scale) for n in alive}
-            decided, left = decides(vs_base, self._versus(means, count, stages, scale), look + extra)
+            vs_base = {n: self._estimate(self.now[n], means[n], count[n], stages, self._mixed(n, shared_scale, own_scale))
+                       for n in alive}
+            decided, left = decides(vs_base, self._versus(means, count, stages, own_scale), look + extra)
             if decided:
                 return extra
             alive -= set(left)
         return None
+
+    def _mixed(self, name: str, shared_scale: float, own_scale: float) -> float:
+        """A comparison with the target alone carries the shared part and its own: their scales, weighted."""
+        total = self.own_stage[name]
+        own = max(total - self.shared, 0.0)
+        return (shared_scale * (total - own) + own_scale * own) / total if total > 0 else 1.0
 
     def _estimate(self, x: _Now, mean: float, prompts: int, stages: int, scale: float) -> Estimate:
         return Estimate(mean, x.se_after(prompts, stages, scale, self.set_size), x.est.df * stages / self.stages_now,
@@ -221,25 +236,26 @@ class _Future:
 
 
 def blocker(est: Mapping[str, Estimate], versus: Callable[[str, str], Estimate | None], leader: str | None, *,
-            floor: float, margin: float, reach: float, apart: float) -> tuple[str, float]:
-    """What blocks the leader's recommendation now, and the ratio it is about: of its gain over the floor and its
-    margin to each contender, the comparison farthest from clearing (how many standard errors short); when no
-    candidate is above the floor, showing that none gains it. ``reach``, ``apart``: this look's multipliers."""
+            floor: float, margin: float, error: float, apart: float) -> tuple[str, float]:
+    """What blocks the leader's recommendation now, and the ratio the first of it is about: of its gain over the
+    floor and its margin to each contender, those not cleared at this look, the farthest from clearing (in
+    standard errors) first; when no candidate is above the floor, showing that none gains it. ``error``,
+    ``apart``: this look's one-sided errors (against the target alone, between candidates)."""
     if leader is None or leader not in est:
         return "which candidate gains", 1.0
     lead = est[leader]
     if math.exp(lead.mean) <= floor:
         return f"whether any candidate gains the {change_text(floor)} floor (best: {leader})", math.exp(lead.mean)
-    worst = (reach - (lead.mean - math.log(floor)) / max(lead.se, 1e-12),
-             f"{leader}'s gain over the {change_text(floor)} floor", math.exp(lead.mean))
+    found = [(quantile(error, lead.df) - (lead.mean - math.log(floor)) / max(lead.se, 1e-12),
+              f"{leader}'s gain over the {change_text(floor)} floor", math.exp(lead.mean))]
     for other in est:
         against = versus(leader, other) if other != leader else None
-        if against is None:
-            continue
-        short = apart - (against.mean + math.log(1 + margin)) / max(against.se, 1e-12)
-        if short > worst[0]:
-            worst = (short, f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean))
-    return worst[1], worst[2]
+        if against is not None:
+            found.append((quantile(apart, against.df) - (against.mean + math.log(1 + margin)) / max(against.se, 1e-12),
+                          f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean)))
+    found.sort(key=lambda f: -f[0])
+    blocking = [f for f in found if f[0] > 0] or found[:1]
+    return "; ".join(f[1] for f in blocking[:3]), blocking[0][2]
 
 
 def stages_to_clear(est: Estimate, distance: float, spending: Spending, stage_size: int) -> int | None:
