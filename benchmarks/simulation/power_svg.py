@@ -2,7 +2,8 @@
 gains) by the number of stages measured, per scenario and strategy, from ``benchmarks/verdicts.py --json``
 files; or (``--cost``) the share of sweeps that recommend against what they cost — requests and server loads per
 sweep over those of today's exhaustive sweep (``--today REQUESTS LOADS``), the larger of the two — one point
-per file (a planned horizon). A file's optional ``label`` key names its rule ("before", "after").
+per file (a planned horizon). A file's optional ``model`` and ``label`` keys name its noise model and its rule
+("before", "after").
 
     python benchmarks/simulation/power_svg.py OUT.svg RUN.json [RUN.json …]
     python benchmarks/simulation/power_svg.py --cost --today 432 42 OUT.svg RUN.json [RUN.json …]
@@ -40,12 +41,12 @@ def cost_points(files: list[Path], today: tuple[float, float]) -> dict[str, dict
     out: dict[str, dict[float, float]] = {}
     for path in files:
         data = json.loads(path.read_text())
-        world = (data.get("world") or "").rpartition(":")[2]
+        model = data.get("model") or (data.get("world") or "").rpartition(":")[2]
         label = data.get("label") or ""
         for name, by_strategy in data["scenarios"].items():
             for strategy, f in by_strategy.items():
                 cost = max(f["requests"] / today[0], f["loads"] / today[1])
-                key = f"{name}{', ' + world if world else ''}{' ' + label if label else ''} ({strategy})"
+                key = f"{name.split('/')[0]}{', ' + model if model else ''}{', ' + label if label else ''} ({strategy})"
                 out.setdefault(key, {})[round(cost, 3)] = f["recommends"]
     return out
 
