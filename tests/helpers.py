@@ -74,6 +74,18 @@ def run_cli(*args: str, timeout: float = SLOW_WORK_S, env: dict | None = None,
                           timeout=timeout, env=full_env)
 
 
+def saved_rows(path: Path) -> list[dict]:
+    """The rows a sweep has saved so far, as JSON objects: its results file with the journal beside it, as
+    draftbench reads it (a sweep appends each row to the journal, and rewrites the file now and then and at the
+    end); [] before there is a file."""
+    from draftbench.common.errors import DraftbenchError
+    from draftbench.results.file import load_results
+    try:
+        return load_results(path).to_dict()["results"]
+    except (OSError, DraftbenchError):
+        return []
+
+
 def start_server_cli(*args: str) -> subprocess.Popen:
     """Start ``server.py ARGS`` as a user would, its output readable line by line."""
     return subprocess.Popen([sys.executable, str(REPO / "server.py"), *args], cwd=str(REPO), stdout=subprocess.PIPE,

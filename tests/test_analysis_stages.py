@@ -14,7 +14,7 @@ from draftbench.analysis.machine_spread import ASSUMED, ASSUMED_SPREAD, MachineS
 from draftbench.analysis.replication import Estimate, SessionVariance
 from draftbench.analysis.settle import stages_to_clear
 from draftbench.analysis.spending import Spending
-from draftbench.analysis.stage_evidence import StageSample, contrast, crossed, estimate, series_from
+from draftbench.analysis.stage_evidence import StageSample, contrast, crossed, estimate_stages, series_from
 from draftbench.analysis.stage_records import TargetStages
 
 
@@ -102,23 +102,23 @@ def test_the_session_spread_is_the_machines_pooled_over_comparisons_and_known_on
     assert spread.at(15).pair.df < spread.at(None).pair.df      # two stages of all, then four
     final = spread.at(None).pair
     assert final.variance == pytest.approx(0.04 ** 2, rel=0.6) and final.df <= 18
-    one = estimate(comparisons[0], final)
-    own_only = estimate(comparisons[0], SessionVariance(0.0, 1e9))
+    one = estimate_stages(comparisons[0], final)
+    own_only = estimate_stages(comparisons[0], SessionVariance(0.0, 1e9))
     assert one is not None and own_only is not None and one.se > own_only.se * 1.5
 
 
 def test_with_one_prompt_per_stage_the_stages_spread_is_the_whole_error():
     series = tuple(stage(k, [v], k) for k, v in enumerate([0.1, 0.3, 0.2]))
-    est = estimate(series, ASSUMED)
+    est = estimate_stages(series, ASSUMED)
     assert est is not None and est.df == 2 and est.se == pytest.approx(math.sqrt(0.01 / 3))
 
 
 def test_the_same_prompts_at_every_stage_answer_for_these_prompts():
     fixed = tuple(stage(k, [0.5 + 0.01 * k, 0.6, 0.4], k, ["a", "b", "c"]) for k in range(3))
-    est = estimate(fixed, SessionVariance(0.0001, 10))
+    est = estimate_stages(fixed, SessionVariance(0.0001, 10))
     assert est is not None and est.question == "these prompts"
     fresh = tuple(stage(k, [0.5, 0.6, 0.4], k) for k in range(3))
-    assert estimate(fresh, SessionVariance(0.0001, 10)).question == "prompts like these"
+    assert estimate_stages(fresh, SessionVariance(0.0001, 10)).question == "prompts like these"
 
 
 # --------------------------------------------------------------------------- one look
@@ -193,7 +193,7 @@ def test_a_null_grid_is_never_recommended_in_seeded_trials():
 def test_the_power_line_says_how_many_more_stages_would_show_a_gain():
     rng = random.Random(9)
     series = draw(rng, math.log(1.06), 2)
-    est = estimate(series, SessionVariance(0.0004, 40))
+    est = estimate_stages(series, SessionVariance(0.0004, 40))
     assert est is not None
     more = stages_to_clear(est, math.log(1.06 / 1.02), Spending(6, 4), 6)
     assert more is not None and more >= 1
@@ -294,3 +294,25 @@ def test_the_quoted_figure_is_capped_at_what_the_counters_allow_and_the_noise_fl
     assert capped.quoted is not None and capped.quoted.high == capped.quoted.ratio == 1.01
     assert capped.quoted.measured == free.quoted.measured
     assert not capped.significant          # at most +1%: not shown faster than the +2% floor
+
+
+def test_a_spread_grown_look_by_look_is_the_spread_built_at_once():
+    """A sweep grows the machine's spread at every look (only the new stages); it must be the very spread the
+    verdict builds from the saved file, or the sweep and the verdict could decide differently."""
+    rng = random.Random(12)
+    full = {("T1", "a"): draw(rng, 0.1, 4, start=0), ("T1", "b"): draw(rng, 0.0, 4, start=10),
+            ("T2", "a"): draw(rng, 0.2, 3, start=20), ("T2", "b"): draw(rng, 0.05, 3, start=30)}
+    # as a sweep measures them: T1's stages (stage by stage, each candidate in turn), then T2's
+    timeline = sorted((s.order, key, k) for key, series in full.items() for k, s in enumerate(series))
+    grown = None
+    for n in range(1, len(timeline) + 1):
+        sofar: dict = {}
+        for _order, key, k in timeline[:n]:
+            sofar[key] = full[key][: k + 1]
+        ordered = {key: sofar[key] for key in full if key in sofar}
+        grown = MachineSpread(ordered) if grown is None else grown.grown(ordered)
+        at_once = MachineSpread(ordered)
+        for order in (None, *(o for o, _k, _i in timeline[:n])):
+            assert grown.at(order) == at_once.at(order)
+    changed = {**full, ("T1", "a"): full[("T1", "a")][:2]}      # a comparison with fewer stages: built afresh
+    assert grown is not None and grown.grown(changed).at(None) == MachineSpread(changed).at(None)

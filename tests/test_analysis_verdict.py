@@ -76,7 +76,7 @@ def test_drift_is_measured_and_applied_per_concurrency_level():
     of that level only; measured_drift keeps its per-target shape for one stream."""
     from dataclasses import replace
 
-    from draftbench.analysis.verdict import measured_drift
+    from draftbench.analysis.row_analysis import measured_drift
     at2 = [replace(r, concurrency=2) for r in (row("baseline", 100), row("speculative", 110, "small gain", 0.7),
                                                row("control", 115))]
     res = results(row("baseline", 100), row("speculative", 110, "small gain", 0.7), row("control", 100.5), *at2)

@@ -107,6 +107,13 @@ def test_an_amx_crash_at_the_first_start_stops_the_sweep_with_one_message(tmp_pa
     assert not any(r["status"] == "skipped" for r in rows)
     probe = run_cli("sweep.py", "--config", str(sweep_config(tmp_path, fake)), "--dry-run", "--probe")
     assert probe.returncode == 2 and AMX_MESSAGE in probe.stderr, probe.stdout + probe.stderr
+    # in a folder of configs the summary names it for what it is: no config was refused
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "one.json").write_text(sweep_config(tmp_path, fake).read_text())
+    batch = run_cli("sweep.py", "--config-dir", str(folder), "--no-chart")
+    assert batch.returncode == 2 and "one.json: STOPPED (the server cannot run on this machine)" in batch.stdout, \
+        batch.stdout + batch.stderr
 
 
 def test_the_same_crash_on_a_cpu_without_amx_fails_its_target_and_shows_the_log(tmp_path, plain_cpu):

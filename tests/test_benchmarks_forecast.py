@@ -21,8 +21,8 @@ from simulation.world import Cand, Grid, draw_truth
 
 
 def test_a_continuation_decides_as_the_command_lines_more_does(tmp_path):
-    """The harness continues with ``run_sweep(…, more=S)``; the command line's sweep (a results file saved and
-    re-analysed after every row) continues the same sweep, on the same simulated machine, to the same verdict."""
+    """The harness continues with ``run_sweep(…, more=S)``; the command line's sweep (a results file saved as
+    it goes) continues the same sweep, on the same simulated machine, to the same verdict."""
     grid = Grid("two", (Cand("a", 1.08), Cand("b", 1.0)), **HARSH.grid)
     listed = prompts(24)
     setup = Setup.of(grid, listed, max_tokens=64, noise_floor=0.02, search="exhaustive", stages=2, per_stage=6,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from draftbench.common.errors import ResultsFileError
 from draftbench.results.file import load_results
-from draftbench.sweep import Sweep, stages
+from draftbench.sweep import Sweep
 from draftbench.sweep.console import Reporter
+from draftbench.sweep.run import TargetRun
 from draftbench.sweep.session import RunOptions
 
 from fakes.inprocess import FakeBackend
@@ -75,7 +76,7 @@ def test_more_ends_when_nothing_is_left_to_measure(tmp_path, monkeypatch):
     cfg = config(tmp_path, drafts=(("fast", FAST),), stages=2)
     run(tmp_path, FakeBackend(script(missing={FAST})), cfg)
     looked: list[int] = []
-    members = stages.StageLoop.members
-    monkeypatch.setattr(stages.StageLoop, "members", lambda *a: looked.append(1) or members(*a))
+    alive = TargetRun.alive
+    monkeypatch.setattr(TargetRun, "alive", lambda *a: looked.append(1) or alive(*a))
     run(tmp_path, FakeBackend(script(missing={FAST})), cfg, options=RunOptions(more=1000))
     assert len(looked) <= 3, len(looked)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from draftbench.lifetime.process import free_port
 
-from helpers import REPO, llama_server_pids, run_cli, wait_for
+from helpers import REPO, llama_server_pids, run_cli, saved_rows, wait_for
 
 pytestmark = pytest.mark.llama
 
@@ -84,12 +84,7 @@ def test_interrupted_sweep_resumes_only_the_rest(models, tmp_path):
                              "--no-chart"], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
     try:
-        def two_rows_saved():
-            try:
-                return len(json.loads(results.read_text())["results"]) >= 2
-            except (OSError, ValueError):
-                return False
-        wait_for(two_rows_saved, timeout=600)
+        wait_for(lambda: len(saved_rows(results)) >= 2, timeout=600)     # saved: in the file or its journal
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     finally:
@@ -134,7 +129,8 @@ def test_control_baseline_measures_drift_and_raises_the_noise_floor(models, tmp_
     real rows, the verdict and the floor follow it."""
     from dataclasses import replace
 
-    from draftbench.analysis.verdict import analyze, measured_drift
+    from draftbench.analysis.row_analysis import measured_drift
+    from draftbench.analysis.verdict import analyze
     from draftbench.results.file import load_results, save_results
     config = write_config(tmp_path, models, drafts=("good",), runs=1, control_baseline=True, max_tokens=16,
                           prompts=["code", "json", "list"], warmup=0)

@@ -53,7 +53,11 @@ def test_mt_bench_two_per_category_runs_sixteen_questions_with_both_turns(models
     for row in (baseline, candidate):
         assert row["status"] == "ok" and len(row["requests"]) == 32
         assert set(row["by_category"]) == categories and all(v["n"] == 4 for v in row["by_category"].values())
-    assert set(candidate["speedup_by_category"]) == categories
+    # every category has its speed-up, but one whose pairs all ran in a burst of other programs' load (left out,
+    # and said so in the row's warnings): CI shares its machine
+    left_out = any(w["code"] == "pairs_left_out" for w in candidate.get("warnings") or ())
+    assert set(candidate["speedup_by_category"]) <= categories
+    assert left_out or set(candidate["speedup_by_category"]) == categories
     # a second turn carries its first turn's answer: longer than the first turn, and the same context for both
     tokens = {(r["prompt_id"], row["role"]): r["prompt_tokens"] for row in (baseline, candidate) for r in row["requests"]}
     for pid in data["prompt_set"]["ids"][1::2]:

@@ -161,3 +161,14 @@ def test_dry_run_says_which_design_runs_and_what_it_costs(tmp_path):
     assert "a stage with every candidate: 3 server loads, 6 requests — at most 18 loads and 36 requests" in proc.stdout
     proc = run_cli("sweep.py", "--config", str(path), "--dry-run", "--design", "sequential")
     assert "Design for 7B: sequential" in proc.stdout and "drift-prone" in proc.stdout
+
+
+def test_a_stage_cut_short_measures_only_what_each_candidate_still_owes():
+    from draftbench.sweep.schedule import Design, Side, stage_steps
+    owed = {"a": [2, 3], "b": [0, 1, 2, 3]}
+    steps = stage_steps(Design.INTERLEAVED, 0, [0, 1, 2, 3], 0, ["a", "b"], owed)
+    assert [(s.candidate, sorted({r.prompt for r in s.requests})) for s in steps] == [("a", [2, 3]), ("b", [0, 1, 2, 3])]
+    bracketed = stage_steps(Design.BRACKETED, 0, [0, 1, 2, 3], 0, ["a"], {"a": [3]})
+    assert [[r.prompt for r in s.requests] for s in bracketed] == [[3], [3], [3]]
+    alone = stage_steps(Design.INTERLEAVED, 0, [0, 1], 0, [], {})       # no candidate: the baseline, every prompt
+    assert [(r.side, r.prompt) for r in alone[0].requests] == [(Side.BASELINE, 0), (Side.BASELINE, 1)]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from helpers import REPO, llama_server_pids, run_cli, wait_for
+from helpers import REPO, llama_server_pids, run_cli, saved_rows, wait_for
 from test_cli_sweep_cli_llama import write_config
 
 pytestmark = pytest.mark.llama
@@ -67,13 +67,6 @@ def fake_pids(path: Path) -> set[int]:
     return {int(p) for p in out.stdout.split()}
 
 
-def results_rows(path: Path) -> list[dict]:
-    try:
-        return json.loads(path.read_text())["results"]
-    except (OSError, ValueError, KeyError):
-        return []
-
-
 def start_sweep(config: Path, results: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(REPO / "sweep.py"), "--config", str(config), "--results",
                              str(results), "--no-chart"], cwd=str(REPO), stdout=subprocess.PIPE,
@@ -108,7 +101,7 @@ def test_server_killed_mid_request(models, tmp_path):
         if sweep.poll() is None:
             sweep.kill()
     assert sweep.returncode == 3, out
-    rows = results_rows(results)
+    rows = saved_rows(results)
     by_draft = {r["draft"]: r for r in rows}
     # baseline measured, crash recorded, sweep went on (rows are in the order they were first recorded)
     assert [by_draft[d]["status"] for d in (None, "135M Q4_1", "57M trunc8")] == ["ok", "error", "ok"]
@@ -126,7 +119,7 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
     before = llama_server_pids()
     sweep = start_sweep(config, results)
     try:
-        wait_for(lambda: len(results_rows(results)) >= 1 and (llama_server_pids() - before), timeout=600)
+        wait_for(lambda: len(saved_rows(results)) >= 1 and (llama_server_pids() - before), timeout=600)
         sent = time.monotonic()
         sweep.send_signal(sig)
         out, _ = sweep.communicate(timeout=15)
@@ -137,12 +130,12 @@ def test_signal_mid_sweep_stops_everything_and_keeps_rows(models, tmp_path, sig)
             sweep.kill()
     assert sweep.returncode == 130, out
     assert "Resume with the same command" in out
-    rows = results_rows(results)  # valid JSON, every completed row present
+    rows = saved_rows(results)  # valid JSON, every completed row present
     assert rows and rows[0]["status"] == "ok"
     resumed = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     # Rows are measured in stages: the resume finishes the stage the signal cut, and measures nothing twice.
     assert resumed.returncode == 0 and f"Resuming {results}" in resumed.stdout, resumed.stdout
-    for row in results_rows(results):
+    for row in saved_rows(results):
         assert row["status"] == "ok"
         # a stage's baseline server answers each prompt once beside each candidate's server
         measured = [(r["run"], r["prompt_id"], r["block"], r["session"], r.get("beside")) for r in row["requests"]]
@@ -161,7 +154,7 @@ def test_busy_port_moves_to_a_free_one_and_never_benchmarks_the_foreign_server(m
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"port {port} is in use by another program; using port" in proc.stdout
-    row = results_rows(results)[0]
+    row = saved_rows(results)[0]
     assert row["status"] == "ok" and row["server"]["port"] != port
     assert foreign.seen == []
 
@@ -177,7 +170,7 @@ def test_unresponsive_servers_are_bounded_and_killed(models, tmp_path, mode, exp
     started = time.monotonic()
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart", timeout=120)
     assert time.monotonic() - started < 60
-    rows = results_rows(results)
+    rows = saved_rows(results)
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert rows[0]["status"] == "error" and expected in rows[0]["reason"]
     assert rows[1]["status"] == "skipped" and "baseline" in rows[1]["reason"]  # a failed baseline skips its drafts
@@ -195,7 +188,7 @@ def test_broken_model_inputs_are_named_per_combination(models, tmp_path):
     results = tmp_path / "broken.json"
     proc = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
     assert proc.returncode == 3, proc.stdout + proc.stderr
-    rows = {r["draft"]: r for r in results_rows(results)}
+    rows = {r["draft"]: r for r in saved_rows(results)}
     assert rows[None]["status"] == "ok"
     assert rows["135M corrupt"]["status"] == "error" and "is truncated" in rows["135M corrupt"]["reason"]
     assert rows["folder"]["status"] == "error" and "is a folder" in rows["folder"]["reason"]
@@ -256,3 +249,37 @@ def test_no_shell_true_anywhere():
     sources = list((REPO / "draftbench").rglob("*.py")) + [REPO / n for n in ("bench.py", "server.py", "sweep.py")]
     offenders = [str(p) for p in sources if "shell=True" in p.read_text()]
     assert not offenders
+
+
+def test_ctrl_c_mid_step_keeps_every_finished_request_and_the_resume_measures_only_the_rest(models, tmp_path):
+    """Issue 44: a sweep interrupted after 7 of 12 requests of a step kept none of them. Every request is saved
+    as it finishes; the resumed sweep measures only the prompts still owed, on fresh servers, every pair whole."""
+    from test_cli_sweep_cli_llama import write_config as sweep_config
+    config = sweep_config(tmp_path, models, drafts=("good",), stages=1, prompts_per_stage=4, max_tokens=32,
+                          prompts=["code", "json", "list", "prose"])
+    results = tmp_path / "kept.json"
+    before = llama_server_pids()
+    sweep = start_sweep(config, results)
+
+    def candidate(rows: list[dict]) -> list[dict]:
+        return next((r["requests"] for r in rows if r["draft"] == "135M Q4_1"), [])
+    try:
+        wait_for(lambda: 1 <= len(candidate(saved_rows(results))) < 4, timeout=600, interval=0.02)
+        sweep.send_signal(signal.SIGINT)
+        out, _ = sweep.communicate(timeout=60)
+        wait_for(lambda: not (llama_server_pids() - before), timeout=5)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 130, out
+    kept = candidate(saved_rows(results))
+    assert 1 <= len(kept) < 4, "the step was cut: what it measured is kept, the rest is not"
+    resumed = run_cli("sweep.py", "--config", str(config), "--results", str(results), "--no-chart")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    rows = saved_rows(results)
+    final, base = candidate(rows), next(r["requests"] for r in rows if r["draft"] is None)
+    assert final[: len(kept)] == kept                                  # kept as measured
+    assert sorted(r["prompt_id"] for r in final) == sorted({r["prompt_id"] for r in final}) and len(final) == 4
+    assert not {r["session"] for r in final[len(kept):]} & {r["session"] for r in kept}    # the rest on fresh servers
+    measured = {(r["prompt_id"], r["session"]) for r in base if r["block"] == 0 and r["error"] is None}
+    assert all(any((r["prompt_id"], s) in measured for s in r["compared_with"]) for r in final)   # every pair whole

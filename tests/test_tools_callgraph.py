@@ -98,3 +98,36 @@ def test_the_command_prints_one_line_per_start(tmp_path, capsys):
     assert lines[0] == ("pkg.cli.main to pkg.http.stream: 5 files entered, 1 returns to a file already left, "
                         "6 functions deep; 5 files on any chain")
     assert lines[1].startswith("pkg.report.show (pkg.http.stream not reached")
+
+
+def test_attributes_set_together_and_either_branch_of_a_conditional_are_followed(tmp_path):
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "loop.py").write_text(textwrap.dedent("""
+        from .step import Step
+
+        class Loop:
+            def __init__(self, step: Step, other: Step | None):
+                self.step, self.count = step, 0
+                self.other = other if other is not None else Step()
+
+            def run(self):
+                self.step.go()
+                self.other.go()
+        """))
+    (root / "step.py").write_text("class Step:\n    def go(self):\n        return 1\n")
+    package = Package(root)
+    assert package.callees("pkg.loop.Loop.run") == ["pkg.step.Step.go"]
+    assert package.attribute_types("pkg.loop.Loop") == {"step": "pkg.step.Step", "other": "pkg.step.Step"}
+
+
+def test_a_route_climbs_back_to_the_caller_that_leads_on_and_counts_that_return(tmp_path):
+    from callgraph import route
+    package = Package(write_package(tmp_path))
+    walk = route(package, "pkg.cli.main", ["pkg.http.stream", "pkg.report.lines"])
+    # down to the request, back up to main (its file again: a return), down to the report
+    assert walk.chain[-3:] == ("pkg.cli.main", "pkg.report.show", "pkg.report.lines")
+    assert walk.files_entered == 6 and walk.returns == 2          # runner → util → runner, then back to cli
+    assert main(["pkg.cli.main", "--via", "pkg.http.stream", "--to", "pkg.report.lines", "--package",
+                 str(tmp_path / "pkg")]) == 0

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How far a reader walks: follow the calls from one function down to a measurement, statically.
 
-    python tools/callgraph.py [START ...] [--to TARGET] [--package DIR] [--path]
+    python tools/callgraph.py [START ...] [--to TARGET] [--via FUNC ...] [--package DIR] [--path]
 
 The package's source is parsed as text (``ast``); nothing is imported or run. A call is followed when its
 callee can be named without running anything:
@@ -12,7 +12,9 @@ callee can be named without running anything:
 - ``self.m(...)``, ``cls.m(...)``, ``super().m(...)``, ``Class.m(...)``: a method of that class or of a base
   class defined in the package;
 - ``x.m(...)`` where ``x`` is a parameter or a variable annotated with a class of the package (``server:
-  Server``): that class's method (the declared type, never an override chosen at run time).
+  Server``), or a ``self`` attribute whose class the source states (``self.a, self.b = a, b`` and
+  ``self.a = a if a else A()`` included): that class's method (the declared type, never an override chosen at
+  run time).
 
 Other calls (on values of unknown type, through callbacks) are not followed, so the numbers are a floor.
 
@@ -28,6 +30,11 @@ function on the chain lives in a file; along the chain the tool counts
 It also prints how many files hold a function on *any* chain from START to TARGET (what a reader may
 have to open to follow every branch).
 
+**A route** (``--via FUNC``, repeatable): a reader following one thing — a request, a setting — from START through
+each FUNC in order to TARGET: down the most direct chain (the fewest steps from one file into another) to each,
+then back up to the nearest function on the way that leads to the next one, and down again. Climbing back into a
+file already left is a return.
+
 Issue 33's target for the sweep's CLI: at most 12 files and at most 3 returns (docs/architecture.md).
 """
 
@@ -35,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import heapq
+import math
 import sys
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -164,6 +173,8 @@ class Package:
             return self.class_of(module, expr.left, typed) or self.class_of(module, expr.right, typed)
         if isinstance(expr, ast.BoolOp):
             return next((c for v in expr.values if (c := self.class_of(module, v, typed))), None)
+        if isinstance(expr, ast.IfExp):            # a if test else C(): either branch's class
+            return self.class_of(module, expr.body, typed) or self.class_of(module, expr.orelse, typed)
         if isinstance(expr, ast.Subscript):        # Optional[C]
             return self.class_of(module, expr.slice, typed)
         if isinstance(expr, ast.Call):
@@ -196,8 +207,9 @@ class Package:
         annotated += [(n.target.id, n.annotation) for n in ast.walk(node)
                       if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)]
         # x = SomeClass(...): x is a SomeClass
-        annotated += [(n.targets[0].id, n.value) for n in ast.walk(node) if isinstance(n, ast.Assign)
-                      and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Call)]
+        annotated += [(target.id, value) for n in ast.walk(node) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                      for target, value in _unpacked(n.targets[0], n.value)
+                      if isinstance(target, ast.Name) and isinstance(value, ast.Call)]
         typed: dict[str, str] = {}
         for name, annotation in annotated:
             if cls := self.class_of(module, annotation):
@@ -221,14 +233,15 @@ class Package:
             stated: ast.expr
             for n in ast.walk(method):
                 if isinstance(n, ast.AnnAssign):
-                    target, stated = n.target, n.annotation
+                    pairs = [(n.target, n.annotation)]
                 elif isinstance(n, ast.Assign) and len(n.targets) == 1:
-                    target, stated = n.targets[0], n.value
+                    pairs = _unpacked(n.targets[0], n.value)
                 else:
                     continue
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                        and target.value.id == "self" and (held := self.class_of(module, stated, typed)):
-                    found.setdefault(target.attr, held)
+                for target, stated in pairs:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == "self" and (held := self.class_of(module, stated, typed)):
+                        found.setdefault(target.attr, held)
         self._attributes[cls] = found
         return found
 
@@ -258,6 +271,13 @@ class Package:
 
     def file_of(self, qualified: str) -> str:
         return self.functions[qualified][0].path.relative_to(self.root.parent).as_posix()
+
+
+def _unpacked(target: ast.expr, value: ast.expr) -> list[tuple[ast.expr, ast.expr]]:
+    """``a = x`` → [(a, x)]; ``self.a, self.b = x, y`` → [(self.a, x), (self.b, y)] (element by element)."""
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        return list(zip(target.elts, value.elts))
+    return [(target, value)]
 
 
 def depth(package: Package, chain: tuple[str, ...]) -> tuple[int, int]:
@@ -314,6 +334,48 @@ def deepest(package: Package, start: str, target: str | None) -> Walk:
                 len(on_any_chain(package, start, goal)) if reached and goal else 0)
 
 
+def shortest(package: Package, start: str, goal: str) -> tuple[str, ...] | None:
+    """The most direct chain from ``start`` to ``goal``: the fewest steps from one file into another (ties: the
+    fewest functions); None when ``goal`` cannot be reached."""
+    best = {start: (0, 1)}
+    heap: list[tuple[int, int, str, tuple[str, ...]]] = [(0, 1, start, (start,))]
+    while heap:
+        steps, count, fn, chain = heapq.heappop(heap)
+        if fn == goal:
+            return chain
+        if (steps, count) > best[fn]:
+            continue
+        for callee in package.callees(fn):
+            cost = (steps + (package.file_of(callee) != package.file_of(fn)), count + 1)
+            if callee not in chain and cost < best.get(callee, (math.inf, math.inf)):
+                best[callee] = cost
+                heapq.heappush(heap, (*cost, callee, (*chain, callee)))
+    return None
+
+
+def route(package: Package, start: str, stops: list[str]) -> Walk:
+    """The walk of a reader who follows one thing from ``start`` through ``stops`` in order: down the most direct
+    chain to the first stop, back up to the nearest function on the way there that leads to the next (into its
+    file again: a return when that file had been left), down to it, and so on. Files entered and returns are
+    counted along the whole walk."""
+    start = package.canonical(start)
+    if start not in package.functions:
+        raise SystemExit(f"{start}: no such function in {package.root}")
+    walked, stack = [start], [start]
+    for stop in (package.canonical(s) for s in stops):
+        for i in range(len(stack) - 1, -1, -1):
+            leg = shortest(package, stack[i], stop)
+            if leg is not None:
+                break
+        else:
+            raise SystemExit(f"{stop} cannot be reached from {start} (or is no function of {package.root})")
+        if i != len(stack) - 1:
+            walked.append(stack[i])         # back up to the caller that leads on
+        stack = [*stack[: i + 1], *leg[1:]]
+        walked += leg[1:]
+    return Walk(start, package.canonical(stops[-1]), tuple(walked), tuple(package.file_of(fn) for fn in walked))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("starts", nargs="*", default=list(DEFAULT_STARTS), help=f"functions to start from (default: "
@@ -321,8 +383,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--to", default=DEFAULT_TARGET, help=f"the measurement to reach (default {DEFAULT_TARGET})")
     p.add_argument("--package", type=Path, default=Path(__file__).resolve().parent.parent / "draftbench")
     p.add_argument("--path", action="store_true", help="print the chain itself")
+    p.add_argument("--via", action="append", default=[], metavar="FUNC",
+                   help="follow one thing through these functions in order, then to TARGET: the reader's route "
+                        "(the most direct chain to each, back up to the nearest caller that leads on)")
     args = p.parse_args(argv)
     package = Package(args.package.resolve())
+    if args.via:
+        for start in args.starts:
+            walk = route(package, start, [*args.via, args.to])
+            print(f"{walk.start} via {', '.join(args.via)} to {walk.target}: {walk.files_entered} files entered, "
+                  f"{walk.returns} returns to a file already left, {len(walk.chain)} functions on the way")
+            if args.path:
+                for fn, path in zip(walk.chain, walk.files):
+                    print(f"    {fn}  ({path})")
+        return 0
     for start in args.starts:
         walk = deepest(package, start, args.to)
         end = f"to {walk.target}" if walk.target else f"({args.to} not reached: the deepest chain at all)"

@@ -3,7 +3,7 @@
 A simulated sweep (:func:`sweeps.sweep`: ``run_sweep`` on a simulated backend) that ends unresolved (or in a
 shortlist) with a forecast of S more stages is continued by exactly S, the same simulated machine going on:
 ``run_sweep(…, more=S)`` on its results, the call ``python sweep.py --config … --more S`` makes (its own
-sweep, ``draftbench.sweep.Sweep``, also saves and re-analyses the file after every row: :func:`continue_by`
+sweep, ``draftbench.sweep.Sweep``, also saves the file as it goes: :func:`continue_by`
 runs that too, and the suite checks that both decide alike). It *settled* when it then recommends or finds
 that nothing gains. The three guarantees are scored on the same sweeps, as they end.
 
@@ -25,10 +25,10 @@ from draftbench.analysis.decision import Decision, Outcome, decide
 from draftbench.analysis.stage_evidence import up_to
 from draftbench.analysis.stage_verdict import StagedVerdict, staged_verdict
 from draftbench.backends.base import Backend
-from draftbench.results.file import ResultsFile, save_results
+from draftbench.results.file import ResultsFile, load_results, save_results
 from draftbench.sweep import Reporter, Sweep, run_sweep
-from draftbench.sweep.run import MemoryStore
 from draftbench.sweep.session import RunOptions
+from draftbench.sweep.store import RowStore
 
 from .score import Score, score
 from .sweeps import LOGS, Setup
@@ -103,8 +103,8 @@ def continue_by(setup: Setup, backend: Backend, results: ResultsFile, more: int,
                 folder: Path | None = None) -> SimSweep:
     """``results`` continued by ``more`` stages beyond the plan on the same simulated machine: ``run_sweep(…,
     more=more)`` on them, as the command line's sweep calls it (``cli``: through that sweep itself —
-    ``draftbench.sweep.Sweep`` with ``RunOptions(more=…)`` on a saved results file, which saves and analyses
-    the file after every row: the same decisions, 30 times slower)."""
+    ``draftbench.sweep.Sweep`` with ``RunOptions(more=…)`` on a saved results file, saved as it goes: the same
+    decisions)."""
     world = getattr(backend, "world", None)
     clock = getattr(backend, "clock", None) or (world.clock if world is not None else None)
     if cli:
@@ -113,9 +113,9 @@ def continue_by(setup: Setup, backend: Backend, results: ResultsFile, more: int,
         options = RunOptions(more=more, clock=clock) if clock is not None else RunOptions(more=more)
         run = Sweep(setup.config, path, None, reporter=Reporter(), backend=backend, options=options)
         run.run()
-        final = run.current()
+        final = load_results(path)        # the file as saved (its journal read with it)
     else:
-        final = run_sweep(setup.config, backend, store=MemoryStore(results), clock=clock or time.perf_counter,
+        final = run_sweep(setup.config, backend, store=RowStore(results), clock=clock or time.perf_counter,
                           logs_dir=LOGS, more=more).results
     found = decide(final).get("target")
     verdict: StagedVerdict | None = staged_verdict(found) if found is not None else None

@@ -22,6 +22,7 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
+from ..common.percent import change_text
 from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
@@ -85,6 +86,12 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
     return Comparison(speed, by_category or None, bound, confirmed)
 
 
+def own_speedup(row: Row, baseline: Row, *, noise_floor: float) -> Speedup | None:
+    """The row's speed-up on its fresh prompts with its own session spread, and nothing else of
+    :func:`compare` (what a sweep says of a candidate as it goes; its verdict pools more)."""
+    return speedup_of_units(units(measured_pairs(row, baseline)[0]), noise_floor=noise_floor)
+
+
 def _interval(items: list[Pair], value, sessions: SessionVariance | None) -> dict | None:
     est = estimate(units(items, value), sessions)
     if est is None:
@@ -107,23 +114,19 @@ def check_counters(matched: list[Pair], sessions: SessionVariance | None) -> dic
     no_drafts = _interval([p for p in bounded if p.drafted == 0], lambda p: p.log_ratio, sessions)
     over = excess is not None and excess["low"] > 1.0
     idle_faster = no_drafts is not None and no_drafts["low"] > 1.0
-    text = f"its counters allow at most {_pct(ratio)}"
+    text = f"its counters allow at most {change_text(ratio)}"
     if over and excess is not None:
-        text = (f"measured {_pct(excess['ratio'] * ratio)}, above the {_pct(ratio)} its counters allow (a verify "
+        text = (f"measured {change_text(excess['ratio'] * ratio)}, above the {change_text(ratio)} its counters allow (a verify "
                 "step costs at least one target step): the machine's speed changed between the baseline's "
                 "requests and this row's")
     if idle_faster and no_drafts is not None:
         text += ("; " if over else ": ") + (
             f"on the {no_drafts['requests']} requests where it drafted nothing it still ran "
-            f"{_pct(no_drafts['ratio'])} [{_pct(no_drafts['low'])}, {_pct(no_drafts['high'])}] against the "
+            f"{change_text(no_drafts['ratio'])} [{change_text(no_drafts['low'])}, {change_text(no_drafts['high'])}] against the "
             "target alone (an A/A check: it should be about 0%)" + ("" if over else
                                                                    " — the machine's speed changed"))
     return {"ratio": round(ratio, 4), "requests": len(bounded), "excess": excess, "no_drafts": no_drafts,
             "speed_changed": over or idle_faster, "text": text}
-
-
-def _pct(ratio: float | None) -> str:
-    return "n/a" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 
 
 def describe_with_bound(row: Row) -> str:
@@ -132,7 +135,7 @@ def describe_with_bound(row: Row) -> str:
     text = describe_speedup(row.speedup) if row.speedup else "n/a"
     bound = row.counter_bound or {}
     if bound.get("ratio") is not None:
-        text += f"; counters allow at most {_pct(bound['ratio'])}"
+        text += f"; counters allow at most {change_text(bound['ratio'])}"
         if bound.get("speed_changed"):
             text += " — above it: the machine's speed changed, not a speed-up"
     return text

@@ -179,7 +179,8 @@ def _length_entry(results: ResultsFile, target: str, length: int, verdict: Targe
                                       row.speedup, extra_ttft_s(row, baseline), e2e))
     return LengthVerdict(length, verdict.verdict if verdict else "", verdict.recommended_draft if verdict else None,
                          verdict.speedup if verdict else None,
-                         LengthPoint(base_timing, baseline.memory if baseline else None), tuple(candidates))
+                         LengthPoint(base_timing, baseline.memory if baseline else None), tuple(candidates),
+                         verdict.stages if verdict else None)
 
 
 def _speculative(results: ResultsFile, target: str) -> list[Row]:

@@ -9,6 +9,7 @@ from typing import Any
 from ..results.memory import ServerMemory
 from ..results.speedup import Speedup
 from .crossover import LevelOutcome
+from .stage_verdict import StagedVerdict
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class LengthVerdict:
     speedup: Speedup | None
     baseline: LengthPoint
     candidates: tuple[LengthPoint, ...]
+    stages: StagedVerdict | None = None      # measured in stages: the staged decision at this length (not written)
 
     def to_dict(self) -> dict[str, Any]:
         return {"context_tokens": self.context_tokens, "verdict": self.verdict,

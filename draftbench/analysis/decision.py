@@ -38,8 +38,8 @@ from .moments import ratio_of
 from .replication import Estimate
 from .settle import Projection, blocker, forecast, power_line
 from .spending import Spending
-from .stage_evidence import Series, contrast, estimate, one_sided, quantile, up_to
-from .stage_records import TargetStages, staged_targets
+from .stage_evidence import Series, contrast, estimate_stages, one_sided, quantile, up_to
+from .stage_records import StageRecords, TargetStages
 
 MARGIN = 0.02          # the pick is within this of the best
 
@@ -134,10 +134,10 @@ def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
     so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
     error = rule.spending.error(look, machine.correlation)
     apart = rule.spending.contrast_error(look, machine.correlation)
-    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate(s, machine.pair)) is not None}
+    vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate_stages(s, machine.pair)) is not None}
 
     def versus(first: str, second: str) -> Bound | None:
-        est = estimate(contrast(series[first], series[second]), machine.between)
+        est = estimate_stages(contrast(series[first], series[second]), machine.between)
         return Bound.of(est, apart) if est is not None else None
 
     return judge_bounds(vs_base, tuple(series), versus, rule, look, error, waiting)
@@ -349,7 +349,7 @@ class Decision:
                           set_size=None if ev.fixed else ev.prompt_set)
 
         def versus_now(a: str, b: str) -> Estimate | None:
-            return estimate(contrast(series[a], series[b]), spread.between)
+            return estimate_stages(contrast(series[a], series[b]), spread.between)
 
         about, gain = blocker({n: b.estimate for n, b in last.vs_base.items() if n in series}, versus_now, self.best,
                               floor=rule.floor, margin=rule.margin, error=last.error,
@@ -384,10 +384,24 @@ def decide_target(evidence: TargetStages, rule: Rule, live: bool = False) -> Dec
     return Decision(evidence.target, rule, evidence, looks, eliminated, outcome, best, quoted, shortlist, live)
 
 
+class Decider:
+    """Decides results files as a sweep grows them: each row's pairs and the machine's spread are kept from one
+    look to the next (:class:`stage_records.StageRecords`), so a look costs what changed since the last."""
+
+    def __init__(self) -> None:
+        self.records = StageRecords()
+
+    def decide(self, results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False,
+               only: Sequence[str] | None = None) -> dict[str, Decision]:
+        """Every target measured in stages (``only``: of these), decided under the rule its settings give
+        (``before``: per target, on its stages before that one only — what the sweep knew when it planned it;
+        ``live``: see :func:`decide_target`)."""
+        settings = results.read_settings()
+        return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live)
+                for target, found in self.records.targets(results, before, only).items()}
+
+
 def decide(results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False
            ) -> dict[str, Decision]:
-    """Every target measured in stages, decided under the rule its settings give (``before``: per target, on its
-    stages before that one only — what the sweep knew when it planned it; ``live``: see :func:`decide_target`)."""
-    settings = results.read_settings()
-    return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live)
-            for target, found in staged_targets(results, before).items()}
+    """The staged decision of every target of ``results`` measured in stages (see :meth:`Decider.decide`)."""
+    return Decider().decide(results, before=before, live=live)

@@ -235,6 +235,20 @@ class MachineSpread:
         self._orders = sorted({s.order for series in comparisons.values() for s in series})
         self._cache: dict[int, Spread] = {}
 
+    def grown(self, comparisons: Mapping[tuple[str, str], Series]) -> MachineSpread:
+        """The spread over ``comparisons``, which a sweep grew from this one's by stages measured after it (the
+        sweep's next look): what :meth:`at` said of the sessions this one knew is kept, not computed again, where
+        those sessions' stages are the same; anything else is computed afresh — the numbers are those of a spread
+        built at once."""
+        new = MachineSpread(comparisons)
+        if self._cache:
+            last = max(self._cache)
+            keys = set(comparisons) | set(self._comparisons)
+            if all(tuple(s for s in comparisons.get(k, ()) if s.order <= last)
+                   == tuple(s for s in self._comparisons.get(k, ()) if s.order <= last) for k in keys):
+                new._cache = {cut: v for cut, v in self._cache.items() if cut in set(new._orders)}
+        return new
+
     def at(self, order: int | None = None) -> Spread:
         """The pooled spread from the stages measured by session ``order`` (None: all)."""
         if not self._orders:

@@ -34,7 +34,7 @@ from ..common.percent import change_text
 from .machine_spread import Spread
 from .replication import Estimate
 from .spending import Spending
-from .stage_evidence import Series, contrast, estimate, quantile, within_spread
+from .stage_evidence import Series, contrast, estimate_stages, quantile, within_spread
 
 MAX_EXTRA = 60
 # The stages after which a simulated future is looked at: every one at first, then further apart (a forecast of
@@ -132,12 +132,12 @@ def forecast(series: Mapping[str, Series], contenders: Sequence[str], spread: Sp
     """Stages after ``look`` by which :data:`CONFIDENCE` of the simulated futures of ``series`` (the candidates still
     in) have decided; None beyond :data:`MAX_EXTRA`. ``contenders``: those not shown behind the leader (shrunk
     together); ``set_size``: the prompt set's (past it, more stages narrow only the session's part)."""
-    now = {n: _now(s, e) for n, s in series.items() if (e := estimate(s, spread.pair)) is not None}
+    now = {n: _now(s, e) for n, s in series.items() if (e := estimate_stages(s, spread.pair)) is not None}
     if not now:
         return None
     names = sorted(now)
     pairs = {(a, b): _now(diff, e) for a in names for b in names if a != b
-             and (e := estimate(diff := contrast(series[a], series[b]), spread.between)) is not None}
+             and (e := estimate_stages(diff := contrast(series[a], series[b]), spread.between)) is not None}
     stages_now = max(x.est.sessions for x in now.values())
     # one more stage: each survivor's variance, and the part it shares with the stage's other candidates
     own_stage = {n: x.est.se ** 2 * stages_now for n, x in now.items()}
@@ -280,7 +280,7 @@ def power_line(series: Series | None, spread: Spread, *, floor: float, spending:
                ) -> str | None:
     """With the spread a sweep measured: after how many stages a candidate +10% faster than the target alone
     would be shown faster by the floor, four times in five (the power curve, at this machine's noise)."""
-    est = estimate(series, spread.pair) if series else None
+    est = estimate_stages(series, spread.pair) if series else None
     if est is None:
         return None
     extra = stages_to_clear(est, math.log(POWER_GAIN) - math.log(floor), spending, per_stage)

@@ -165,7 +165,7 @@ def two_way_residual(series: Series) -> tuple[float, int] | None:
     return ss / df, df
 
 
-def estimate(series: Series, session: SessionVariance) -> Estimate | None:
+def estimate_stages(series: Series, session: SessionVariance) -> Estimate | None:
     """The mean log ratio over the series' prompts, its standard error and degrees of freedom.
     ``session``: the spread one stage's server sessions add to its mean (:class:`machine_spread.Spread`)."""
     values = [v for s in series for v in s.values]
@@ -220,7 +220,7 @@ def _degrees(prompt_term: float, prompt_df: float, session_term: float, share: f
 def predicted(series: Series, session: SessionVariance, confidence: float = 0.95) -> tuple[float, float] | None:
     """Where the next prompt like these falls, on a server pair of its own (log scale, two-sided): the
     mean's uncertainty plus one prompt's spread and one pair's session offset."""
-    est = estimate(series, session)
+    est = estimate_stages(series, session)
     if est is None:
         return None
     within = within_spread(series, stratified=False)        # the next prompt may be of any category

@@ -27,7 +27,7 @@ from .decision import Decision, Elimination, Outcome
 from .moments import ratio_of
 from .replication import THESE_PROMPTS
 from .settle import Projection
-from .stage_evidence import StageSample, estimate, predicted
+from .stage_evidence import StageSample, estimate_stages, predicted
 from .stats import describe_subset
 
 
@@ -205,7 +205,7 @@ def one_prompt_type(decision: Decision) -> str | None:
     top = max(values, key=lambda c: sum(values[c]) / len(values[c]))
     rest = tuple(StageSample(s.stage, kept, tuple(v for p, v in zip(s.prompts, s.values) if p in kept), s.order)
                  for s in series if (kept := tuple(p for p in s.prompts if category.get(p, "") != top)))
-    est = estimate(rest, ev.spread.pair)
+    est = estimate_stages(rest, ev.spread.pair)
     if est is None or ratio_of(est.mean) > decision.rule.floor:
         return None
     low, high = est.bounds(0.95)

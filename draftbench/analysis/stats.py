@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import TypeGuard
 
 from ..common.percent import percent_change
+from ..config.settings import DEFAULTS
 from ..results.findings import Code, Finding
 from ..results.speedup import Speedup, interval_ends, interval_text
 from .moments import ratio_of
@@ -82,7 +83,7 @@ def from_estimate(est: Estimate, *, noise_floor: float, n_pairs: int, confidence
                    se_log=round(est.se, 6), df=round(min(est.df, 1e6), 3), prompts=est.prompts, sessions=est.sessions)
 
 
-def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,
+def speedup_of_units(units: list[Unit], *, noise_floor: float = DEFAULTS.noise_floor,
                      sessions: SessionVariance | None = None) -> Speedup | None:
     """Speed-up from paired log ratios (see :mod:`replication`); a bare ratio from a single one."""
     if not units:
@@ -96,7 +97,7 @@ def speedup_of_units(units: list[Unit], *, noise_floor: float = 0.02,
 
 
 def speedup(baseline: Mapping[tuple, float | None], candidate: Mapping[tuple, float | None], *,
-            noise_floor: float = 0.02) -> Speedup | None:
+            noise_floor: float = DEFAULTS.noise_floor) -> Speedup | None:
     """Speed-up of ``candidate`` over ``baseline``; both map (prompt_id, run) -> tok/s."""
     # (the plain float first, in the comprehension itself: this runs for every row and category of a file)
     base = {k: v for k, v in baseline.items() if (type(v) is float and v > 0 and v - v == 0) or _positive(v)}

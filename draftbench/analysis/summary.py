@@ -139,6 +139,19 @@ def summary_of(results: ResultsFile) -> Summary | None:
     return results.summary if isinstance(results.summary, Summary) else None
 
 
+def staged_verdicts(results: ResultsFile) -> dict[str, StagedVerdict]:
+    """The staged decision of each target measured in stages, by its label (on the context axis, one per length:
+    ``"<label> at <N> tokens"``), as the analysis said it (none before the analysis)."""
+    out: dict[str, StagedVerdict] = {}
+    for verdict in verdicts_of(results):
+        if verdict.context is not None:
+            out.update({f"{verdict.target} at {length.context_tokens} tokens": length.stages
+                        for length in verdict.context.per_length if length.stages is not None})
+        elif verdict.stages is not None:
+            out[verdict.target] = verdict.stages
+    return out
+
+
 def verdicts_of(results: ResultsFile) -> tuple[TargetVerdict, ...]:
     """Each target's verdict, in file order (none before the analysis)."""
     summary = summary_of(results)

@@ -87,7 +87,7 @@ def _verdict(results: ResultsFile, target: str, level: int, decided: Decided) ->
     inactive = tuple(r.draft or "" for r in at_level
                      if r.role is Role.SPECULATIVE and r.ok and r.speculation_active is False)
     by_category = best_per_category(results, target) if not results.is_upstream else {}
-    cannot_pay, k_prediction, k_text = _inside_the_draft(results, target, choice)
+    cannot_pay, k_prediction, k_text = _draft_parts(results, target, choice)
     in_session = session_summary(results, target, level)
     memory = target_memory(results, target, level)
     sentences = [decided.sentence, verdict_sentence(memory, choice.recommended_label), *_warnings(at_level, inactive),
@@ -125,7 +125,7 @@ def _warnings(at_level: list[Row], inactive: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _inside_the_draft(results: ResultsFile, target: str, choice: Choice) -> tuple[str | None, KPrediction | None, str]:
+def _draft_parts(results: ResultsFile, target: str, choice: Choice) -> tuple[str | None, KPrediction | None, str]:
     """The ceiling verdict (its sentence, or None), and the recommended draft's best k from one run with what the
     verdict says of k (see ceiling.py, best_k.py, k_advice.py)."""
     cannot_pay = ceiling.no_draft_can_pay(results.rows_of(target), target, results.read_settings().noise_floor)

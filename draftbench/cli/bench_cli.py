@@ -12,8 +12,9 @@ from dataclasses import dataclass, replace
 
 import requests
 
+from ..analysis.row_analysis import equivalence
 from ..analysis.stats import BENCH_FLAGS, speedup
-from ..analysis.verdict import equivalence, summarize_records
+from ..analysis.verdict import summarize_records
 from ..backends import backend_names, get_backend
 from ..backends.base import Credentials, Server
 from ..backends.http.client import RedirectRefused, new_session, probe_json

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..backends import REGISTRY, get_backend
@@ -72,21 +73,39 @@ def run_rpc_server(args) -> int:
     print(safe_text(f"Starting ggml-rpc-server on {where} ..."), flush=True)
     server = start_rpc_server(binary, host=args.host, port=args.port, log_path=args.log, threads=args.threads,
                               devices=args.device, cache=args.cache)
-    try:
+
+    def ready() -> None:
         print(safe_text(f"Ready: {server.probe.describe()} (protocol {server.probe.protocol}); log "
                         f"{server.process.log_path}"), flush=True)
         print(safe_text(f"Use it in a sweep config: \"rpc\": [\"{server.endpoint}\"] in a target entry"), flush=True)
+    return serve_until_ctrl_c(ready, server.process.wait, lambda: f"ggml-rpc-server exited by itself (code "
+                              f"{server.process.returncode}); last log lines:\n{server.process.log_tail(15)}",
+                              server.stop, "ggml-rpc-server stopped")
+
+
+def serve_until_ctrl_c(ready: Callable[[], None], wait: Callable[[], object], exited: Callable[[], str],
+                       stop: Callable[[], None], stopped: str) -> int:
+    """Say the started server is ready, keep it up until Ctrl-C (exit 0) or until it exits by itself (exit 1,
+    with why); stopped in every case."""
+    try:
+        ready()
         print("Press Ctrl-C to stop.", flush=True)
-        server.process.wait()
-        print(f"ggml-rpc-server exited by itself (code {server.process.returncode}); last log lines:\n"
-              f"{safe_text(server.process.log_tail(15))}", file=sys.stderr)
+        wait()
+        print(safe_text(exited()), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("\nStopping ...", flush=True)
         return 0
     finally:
-        server.stop()
-        print("ggml-rpc-server stopped", flush=True)
+        stop()
+        print(stopped, flush=True)
+
+
+def _forever() -> None:
+    """A server we do not own a process of (LM Studio): only Ctrl-C ends the wait (signal.pause does not exist on
+    Windows; sleep is interruptible everywhere)."""
+    while True:
+        time.sleep(3600)
 
 
 def check_exposure(args, extra: list[str], entry: EntryPoint) -> list[str]:
@@ -120,23 +139,10 @@ def main(argv: list[str]) -> int:
     spec = launch_spec(backend, args, extra, entry)
     print(safe_text(f"Starting {args.backend} on {spec.host}:{spec.port} (log: {spec.log_path}) ..."), flush=True)
     server = backend.launch(spec)
-    try:
-        describe(server, draft_requested=spec.draft is not None)
-        print("Press Ctrl-C to stop.", flush=True)
-        if server.process:
-            server.wait()            # blocks until the server exits; Ctrl-C interrupts it
-        else:
-            while True:              # a server we do not own a process of (LM Studio): wait for Ctrl-C
-                time.sleep(3600)     # (signal.pause does not exist on Windows; sleep is interruptible everywhere)
-        print(f"The server exited by itself (code {server.returncode}); "
-              f"last log lines:\n{safe_text(server.log_tail(15))}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\nStopping ...", flush=True)
-        return 0
-    finally:
-        server.stop()
-        print("Server stopped", flush=True)
+    return serve_until_ctrl_c(lambda: describe(server, draft_requested=spec.draft is not None),
+                              server.wait if server.process else _forever,
+                              lambda: f"The server exited by itself (code {server.returncode}); last log lines:\n"
+                              f"{server.log_tail(15)}", server.stop, "Server stopped")
 
 
 def launch_spec(backend: Backend, args: argparse.Namespace, extra: list[str], entry: EntryPoint) -> LaunchSpec:

@@ -31,6 +31,7 @@ from ..sweep.estimate import Estimator, accuracy, estimate_of, total_s
 from ..sweep.memory_plan import memory_lines, planned_servers
 from ..sweep.preflight import model_problems
 from ..sweep.probe import probe_targets
+from ..sweep.runner import EveryServerFails
 from ..sweep.session import RunOptions
 from ..sweep.stage_rows import in_stages
 from ..sweep.target_plan import describe_cost, stages_seconds, target_plan
@@ -221,22 +222,27 @@ def run_config_dir(folder: str, args) -> int:
     if not configs:
         raise UsageError(f"{folder} holds no *.json configs (example_*.json are ignored)", "add a config")
     outcomes = []
+    labels_by_path: dict[Path, str | None] = {}
     used: dict[str, Path] = {}
     for path in configs:
         print(f"\n##### {path} #####\n", flush=True)
+        stopped = None
         try:
             code = run_config(str(path), args, results=None, chart=None, batch=tuple(configs), used=used)
         except DraftbenchError as exc:
             print(f"Error: {safe_text(exc)}", file=sys.stderr, flush=True)
             code = exc.exit_code
+            # exit 2 is a config refused, or a run stopped before it measured (its server cannot run here)
+            stopped = "STOPPED (the server cannot run on this machine)" if isinstance(exc, EveryServerFails) else None
         outcomes.append((path, code))
+        labels_by_path[path] = stopped
         if code == EXIT_INTERRUPTED:
             break
     print("\n=== Config summary ===")
     labels = {0: "ok", 1: "FAILED", 2: "INVALID CONFIG", 3: "finished with failed or skipped combinations",
               130: "INTERRUPTED"}
     for path, code in outcomes:
-        print(safe_text(f"  {path.name}: {labels.get(code, f'exit {code}')}"))
+        print(safe_text(f"  {path.name}: {labels_by_path.get(path) or labels.get(code, f'exit {code}')}"))
     if any(code == EXIT_INTERRUPTED for _, code in outcomes):
         return EXIT_INTERRUPTED
     failed = [p for p, code in outcomes if code not in (EXIT_OK,)]

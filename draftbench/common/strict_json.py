@@ -1,4 +1,5 @@
-"""JSON where a key written twice in one object is an error, not "the last one wins".
+"""JSON where a key written twice in one object is an error, not "the last one wins"; and values made
+strict JSON before they are written (:func:`finite_json`).
 
 ``json.loads`` keeps the last of two equal keys without a word: a results file with two
 ``"results"`` keys would lose every row of the first. :func:`loads_unique` parses with a cheap
@@ -8,7 +9,10 @@ check on every object and, only when a duplicate is found, parses again to say w
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
+
+from .text_safety import replace_lone_surrogates
 
 
 class DuplicateKeyError(ValueError):
@@ -89,3 +93,17 @@ def loads_unique(text: str) -> Any:
         except (AssertionError, RecursionError):
             raise first from None
         raise DuplicateKeyError(key, path) from None
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN/±Infinity replaced by None (results files are strict JSON, and a
+    non-finite number is never a measurement) and every lone surrogate by U+FFFD (they are UTF-8)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, str):
+        return replace_lone_surrogates(value)     # e.g. a server streamed "\ud800": the file stays UTF-8
+    if isinstance(value, dict):
+        return {replace_lone_surrogates(k) if isinstance(k, str) else k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    return value

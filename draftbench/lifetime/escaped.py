@@ -111,10 +111,11 @@ def process_group(pid: int) -> int | None:
         return None
 
 
-def command_args(pid: int) -> list[str] | None:
-    """The command line of ``pid`` (None if it is gone or cannot be read). Off Linux ``ps`` gives one
-    string, split on spaces: good enough to compare with a command we built ourselves."""
-    if sys.platform.startswith("linux"):
+def command_args(pid: int, method: str | None = None) -> list[str] | None:
+    """The command line of ``pid`` (None if it is gone, a zombie, or cannot be read): ``/proc/PID/cmdline`` on
+    Linux, ``ps`` elsewhere (``method``: "proc" or "ps", to choose). ``ps`` gives one string, split on spaces:
+    good enough to compare with a command we built ourselves. The one reader of a process's command line."""
+    if (method or ("proc" if sys.platform.startswith("linux") else "ps")) == "proc":
         try:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:

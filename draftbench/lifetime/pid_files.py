@@ -213,33 +213,12 @@ def _runs(pid: int, digest: str, command: tuple[str, ...] | None, *, method: str
             return False
         want = Path(command[0]).name.lower()
         return image.lower() in (want, want + ".exe")
-    seen = _cmdline_from_proc(pid) if method == "proc" else _cmdline_from_ps(pid)
-    return seen is not None and hashlib.sha256(seen.encode("utf-8", "surrogateescape")).hexdigest() == digest
+    seen = escaped.command_args(pid, method)
+    return seen is not None and hashlib.sha256(_normalise(seen).encode("utf-8", "surrogateescape")).hexdigest() == digest
 
 
 def _normalise(args: tuple[str, ...] | list[str]) -> str:
     return " ".join(" ".join(args).split())
-
-
-def _cmdline_from_proc(pid: int) -> str | None:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    args = [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0") if a]
-    return _normalise(args) if args else None
-
-
-def _cmdline_from_ps(pid: int) -> str | None:
-    try:
-        out = subprocess.run(["ps", "-ww", "-o", "command=", "-p", str(pid)], stdin=subprocess.DEVNULL,
-                             capture_output=True, timeout=PS_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = out.stdout.decode("utf-8", "surrogateescape").strip()
-    if out.returncode != 0 or not text or "<defunct>" in text:
-        return None
-    return " ".join(text.split())
 
 
 def _image_from_tasklist(pid: int) -> str | None:

@@ -3,7 +3,7 @@
 The warm-up never uses a measured prompt (``config.prompt_sets.warmup_prompts``): a method that
 remembers answers across requests (``ngram-mod``) would otherwise answer the first measured
 request from memory. :func:`measure_one` and :func:`warm_up` are the pieces the sweep's design
-(``sweep/stage_runner.py``) sends requests with.
+(``sweep/run.py``) sends requests with.
 """
 
 from __future__ import annotations

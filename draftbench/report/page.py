@@ -19,7 +19,7 @@ from ..analysis import busy
 from ..analysis.context_length import filler_label
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
-from ..analysis.summary import TargetVerdict, verdicts_of
+from ..analysis.summary import TargetVerdict, summary_of, verdicts_of
 from ..analysis.verdict import analyze
 from ..common.files import write_output_text
 from ..common.percent import percent, signed_change
@@ -349,8 +349,10 @@ def plotly_script(cdn: bool) -> str:
 # --------------------------------------------------------------------------- the page
 
 def render_report(results: ResultsFile, *, cdn: bool = False) -> str:
-    """The whole page as a string; depends only on ``results`` (and this package's plotly)."""
-    results = analyze(displayable(results))
+    """The whole page as a string; depends only on ``results`` (and this package's plotly). Analysed results (a
+    sweep's outcome) are shown as they are; a file as loaded is analysed first."""
+    shown = displayable(results)
+    results = shown if shown is results and summary_of(results) is not None else analyze(shown)
     data = build_data(results)
     title = f"draftbench — {results.name} ({results.hardware}, {results.backend})"
     return "\n".join([

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import json
-import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -23,8 +22,10 @@ from typing import Any, ClassVar, Protocol
 from ..common.bulk import collector_paused
 from ..common.errors import ResultsFileError
 from ..common.files import describe_write_error, write_output_text
-from ..common.text_safety import replace_lone_surrogates, without_lone_surrogates
+from ..common.strict_json import finite_json
+from ..common.text_safety import without_lone_surrogates
 from ..config.settings import BackendSettings, Settings
+from .journal import journal_for, replayed
 from .json_types import BOOL, INT, NO_DEFAULT, STR, ListOf, Spec, Str, declarations, declare, spec_of, write_fields
 from .kinds import Role
 from .row import UPSTREAM_ROW_KEYS, RequestRecord, Row, combination_title
@@ -113,10 +114,17 @@ class ResultsFile:
         return key in (self.settings or {})
 
     def row(self, key: tuple) -> Row | None:
-        return next((r for r in self.results if r.key == key), None)
+        return self._by_key.get(key)
 
     # Indexes built once per (immutable) file, so that the analysis asking for every row's baseline
     # and every target's rows stays O(rows), not O(rows²) (a 50k-row export took minutes).
+    @cached_property
+    def _by_key(self) -> dict[tuple, Row]:
+        found: dict[tuple, Row] = {}
+        for r in self.results:
+            found.setdefault(r.key, r)       # the first, as a scan would find it
+        return found
+
     @cached_property
     def _baselines(self) -> dict[tuple[str, int], Row]:
         found: dict[tuple[str, int], Row] = {}
@@ -227,26 +235,21 @@ def now_iso() -> str:
 
 
 def load_results(path: str | os.PathLike, *, allow_gzip: bool = True) -> ResultsFile:
-    """Read (bounded: see :mod:`draftbench.results.source`), parse and check a results file."""
+    """Read (bounded: see :mod:`draftbench.results.source`), parse and check a results file, with the rows its
+    journal holds (:mod:`draftbench.results.journal`: a sweep that has not rewritten the file since)."""
     source = str(path)
     text = read_results_text(path, allow_gzip=allow_gzip)
     with collector_paused():
-        return ResultsFile.from_dict(parse_results_json(text, source), source=source,
-                                     may_hold_surrogates=may_hold_surrogates(text))
-
-
-def finite_json(value: Any) -> Any:
-    """``value`` with every NaN/±Infinity replaced by None (results files are strict JSON, and a
-    non-finite number is never a measurement) and every lone surrogate by U+FFFD (they are UTF-8)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)     # e.g. a server streamed "\ud800": the file stays UTF-8
-    if isinstance(value, dict):
-        return {replace_lone_surrogates(k) if isinstance(k, str) else k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    return value
+        results = ResultsFile.from_dict(parse_results_json(text, source), source=source,
+                                        may_hold_surrogates=may_hold_surrogates(text))
+        rows = replayed(results.results, Path(path))
+    if rows is None:
+        return results
+    inconsistent = rows_problem(rows)
+    if inconsistent:
+        where, what, fix = inconsistent
+        raise ResultsFileError(f"{source} with its journal {journal_for(Path(path))}: {where} {what}", fix)
+    return replace(results, results=tuple(rows))
 
 
 def save_results(results: ResultsFile, path: str | os.PathLike) -> None:

@@ -1,7 +1,7 @@
 """Where a sweep writes, checked before anything starts so that no input is ever overwritten.
 
 A sweep reads its config(s) and an existing results file, and writes the results file, its
-report and a logs folder beside the results (its lock lives in draftbench's cache, see
+report, its journal and a logs folder beside the results (its lock lives in draftbench's cache, see
 :mod:`draftbench.results.lock`). :func:`check_output_paths` refuses
 any two of those that are the same file (after resolving symlinks, and by inode where both
 exist), a results path ending in ``.html``, a report path ending in ``.json``, a folder where a
@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..common.errors import UsageError
+from ..common.errors import ResultsFileError, UsageError
 from ..common.reading import kind_of
+from .journal import journal_for, refuse_foreign
 
 NAME_MAX_BYTES = 255     # ext4, APFS, NTFS: longer names fail with "File name too long"
 _HTML = (".html", ".htm")
@@ -100,12 +101,18 @@ def check_output_paths(results: Path, chart: Path | None, configs: Sequence[Path
         roles.append(_Role("--chart", chart, "file", True))
     if sweeping:
         roles.append(_Role("the logs folder", logs_dir_for(results), "folder", True))
+        roles.append(_Role("the journal", journal_for(results), "file", True))
     roles += [_Role("the config", Path(c), "file", False) for c in configs]
     for role in roles:
         problem = _shape_problem(role) if role.writes or role.what == "--results" else None
         if problem:
             option = role.what if role.what.startswith("--") else "--results"
             raise UsageError(problem, f"pass another {option} path, or move what is at {role.path} away")
+    if sweeping:
+        try:
+            refuse_foreign(results)
+        except ResultsFileError as exc:
+            raise UsageError(exc.message, exc.fix) from None
     for i, a in enumerate(roles):
         for b in roles[i + 1:]:
             if (a.writes or b.writes) and _same(a.path, b.path):

@@ -1,5 +1,5 @@
 """The sweep, split by concern: :mod:`.plan` (what to run, in what order), :mod:`.run` (one whole sweep
-from Python: :func:`run_sweep`), the stages (:mod:`.stages`, :mod:`.stage_runner`, :mod:`.launcher`),
+from Python: :func:`run_sweep`), the stages (:mod:`.run`, :mod:`.stages`, :mod:`.launcher`),
 :mod:`.resume` (the results file), :mod:`.console` (what the user sees) and :mod:`.session` (the
 command line's sweep, saving after every row)."""
 

@@ -6,7 +6,7 @@ The measurement is the sweep's: a target with one candidate, measured in ``runs`
 on fresh servers, in the same design (``sweep/schedule.py``: both servers up together with requests in
 ABBA order where they fit side by side, else a baseline server before and after the candidate's — never
 the target first and the candidate minutes later, which puts every drift on one side), by the same
-stage runner (:class:`stage_runner.StageRunner`: same launch path, same checks that the baseline did not
+stage loop (:class:`run.TargetRun`: same launch path, same checks that the baseline did not
 speculate and that the candidate did) and :func:`analysis.analyze` for the speed-up, so an A/B and a
 sweep agree on the same pair. With one candidate there is nothing to select among.
 """
@@ -39,13 +39,14 @@ from ..results.kinds import Role
 from . import Combination, CombinationRunner, Reporter, RunnerIO, long_context
 from .init_configs import this_hardware
 from .launcher import Launcher
-from .run import MemoryStore
-from .schedule import Design, stage_steps
+from .run import TargetRun
+from .schedule import Design
 from .session import MIN_WINDOW_S
 from .stage_plan import plan_stages
 from .stage_rows import RowWriter, StagedDesign
-from .stage_runner import StageRunner, TargetPlan
-from .target_plan import choose_design, conversation
+from .stages import Budget
+from .store import RowStore
+from .target_plan import TargetPlan, choose_design, conversation
 
 WIDTH = 78
 AB_NAME = "ab"
@@ -87,13 +88,13 @@ def run_ab(plan: ABPlan, backend: Backend, backend_name: str, logs_dir: Path, re
         reporter.warning(busy.message)
     # settings as a sweep saves them: a key passed after -- is masked (sweep/resume.py)
     settings = {**plan.settings.to_dict(), "extra_args": redact_args(plan.settings.extra_args)}
-    store = MemoryStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
+    store = RowStore(ResultsFile(name=AB_NAME, hardware=this_hardware(), backend=backend_name, model_family="",
                                     settings=settings, results=(), timestamp=now_iso(), schema_version=SCHEMA_VERSION,
                                     tool_version=__version__, host=host_info(), prompt_set=prompt_set,
                                     made_by="bench.py", load_before=[{"at": now_iso(), **load.to_dict()}]))
     reporter.note(f"{design.label} — {why}")
     with machine_load.Monitor() as monitor:
-        _measure(ab_plan(plan, runner.prompts, design, why), runner, store, reporter, plan.options)
+        _measure(ab_plan(plan, runner.prompts, design, why), runner, store, reporter)
         results = store.current()
         rows = {r.role: _with_load(r, monitor) for r in results.results}
     ordered = tuple(r for role in (Role.BASELINE, Role.SPECULATIVE) if (r := rows.get(role)) is not None)
@@ -109,24 +110,19 @@ def ab_plan(plan: ABPlan, prompts: Sequence[Prompt], design: Design, why: str) -
     return TargetPlan(baseline, {candidate.name: candidate}, design, why, stages, tuple(prompts))
 
 
-def _measure(target: TargetPlan, runner: CombinationRunner, store: MemoryStore, reporter: Reporter,
-             options: MeasureOptions) -> None:
-    """Every stage of the A/B (the stage runner stops each server it started, Ctrl-C included); the candidate
-    is skipped when the baseline failed."""
+def _measure(target: TargetPlan, runner: CombinationRunner, store: RowStore, reporter: Reporter) -> None:
+    """Every stage of the A/B (each server stopped before this returns, Ctrl-C included); the candidate is
+    skipped when the baseline failed."""
     rows = RowWriter(store, runner, StagedDesign(target.design, target.stages.horizon, target.stages.size,
                                                  target.stages.fixed))
-    names = list(target.candidates)
-    total = target.stages.horizon * len(stage_steps(target.design, 0, target.stages.stage(0), 0, names))
-    stages = StageRunner(Launcher(runner, reporter, time.perf_counter), target, rows, reporter, options, (0, total))
+    run = TargetRun(Launcher(runner, reporter, time.perf_counter), target, rows, reporter)
+    no_budget = Budget(None, time.perf_counter, 0.0, 0.0)
     for stage in range(target.stages.horizon):
-        outcome = stages.run(stage, names, stop=lambda: False)
-        if outcome.baseline_failed is not None:
-            why = f"skipped: the baseline of {target.label} failed ({outcome.baseline_failed.splitlines()[0]})"
-            for combo in target.candidates.values():
-                if rows.row(combo) is None:
-                    reporter.row_recorded(rows.skipped(combo, why))
+        if run.stage(stage, {name: list(target.stages.stage(stage)) for name in target.candidates}, no_budget):
+            for row in rows.skip_unmeasured(target.baseline, target.candidates.values(), run.baseline_failed):
+                reporter.row_recorded(row)
             return
-        if outcome.dead:
+        if run.dead:
             return
 
 

@@ -255,17 +255,17 @@ def validate_config(data: Any, *, source: str = "<config>", base_dir: str = ".",
     backend = _backend_of(data.get("backend", "llamacpp"), problems)
     backend_name = backend.config_name if backend else "llamacpp"
     resolve = backend.resolve_model if backend else expand_path
-    raw_settings = data.get("settings")
-    allow_remote = isinstance(raw_settings, dict) and raw_settings.get("allow_remote") is True
+    origin = Origin(overrides)
+    settings_problems: list[Problem] = []      # said after the models', as the file orders them
+    settings = check_settings(data.get("settings", {}), backend=backend.settings_class if backend else BackendSettings,
+                              path_keys=backend.path_settings if backend else (), base_dir=base_dir, origin=origin,
+                              other_backends=_other_backend_keys(backend), problems=settings_problems)
     targets = _check_models("targets", data.get("targets"), base_dir, problems, required=True, resolve=resolve,
-                            warnings=warnings, allow_remote=allow_remote)
+                            warnings=warnings, allow_remote=settings.allow_remote)
     drafts = _check_models("drafts", data.get("drafts", []), base_dir, problems, required=False, resolve=resolve,
                            warnings=warnings)
     candidates = parse_candidates(data.get("candidates"), drafts, base_dir, problems, resolve)
-    origin = Origin(overrides)
-    settings = check_settings(data.get("settings", {}), backend=backend.settings_class if backend else BackendSettings,
-                              path_keys=backend.path_settings if backend else (), base_dir=base_dir, origin=origin,
-                              other_backends=_other_backend_keys(backend), problems=problems)
+    problems.extend(settings_problems)
     if backend:
         problems.extend(backend.validate_settings(settings))
         settings = backend.settled(settings)       # e.g. LM Studio's client "auto" → the path it takes

@@ -44,6 +44,7 @@ class Session:
     seen: set[str] = field(default_factory=set)
     methods: tuple[str, ...] | None = None        # what /slots said it ran, asked before it stops
     memory: ServerMemory | None = None            # what it held (Server.memory_use), asked before it stops
+    memory_counted: bool = False                  # its memory is in its row's (which counts the servers that said)
 
 
 class LaunchFailed(Exception):

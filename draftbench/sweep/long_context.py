@@ -11,15 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from ..common.errors import ModelProblem, Problem, UsageError
+from ..analysis.context_length import at_length
+from ..analysis.context_length import lengths as context_lengths
+from ..analysis.decision import decide
+from ..common.errors import ModelProblem, Problem, ResultsFileError, UsageError
 from ..config.long_documents import LONG_CATEGORIES, LONG_TASKS, sources_of
 from ..config.long_prompts import LongPromptBuilder, server_context
 from ..config.model_ref import ModelRef
 from ..config.prompt import Prompt
+from ..results.file import ResultsFile
 from ..results.kinds import Role
 from .config_file import SweepConfig
 from .plan import Combination, candidates
 from .runner import CombinationRunner, log_slug
+from .store import RowStore
 
 TOKENIZER_CTX = 512      # the tokenizer server generates nothing: a small KV cache is enough
 
@@ -112,3 +117,31 @@ def prompt_set_record(record: dict | None, built: dict[str, LongPrompts]) -> dic
                                     **{k: v for b in built.values() for k, v in b.record["sources"].items()}},
                         "targets": {**(then.get("targets") or {}),
                                     **{label: b.record["prompts"] for label, b in built.items()}}}}
+
+
+def prompts_by_length(store: RowStore, runner: CombinationRunner, target: ModelRef, prompts: list[Prompt],
+                      more: int) -> list[tuple[int | None, list[Prompt]]]:
+    """The prompts each prompt length of ``target`` measures: the sweep's own without a context axis; else the
+    target's long prompts, cut with its own tokenizer and recorded in the results (none when every length of
+    the target is measured and decided already: a resumed sweep does not start a server to cut them again)."""
+    settings = runner.settings
+    lengths = context_lengths(settings)
+    if not lengths:
+        return [(None, list(prompts))]
+    if _settled(store.current(), target.label, lengths, more):
+        return []
+    built = build(runner, target, lengths, filler=settings.context_filler, seed=settings.seed)
+    record = store.current().prompt_set
+    changed = changed_sources(record, built)
+    if changed:
+        raise ResultsFileError(f"the results file was measured on other long prompts: {changed}",
+                               "use --results with a new file name, or the Python that made the file")
+    store.describe_prompts(prompt_set_record(record, {target.label: built}))
+    return [(n, built.by_length[n]) for n in lengths]
+
+
+def _settled(results: ResultsFile, label: str, lengths: tuple[int, ...], more: int) -> bool:
+    rows = [r for r in results.rows_of(label) if r.context_tokens is not None]
+    if {r.context_tokens for r in rows if r.measured} != set(lengths) or not all(r.measured for r in rows):
+        return False
+    return all(d.final(more) for n in lengths for d in decide(at_length(results, n)).values())

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..analysis.stats import rounded
-from ..analysis.verdict import summarize_records
+from ..analysis.verdict import analyze_rows, summarize_records
 from ..backends.base import Backend, LaunchSpec, Server, SpeculationStatus
 from ..common.errors import DraftbenchError, ServerError, ServerErrorKind
 from ..common.redact_secrets import redact_args
@@ -35,6 +35,7 @@ from .ceilings import resolve
 from .console import Reporter
 from .plan import Combination
 from .preflight import combination_problem
+from .store import RowStore
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,20 @@ class CombinationRunner:
             if server is not None:
                 server.stop()
                 self.reporter.server_stopped()
+
+    def run_each(self, combos: list[Combination], store: RowStore, show_k: bool) -> None:
+        """Other concurrency levels, drafts alone and ceiling runs: each on a server of its own, in plan order, its
+        row recorded and shown as analysed against its target's rows."""
+        failed: dict[str, str] = {}
+        for index, combo in enumerate(combos, 1):
+            row = store.row(combo.key)
+            if row is not None and row.measured:
+                continue
+            self.reporter.combination_started(index, len(combos), combo.title(show_k))
+            row = store.record(self.run(combo, index, failed, results=store.current()))
+            if combo.role is Role.BASELINE and not row.ok:
+                failed[combo.target.label] = row.reason or row.status
+            self.reporter.row_recorded(analyze_rows(store.current(), [row.key])[0])
 
     def _row_of(self, combo: Combination, server: Server, measured: Measured, base: dict, started: float) -> Row:
         """The row of a measured combination (an error row when a baseline turns out to speculate)."""

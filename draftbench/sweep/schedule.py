@@ -1,6 +1,6 @@
 """The measurement schedule: which server measures which request, in what order — as pure functions.
 
-The sweep's stages (``sweep/stage_runner.py``) and so the simulator (``benchmarks/verdicts.py``, which
+The sweep's stages (``sweep/run.py``) and so the simulator (``benchmarks/verdicts.py``, which
 runs the sweep) take their order from here.
 
 **Stages.** Every stage measures its prompts (``sweep/stage_plan.py``: fresh ones, or the whole set
@@ -27,7 +27,7 @@ sweep hits early and late candidates alike.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -108,10 +108,12 @@ class StageStep:
     compared_with: tuple[int, ...] = ()
 
 
-def stage_steps(design: Design, stage: int, prompts: Sequence[int], run: int,
-                candidates: Sequence[str]) -> list[StageStep]:
+def stage_steps(design: Design, stage: int, prompts: Sequence[int], run: int, candidates: Sequence[str],
+                owed: Mapping[str, Sequence[int]] | None = None) -> list[StageStep]:
     """One stage's steps: every candidate measures ``prompts`` once (repetition ``run``), in the design's order,
     the candidates' order reversed on odd stages (a drift over the stage hits early and late ones alike).
+    ``owed``: the prompts each candidate still owes the stage (a stage a stop cut: only the rest is measured,
+    in the stage's order; the baseline servers measure what the candidates beside or around them owe).
 
     * interleaved: one baseline server for the stage; each candidate's server beside it in turn, requests in
       ABBA order (each candidate request has a baseline request for the same prompt seconds apart, and what
@@ -120,17 +122,23 @@ def stage_steps(design: Design, stage: int, prompts: Sequence[int], run: int,
     * sequential: one baseline server, then each candidate (drift-prone: upstream's order).
     """
     names = list(candidates) if stage % 2 == 0 else list(reversed(candidates))
-    pairs = [(run, p) for p in prompts]
-    if not names:                       # a target without candidates: its baseline alone
-        return [StageStep(None, 0, _alone(Side.BASELINE, pairs))]
+
+    def pairs_of(name: str | None) -> list[tuple[int, int]]:
+        wanted = set(prompts) if owed is None else \
+            {p for n in ([name] if name is not None else names) for p in owed.get(n, prompts)}
+        return [(run, p) for p in prompts if p in wanted]
+    if not names:                       # a target without candidates: its baseline alone, every prompt
+        return [StageStep(None, 0, _alone(Side.BASELINE, [(run, p) for p in prompts]))]
     if design is Design.INTERLEAVED:
-        return [StageStep(name, 0, abba(pairs), (0,)) for name in names]
-    base = _alone(Side.BASELINE, pairs)
-    cand = _alone(Side.CANDIDATE, pairs)
-    steps = [StageStep(None, 0, base)]
+        return [StageStep(name, 0, abba(pairs_of(name)), (0,)) for name in names]
+    steps = [StageStep(None, 0, _alone(Side.BASELINE, pairs_of(None) if design is Design.SEQUENTIAL
+                                       else pairs_of(names[0])))]
     for i, name in enumerate(names):
+        cand = _alone(Side.CANDIDATE, pairs_of(name))
         if design is Design.BRACKETED:
-            steps += [StageStep(name, None, cand, (i, i + 1)), StageStep(None, i + 1, base)]
+            after = sorted(set(pairs_of(name)) | set(pairs_of(names[i + 1]) if i + 1 < len(names) else ()),
+                           key=lambda pair: list(prompts).index(pair[1]))
+            steps += [StageStep(name, None, cand, (i, i + 1)), StageStep(None, i + 1, _alone(Side.BASELINE, after))]
         else:
             steps.append(StageStep(name, None, cand, (0,)))
     return steps

@@ -1,8 +1,9 @@
 """The sweep on the command line: the results file saved after every row, resumable, interruptible.
 
 The session owns the results file: it opens (or resumes) it, runs the sweep through
-:func:`draftbench.sweep.run.run_sweep` with itself as the row store (every row re-analysed and
-the file rewritten atomically), and writes the report at the end — also after Ctrl-C.
+:func:`draftbench.sweep.run.run_sweep` with a :class:`SessionStore` (every row saved in the file's journal as it
+is recorded, with the machine's load while it was measured; nothing analysed until the end), and writes the
+analysed file and the report at the end — also after Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,16 +26,16 @@ from ..config.long_documents import LONG_CATEGORIES
 from ..config.prompts import prompts_for
 from ..lifetime import machine_load
 from ..lifetime.process import prepare_to_start_servers
-from ..results.file import ResultsFile, Row, now_iso, save_results
+from ..results.file import ResultsFile, Row, now_iso
 from ..results.findings import Code
-from ..results.kinds import Status
 from ..results.output_paths import logs_dir_for
 from . import long_context
 from .config_file import SweepConfig
 from .console import Console, Reporter
 from .plan import plan
 from .resume import open_results
-from .run import run_sweep
+from .run import SweepOutcome, run_sweep
+from .store import RowStore
 
 MIN_WINDOW_S = 0.001      # the shortest window a row's load is read over (its latest reading)
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -90,51 +91,42 @@ class Sweep:
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
         # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
         results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
+        self._header(results, len(combos), len(selection.prompts) if not lengths else len(LONG_CATEGORIES) * len(lengths))
+        for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
+            self.reporter.note(note)
+        self.monitor = machine_load.Monitor().start()
+        store = SessionStore(results, self.results_path, self.monitor)   # the file saved, its journal started
+        outcome: SweepOutcome | None = None
+        try:
+            outcome = run_sweep(self.config, self.backend, store=store, reporter=self.reporter,
+                                clock=self.options.clock, logs_dir=logs_dir_for(self.results_path), more=self.options.more)
+        except KeyboardInterrupt as exc:
+            self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
+        finally:
+            self.monitor.stop()
+            # what run_sweep returns, analysed once, is what the console, the file and the report show
+            results = self.results = outcome.results if outcome is not None else analyze(store.current())
+            store.finish(results)
+            chart_written = self.chart_path is not None and self._write_chart(results)
+        if outcome is None:
+            return EXIT_INTERRUPTED
+        self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
+        # Eliminated candidates are a finished race's outcome, not a failure; not probed ones are.
+        return EXIT_OK if outcome.complete and all(r.measured for r in results.results) else EXIT_INCOMPLETE
+
+    def _header(self, results: ResultsFile, runs: int, prompts: int) -> None:
+        """What will run: how many combinations, how many done (a resumed file) and how many still in stages."""
+        settings = self.config.settings
         done = {r.key for r in results.results if r.measured}
         undecided = {t for _n, part in each_length(results) for t, d in decide(part).items()
                      if not d.final(self.options.more)}
         open_rows = {r.key for r in results.results if r.key in done and r.target in undecided and r.ok}
         self.reporter.sweep_header(n_targets=len(self.config.targets), n_drafts=len(self.config.drafts),
-                                   n_candidates=len(self.config.candidates), n_runs=len(combos),
-                                   n_prompts=len(selection.prompts) if not lengths else
-                                   len(LONG_CATEGORIES) * len(lengths), runs=settings.runs,
-                                   max_tokens=settings.max_tokens, backend=self.config.backend,
+                                   n_candidates=len(self.config.candidates), n_runs=runs, n_prompts=prompts,
+                                   runs=settings.runs, max_tokens=settings.max_tokens, backend=self.config.backend,
                                    resumed_from=str(self.results_path) if done else None,
                                    n_done=len(done - open_rows), n_open=len(open_rows),
                                    per_stage=settings.prompts_per_stage)
-        for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
-            self.reporter.note(note)
-        self.results = analyze(results)
-        save_results(self.results, self.results_path)
-        interrupted = False
-        self.monitor = machine_load.Monitor().start()
-        try:
-            run_sweep(self.config, self.backend, store=self, reporter=self.reporter, clock=self.options.clock,
-                      logs_dir=logs_dir_for(self.results_path), more=self.options.more)
-        except KeyboardInterrupt as exc:
-            interrupted = True
-            self.reporter.interrupted(str(exc) or "Ctrl-C", str(self.results_path))
-        finally:
-            self.monitor.stop()
-            results = self.results = analyze(self.results)
-            save_results(results, self.results_path)
-            chart_written = self.chart_path is not None and self._write_chart(results)
-        if interrupted:
-            return EXIT_INTERRUPTED
-        self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
-        # Eliminated candidates are a finished race's outcome, not a failure; not probed ones are.
-        unmeasured = any(not r.measured for r in results.results)
-        return EXIT_INCOMPLETE if unmeasured or any(r.status is Status.NOT_PROBED for r in results.results) \
-            else EXIT_OK
-
-    def current(self) -> ResultsFile:
-        assert self.results is not None
-        return self.results
-
-    def describe_prompts(self, prompt_set: dict) -> None:
-        """The prompts measured, as built during the sweep (long prompts: per target, with their sources)."""
-        self.results = replace(self.current(), prompt_set=prompt_set)
-        save_results(self.results, self.results_path)
 
     def _load_before(self, results: ResultsFile) -> ResultsFile:
         """Read the machine's load for a second, record it, and say so up front when it is busy."""
@@ -143,29 +135,6 @@ class Sweep:
         if finding is not None:
             self.reporter.warning(finding.message)
         return replace(results, load_before=[*(results.load_before or ()), {"at": now_iso(), **load.to_dict()}])
-
-    def _with_machine_load(self, row: Row) -> Row:
-        """The row with the load of the window it was just measured in (its wall time grew by that much)."""
-        prior = self.current().row(row.key)
-        summary = prior.machine_load if prior is not None else row.machine_load
-        grew = (row.wall_time or 0.0) - ((prior.wall_time or 0.0) if prior is not None else 0.0)
-        if len(row.requests) > (len(prior.requests) if prior is not None else 0):
-            grew = max(grew, MIN_WINDOW_S)      # new requests in a window too short to round above 0
-        load = self.monitor.over_last(grew) if self.monitor is not None and grew > 0 else None
-        if load is not None:
-            summary = machine_load.add_window(summary, load)
-        row = replace(row, machine_load=summary)
-        finding = busy_row(row)
-        kept = tuple(w for w in row.warnings if w.code is not Code.BUSY_MACHINE)
-        return replace(row, warnings=kept + ((finding,) if finding else ()))
-
-    def record(self, row: Row) -> Row:
-        """Add (or replace) a row with the machine's load while it was measured, re-analyse and rewrite the
-        file; the row as analysed."""
-        row = self._with_machine_load(row)
-        self.results = analyze(self.current().with_row(row))
-        save_results(self.results, self.results_path)
-        return self.results.row(row.key) or row
 
     def _write_chart(self, results: ResultsFile) -> bool:
         from ..report import write_report
@@ -177,3 +146,30 @@ class Sweep:
             self.reporter.warning(f"could not write the report {self.chart_path}: {exc}; regenerate it with "
                                   f"--chart-only --results {self.results_path}")
             return False
+
+
+class SessionStore(RowStore):
+    """The command line's row store: the results file saved as it goes (its journal), each row with the load other
+    programs put on the machine while it was measured."""
+
+    def __init__(self, results: ResultsFile, path: Path, monitor: machine_load.Monitor):
+        super().__init__(results, path)
+        self.monitor = monitor
+
+    def record(self, row: Row) -> Row:
+        return super().record(self._with_machine_load(row))
+
+    def _with_machine_load(self, row: Row) -> Row:
+        """The row with the load of the window it was just measured in (its wall time grew by that much)."""
+        prior = self.row(row.key)
+        summary = prior.machine_load if prior is not None else row.machine_load
+        grew = (row.wall_time or 0.0) - ((prior.wall_time or 0.0) if prior is not None else 0.0)
+        if len(row.requests) > (len(prior.requests) if prior is not None else 0):
+            grew = max(grew, MIN_WINDOW_S)      # new requests in a window too short to round above 0
+        load = self.monitor.over_last(grew) if grew > 0 else None
+        if load is not None:
+            summary = machine_load.add_window(summary, load)
+        row = replace(row, machine_load=summary)
+        finding = busy_row(row)
+        kept = tuple(w for w in row.warnings if w.code is not Code.BUSY_MACHINE)
+        return replace(row, warnings=kept + ((finding,) if finding else ()))

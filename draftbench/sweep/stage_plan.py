@@ -58,6 +58,11 @@ class StagePlan:
         chunks = list(self.chunks[:stage]) + _cut(rest, size)
         return StagePlan(self.horizon, self.size, False, tuple(chunks), self.prompts, self.units)
 
+    def sized(self, stage: int, known: Decision | None) -> StagePlan:
+        """The fresh stages from ``stage`` on cut at the size the stages before it ask for (:func:`measured_size`;
+        ``known``: the decision on them): a resumed run re-derives every stage's size as it goes, the same."""
+        return self if known is None or not known.looks else self.resized(stage, measured_size(known, self.size, stage))
+
     def describe(self) -> str:
         if self.fixed:
             return (f"up to {self.horizon} stage(s), each measuring all {self.prompts} prompt(s) on fresh servers "
@@ -120,14 +125,15 @@ def stage_size(prompt_spread: float, session_spread: float, load_s: float, reque
     return int(min(2 * planned, max(planned, round(best))))
 
 
-def measured_size(known: Decision, planned: int) -> int:
+def measured_size(known: Decision, planned: int, stage: int | None = None) -> int:
     """The size the next stage takes, from what the stages so far measured: the candidates' spread from prompt to
     prompt, the machine's pair spread (the planned size while it is only assumed), a server's load time and a
-    request's, as the rows recorded them (a prompt costs a candidate's request and its baseline's)."""
+    request's, as the rows recorded them before ``stage`` (a prompt costs a candidate's request and its baseline's)."""
     ev = known.evidence
     spreads = [found[0] for s in ev.series.values() if s and (found := within_spread(s))[1] > 0]
     loads = [r.load_time_s for r in ev.rows.values() if r.load_time_s]
-    requests = [q.total_s for r in ev.rows.values() for q in r.requests if q.total_s and q.error is None]
+    requests = [q.total_s for r in ev.rows.values() for q in r.requests if q.total_s and q.error is None
+                and (stage is None or (q.block is not None and q.block < stage))]
     if not spreads or not loads or not requests or ev.spread.pair.uncertainty is None:
         return planned
     share = 1.0 + 1.0 / max(1, len(ev.rows))             # a candidate's load, and its share of the baseline's

@@ -1,30 +1,24 @@
-"""The rows a target's stages write: after every step, each side's requests added to its row (so nothing
-measured is lost to a stop), a failure recorded with what it measured before it, a candidate skipped when
-its target's baseline failed, and a candidate never measured before the budget ran out ("not probed")."""
+"""The rows a target's stages write: every request added to its side's row as it finishes (so nothing measured
+is lost to a stop: a request measured is a request kept), a failure recorded with what it measured before it,
+a candidate skipped when its target's baseline failed, and a candidate never measured before the budget ran
+out ("not probed")."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from ..analysis.stats import rounded
 from ..analysis.verdict import summarize_records
-from ..results.file import RequestRecord, ResultsFile, Row
+from ..results.file import RequestRecord, Row
 from ..results.kinds import Role, Status
 from ..results.memory import ServerMemory
 from .launcher import Session
 from .plan import Combination
 from .runner import CombinationRunner, ServerInfo, speculation_outcome
 from .schedule import Design, is_stateful
-
-
-class RowStore(Protocol):
-    """Where rows go: the session analyses and saves the file after every row; a MemoryStore keeps them."""
-
-    def current(self) -> ResultsFile: ...
-    def record(self, row: Row) -> Row: ...
-    def describe_prompts(self, prompt_set: dict) -> None: ...
+from .store import RowStore
 
 
 @dataclass(frozen=True)
@@ -44,13 +38,13 @@ class StagedDesign:
 
 
 class RowWriter:
-    """Adds a step's records to its rows in ``store``; ``runner`` knows each row's base fields."""
+    """Adds each request to its row in ``store``; ``runner`` knows each row's base fields."""
 
     def __init__(self, store: RowStore, runner: CombinationRunner, design: StagedDesign):
         self.store, self.runner, self.design = store, runner, design
 
     def row(self, combo: Combination) -> Row | None:
-        return self.store.current().row(combo.key)
+        return self.store.row(combo.key)
 
     def measured(self, combo: Combination, session: Session, new: list[RequestRecord], wall: float) -> Row:
         """The row with ``new`` added (an error row when a baseline turns out to speculate)."""
@@ -96,8 +90,27 @@ class RowWriter:
         records = prior.requests if prior is not None else ()
         return self.store.record(Row(status=Status.SKIPPED, reason=why, **self._common(combo, prior, records, 0.0)))
 
-    def not_probed(self, combo: Combination, why: str) -> Row:
-        return self.store.record(Row(status=Status.NOT_PROBED, reason=why, **self._common(combo, None, (), 0.0)))
+    def skip_unmeasured(self, baseline: Combination, candidates: Iterable[Combination], reason: str | None) -> list[Row]:
+        """The baseline failed: its candidates not measured yet are skipped, with why (as upstream) — all of them
+        when it failed before measuring anything; a candidate's own error row is kept."""
+        row = self.row(baseline)
+        measured_before = row is not None and bool(row.requests)
+        reason = reason or (row.reason if row is not None else None) or "not measured"
+        why = f"skipped: the baseline of {baseline.target.label} failed ({reason.splitlines()[0]})"
+        return [self.skipped(combo, why) for combo in candidates
+                if (mine := self.row(combo)) is None or (not measured_before and mine.status is Status.OK)]
+
+    def not_probed(self, candidates: Iterable[Combination], why: str) -> list[Row]:
+        """The candidates never measured (the budget ran out first)."""
+        return [self.store.record(Row(status=Status.NOT_PROBED, reason=why, **self._common(combo, None, (), 0.0)))
+                for combo in candidates if self.row(combo) is None]
+
+    def eliminated(self, why: dict[Combination, str]) -> None:
+        """The candidates a look left behind (the race), marked so with why; their measurements kept."""
+        for combo, reason in why.items():
+            row = self.row(combo)
+            if row is not None and row.status is Status.OK:
+                self.store.record(replace(row, status=Status.ELIMINATED, reason=f"eliminated: {reason}"))
 
     def bracket(self, combo: Combination, stage: int, session: str) -> None:
         """A bracketed candidate's requests of ``stage`` are compared with the baseline server after them too."""
@@ -123,13 +136,8 @@ def peak_memory(prior: Row | None, session: Session) -> ServerMemory | None:
     earlier = prior.memory if prior is not None else None
     if session.memory is None:
         return earlier
-    counted = prior is not None and any(r.session == session.id for r in prior.requests)
+    counted, session.memory_counted = session.memory_counted, True
     return (earlier or ServerMemory()).most(session.memory, new_session=not counted)
-
-
-def is_pending(row: Row | None) -> bool:
-    """A row the stages may still measure: none yet, or measured and not failed."""
-    return row is None or row.status in (Status.OK, Status.ELIMINATED, Status.NOT_PROBED)
 
 
 def in_stages(combo: Combination) -> bool:

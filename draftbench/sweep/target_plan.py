@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..backends.base import Backend
 from ..config.prompts import Prompt
@@ -20,9 +21,24 @@ from ..results.kinds import Role
 from .estimate import Estimator, estimate_of
 from .plan import Combination
 from .schedule import Design, Side, stage_cost, stage_steps
-from .stage_plan import plan_stages
+from .stage_plan import StagePlan, plan_stages
 from .stage_rows import in_stages
-from .stage_runner import TargetPlan
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """What one target's stages measure: its baseline, its candidates by name, the design and the prompts."""
+
+    baseline: Combination
+    candidates: dict[str, Combination]
+    design: Design
+    why: str
+    stages: StagePlan
+    prompts: tuple[Prompt, ...]
+
+    @property
+    def label(self) -> str:
+        return self.baseline.target.label
 
 
 def choose_design(settings: Settings, backend: Backend, target: Combination, candidates: Sequence[Combination]

@@ -17,6 +17,7 @@ as synthetic everywhere. This module is pure: rows in, numbers and sentences out
 
 from __future__ import annotations
 
+from ...config.settings import DEFAULTS
 from ...results.file import Row
 from ...results.kinds import CeilingLevel, Role
 from ...results.speedup import Speedup, plain
@@ -94,7 +95,8 @@ def describe(summary: dict) -> str:
     return "; ".join(parts)
 
 
-def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str, noise_floor: float = 0.02) -> str | None:
+def no_draft_can_pay(rows: tuple[Row, ...] | list[Row], target: str,
+                     noise_floor: float = DEFAULTS.noise_floor) -> str | None:
     """The verdict's sentence when even the draft with the highest ceiling (at equal k, the cheapest),
     with every drafted token accepted, is shown not to beat the target alone by the noise floor: the
     upper end of its interval is below 1 + floor (None otherwise — a ceiling not shown below it is no

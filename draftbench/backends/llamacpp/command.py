@@ -245,11 +245,12 @@ def server_environment(caps: dict, environ: dict[str, str]) -> ServerEnvironment
 def build_command(binary: str, caps: dict, spec: LaunchSpec, *, rpc_devices: dict[str, list[str]] | None = None,
                   local: list[str] | None = None, inherited: tuple[str, ...] = ()) -> list[str]:
     """The exact llama-server command for one combination, using only flags this build knows; ``inherited``:
-    the flags standing for the environment's variables, first, so that every later flag wins as it would."""
+    the flags standing for the environment's variables, first (after ``--rpc``, which must precede any device name
+    one of them may hold), so that every later flag wins as it would."""
     rpc_first, draft_devices = rpc_arguments(caps, spec, rpc_devices or {}, local or [])
     # -c is the whole KV pool, split evenly across the -np slots (llama.cpp without --kv-unified,
     # which is off when -np is given): N slots need N times ctx_size for each to keep ctx_size.
-    cmd = [binary, *inherited, *rpc_first, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
+    cmd = [binary, *rpc_first, *inherited, "-m", spec.target, "--host", spec.host, "--port", str(spec.port),
            "-c", str(spec.ctx_size * spec.concurrency), "-ngl", str(spec.gpu_layers)]
     slots = first_flag(caps, "-np", "--parallel")
     if slots:
