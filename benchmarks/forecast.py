@@ -90,7 +90,7 @@ def figures(trials: list[Trial]) -> dict:
             "continued_unresolved": sum(t.first.decision == "unresolved" for t in continued),
             "forecast_stages_median": statistics.median([t.forecast for t in named]) if named else None,
             "recommends": final["recommends"], "false": final["false"], "recommendations": final["recommendations"],
-            "covered": final["covered"], "within": final["within"],
+            "covered": final["covered"], "within": final["within"], "covered_by_look": final["covered_by_look"],
             "blocker_floor": sum(t.blocker == "floor" for t in blocked),
             "blocker_margin": sum(t.blocker == "margin" for t in blocked),
             "named_floor_margin_blocked": sum(t.blocker == "margin" and t.forecast_about == "floor" for t in blocked),
