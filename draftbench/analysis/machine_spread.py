@@ -246,7 +246,7 @@ class MachineSpread:
             keys = set(comparisons) | set(self._comparisons)
             if all(tuple(s for s in comparisons.get(k, ()) if s.order <= last)
                    == tuple(s for s in self._comparisons.get(k, ()) if s.order <= last) for k in keys):
-                new._cache = {cut: v for cut, v in self._cache.items() if cut in set(new._orders)}
+                new._cache = dict(self._cache)      # every cut it knew is one of the new orders
         return new
 
     def at(self, order: int | None = None) -> Spread:
