@@ -12,7 +12,7 @@ import pytest
 from draftbench.analysis.decision import Outcome, Rule, Why, decide_target, judge, replay
 from draftbench.analysis.machine_spread import ASSUMED, ASSUMED_SPREAD, MachineSpread, Spread
 from draftbench.analysis.replication import Estimate, SessionVariance
-from draftbench.analysis.settle import stages_to_clear
+from draftbench.analysis.settle import Projection, stages_to_clear
 from draftbench.analysis.spending import Spending
 from draftbench.analysis.stage_evidence import StageSample, contrast, crossed, estimate_stages, series_from
 from draftbench.analysis.stage_records import TargetStages
@@ -316,3 +316,15 @@ def test_a_spread_grown_look_by_look_is_the_spread_built_at_once():
             assert grown.at(order) == at_once.at(order)
     changed = {**full, ("T1", "a"): full[("T1", "a")][:2]}      # a comparison with fewer stages: built afresh
     assert grown is not None and grown.grown(changed).at(None) == MachineSpread(changed).at(None)
+
+
+def test_where_nine_futures_in_ten_do_not_decide_within_the_cap_the_forecast_says_what_they_do_say():
+    """'More than 60' was false in 14 of 25 sweeps continued by 60 (docs/statistics.md): the sentence gives the share
+    of the simulated futures that decide within the cap and the stages by which half of them do."""
+    text = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", 4, 0.87).describe(6)
+    assert text.startswith("not likely within 60 more server pairs") and "(87% do)" in text
+    assert "24 more prompts × 4 more server pair(s)" in text and text.endswith("--more 4 settles it about half the time")
+    few = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", None, 0.31).describe(6)
+    assert few.startswith("more than 360 more prompts × 60") and "only 31% of the futures" in few
+    named = Projection(8, 48, 1.07, "whether b10 is within 2% of b5a", 3, 0.95).describe(6)
+    assert named.startswith("about 48 more prompts × 8 more server pair(s)") and named.endswith("--more 8")

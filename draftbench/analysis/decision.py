@@ -345,8 +345,9 @@ class Decision:
                                 against, rule, number, error)
             return look.decided, tuple(look.eliminated)
 
-        stages = forecast(series, last.contenders, spread, decides, look=last.number, per_stage=ev.per_stage,
-                          set_size=None if ev.fixed else ev.prompt_set)
+        futures = forecast(series, last.contenders, spread, decides, look=last.number, per_stage=ev.per_stage,
+                           set_size=None if ev.fixed else ev.prompt_set)
+        stages = futures.stages if futures is not None else None
 
         def versus_now(a: str, b: str) -> Estimate | None:
             return estimate_stages(contrast(series[a], series[b]), spread.between)
@@ -354,7 +355,8 @@ class Decision:
         about, gain = blocker({n: b.estimate for n, b in last.vs_base.items() if n in series}, versus_now, self.best,
                               floor=rule.floor, margin=rule.margin, error=last.error,
                               apart=rule.spending.contrast_error(last.number, spread.correlation))
-        return Projection(stages, stages * ev.per_stage if stages is not None else None, gain, about)
+        return Projection(stages, stages * ev.per_stage if stages is not None else None, gain, about,
+                          futures.half if futures is not None else None, futures.share if futures is not None else None)
 
     @cached_property
     def power(self) -> str | None:

@@ -13,8 +13,9 @@ in five. So it is forecast the way the looks will decide, not by a formula for o
   simulated bounds: the same spending, the same boundaries beyond the plan);
 * **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided (looked at
   after :data:`LOOKED_AT` stages: every one at first, then further apart); beyond :data:`MAX_EXTRA` it says
-  "more than …". The simulation is seeded by what was measured, so a verdict replayed
-  from its file forecasts the same.
+  "not likely within 60 …" with the share that do decide by then and the stages by which half do ("--more H
+  settles it about half the time": a promise measured too), or "more than …" where fewer than half do. The
+  simulation is seeded by what was measured, so a verdict replayed from its file forecasts the same.
 
 It names what blocks now (:func:`blocker`): of the comparisons the leader must clear to be recommended, the one
 farthest from clearing in standard errors — its gain over the floor, or its margin to a named contender; when no
@@ -57,11 +58,20 @@ class Projection:
     prompts: int | None
     gain: float               # the ratio the blocking comparison is about (a gain to show, or a margin to resolve)
     about: str                # what blocks now: "b10's gain over the +2.0% floor", "whether b10 is within 2% of b5a"
+    half: int | None = None   # stages by which half the simulated futures decide (None: fewer than half by the cap)
+    share: float | None = None  # of the simulated futures, those that decide within MAX_EXTRA stages
 
     def describe(self, stage_size: int) -> str:
+        if self.stages is None and self.half is not None and self.share is not None:
+            return (f"not likely within {MAX_EXTRA} more server pairs per candidate: fewer than {CONFIDENCE:.0%} of the "
+                    f"futures simulated from what was measured settle by then ({self.share:.0%} do); half within about "
+                    f"{self.half * stage_size} more prompts × {self.half} more server pair(s) (blocking now: {self.about}) "
+                    f"— --more {self.half} settles it about half the time")
         if self.stages is None:
+            share = f"only {self.share:.0%}" if self.share is not None else "fewer than half"
             return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs per candidate would "
-                    f"be needed to settle it (blocking now: {self.about})")
+                    f"likely be needed to settle it: {share} of the futures simulated from what was measured settle "
+                    f"within them (blocking now: {self.about})")
         return (f"about {self.prompts} more prompts × {self.stages} more server pair(s) per candidate would settle it "
                 f"({CONFIDENCE:.0%} of the futures simulated from what was measured decide by then; blocking now: "
                 f"{self.about}) — run the same command with --more {self.stages}")
@@ -127,11 +137,21 @@ def _shrunk(now: Mapping[str, _Now], contenders: Sequence[str], shared: float
     return out, shared + statistics.fmean(noise(now[n]) for n in group) / len(group)
 
 
+@dataclass(frozen=True)
+class Futures:
+    """When the simulated futures decide: the stages by which :data:`CONFIDENCE` of them have (None: not within
+    :data:`MAX_EXTRA`), by which half have (None: fewer than half within it), and the share deciding within it."""
+
+    stages: int | None
+    half: int | None
+    share: float
+
+
 def forecast(series: Mapping[str, Series], contenders: Sequence[str], spread: Spread, decides: Decides, *,
-             look: int, per_stage: int, set_size: int | None = None) -> int | None:
-    """Stages after ``look`` by which :data:`CONFIDENCE` of the simulated futures of ``series`` (the candidates still
-    in) have decided; None beyond :data:`MAX_EXTRA`. ``contenders``: those not shown behind the leader (shrunk
-    together); ``set_size``: the prompt set's (past it, more stages narrow only the session's part)."""
+             look: int, per_stage: int, set_size: int | None = None) -> Futures | None:
+    """When the simulated futures of ``series`` (the candidates still in) decide, in stages after ``look`` (None:
+    nothing to simulate). ``contenders``: those not shown behind the leader (shrunk together); ``set_size``: the
+    prompt set's (past it, more stages narrow only the session's part)."""
     now = {n: _now(s, e) for n, s in series.items() if (e := estimate_stages(s, spread.pair)) is not None}
     if not now:
         return None
@@ -149,15 +169,16 @@ def forecast(series: Mapping[str, Series], contenders: Sequence[str], spread: Sp
     rng = random.Random(_seed(now))
     future = _Future(now, pairs, own_stage, shared, stages_now, per_stage, set_size)
     settled: list[int] = []
-    for draw in range(DRAWS):
+    drawn = 0
+    while drawn < DRAWS and drawn - len(settled) <= DRAWS // 2:     # past that, fewer than half can decide
         when = future.first_decision(truth, df, decides, look, rng)
+        drawn += 1
         if when is not None:
             settled.append(when)
-        if len(settled) + (DRAWS - draw - 1) < CONFIDENCE * DRAWS:
-            return None                 # the share cannot be reached any more: more than the cap
     settled.sort()
-    needed = math.ceil(CONFIDENCE * DRAWS)
-    return settled[needed - 1] if len(settled) >= needed else None
+    most, half = math.ceil(CONFIDENCE * DRAWS), math.ceil(DRAWS / 2)
+    return Futures(settled[most - 1] if len(settled) >= most else None,
+                   settled[half - 1] if len(settled) >= half else None, len(settled) / drawn)
 
 
 def _shared_part(own: Mapping[str, float], pairs: Mapping[tuple[str, str], float]) -> float:
