@@ -124,7 +124,8 @@ class StagedVerdict:
                 "eliminated": dict(self.eliminated), "left_out": dict(self.left_out),
                 "not_probed": list(self.not_probed),
                 "settle": None if self.settle is None else {"stages": self.settle.stages, "prompts": self.settle.prompts,
-                                                            "about": self.settle.about,
+                                                            "about": self.settle.about, "half": self.settle.half,
+                                                            "share": self.settle.share,
                                                             "text": self.settle.describe(self.stage_size or 1)},
                 "stages": self.stages, "horizon": self.horizon, "per_stage": self.stage_size,
                 "candidates": self.candidates, "power": self.power}
