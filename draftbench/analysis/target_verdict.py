@@ -60,14 +60,16 @@ def _decided(results: ResultsFile, target: str, level: int, decision: Decision |
     if baseline is None:
         return Decided(Choice(), f"{target}: no baseline was measured, so no draft can be judged.")
     if decision is not None:
-        return _staged(staged_verdict(decision), decision, baseline)
+        return _staged(staged_verdict(decision), decision, baseline, results)
     at_level = [r for r in results.rows_of(target) if r.concurrency == level]
     return Decided(*before_stages(results, target, at_level, baseline, floor))
 
 
-def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row) -> Decided:
+def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row, results: ResultsFile) -> Decided:
     rows = decision.evidence.rows
     row = rows.get(verdict.pick) if verdict.pick else None
+    if row is not None:       # as analysed (its diagnosis: what its gain rests on), not as the decision read it
+        row = next((r for r in results.rows_of(row.target) if r.key == row.key), row)
     best_row = rows.get(verdict.best) if verdict.best else None
     speed = verdict.quote.speedup(decision.rule.noise_floor) if verdict.quote is not None else None
     best = BestPick(verdict.best, best_row.draft if best_row else None, best_row.draft_max if best_row else None,
