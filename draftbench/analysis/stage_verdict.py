@@ -109,6 +109,7 @@ class StagedVerdict:
     candidates: int = 1
     power: str | None = None              # what this sweep's spread would let the stages show (the report's line)
     rests_on: str | None = None           # a recommendation whose gain rests on one prompt type: the figure on the rest
+    memory: str | None = None             # what the pick costs in memory over the target alone (memory_cost.cost_clause)
 
     def to_dict(self) -> dict:
         """As the summary entry keeps it (``stages``): what the report and the exports show."""
@@ -138,7 +139,8 @@ class StagedVerdict:
                       "tokens accepted)" if baseline_tps and row.mean_tps else "")
             among = f"chosen among {self.candidates} candidates " if self.candidates > 1 else ""
             stages = f"{self.stages} stage{'s' if self.stages != 1 else ''}"
-            text = (f"{head}use {self.pick} — expect {quote}{_caveats(row, self.rests_on)}{speeds}; {among}after "
+            memory = f", for {self.memory}" if self.memory else ""
+            text = (f"{head}use {self.pick} — expect {quote}{_caveats(row, self.rests_on)}{speeds}{memory}; {among}after "
                     f"{stages} of fresh server pairs"
                     + (", no other shown more than 2% faster (95%)." if self.candidates > 1 else "."))
         elif self.verdict is Outcome.NOTHING_GAINS:
