@@ -7,6 +7,8 @@ strategy, with the three guarantees on the same sweeps (``simulation/forecast.py
   sweeps          simulated sweeps (each a fresh truth and machine)
   decided         ended with a recommendation or "nothing gains" before any continuation
   forecasts       ended unresolved (or in a shortlist) naming S more stages; "more than": named none
+  half            (in --json) of those naming no S, how many named H ("--more H settles it about half the
+                  time") and, continued by exactly H, then decided (half_named, half_settled)
   settled         of those continued by exactly S, how many then decided (the forecast's promise: ≥ 80%)
   false, covered, within: the guarantees over every sweep as it finally ended
   blocker         at the last look of the unresolved: the leader's floor, or the margin to a contender;
@@ -85,12 +87,14 @@ def figures(trials: list[Trial]) -> dict:
             "shortlist": sum(t.first.decision == "shortlist" for t in trials), "unresolved": len(unresolved),
             "forecasts": len(named), "more_than": sum(t.more_than for t in trials),
             "over_cap": sum(t.over_cap for t in trials), "continued": len(continued),
+            "half_named": sum(t.half_settled is not None for t in trials),
+            "half_settled": sum(bool(t.half_settled) for t in trials),
             "settled": sum(bool(t.settled) for t in continued),
             "settled_unresolved": sum(bool(t.settled) for t in continued if t.first.decision == "unresolved"),
             "continued_unresolved": sum(t.first.decision == "unresolved" for t in continued),
             "forecast_stages_median": statistics.median([t.forecast for t in named]) if named else None,
             "recommends": final["recommends"], "false": final["false"], "recommendations": final["recommendations"],
-            "covered": final["covered"], "within": final["within"],
+            "covered": final["covered"], "within": final["within"], "covered_by_look": final["covered_by_look"],
             "blocker_floor": sum(t.blocker == "floor" for t in blocked),
             "blocker_margin": sum(t.blocker == "margin" for t in blocked),
             "named_floor_margin_blocked": sum(t.blocker == "margin" and t.forecast_about == "floor" for t in blocked),
@@ -102,6 +106,7 @@ def figures(trials: list[Trial]) -> dict:
                       for n, looks in sorted(by_look.items())},
             "trials": [{"first": t.first.decision, "final": t.final.decision, "forecast": t.forecast,
                         "about": t.forecast_about, "blocker": t.blocker, "settled": t.settled,
+                        "half": t.half, "half_settled": t.half_settled,
                         "leader": [t.leader_estimate, t.leader_truth], "stages": [t.first.stages, t.final.stages],
                         "looks": [[x.number, x.df, x.truncated, x.between_df, x.between_truncated] for x in t.looks]}
                        for t in trials]}

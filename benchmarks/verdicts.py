@@ -169,6 +169,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--stages", type=int, help="planned stages per target (default: the scenario's, 6)")
     p.add_argument("--prompts", type=int, help="the prompt set's size (default: the scenario's, 48; issue 43's "
                    "audit: 96)")
+    p.add_argument("--per-stage", type=int, help="prompts per stage (default: the scenario's, 6)")
     p.add_argument("--world", metavar="MODULE:FACTORY", help="an outside noise model written against the backend "
                    "contract, in place of the scenario's machine")
     p.add_argument("--seed", type=int, default=1)
@@ -194,6 +195,8 @@ def main(argv: list[str]) -> int:
     chosen = [known[n] for n in args.scenario] if args.scenario else list(known.values())
     if args.prompts:
         chosen = [replace(s, n_prompts=args.prompts) for s in chosen]
+    if args.per_stage:
+        chosen = [replace(s, per_stage=args.per_stage) for s in chosen]
     print(f"{trials} trials per scenario, seed {args.seed}, design {args.design}"
           + (f", world {args.world}" if args.world else ""))
     print(HEADER)

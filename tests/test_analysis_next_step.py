@@ -49,13 +49,15 @@ def test_an_unresolved_verdict_ends_with_the_command_that_settles_it_and_that_co
     verdict = analyze(results).summary.targets[0]
     assert verdict.stages is not None and verdict.stages.verdict is Outcome.UNRESOLVED
     step = verdict.next_step
-    assert step is not None and step.stages == verdict.stages.settle.stages and step.more == step.stages
+    settle = verdict.stages.settle
+    assert settle is not None and step is not None and step.more == step.stages
+    assert step.stages == (settle.stages or settle.half)     # the projection's, or half the futures' where it has none
     # the console's verdict ends with it: the config, the results file (not the default) and --more S
     command = (f"python sweep.py --config {tmp_path / 'c.json'} --results {tmp_path / 'r.json'} "
                f"--more {step.more}")
     assert f"`{command}`" in text
-    assert re.search(r"Next, to settle a gain of \+[\d.]+% for good \(as projected from what was measured; at most about \d+s on "
-                     r"the machine the sweep ran on, at its pace so far\)", text)
+    assert re.search(re.escape(f"Next, to settle {step.settles} (as projected from what was measured; at most about ")
+                     + r"\d+s on the machine the sweep ran on, at its pace so far\)", text)
     # the same command measures on from where it stopped, keeping every measurement
     before = {r.key: len(r.requests) for r in results.results}
     _, again = unresolved_sweep(tmp_path, more=step.more)
@@ -107,6 +109,11 @@ def test_decided_targets_have_no_next_step_and_an_unreachable_one_says_so_withou
     far = next_step(results, replace(staged, settle=Projection(None, None, 1.01, "a gain of +1.0% for good")))
     assert far is not None and far.stages is None and far.cost_s is None
     assert "more than 60 more server pairs" in far.text("python sweep.py --config c.json") and "`" not in far.text("")
+    # not likely within the cap, but half the simulated futures decide by 20 more: the verdict offers --more 20
+    half = next_step(results, replace(staged, settle=Projection(None, None, 1.01, "a gain of +1.0% for good", half=20,
+                                                                share=0.6)))
+    assert half is not None and half.more == 20 and half.stages == 20
+    assert "about half the time" in half.text("python sweep.py --config c.json") and "--more 20`" in half.text("")
 
 
 def test_one_command_continues_every_open_target_at_the_most_any_asks_for():

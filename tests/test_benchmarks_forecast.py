@@ -9,6 +9,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import forecast
@@ -37,8 +39,14 @@ def test_a_continuation_decides_as_the_command_lines_more_does(tmp_path):
     assert ends[0] == ends[1]
 
 
-def test_each_forecast_is_continued_by_exactly_what_it_named_and_counted(tmp_path):
-    trials = forecast.run_cell("best10", "harsh", "exhaustive", 4, 3, 48, 60, tmp_path, stages=3)
+@pytest.fixture(scope="module")
+def clear_cell(tmp_path_factory):
+    """Six seeded sweeps of the clear grid, three stages planned, each continued by what its verdict named."""
+    return forecast.run_cell("clear", "harsh", "exhaustive", 6, 1, 48, 60, tmp_path_factory.mktemp("cell"), stages=3)
+
+
+def test_each_forecast_is_continued_by_exactly_what_it_named_and_counted(clear_cell):
+    trials = clear_cell
     named = [t for t in trials if t.forecast is not None]
     assert named, "no sweep ended with a forecast: the seeded run no longer tests the harness"
     for t in trials:
@@ -51,12 +59,26 @@ def test_each_forecast_is_continued_by_exactly_what_it_named_and_counted(tmp_pat
             assert t.final == t.first
         assert [look.number for look in t.looks] == list(range(1, len(t.looks) + 1))
     f = forecast.figures(trials)
-    assert f["decided"] + f["shortlist"] + f["unresolved"] == f["sweeps"] == 4
+    assert f["decided"] + f["shortlist"] + f["unresolved"] == f["sweeps"] == 6
     assert f["settled"] <= f["continued"] <= f["forecasts"] and f["false"] == 0.0
     assert f["blocker_floor"] + f["blocker_margin"] <= f["unresolved"]
-    assert "| best10 | harsh | exhaustive | 4 |" in forecast.markdown_line("best10", "harsh", "exhaustive", f)
+    assert "| clear | harsh | exhaustive | 6 |" in forecast.markdown_line("clear", "harsh", "exhaustive", f)
 
 
 def test_the_harness_runs_the_second_noise_model_too(tmp_path):
     trials = forecast.run_cell("null", "audit5", "race", 1, 2, 24, 2, tmp_path, stages=2)
     assert len(trials) == 1 and trials[0].first.false is False
+
+
+def test_sweeps_continued_by_what_they_named_are_counted_settled_when_they_then_decide(clear_cell):
+    """Issue 43's promise is counted, not asserted here (the rates are published in docs/statistics.md, measured
+    with benchmarks/forecast.py): every sweep that ended naming S more stages is continued by exactly S and counted
+    settled exactly when it then recommends or finds that nothing gains; the forecast names what blocks (the floor,
+    or the 2% margin to a named contender)."""
+    continued = [t for t in clear_cell if t.continued]
+    assert continued, "no sweep named S: the seeded run no longer tests the count"
+    for t in continued:
+        assert t.settled == (t.final.decision in ("recommend", "nothing gains"))
+        assert t.forecast_about in ("floor", "margin")
+    f = forecast.figures(clear_cell)
+    assert f["settled"] == sum(bool(t.settled) for t in continued) and f["continued"] == len(continued)

@@ -122,10 +122,16 @@ def test_bursts_of_other_load_are_recorded_on_either_side_and_their_pairs_left_o
             kept = pairs(row, baseline)
             found = left_out(row, baseline)
             assert found.own_load == 0                                 # bursts hit both sides alike
-            assert found.contended >= sum(1 for r in measured if r.other_cpu_share == 0.45)
             assert len(kept) == len(measured) - found.contended
+            # a burst is judged against its side's usual share in the stage: where bursts hit most of a stage's
+            # requests they are that stage's usual share (a busy session), so only a minority is left out
+            minority = {b for b in {r.block for r in measured}
+                        if 2 * sum(r.other_cpu_share == 0.45 for r in measured if r.block == b)
+                        < sum(r.block == b for r in measured)}
+            assert found.contended >= sum(1 for r in measured if r.other_cpu_share == 0.45 and r.block in minority)
             assert all(r.other_cpu_share == 0.02 for r in measured
-                       if any(p.session == r.session and p.prompt_id == r.prompt_id for p in kept))
+                       if r.block in minority and any(p.session == r.session and p.prompt_id == r.prompt_id
+                                                      for p in kept))
 
 
 def test_without_bursts_the_simulated_requests_record_no_share_whatever_this_machine_does():
@@ -144,7 +150,9 @@ def test_a_useless_candidates_own_helper_load_does_not_make_it_look_good():
     scenario = own_load_scenario("helper", Cand("h0", 1.0, helper_rate=0.25, helper_factor=0.6))
     figures = verdicts.run_scenario(scenario, trials=20, seed=7)
     for strategy in ("exhaustive", "race"):
-        assert figures[strategy]["recommends"] <= 0.05
+        # (the harsh model's truth carries the workload's category effect, so some sweeps' truth is above the
+        # floor and recommending it is right: what must not happen is a recommendation of a gain it lacks)
+        assert figures[strategy]["false"] <= 0.05
         assert abs(figures[strategy]["rows_centre"] - 1.0) < 0.03
 
 
@@ -175,3 +183,15 @@ def test_rows_are_centred_when_the_machine_slows_either_side_alike():
                                                                  prompt_sd=0.05),), machine, n_prompts=24, stages=3)
     figures = verdicts.run_scenario(scenario, trials=12, seed=5)
     assert abs(figures["exhaustive"]["rows_centre"] - 1.0) < 0.006
+
+
+def test_stages_grow_where_a_server_load_costs_much_against_a_request():
+    """The stage's size follows the measured spreads and costs (sweep/stage_plan.measured_size): with two-minute
+    loads and a small session spread, the stages after the spread is measured take more than the planned six."""
+    grid = Grid("two", (Cand("a", 1.01), Cand("b", 1.0)), prompt_sd=0.05, own_sd=0.08)
+    result, _, _ = one_sweep(grid, Machine(run_sd=0.05, session_sd=0.005, load_s=120.0), n_prompts=96, stages=6)
+    row = next(r for r in result.results.results if r.draft == "a")
+    sizes = [len({q.prompt_id for q in row.requests if q.block == b}) for b in sorted({q.block for q in row.requests})]
+    assert sizes[:2] == [6, 6] and max(sizes) > 6
+    ids = [q.prompt_id for q in row.requests]
+    assert len(ids) == len(set(ids))                      # still fresh prompts only

@@ -202,10 +202,10 @@ def test_bench_temperature_lists_are_checked(args, message):
 def test_more_measures_only_the_temperatures_left_open(tmp_path):
     from draftbench.sweep.session import RunOptions
     cfg = config(tmp_path)
-    path = sweep(tmp_path, FakeBackend(script()), cfg)
+    path = sweep(tmp_path, FakeBackend(script(noise_at={0.0: 0.4})), cfg)
     stages = json.loads(path.read_text())["summary"]["targets"][0]["temperature"]["per_temperature"]
-    assert "which of them is fastest the stages could not tell" in stages[0]["verdict"]     # 0: a tie, shortlisted
-    more = FakeBackend(script())
+    assert ["unresolved" in s["verdict"] for s in stages] == [True, False, False]   # 0: noisy, left open
+    more = FakeBackend(script(noise_at={0.0: 0.4}))
     assert Sweep(cfg, path, None, reporter=Reporter(), backend=more, options=RunOptions(more=1)).run() == EXIT_OK
     assert more.specs and {s.temperature for s in more.servers if s.requests} == {0.0}
 
@@ -245,7 +245,8 @@ def test_run_sweep_decides_and_keys_each_temperature_on_its_own(tmp_path):
     # each the decision on that temperature's rows alone, as the analysis says it per temperature
     axis = verdicts_of(outcome.results)[0].temperature
     assert axis is not None and [outcome.verdicts[k] for k in keys] == [p.stages for p in axis.per_temperature]
-    assert outcome.verdicts["7B at temperature 0"].pick is None              # a tie at 0: shortlisted
+    # an exact tie at 0 (greedy and probabilistic draft alike there): either is within 2% of the best, so one is named
+    assert outcome.verdicts["7B at temperature 0"].pick in (GREEDY, PROBABILISTIC)
     assert [outcome.verdicts[k].pick for k in keys[1:]] == [PROBABILISTIC, PROBABILISTIC]
 
 

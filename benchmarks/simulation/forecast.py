@@ -61,8 +61,10 @@ class Trial:
     leader_estimate: float | None    # the leader's estimate at the last look (ratio)
     leader_truth: float | None       # its true gain on prompts like these
     looks: tuple[Look, ...]
-    more_than: bool = False          # the forecast said "more than 60 more server pairs"
+    more_than: bool = False          # the forecast named no S: "not likely within 60 …" or "more than …"
     over_cap: bool = False           # named more stages than the harness continues (not continued)
+    half: int | None = None          # named no S but the stages by which half the futures decide ("--more H …")
+    half_settled: bool | None = None  # … continued by exactly H, it then decided (the half figure's promise: ~50%)
 
     @property
     def continued(self) -> bool:
@@ -89,6 +91,11 @@ def forecast_trial(setup: Setup, backend: Backend, truth: Truth, noise_floor: fl
                   est.ratio if est else None, truth.population.get(v.best or "") if v else None,
                   _looks(decision) if decision is not None else (), more_than=named is not None and named.stages is None,
                   over_cap=forecast is not None and forecast > cap)
+    half = named.half if named is not None and forecast is None else None
+    if half is not None and half <= cap:        # "--more H settles it about half the time": continued by H
+        after = continue_by(setup, backend, sim.results, half, folder=folder)
+        return replace(trial, half=half, half_settled=after.verdict is not None and after.verdict.verdict in (
+            Outcome.RECOMMEND, Outcome.NOTHING_GAINS))
     if not trial.continued or forecast is None:
         return trial
     return _continued(trial, setup, backend, sim, truth, noise_floor, forecast, folder)

@@ -26,18 +26,19 @@ last look, capped at what its counters allow, and the noise-floor test is made o
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
 from ..config.settings import Settings
 from ..results.file import ResultsFile
+from .machine_spread import MachineSpread, Spread
 from .moments import ratio_of
 from .replication import Estimate
-from .settle import Projection, power_line, to_settle
+from .settle import Projection, blocker, forecast, power_line
 from .spending import Spending
-from .stage_evidence import MachineSpread, Series, Spread, contrast, estimate_stages, one_sided, quantile, up_to
+from .stage_evidence import Series, contrast, estimate_stages, one_sided, quantile, up_to
 from .stage_records import StageRecords, TargetStages
 
 MARGIN = 0.02          # the pick is within this of the best
@@ -124,29 +125,41 @@ class Look:
         return self.outcome in (Outcome.RECOMMEND, Outcome.NOTHING_GAINS)
 
 
-def _vs(first: Series, second: Series, machine: Spread, error: float) -> Bound | None:
-    est = estimate_stages(contrast(first, second), machine.between)
-    return Bound.of(est, error) if est is not None else None
+Versus = Callable[[str, str], "Bound | None"]     # (a, b) → a against b at a look's error between candidates
 
 
 def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
           waiting: bool = False) -> Look:
     """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
     so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
-    error = rule.spending.error(look)
+    error = rule.spending.error(look, machine.correlation)
+    apart = rule.spending.contrast_error(look, machine.correlation)
     vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate_stages(s, machine.pair)) is not None}
+
+    def versus(first: str, second: str) -> Bound | None:
+        est = estimate_stages(contrast(series[first], series[second]), machine.between)
+        return Bound.of(est, apart) if est is not None else None
+
+    return judge_bounds(vs_base, tuple(series), versus, rule, look, error, waiting)
+
+
+def judge_bounds(vs_base: Mapping[str, Bound], names: Sequence[str], versus: Versus, rule: Rule, look: int,
+                 error: float, waiting: bool = False) -> Look:
+    """One look on its bounds: ``vs_base``, each candidate in ``names`` with an estimate against the target alone;
+    ``versus``, two of them against each other (:func:`judge` makes them from the stages; :mod:`settle` from
+    stages it simulates, to forecast when the looks will decide)."""
     leader = max(vs_base, key=lambda n: vs_base[n].ratio, default=None)
-    behind = _eliminations(series, vs_base, leader, machine, rule, look)   # the exhaustive search keeps them
+    behind = _eliminations(vs_base, leader, versus, rule, look)        # the exhaustive search keeps them
     eliminated = behind if rule.eliminate else {}
-    survivors = tuple(n for n in series if n not in eliminated)
+    survivors = tuple(n for n in names if n not in eliminated)
     contenders = [n for n in survivors if n not in behind]                  # not shown behind the leader
     clearing = tuple(n for n in contenders if n in vs_base and vs_base[n].low > rule.floor)
     equivalent = tuple(n for n in survivors if n in vs_base and vs_base[n].high < rule.floor
                        and vs_base[n].low > 1.0 / rule.floor)
     if not survivors or all(n in vs_base and vs_base[n].high < rule.floor for n in survivors):
-        return Look(look, error, vs_base, leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
+        return Look(look, error, dict(vs_base), leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
                     equivalent, contenders=tuple(contenders))
-    pick, open_ = (None, {}) if waiting else _pick(series, vs_base, clearing, survivors, machine, rule, error)
+    pick, open_ = (None, {}) if waiting else _pick(vs_base, clearing, survivors, versus, rule)
     if pick is not None:
         outcome = Outcome.RECOMMEND
     elif not waiting and clearing and len(clearing) == len(contenders) and \
@@ -154,39 +167,39 @@ def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
         outcome = Outcome.SHORTLIST
     else:
         outcome = Outcome.UNRESOLVED
-    return Look(look, error, vs_base, leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_,
+    return Look(look, error, dict(vs_base), leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_,
                 tuple(contenders))
 
 
 def _futile(versus: Bound, rule: Rule, look: int) -> bool:
     """Even if the best clearing candidate leads a survivor by one standard error more than measured, the
-    planned stages left would not show it within the margin of that survivor (its spread shrinking as the
-    stages add up): the comparison cannot be settled before the horizon."""
+    planned stages left would not show it within the margin of that survivor (its spread shrinking and its degrees
+    of freedom growing as the stages add up): the comparison cannot be settled before the horizon."""
     left = rule.spending.horizon - look
     est = versus.estimate
     if left <= 0 or est.sessions < 1:
         return True
-    se_final = est.se * math.sqrt(est.sessions / (est.sessions + left))
-    reach = quantile(rule.spending.error(rule.spending.horizon), est.df) * se_final
+    grown = (est.sessions + left) / est.sessions          # the spread is learnt from the stages to come too
+    se_final = est.se / math.sqrt(grown)
+    reach = quantile(rule.spending.contrast_error(rule.spending.horizon), est.df * grown) * se_final
     return est.mean + est.se - reach <= -math.log(1.0 + rule.margin)
 
 
-def _eliminations(series: Mapping[str, Series], vs_base: Mapping[str, Bound], leader: str | None,
-                  machine: Spread, rule: Rule, look: int) -> dict[str, Elimination]:
+def _eliminations(vs_base: Mapping[str, Bound], leader: str | None, versus: Versus, rule: Rule,
+                  look: int) -> dict[str, Elimination]:
     out: dict[str, Elimination] = {}
     for name, bound in vs_base.items():
         if bound.high < rule.floor:
             out[name] = Elimination(Why.BELOW_FLOOR, look, bound)
         elif leader is not None and name != leader:
-            versus = _vs(series[name], series[leader], machine, bound.error)
-            if versus is not None and versus.high < 1.0:
-                out[name] = Elimination(Why.BELOW_LEADER, look, bound, leader, versus)
+            against = versus(name, leader)
+            if against is not None and against.high < 1.0:
+                out[name] = Elimination(Why.BELOW_LEADER, look, bound, leader, against)
     return out
 
 
-def _pick(series: Mapping[str, Series], vs_base: Mapping[str, Bound], clearing: Sequence[str],
-          survivors: Sequence[str], machine: Spread, rule: Rule,
-          error: float) -> tuple[str | None, dict[str, Bound]]:
+def _pick(vs_base: Mapping[str, Bound], clearing: Sequence[str], survivors: Sequence[str], versus: Versus,
+          rule: Rule) -> tuple[str | None, dict[str, Bound]]:
     """The best-estimate clearing candidate that no survivor beats by more than the margin; else the leader's
     comparisons not settled yet."""
     unsettled: dict[str, Bound] = {}
@@ -194,13 +207,13 @@ def _pick(series: Mapping[str, Series], vs_base: Mapping[str, Bound], clearing: 
     # candidate's are all needed: they say whether the stages left could settle it)
     rivals = sorted(survivors, key=lambda n: vs_base[n].ratio if n in vs_base else -math.inf, reverse=True)
     for rank, name in enumerate(sorted(clearing, key=lambda n: vs_base[n].ratio, reverse=True)):
-        open_ = {}
+        open_: dict[str, Bound | None] = {}
         for other in rivals:
             if other == name:
                 continue
-            versus = _vs(series[name], series[other], machine, error)
-            if versus is None or versus.low <= 1.0 / (1.0 + rule.margin):
-                open_[other] = versus
+            against = versus(name, other)
+            if against is None or against.low <= 1.0 / (1.0 + rule.margin):
+                open_[other] = against
                 if rank:
                     break
         if not open_:
@@ -268,6 +281,7 @@ class Decision:
     best: str | None = None                 # the pick, else the leader among those still in
     quoted: Quoted | None = None            # of ``best``
     shortlist: tuple[str, ...] = ()         # by estimate, best first
+    live: bool = False                      # the sweep measures on: no forecast of what would settle it yet
 
     @property
     def last(self) -> Look | None:
@@ -315,17 +329,44 @@ class Decision:
         a, b = up_to(series[first], last.number), up_to(series[second], last.number)
         if not a or not b:
             return None
-        return _vs(a, b, self.evidence.machine.at(max(a[-1].order, b[-1].order)), last.error)
+        spread = self.evidence.machine.at(max(a[-1].order, b[-1].order))
+        est = estimate_stages(contrast(a, b), spread.between)      # at the error a pick's comparisons are made at
+        return Bound.of(est, self.rule.spending.contrast_error(last.number, spread.correlation)) if est else None
 
     @cached_property
     def settle(self) -> Projection | None:
-        """Unresolved or a shortlist: how much more would settle it (separating the shortlist's top two, or showing
-        the leader's gain or that it gains less than the floor)."""
-        if self.outcome not in (Outcome.UNRESOLVED, Outcome.SHORTLIST) or not self.looks:
+        """Unresolved or a shortlist at the end of a run: how much more would settle it — the stages by which the
+        looks, continued on what was measured (:func:`settle.forecast`), decide in most simulated futures — and what
+        blocks now."""
+        last = self.last
+        if self.outcome not in (Outcome.UNRESOLVED, Outcome.SHORTLIST) or last is None or self.live:
             return None
-        ev, rule = self.evidence, self.rule
-        return to_settle(ev.series, ev.spread, self.best, self.shortlist, floor=rule.floor, margin=rule.margin,
-                         spending=rule.spending, per_stage=ev.per_stage)
+        ev, rule, spread = self.evidence, self.rule, self.evidence.spread
+        series = {n: ev.series[n] for n in last.survivors if n in ev.series}
+        names = tuple(series)
+
+        def decides(vs_base: Mapping[str, Estimate], versus: Callable[[str, str], Estimate | None],
+                    number: int) -> tuple[bool, tuple[str, ...]]:
+            error = rule.spending.error(number, spread.correlation)
+            apart = rule.spending.contrast_error(number, spread.correlation)
+
+            def against(a: str, b: str) -> Bound | None:
+                return Bound.of(found, apart) if (found := versus(a, b)) is not None else None
+
+            look = judge_bounds({n: Bound.of(e, error) for n, e in vs_base.items()}, [n for n in names if n in vs_base],
+                                against, rule, number, error)
+            return look.decided, tuple(look.eliminated)
+
+        futures = forecast(series, last.contenders, spread, decides, look=last.number, per_stage=ev.per_stage,
+                           set_size=None if ev.fixed else ev.prompt_set)
+        stages = futures.stages if futures is not None else None
+
+        about, gain = blocker({n: b.estimate for n, b in last.vs_base.items() if n in series},
+                              lambda a, b: estimate_stages(contrast(series[a], series[b]), spread.between), self.best,
+                              floor=rule.floor, margin=rule.margin, error=last.error,
+                              apart=rule.spending.contrast_error(last.number, spread.correlation))
+        return Projection(stages, stages * ev.per_stage if stages is not None else None, gain, about,
+                          futures.half if futures is not None else None, futures.share if futures is not None else None)
 
     @cached_property
     def power(self) -> str | None:
@@ -352,7 +393,7 @@ def decide_target(evidence: TargetStages, rule: Rule, live: bool = False) -> Dec
         outcome = Outcome.SHORTLIST         # every contender left gains, the stages ran out before one was picked
     shortlist = tuple(sorted(last.clearing, key=lambda n: -last.vs_base[n].ratio)) \
         if outcome is Outcome.SHORTLIST else ()
-    return Decision(evidence.target, rule, evidence, looks, eliminated, outcome, best, quoted, shortlist)
+    return Decision(evidence.target, rule, evidence, looks, eliminated, outcome, best, quoted, shortlist, live)
 
 
 class Decider:

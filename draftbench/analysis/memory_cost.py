@@ -169,12 +169,23 @@ def not_eligible(results: ResultsFile) -> dict[tuple[str, str], str]:
     return out
 
 
-def verdict_sentence(memory: TargetMemory | None, recommended: str | None) -> str:
-    """What the recommended configuration costs over the target alone, and the limit's part in the verdict."""
+def cost_clause(memory: TargetMemory | None, recommended: str | None) -> str | None:
+    """What the recommended configuration costs over the target alone, as the verdict line says it beside its
+    gain ('+0.9 GiB on CUDA0, within the memory limit (23.5 GiB on CUDA0)'); None: nothing to say."""
+    cost = memory.costs.get(recommended) if memory is not None and recommended else None
+    if memory is None or cost is None or not cost.fits:
+        return None
+    within = f", within the memory limit ({_limits_text(memory.limit_gib)})" if memory.limit_gib else ""
+    return f"{cost.text()} over the target alone{within}"
+
+
+def verdict_sentence(memory: TargetMemory | None, recommended: str | None, inline: bool = False) -> str:
+    """What the recommended configuration costs over the target alone (unless ``inline``: the verdict line said
+    it, :func:`cost_clause`), and the limit's part in the verdict."""
     if memory is None:
         return ""
     parts = []
-    cost = memory.costs.get(recommended) if recommended else None
+    cost = memory.costs.get(recommended) if recommended and not inline else None
     if cost is not None:
         text = f"Memory: {recommended} costs {cost.text()} over the target alone"
         if memory.limit_gib and cost.fits:

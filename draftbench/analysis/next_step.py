@@ -100,11 +100,15 @@ def next_step(results: ResultsFile, verdict: StagedVerdict | None) -> NextStep |
     projection = verdict.settle
     if projection is None and not stopped_early:
         return None
-    if projection is not None and projection.stages is None:
+    if projection is not None and projection.stages is None and projection.half is None:
         return NextStep(verdict.target, verdict.verdict, 0, None, None, pace, projection.about)
-    wanted = projection.stages if projection is not None and projection.stages else max(0, planned - done)
+    if projection is not None and projection.stages is None:
+        # fewer futures than settle promises decide within its cap, but half do by `half`: the verdict's own offer
+        wanted, about = projection.half or 0, f"{projection.about}, about half the time"
+    else:
+        wanted = projection.stages if projection is not None and projection.stages else max(0, planned - done)
+        about = projection.about if projection is not None else "more of it: the budget ended it before its planned stages"
     more = max(0, wanted - max(0, planned - done)) if stopped_early else wanted
-    about = projection.about if projection is not None else "more of it: the budget ended it before its planned stages"
     need = None if pace is None else spent + wanted * pace
     raise_budget = budget is not None and need is not None and need > budget
     return NextStep(verdict.target, verdict.verdict, more,

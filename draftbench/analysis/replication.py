@@ -49,10 +49,13 @@ class Unit:
 
 @dataclass(frozen=True)
 class SessionVariance:
-    """σ²_session (of log ratios) and its degrees of freedom; ``df == 0``: nothing to estimate it from."""
+    """σ²_session (of log ratios) and its degrees of freedom; ``df == 0``: nothing to estimate it from.
+    ``uncertainty``: the variance of the estimate itself where it is known directly (a component estimated by
+    difference, kept at 0 when the difference is negative, still carries its uncertainty; None: 2·σ⁴ / df)."""
 
     variance: float
     df: float
+    uncertainty: float | None = None
 
 
 NO_SESSIONS = SessionVariance(0.0, 0.0)

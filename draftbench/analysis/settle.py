@@ -1,27 +1,53 @@
-"""How much more would settle an unresolved target: "about N more prompts × S more server pairs".
+"""How much more would settle an unresolved target: "about N more prompts × S more server pairs would settle it".
 
-The projection keeps the stage's size and the spread measured so far: after S stages in all a
-comparison's standard error is about se · √(S_now / S) and its degrees of freedom about df · S / S_now (the
-session spread is learnt from the stages: kept at today's df, a sweep of four stages at df 1.7 was told it
-needed "more than 60 more server pairs" for a +6.5% gain that about 20 would settle), and the bound at that
-look is one-sided at the spending plan's error for it (beyond the planned looks, the reserve's). A comparison is *settled* when,
-four times in five if its estimate is the truth, the bound clears what it is compared with (the floor for
-a gain, the margin between two candidates). Projections beyond :data:`MAX_EXTRA` stages are not made:
-"more than …" is said instead.
+That sentence is a promise, measured like the verdict's three (docs/statistics.md): continued by exactly what it
+names (``--more S``), the sweep should decide — recommend, or find that nothing gains — in at least four cases
+in five. So it is forecast the way the looks will decide, not by a formula for one comparison:
+
+* **the stages to come are simulated**, :data:`DRAWS` times: each candidate still in gets one stage mean per
+  stage, around a true gain drawn from what was measured — shrunk towards the candidates' average by as much as
+  their spread is noise (empirical Bayes: the leader's estimate is high *because* it leads, the winner's curse) —
+  with a part shared by the stage's candidates (its baseline server, its prompts) and a part of each one's own,
+  at the spreads measured so far, themselves uncertain (drawn from their degrees of freedom);
+* **after each simulated stage the look is made as the sweep will make it** (the decision's own rule on the
+  simulated bounds: the same spending, the same boundaries beyond the plan);
+* **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided (looked at
+  after :data:`LOOKED_AT` stages: every one at first, then further apart); beyond :data:`MAX_EXTRA` it says
+  "not likely within 60 …" with the share that do decide by then and the stages by which half do ("--more H
+  settles it about half the time": a promise measured too), or "more than …" where fewer than half do. The
+  simulation is seeded by what was measured, so a verdict replayed from its file forecasts the same.
+
+It names what blocks now (:func:`blocker`): of the comparisons the leader must clear to be recommended, the one
+farthest from clearing in standard errors — its gain over the floor, or its margin to a named contender; when no
+candidate is above the floor, showing that none gains it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..common.percent import change_text
+from .machine_spread import Spread
 from .replication import Estimate
 from .spending import Spending
-from .stage_evidence import Series, Spread, contrast, estimate_stages, quantile
+from .stage_evidence import Series, contrast, estimate_stages, quantile, within_spread
 
 MAX_EXTRA = 60
-POWER_Z = 0.8416          # 80%: settled four times in five if the estimate is the truth
+# The stages after which a simulated future is looked at: every one at first, then further apart (a forecast of
+# 33 may be one of 28: it errs long, never short; and looking at every one of 60 stages would take seconds).
+LOOKED_AT = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 17, 20, 24, 28, 33, 39, 46, 53, 60)
+CONFIDENCE = 0.9          # the share of simulated futures decided by the stages forecast
+DRAWS = 200
+POWER_Z = 0.8416          # the report's power line: shown four times in five if the estimate is the truth
+
+# The decision's look on simulated estimates: (each candidate against the target alone, two against each other,
+# the look's number) → whether that look decides (recommends, or finds that nothing gains), and who it eliminates.
+Decides = Callable[[Mapping[str, Estimate], Callable[[str, str], "Estimate | None"], int], tuple[bool, tuple[str, ...]]]
 
 
 @dataclass(frozen=True)
@@ -30,20 +56,232 @@ class Projection:
 
     stages: int | None
     prompts: int | None
-    gain: float               # the ratio the projection is about (a gain to show, or a margin to resolve)
-    about: str                # "a gain of +8.0%", "a 2% difference between X and Y", "no gain of 2%"
+    gain: float               # the ratio the blocking comparison is about (a gain to show, or a margin to resolve)
+    about: str                # what blocks now: "b10's gain over the +2.0% floor", "whether b10 is within 2% of b5a"
+    half: int | None = None   # stages by which half the simulated futures decide (None: fewer than half by the cap)
+    share: float | None = None  # of the simulated futures, those that decide within MAX_EXTRA stages
 
     def describe(self, stage_size: int) -> str:
+        if self.stages is None and self.half is not None and self.share is not None:
+            return (f"not likely within {MAX_EXTRA} more server pairs per candidate: fewer than {CONFIDENCE:.0%} of the "
+                    f"futures simulated from what was measured settle by then ({self.share:.0%} do); half within about "
+                    f"{self.half * stage_size} more prompts × {self.half} more server pair(s) (blocking now: {self.about}) "
+                    f"— --more {self.half} settles it about half the time")
         if self.stages is None:
-            return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs would be needed "
-                    f"to settle {self.about}")
-        return (f"about {self.prompts} more prompts × {self.stages} more server pair(s) per candidate would settle "
-                f"{self.about}")
+            share = f"only {self.share:.0%}" if self.share is not None else "fewer than half"
+            return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs per candidate would "
+                    f"likely be needed to settle it: {share} of the futures simulated from what was measured settle "
+                    f"within them (blocking now: {self.about})")
+        return (f"about {self.prompts} more prompts × {self.stages} more server pair(s) per candidate would settle it "
+                f"({CONFIDENCE:.0%} of the futures simulated from what was measured decide by then; blocking now: "
+                f"{self.about}) — run the same command with --more {self.stages}")
+
+
+@dataclass(frozen=True)
+class _Now:
+    """One comparison as measured: its estimate, the sum of its values and their number, and its prompts' part."""
+
+    est: Estimate
+    total: float              # Σ values so far
+    prompts: int
+    within: float             # the spread from prompt to prompt (its prompts' part is within × prompt_weight)
+
+    def se_after(self, prompts: int, stages: int, scale: float, set_size: int | None) -> float:
+        """Its standard error with ``prompts`` in ``stages`` measured: the session's part shrinks with the stages,
+        the prompts' part with the prompts — never below what the prompt set allows (past it, prompts come back) —
+        both towards their true size (``scale`` × as measured) as the stages add up."""
+        done = self.est.sessions
+        prompt_now = self.within * prompt_weight(self.prompts, set_size)
+        session_now = max(self.est.se ** 2 - prompt_now, 0.0)
+        learnt = (done + (stages - done) * scale) / stages
+        return math.sqrt(learnt * (self.within * prompt_weight(prompts, set_size) + session_now * done / stages))
+
+
+def prompt_weight(prompts: int, set_size: int | None) -> float:
+    """Σ_p (k_p / N)² for N prompts measured as evenly as the set allows: 1 / N while it lasts, then about 1 / set."""
+    if not set_size or prompts <= set_size:
+        return 1.0 / max(prompts, 1)
+    q, r = divmod(prompts, set_size)
+    return (r * (q + 1) ** 2 + (set_size - r) * q ** 2) / prompts ** 2
+
+
+def _now(series: Series, est: Estimate) -> _Now:
+    return _Now(est, sum(v for st in series for v in st.values), sum(st.n for st in series), within_spread(series)[0])
+
+
+def _seed(now: Mapping[str, _Now]) -> int:
+    text = ";".join(f"{n}:{x.est.mean:.6f}:{x.est.se:.6f}:{x.prompts}" for n, x in sorted(now.items()))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def _shrunk(now: Mapping[str, _Now], contenders: Sequence[str], shared: float
+            ) -> tuple[dict[str, tuple[float, float]], float]:
+    """Each survivor's true gain as a mean and a variance of its own (log scale), and the variance of the part they
+    share (``shared``: their common stages). The ``contenders`` (not shown behind the leader) are shrunk towards
+    their average by A / (A + V), A the spread of their true gains (their estimates' spread less their own noise):
+    the leader's lead over them is high *because* it leads (the winner's curse), and where their spread is no more
+    than noise they are taken as equal. The others keep their estimates (they are shown behind already)."""
+    def noise(x: _Now) -> float:
+        return max(x.est.se ** 2 - shared, 1e-12)
+
+    out = {n: (x.est.mean, noise(x)) for n, x in now.items()}
+    group = [n for n in contenders if n in now]
+    if len(group) < 2:
+        return out, shared
+    centre = statistics.fmean(now[n].est.mean for n in group)
+    among = max(0.0, statistics.variance([now[n].est.mean for n in group]) - statistics.fmean(
+        noise(now[n]) for n in group))
+    for n in group:
+        keep = among / (among + noise(now[n]))
+        out[n] = (centre + keep * (now[n].est.mean - centre), keep * noise(now[n]))
+    return out, shared + statistics.fmean(noise(now[n]) for n in group) / len(group)
+
+
+@dataclass(frozen=True)
+class Futures:
+    """When the simulated futures decide: the stages by which :data:`CONFIDENCE` of them have (None: not within
+    :data:`MAX_EXTRA`), by which half have (None: fewer than half within it), and the share deciding within it."""
+
+    stages: int | None
+    half: int | None
+    share: float
+
+
+def forecast(series: Mapping[str, Series], contenders: Sequence[str], spread: Spread, decides: Decides, *,
+             look: int, per_stage: int, set_size: int | None = None) -> Futures | None:
+    """When the simulated futures of ``series`` (the candidates still in) decide, in stages after ``look`` (None:
+    nothing to simulate). ``contenders``: those not shown behind the leader (shrunk together); ``set_size``: the
+    prompt set's (past it, more stages narrow only the session's part)."""
+    now = {n: _now(s, e) for n, s in series.items() if (e := estimate_stages(s, spread.pair)) is not None}
+    if not now:
+        return None
+    names = sorted(now)
+    pairs = {(a, b): _now(diff, e) for a in names for b in names if a != b
+             and (e := estimate_stages(diff := contrast(series[a], series[b]), spread.between)) is not None}
+    stages_now = max(x.est.sessions for x in now.values())
+    # one more stage: each survivor's variance, and the part it shares with the stage's other candidates
+    own_stage = {n: x.est.se ** 2 * stages_now for n, x in now.items()}
+    shared = _shared_part(own_stage, {k: x.est.se ** 2 * stages_now for k, x in pairs.items()})
+    truth = _shrunk(now, contenders, shared / stages_now)
+    # how well the spreads are known: against the target alone, and between candidates (often far fewer df)
+    df = (statistics.median(x.est.df for x in now.values()),
+          statistics.median(x.est.df for x in pairs.values()) if pairs else math.inf)
+    rng = random.Random(_seed(now))
+    future = _Future(now, pairs, own_stage, shared, stages_now, per_stage, set_size)
+    settled: list[int] = []
+    drawn = 0
+    while drawn < DRAWS and drawn - len(settled) <= DRAWS // 2:     # past that, fewer than half can decide
+        when = future.first_decision(truth, df, decides, look, rng)
+        drawn += 1
+        if when is not None:
+            settled.append(when)
+    settled.sort()
+    most, half = math.ceil(CONFIDENCE * DRAWS), math.ceil(DRAWS / 2)
+    return Futures(settled[most - 1] if len(settled) >= most else None,
+                   settled[half - 1] if len(settled) >= half else None, len(settled) / drawn)
+
+
+def _shared_part(own: Mapping[str, float], pairs: Mapping[tuple[str, str], float]) -> float:
+    """What one stage's candidates share (per stage): Var(a) + Var(b) − Var(a − b) = 2·Cov, averaged over pairs."""
+    if not pairs:
+        return 0.0
+    found = statistics.fmean((own[a] + own[b] - v) / 2 for (a, b), v in pairs.items())
+    return min(max(0.0, found), min(own.values()))
+
+
+@dataclass(frozen=True)
+class _Future:
+    """The stages to come for the comparisons as measured now (the simulation's fixed part)."""
+
+    now: Mapping[str, _Now]
+    pairs: Mapping[tuple[str, str], _Now]
+    own_stage: Mapping[str, float]          # one more stage's variance, each survivor
+    shared: float                           # … the part its candidates share
+    stages_now: int
+    per_stage: int
+    set_size: int | None
+
+    def first_decision(self, truth: tuple[dict[str, tuple[float, float]], float], df: tuple[float, float],
+                       decides: Decides, look: int, rng: random.Random) -> int | None:
+        """The first simulated stage after which the look decides (None: not within MAX_EXTRA). The spreads' true
+        sizes are drawn from their degrees of freedom: the shared part's from the comparisons with the target alone,
+        each candidate's own part (what two candidates' difference carries) from the comparisons between them."""
+        shared_scale, own_scale = (d / (2 * rng.gammavariate(d / 2, 1.0)) if math.isfinite(d) and d > 0 else 1.0
+                                   for d in df)
+        gains_of, common_var = truth
+        level = rng.gauss(0.0, math.sqrt(shared_scale * common_var))
+        gains = {n: level + rng.gauss(m, math.sqrt(own_scale * v)) for n, (m, v) in gains_of.items()}
+        totals = {n: x.total for n, x in self.now.items()}
+        count = {n: x.prompts for n, x in self.now.items()}
+        alive = set(self.now)
+        for extra in range(1, MAX_EXTRA + 1):
+            common = rng.gauss(0.0, math.sqrt(shared_scale * self.shared))
+            for n in sorted(alive):
+                x, own = self.now[n], max(self.own_stage[n] - self.shared, 0.0)
+                if self.set_size and count[n] + self.per_stage > self.set_size:
+                    # past the set its prompts come back: around what they showed, with the session's spread only
+                    centre, own = totals[n] / count[n], max(own - x.within / self.per_stage, 0.0)
+                else:
+                    centre = gains[n]
+                totals[n] += self.per_stage * (centre + common + rng.gauss(0.0, math.sqrt(own_scale * own)))
+                count[n] += self.per_stage
+            if extra not in LOOKED_AT:
+                continue
+            stages = self.stages_now + extra
+            means = {n: totals[n] / count[n] for n in alive}
+            vs_base = {n: self._estimate(self.now[n], means[n], count[n], stages, self._mixed(n, shared_scale, own_scale))
+                       for n in alive}
+            decided, left = decides(vs_base, self._versus(means, count, stages, own_scale), look + extra)
+            if decided:
+                return extra
+            alive -= set(left)
+        return None
+
+    def _mixed(self, name: str, shared_scale: float, own_scale: float) -> float:
+        """A comparison with the target alone carries the shared part and its own: their scales, weighted."""
+        total = self.own_stage[name]
+        own = max(total - self.shared, 0.0)
+        return (shared_scale * (total - own) + own_scale * own) / total if total > 0 else 1.0
+
+    def _estimate(self, x: _Now, mean: float, prompts: int, stages: int, scale: float) -> Estimate:
+        return Estimate(mean, x.se_after(prompts, stages, scale, self.set_size), x.est.df * stages / self.stages_now,
+                        prompts, stages, x.est.question)
+
+    def _versus(self, means: Mapping[str, float], count: Mapping[str, int], stages: int,
+                scale: float) -> Callable[[str, str], Estimate | None]:
+        def versus(a: str, b: str) -> Estimate | None:
+            x = self.pairs.get((a, b))
+            return None if x is None else self._estimate(x, means[a] - means[b], min(count[a], count[b]), stages,
+                                                         scale)
+        return versus
+
+
+def blocker(est: Mapping[str, Estimate], versus: Callable[[str, str], Estimate | None], leader: str | None, *,
+            floor: float, margin: float, error: float, apart: float) -> tuple[str, float]:
+    """What blocks the leader's recommendation now, and the ratio the first of it is about: of its gain over the
+    floor and its margin to each contender, those not cleared at this look, the farthest from clearing (in
+    standard errors) first; when no candidate is above the floor, showing that none gains it. ``error``,
+    ``apart``: this look's one-sided errors (against the target alone, between candidates)."""
+    if leader is None or leader not in est:
+        return "which candidate gains", 1.0
+    lead = est[leader]
+    if math.exp(lead.mean) <= floor:
+        return f"whether any candidate gains the {change_text(floor)} floor (best: {leader})", math.exp(lead.mean)
+    found = [(quantile(error, lead.df) - (lead.mean - math.log(floor)) / max(lead.se, 1e-12),
+              f"{leader}'s gain over the {change_text(floor)} floor", math.exp(lead.mean))]
+    for other in est:
+        against = versus(leader, other) if other != leader else None
+        if against is not None:
+            found.append((quantile(apart, against.df) - (against.mean + math.log(1 + margin)) / max(against.se, 1e-12),
+                          f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean)))
+    found.sort(key=lambda f: -f[0])
+    blocking = [f for f in found if f[0] > 0] or found[:1]
+    return "; ".join(f[1] for f in blocking[:3]), blocking[0][2]
 
 
 def stages_to_clear(est: Estimate, distance: float, spending: Spending, stage_size: int) -> int | None:
     """Extra stages until ``distance`` (log scale, > 0: what the estimate must clear by) exceeds the bound's
-    reach plus 80% power; None beyond the cap, 0 when already there."""
+    reach plus 80% power, the spread learnt from the stages to come; None beyond the cap, 0 when already there."""
     if distance <= 0:
         return None
     done = max(1, est.sessions)
@@ -56,34 +294,6 @@ def stages_to_clear(est: Estimate, distance: float, spending: Spending, stage_si
     return None
 
 
-def projection(est: Estimate, against: float, spending: Spending, stage_size: int, about: str) -> Projection:
-    """Stages until ``est`` is shown away from ``against`` (a ratio: 1 + floor for a gain)."""
-    distance = abs(est.mean - math.log(against))
-    extra = stages_to_clear(est, distance, spending, stage_size)
-    if extra is not None:
-        extra = max(1, extra)
-    return Projection(extra, extra * stage_size if extra is not None else None, math.exp(est.mean), about)
-
-
-def to_settle(series: dict[str, Series], spread: Spread, best: str | None, shortlist: tuple[str, ...], *,
-              floor: float, margin: float, spending: Spending, per_stage: int) -> Projection | None:
-    """How much more would settle a staged target: separating the shortlist's top two (by more than ``margin``),
-    or showing ``best``'s gain over ``floor`` (or that it gains less)."""
-    if best is None or best not in series:
-        return None
-    if len(shortlist) >= 2:
-        second = shortlist[1] if shortlist[0] == best else shortlist[0]
-        est = estimate_stages(contrast(series[best], series[second]), spread.between)
-        if est is not None:
-            return projection(est, 1.0 + margin, spending, per_stage, f"whether {best} beats {second} by more than 2%")
-    est = estimate_stages(series[best], spread.pair)
-    if est is None:
-        return None
-    about = (f"a gain of {change_text(math.exp(est.mean))} for {best}" if math.exp(est.mean) > floor else
-             f"that {best} gains less than the {change_text(floor)} floor")
-    return projection(est, floor, spending, per_stage, about)
-
-
 POWER_GAIN = 1.10
 
 
@@ -94,12 +304,11 @@ def power_line(series: Series | None, spread: Spread, *, floor: float, spending:
     est = estimate_stages(series, spread.pair) if series else None
     if est is None:
         return None
-    hypothetical = Estimate(math.log(POWER_GAIN), est.se, est.df, est.prompts, est.sessions, est.question)
-    more = projection(hypothetical, floor, spending, per_stage, "")
-    total = est.sessions + (more.stages or 0) if more.stages is not None else None
+    extra = stages_to_clear(est, math.log(POWER_GAIN) - math.log(floor), spending, per_stage)
     planned = spending.horizon
-    if total is None:
+    if extra is None:
         return (f"With the spread measured here, a candidate {change_text(POWER_GAIN)} faster than the target alone "
-                f"would not be shown so within {planned + 60} stages.")
+                f"would not be shown so within {est.sessions + MAX_EXTRA} stages.")
     return (f"With the spread measured here, a candidate {change_text(POWER_GAIN)} faster than the target alone "
-            f"would be shown so four times in five after about {max(1, total)} stage(s) ({planned} planned).")
+            f"would be shown so four times in five after about {max(1, est.sessions + extra)} stage(s) ({planned} "
+            "planned).")

@@ -14,32 +14,27 @@ one server pair's offset (the machine's session effect, both servers' share). St
 
 and between two candidates of one stage the spread of their difference, where what the stage shares (its
 baseline server, its prompts) cancels. σ²_w comes from the spread inside the stages (df = Σ (n_s − 1));
-the session spreads are the machine's, not a candidate's, so they are pooled over every comparison the
-sweep measured before the look (:class:`MachineSpread`): with C candidates and S stages their degrees of
-freedom are about C·(S − 1), not the 1–2 of one row's sessions.
+the session spreads are the machine's, measured on the table of every candidate's stages
+(:mod:`machine_spread`, with the degrees of freedom that table really has: about 2·(S − 1)). V's degrees of
+freedom are Satterthwaite's over its two terms, each with the variance of its own estimate.
 
 When a prompt set is too small for fresh prompts at every stage, every stage measures the same prompts
 (on fresh servers): the question becomes "on these prompts" and prompt effects are fixed, so the
-spread that counts is the residual of a two-way table (prompts × stages).
+spread that counts is the residual of a two-way table (prompts × stages). Past a prompt set's fresh stages
+(``--more``) prompts come back: a prompt's effect then counts with its weight in the mean (Σ_p (k_p / N)²
+instead of 1 / N), so more stages narrow the session's part, never the prompts' beyond what the set allows.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from fractions import Fraction
 
 from .moments import variance
-from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance, satterthwaite
+from .replication import PROMPTS_LIKE_THESE, THESE_PROMPTS, Estimate, SessionVariance
 from .student_t import t_quantile
-
-# Before the machine's session spread can be measured (no comparison has two stages yet), a server pair's
-# offset is taken to be 5% (log sd, both servers' share): the top of what shared machines show.
-ASSUMED_PAIR_SD = 0.05
-ASSUMED = SessionVariance(ASSUMED_PAIR_SD ** 2, math.inf)
 
 
 @dataclass(frozen=True)
@@ -50,6 +45,7 @@ class StageSample:
     prompts: tuple[str, ...]
     values: tuple[float, ...]
     order: int = 0               # the last server session it used (s<N>): what was measured before a look
+    categories: tuple[str, ...] = ()     # each prompt's category, where known (the stages are stratified by it)
 
     @property
     def n(self) -> int:
@@ -67,16 +63,20 @@ class StageSample:
 Series = tuple[StageSample, ...]     # one comparison's stages, in stage order
 
 
-def series_from(values: Iterable[tuple[int, str, float, int]]) -> Series:
-    """(stage, prompt, log ratio, session order) → stage samples; a prompt measured twice in a stage
+def series_from(values: Iterable[tuple[int, str, float, int] | tuple[int, str, float, int, str]]) -> Series:
+    """(stage, prompt, log ratio, session order[, category]) → stage samples; a prompt measured twice in a stage
     counts once, at its mean."""
     by_stage: dict[int, dict[str, list[float]]] = {}
     order: dict[int, int] = {}
-    for stage, prompt, value, session in values:
+    category: dict[str, str] = {}
+    for stage, prompt, value, session, *rest in values:
         by_stage.setdefault(stage, {}).setdefault(prompt, []).append(value)
         order[stage] = max(order.get(stage, 0), session)
+        if rest:
+            category[prompt] = rest[0]
     return tuple(StageSample(s, tuple(by_stage[s]), tuple(statistics.fmean(v) for v in by_stage[s].values()),
-                             order[s]) for s in sorted(by_stage))
+                             order[s], tuple(category[p] for p in by_stage[s]) if category else ())
+                 for s in sorted(by_stage))
 
 
 def up_to(series: Series, stages: int) -> Series:
@@ -93,9 +93,11 @@ def contrast(first: Series, second: Series) -> Series:
         theirs = other.get(s.stage)
         if not theirs:
             continue
+        cats = dict(zip(s.prompts, s.categories))
         kept = [(p, v - theirs[p]) for p, v in zip(s.prompts, s.values) if p in theirs]
         if kept:
-            out.append(StageSample(s.stage, tuple(p for p, _ in kept), tuple(v for _, v in kept), s.order))
+            out.append(StageSample(s.stage, tuple(p for p, _ in kept), tuple(v for _, v in kept), s.order,
+                                   tuple(cats[p] for p, _ in kept) if cats else ()))
     return tuple(out)
 
 
@@ -109,13 +111,44 @@ def crossed(series: Series) -> bool:
     return False
 
 
-def _within(series: Series) -> tuple[float, int]:
-    """σ²_w pooled inside the stages, and its degrees of freedom."""
+def fresh(series: Series) -> Series:
+    """The stages none of whose prompts an earlier stage of the series measured."""
+    seen: set[str] = set()
+    out = []
+    for s in series:
+        if not seen & set(s.prompts):
+            out.append(s)
+        seen.update(s.prompts)
+    return tuple(out)
+
+
+def fixed_prompts(series: Series) -> bool:
+    """Every stage measured the prompts of the first (a set too small for fresh ones): "these prompts"."""
+    return crossed(series) and len(fresh(series)) < 2
+
+
+def within_spread(series: Series, stratified: bool = True) -> tuple[float, int]:
+    """σ²_w pooled inside the stages, and its degrees of freedom. Stages are drawn stratified by category (each
+    holds the categories about as the set does), so a category's effect does not move a stage's mean: where the
+    categories are known (``stratified``), the spread is the one within categories — residuals of stage +
+    category — whose share a stage's mean carries."""
     df = sum(s.n - 1 for s in series)
-    return (sum(s.within_ss() for s in series) / df, df) if df > 0 else (0.0, 0)
+    if df <= 0:
+        return 0.0, 0
+    if not stratified or not all(s.categories for s in series):
+        return sum(s.within_ss() for s in series) / df, df
+    centred = [(c, v - s.mean) for s in series for c, v in zip(s.categories, s.values)]
+    by: dict[str, list[float]] = {}
+    for c, d in centred:
+        by.setdefault(c, []).append(d)
+    effect = {c: statistics.fmean(ds) for c, ds in by.items()}
+    df -= len(by) - 1
+    if len(by) < 2 or df <= 0:
+        return sum(s.within_ss() for s in series) / sum(s.n - 1 for s in series), sum(s.n - 1 for s in series)
+    return sum((d - effect[c]) ** 2 for c, d in centred) / df, df
 
 
-def _two_way_residual(series: Series) -> tuple[float, int] | None:
+def two_way_residual(series: Series) -> tuple[float, int] | None:
     """Residual variance of prompts × stages over the prompts every stage measured (None: too few)."""
     common = set(series[0].prompts)
     for s in series[1:]:
@@ -134,28 +167,54 @@ def _two_way_residual(series: Series) -> tuple[float, int] | None:
 
 def estimate_stages(series: Series, session: SessionVariance) -> Estimate | None:
     """The mean log ratio over the series' prompts, its standard error and degrees of freedom.
-    ``session``: the spread one stage's server sessions add to its mean (:class:`Spread`)."""
+    ``session``: the spread one stage's server sessions add to its mean (:class:`machine_spread.Spread`)."""
     values = [v for s in series for v in s.values]
     n_all = len(values)
     if n_all < 2:
         return None
     mean = statistics.fmean(values)
-    fixed = crossed(series)
-    within: tuple[float, int] | None = _two_way_residual(series) if fixed else None
+    fixed = fixed_prompts(series)
+    within: tuple[float, int] | None = two_way_residual(series) if fixed else None
     if within is None:
-        within = _within(series)
+        within = within_spread(series)
     share = sum((s.n / n_all) ** 2 for s in series)
     if within[1] == 0:          # one prompt per stage: the stages' spread holds both parts
         spread = variance(values)
         est_var, df = spread / n_all, float(n_all - 1)
     else:
-        prompt_term = within[0] / n_all
+        prompt_term = within[0] * (1.0 / n_all if fixed else _prompt_weight(series, n_all))
         session_term = session.variance * share
         est_var = prompt_term + session_term
-        df = satterthwaite([(prompt_term, within[1]), (session_term, session.df)])
+        df = _degrees(prompt_term, within[1], session_term, share, session)
     prompts = len({p for s in series for p in s.prompts})
     question = THESE_PROMPTS if fixed or prompts < 2 else PROMPTS_LIKE_THESE
     return Estimate(mean, math.sqrt(max(0.0, est_var)), df, prompts, len(series), question)
+
+
+def _prompt_weight(series: Series, n_all: int) -> float:
+    """Σ_p (k_p / N)²: 1 / N when every prompt was measured once, more when stages past the set repeated some."""
+    counts: dict[str, int] = {}
+    for s in series:
+        for p in s.prompts:
+            counts[p] = counts.get(p, 0) + 1
+    return sum((k / n_all) ** 2 for k in counts.values())
+
+
+def _degrees(prompt_term: float, prompt_df: float, session_term: float, share: float,
+             session: SessionVariance) -> float:
+    """Satterthwaite's degrees of freedom of prompt_term + session_term: 2·V² over the variance of V's estimate,
+    the session's from its own uncertainty where known (a spread kept at 0 still carries it)."""
+    total = prompt_term + session_term
+    spread = 2 * prompt_term ** 2 / prompt_df
+    if session.uncertainty is not None:
+        spread += share ** 2 * session.uncertainty
+    elif session_term > 0:
+        if session.df <= 0:
+            return 0.0          # a variance term with no degrees of freedom: no finite interval
+        spread += 2 * session_term ** 2 / session.df if math.isfinite(session.df) else 0.0
+    if total <= 0:
+        return float(prompt_df)
+    return 2 * total ** 2 / spread if spread > 0 else math.inf
 
 
 def predicted(series: Series, session: SessionVariance, confidence: float = 0.95) -> tuple[float, float] | None:
@@ -164,7 +223,7 @@ def predicted(series: Series, session: SessionVariance, confidence: float = 0.95
     est = estimate_stages(series, session)
     if est is None:
         return None
-    within = _within(series)
+    within = within_spread(series, stratified=False)        # the next prompt may be of any category
     spread = within[0] if within[1] else variance([v for s in series for v in s.values])
     half = t_quantile(1 - (1 - confidence) / 2, min(max(est.df, 1.0), 1e6)) * math.sqrt(
         est.se ** 2 + spread + session.variance)
@@ -177,215 +236,6 @@ def one_sided(est: Estimate, error: float) -> tuple[float, float]:
         return est.mean, est.mean
     half = quantile(error, est.df) * est.se if est.df >= 1 else math.inf
     return est.mean - half, est.mean + half
-
-
-# --------------------------------------------------------------------------- the machine's session spread
-
-@dataclass(frozen=True)
-class _Moments:
-    """A variance component by the method of moments, not truncated (pooled before truncating)."""
-
-    component: float
-    df: int
-    variance: float       # of the component (for Satterthwaite's degrees of freedom)
-
-
-def _moments(series: Series) -> _Moments | None:
-    """One comparison's one-way analysis of variance over its stages: τ² of one server pair."""
-    if len(series) < 2:
-        return None
-    if crossed(series):
-        return _crossed_moments(series)
-    within, df_w = _within(series)
-    n = sum(s.n for s in series)
-    k = len(series)
-    grand = statistics.fmean(v for s in series for v in s.values)
-    ms_b = sum(s.n * (s.mean - grand) ** 2 for s in series) / (k - 1)
-    n0 = (n - sum(s.n ** 2 for s in series) / n) / (k - 1)
-    if n0 <= 0 or df_w == 0:          # one prompt per stage: σ²_w cannot be told from τ²
-        return None
-    variance = (2 * ms_b ** 2 / (k - 1) + 2 * within ** 2 / df_w) / n0 ** 2
-    return _Moments((ms_b - within) / n0, k - 1, variance)
-
-
-def _crossed_moments(series: Series) -> _Moments | None:
-    residual = _two_way_residual(series)
-    if residual is None:
-        return None
-    common = set(series[0].prompts)
-    for s in series[1:]:
-        common &= set(s.prompts)
-    means = [statistics.fmean(dict(zip(s.prompts, s.values))[p] for p in common) for s in series]
-    k, p_n = len(series), len(common)
-    ms_stage = p_n * variance(means)
-    spread = (2 * ms_stage ** 2 / (k - 1) + 2 * residual[0] ** 2 / residual[1]) / p_n ** 2
-    return _Moments((ms_stage - residual[0]) / p_n, k - 1, spread)
-
-
-def _between_moments(table: Sequence[Series]) -> _Moments | None:
-    """The session spread of a candidate − candidate stage contrast, from one target's table of stage means
-    (candidates × stages, two-way: what the stage shares — its baseline server, its prompts — cancels):
-    residual mean square less the prompts' share of it, times two. The largest complete table is used."""
-    best: tuple[int, list[Series]] | None = None
-    for k in range(2, max((len(s) for s in table), default=0) + 1):
-        rows = [s[:k] for s in table if len(s) >= k]
-        df = (len(rows) - 1) * (k - 1)
-        if len(rows) >= 2 and df > (best[0] if best else 0) and \
-                all(tuple(x.stage for x in r) == tuple(x.stage for x in rows[0]) for r in rows):
-            best = (df, rows)
-    if best is None:
-        return None
-    df, rows = best
-    means = [[x.mean for x in r] for r in rows]
-    c_n, s_n = len(rows), len(rows[0])
-    grand = statistics.fmean(m for r in means for m in r)
-    row_m = [statistics.fmean(r) for r in means]
-    col_m = [statistics.fmean(means[c][j] for c in range(c_n)) for j in range(s_n)]
-    ms = sum((means[c][j] - row_m[c] - col_m[j] + grand) ** 2 for c in range(c_n) for j in range(s_n)) / df
-    noise = []
-    for r in rows:
-        within, df_w = _within(r)
-        if df_w == 0:
-            return None
-        noise += [within / x.n for x in r]
-    component = 2 * (ms - statistics.fmean(noise))
-    return _Moments(component, df, 4 * 2 * ms ** 2 / df)
-
-
-@dataclass(frozen=True)
-class Spread:
-    """The machine's session spread at a look: of one candidate's stage mean against the target alone
-    (``pair``), and of one stage's difference between two candidates (``between``)."""
-
-    pair: SessionVariance
-    between: SessionVariance
-
-
-ASSUMED_SPREAD = Spread(ASSUMED, SessionVariance(2 * ASSUMED.variance, math.inf))
-
-
-class MachineSpread:
-    """The session spread pooled over every comparison a sweep measured, as it stood after any server
-    session: ``at(order)`` uses only stages whose servers started by session ``order`` — what the sweep knew
-    at that look — so a look replayed from the file decides as it did live. ``comparisons``: each
-    (target, candidate)'s stages against the target alone. A sweep grows it look by look (:meth:`grown`)."""
-
-    def __init__(self, comparisons: Mapping[tuple[str, str], Series]):
-        self._comparisons: dict[tuple[str, str], Series] = dict(comparisons)
-        self._grown = {key: 0 for key in self._comparisons}
-        self._by_target: dict[str, list[tuple[str, str]]] = {}
-        for key in self._comparisons:
-            self._by_target.setdefault(key[0], []).append(key)
-        self._pairs, self._betweens = _Pool(), _Pool()
-        self._orders: list[int] = []
-        self._values: list[Spread] = []
-        keys = list(self._comparisons)
-        self._take(sorted((s.order, i, j) for i, key in enumerate(keys) for j, s in enumerate(self._comparisons[key])),
-                   keys)
-
-    def _take(self, events: Iterable[tuple[int, int, int]], keys: Sequence[tuple[str, str]]) -> None:
-        """Each stage in session order: its comparison's moments, its target's table, the pool after it."""
-        comparisons, grown, by_target = self._comparisons, self._grown, self._by_target
-        for order, i, j in events:
-            key = keys[i]
-            grown[key] = j + 1
-            self._pairs.set(key, _moments(comparisons[key][: j + 1]))
-            table = [comparisons[k][: grown[k]] for k in by_target[key[0]] if grown[k]]
-            self._betweens.set(key[0], _between_moments(table))
-            pair, between = self._pairs.pooled(), self._betweens.pooled()
-            value = Spread(pair, between if between is not ASSUMED else
-                           SessionVariance(2 * pair.variance, pair.df))
-            if self._orders and self._orders[-1] == order:
-                self._values[-1] = value
-            else:
-                self._orders.append(order)
-                self._values.append(value)
-
-    def grown(self, comparisons: Mapping[tuple[str, str], Series]) -> MachineSpread:
-        """The spread over ``comparisons``, which a sweep grew from this one's by stages measured after it (the
-        sweep's next look): only the new stages are taken, in the order a spread built at once would take them,
-        so the numbers are the same; this one grows in place (what :meth:`at` said of the sessions it knew, it
-        still says). Anything else (a stage changed or measured earlier, a comparison gone or placed before its
-        target's others): a new spread, built at once."""
-        old, last = self._comparisons, (self._orders[-1] if self._orders else None)
-        keys = list(comparisons)
-        changed = [i for i, key in enumerate(keys) if comparisons[key] is not old.get(key)]
-        added = [keys[i] for i in changed if keys[i] not in old]
-        if len(keys) - len(added) != len(old) or [k for k in keys if k in old] != list(old) or \
-                any(comparisons[keys[i]][: len(old[keys[i]])] != old[keys[i]] for i in changed if keys[i] in old) or \
-                any(key[0] == k[0] for key in added for k in keys[keys.index(key) + 1:] if k in old):
-            return MachineSpread(comparisons)
-        events = sorted((s.order, i, j) for i in changed for j, s in enumerate(comparisons[keys[i]])
-                        if j >= len(old.get(keys[i], ())))
-        if events and last is not None and events[0][0] <= last:
-            return MachineSpread(comparisons)
-        self._comparisons = dict(comparisons)
-        for key in added:
-            self._grown[key] = 0
-            self._by_target.setdefault(key[0], []).append(key)
-        self._take(events, keys)
-        return self
-
-    def at(self, order: int | None = None) -> Spread:
-        """The pooled spread from the stages measured by session ``order`` (None: all); the assumed one while
-        no comparison has two stages."""
-        if not self._orders:
-            return ASSUMED_SPREAD
-        index = len(self._orders) - 1 if order is None else bisect.bisect_right(self._orders, order) - 1
-        return self._values[index] if index >= 0 else ASSUMED_SPREAD
-
-
-class _Pool:
-    """Moment estimates by key, pooled as :func:`pool` pools them, with exact running sums: replacing one part
-    costs that part, not every part, and the result is the same as pooling them all afresh."""
-
-    def __init__(self) -> None:
-        self.parts: dict = {}
-        self._df = 0
-        self._weighted, self._spread = Fraction(0), Fraction(0)
-        self._odd = 0          # parts whose numbers are not finite: pooled afresh (math.fsum) while any is in
-
-    def set(self, key, moments: _Moments | None) -> None:
-        old = self.parts.pop(key, None)
-        if old is not None:
-            self._add(old, -1)
-        if moments is not None:
-            self.parts[key] = moments
-            self._add(moments, 1)
-
-    def _add(self, m: _Moments, sign: int) -> None:
-        self._df += sign * m.df
-        terms = (m.component * m.df, m.variance * m.df ** 2)
-        if not all(math.isfinite(t) for t in terms):
-            self._odd += sign
-            return
-        self._weighted += sign * Fraction(terms[0])
-        self._spread += sign * Fraction(terms[1])
-
-    def pooled(self) -> SessionVariance:
-        if self._odd:
-            return pool(self.parts.values())
-        return _pooled(self._df, float(self._weighted), float(self._spread))
-
-
-def pool(parts: Iterable[_Moments]) -> SessionVariance:
-    """Moment estimates pooled by their degrees of freedom, truncated at 0; Satterthwaite's df for the pool
-    (never more than the stages' count). Fewer than two stages' worth: the assumed spread. The sums are exact
-    (``math.fsum``), so they do not depend on the order of the parts."""
-    items = list(parts)
-    return _pooled(sum(m.df for m in items), math.fsum(m.component * m.df for m in items),
-                   math.fsum(m.variance * m.df ** 2 for m in items))
-
-
-def _pooled(total_df: int, weighted: float, spread: float) -> SessionVariance:
-    if total_df < 2:
-        return ASSUMED
-    value = weighted / total_df
-    variance = spread / total_df ** 2
-    if value <= 0:
-        return SessionVariance(0.0, float(total_df))
-    df = 2 * value ** 2 / variance if variance > 0 else math.inf
-    return SessionVariance(value, max(1.0, min(float(total_df), df)))
 
 
 def quantile(error: float, df: float) -> float:

@@ -18,9 +18,10 @@ from ..results.file import ResultsFile, Row
 from ..results.kinds import Role, Status
 from .categories import candidate_name
 from .comparison import check_counters
+from .machine_spread import MachineSpread, Spread
 from .memory_cost import not_eligible
 from .pairing import Pair, pairs
-from .stage_evidence import MachineSpread, Series, Spread, series_from
+from .stage_evidence import Series, series_from
 
 
 def is_staged(row: Row) -> bool:
@@ -34,7 +35,7 @@ def staged_pairs(row: Row, baseline: Row) -> list[Pair]:
 
 
 def series_of(matched: Iterable[Pair]) -> Series:
-    return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order) for p in matched)
+    return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order, p.category) for p in matched)
 
 
 def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> str | None:
@@ -70,6 +71,7 @@ class TargetStages:
     machine: MachineSpread               # the session spread as it stood after any server session
     fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
     ineligible: tuple[str, ...] = ()     # left out by the memory limit (memory_cost.not_eligible): not measured on
+    prompt_set: int | None = None        # prompts in the set the stages draw from (past it, prompts come back)
 
     @property
     def candidates(self) -> int:
@@ -140,12 +142,15 @@ class StageRecords:
         machine = self._machine = MachineSpread(measured) if self._machine is None else self._machine.grown(measured)
         wanted = set(only) if only is not None else set(found)
         unfit = not_eligible(results)        # over the memory limit: measured, never recommended
-        return {target: _stages_of(target, rows, machine, comparisons, matched_by, unfit)
+        ids = (results.prompt_set or {}).get("ids")
+        set_size = len(ids) if isinstance(ids, list) and ids else None
+        return {target: _stages_of(target, rows, machine, comparisons, matched_by, unfit, set_size)
                 for target, rows in found.items() if target in wanted}
 
 
 def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons: Mapping[tuple[str, str], Series],
-               matched_by: Mapping[tuple[str, str], list[Pair]], unfit: Mapping[tuple[str, str], str]) -> TargetStages:
+               matched_by: Mapping[tuple[str, str], list[Pair]], unfit: Mapping[tuple[str, str], str],
+               prompt_set: int | None) -> TargetStages:
     design = next(r.design for r in rows if is_staged(r) and r.design)
     counters = {n: check_counters(matched_by[(target, n)], None) for n in map(candidate_name, rows)}
     left_out = {n: why for r in rows
@@ -156,4 +161,4 @@ def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons
     caps = {n: float(c["ratio"]) for n, c in counters.items() if c and isinstance(c.get("ratio"), (int, float))}
     return TargetStages(target, int(design["horizon"]), int(design.get("per_stage") or 0), series,
                         {candidate_name(r): r for r in rows}, left_out, caps, machine, bool(design.get("fixed_prompts")),
-                        tuple(n for t, n in unfit if t == target))
+                        tuple(n for t, n in unfit if t == target), prompt_set=prompt_set)

@@ -27,7 +27,8 @@ from .decision import Decision, Elimination, Outcome
 from .moments import ratio_of
 from .replication import THESE_PROMPTS
 from .settle import Projection
-from .stage_evidence import predicted
+from .stage_evidence import StageSample, estimate_stages, predicted
+from .stats import describe_subset
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,8 @@ class StagedVerdict:
     horizon: int = 0
     candidates: int = 1
     power: str | None = None              # what this sweep's spread would let the stages show (the report's line)
+    rests_on: str | None = None           # a recommendation whose gain rests on one prompt type: the figure on the rest
+    memory: str | None = None             # what the pick costs in memory over the target alone (memory_cost.cost_clause)
 
     def to_dict(self) -> dict:
         """As the summary entry keeps it (``stages``): what the report and the exports show."""
@@ -122,7 +125,8 @@ class StagedVerdict:
                 "eliminated": dict(self.eliminated), "left_out": dict(self.left_out),
                 "not_probed": list(self.not_probed),
                 "settle": None if self.settle is None else {"stages": self.settle.stages, "prompts": self.settle.prompts,
-                                                            "about": self.settle.about,
+                                                            "about": self.settle.about, "half": self.settle.half,
+                                                            "share": self.settle.share,
                                                             "text": self.settle.describe(self.stage_size or 1)},
                 "stages": self.stages, "horizon": self.horizon, "per_stage": self.stage_size,
                 "candidates": self.candidates, "power": self.power}
@@ -135,7 +139,9 @@ class StagedVerdict:
                       "tokens accepted)" if baseline_tps and row.mean_tps else "")
             among = f"chosen among {self.candidates} candidates " if self.candidates > 1 else ""
             stages = f"{self.stages} stage{'s' if self.stages != 1 else ''}"
-            text = (f"{head}use {self.pick} — expect {quote}{speeds}; {among}after {stages} of fresh server pairs"
+            memory = f", for {self.memory}" if self.memory else ""
+            text = (f"{head}use {self.pick} — expect {quote}{_caveats(row, self.rests_on)}{speeds}{memory}; {among}after "
+                    f"{stages} of fresh server pairs"
                     + (", no other shown more than 2% faster (95%)." if self.candidates > 1 else "."))
         elif self.verdict is Outcome.NOTHING_GAINS:
             text = (f"{head}speculative decoding not recommended — every candidate was shown to gain less than the "
@@ -161,6 +167,55 @@ class StagedVerdict:
         return text
 
 
+def _caveats(row: Row, rests_on: str | None) -> str:
+    """What the recommendation's gain rests on, in its own line: the target's looping output (the row's diagnosis,
+    with its figure on the other requests), or one prompt type (with the figure on the rest)."""
+    out = ""
+    loops = row.degenerate_output or {}
+    if "speedup_without_loops" in loops:
+        without = loops.get("speedup_without_loops")
+        rest = Speedup.from_dict(without) if isinstance(without, dict) else None
+        out += (f" — but this gain rests on looping output: the target alone repeats itself on "
+                f"{loops.get('looping_requests')} of {loops.get('requests')} requests, which any draft predicts "
+                "trivially; on the other requests: "
+                + (f"{_figure(rest)} (95% for this candidate alone, on those requests)" if rest is not None
+                   else "none to compare"))
+    if rests_on:
+        out += f" — but {rests_on}"
+    return out
+
+
+def _figure(speed: Speedup) -> str:
+    if speed.ci95_low is None or speed.ci95_high is None:
+        return describe_subset(speed)
+    return f"{pct(speed.ratio)} [{pct(speed.ci95_low)}, {pct(speed.ci95_high)}]"
+
+
+def one_prompt_type(decision: Decision) -> str | None:
+    """A recommendation whose gain rests on one prompt category: without that category's prompts its estimate
+    gains no more than the floor. Said with the figure on the rest (95% for this candidate alone)."""
+    pick, ev = decision.pick, decision.evidence
+    series, row = ev.series.get(pick or ""), ev.rows.get(pick or "")
+    if series is None or row is None:
+        return None
+    category = {r.prompt_id: r.category for r in row.requests}
+    values: dict[str, list[float]] = {}
+    for stage in series:
+        for prompt, value in zip(stage.prompts, stage.values):
+            values.setdefault(category.get(prompt, ""), []).append(value)
+    if len(values) < 2:
+        return None
+    top = max(values, key=lambda c: sum(values[c]) / len(values[c]))
+    rest = tuple(StageSample(s.stage, kept, tuple(v for p, v in zip(s.prompts, s.values) if p in kept), s.order)
+                 for s in series if (kept := tuple(p for p in s.prompts if category.get(p, "") != top)))
+    est = estimate_stages(rest, ev.spread.pair)
+    if est is None or ratio_of(est.mean) > decision.rule.floor:
+        return None
+    low, high = est.bounds(0.95)
+    return (f"its gain rests on {top or 'uncategorised'} prompts: on the others, {pct(ratio_of(est.mean))} "
+            f"[{pct(ratio_of(low))}, {pct(ratio_of(high))}] (95% for this candidate alone, on those prompts)")
+
+
 def staged_verdict(decision: Decision) -> StagedVerdict:
     """The verdict of one staged target, in the words of its decision."""
     ev = decision.evidence
@@ -168,7 +223,8 @@ def staged_verdict(decision: Decision) -> StagedVerdict:
         ev.target, decision.outcome, decision.pick, decision.best, _quote(decision), decision.shortlist,
         decision.equivalent, {n: _elimination_text(e) for n, e in decision.eliminated.items()}, dict(ev.left_out),
         ev.unprobed, decision.settle, ev.per_stage, ev.stages_done, decision.rule.spending.horizon,
-        decision.rule.spending.candidates, decision.power)
+        decision.rule.spending.candidates, decision.power,
+        one_prompt_type(decision) if decision.outcome is Outcome.RECOMMEND else None)
 
 
 def _end(ratio: float) -> float | None:

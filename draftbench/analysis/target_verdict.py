@@ -12,7 +12,7 @@ each part's, in that order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
@@ -27,7 +27,7 @@ from .crossover import crossover
 from .decision import Decision
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
-from .memory_cost import target_memory, verdict_sentence
+from .memory_cost import TargetMemory, cost_clause, target_memory, verdict_sentence
 from .next_step import next_step
 from .session import session_sentence, session_summary
 from .stage_verdict import StagedVerdict, staged_verdict
@@ -51,24 +51,29 @@ def recommend(results: ResultsFile, staged: dict[str, Decision]) -> tuple[Target
     out = []
     for target in targets:
         level = primary_level(results, target)
-        decided = _decided(results, target, level, staged.get(target) if level == 1 else None, floor)
-        out.append(_verdict(results, target, level, decided))
+        memory = target_memory(results, target, level)
+        decided = _decided(results, target, level, staged.get(target) if level == 1 else None, floor, memory)
+        out.append(_verdict(results, target, level, decided, memory))
     return tuple(out)
 
 
-def _decided(results: ResultsFile, target: str, level: int, decision: Decision | None, floor: float) -> Decided:
+def _decided(results: ResultsFile, target: str, level: int, decision: Decision | None, floor: float,
+             memory: TargetMemory | None) -> Decided:
     baseline = results.baseline_for(target, level)
     if baseline is None:
         return Decided(Choice(), f"{target}: no baseline was measured, so no draft can be judged.")
     if decision is not None:
-        return _staged(staged_verdict(decision), decision, baseline)
+        verdict = staged_verdict(decision)
+        return _staged(replace(verdict, memory=cost_clause(memory, verdict.pick)), decision, baseline, results)
     at_level = [r for r in results.rows_of(target) if r.concurrency == level]
     return Decided(*before_stages(results, target, at_level, baseline, floor))
 
 
-def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row) -> Decided:
+def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row, results: ResultsFile) -> Decided:
     rows = decision.evidence.rows
     row = rows.get(verdict.pick) if verdict.pick else None
+    if row is not None:       # as analysed (its diagnosis: what its gain rests on), not as the decision read it
+        row = next((r for r in results.rows_of(row.target) if r.key == row.key), row)
     best_row = rows.get(verdict.best) if verdict.best else None
     speed = verdict.quote.speedup(decision.rule.noise_floor) if verdict.quote is not None else None
     best = BestPick(verdict.best, best_row.draft if best_row else None, best_row.draft_max if best_row else None,
@@ -80,7 +85,8 @@ def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row) -> Decide
 
 # --------------------------------------------------------------------------- what every verdict adds
 
-def _verdict(results: ResultsFile, target: str, level: int, decided: Decided) -> TargetVerdict:
+def _verdict(results: ResultsFile, target: str, level: int, decided: Decided, memory: TargetMemory | None
+             ) -> TargetVerdict:
     """The verdict of ``decided`` with every part, built once; its sentence: the rule's, then each part's."""
     choice, at_level = decided.choice, [r for r in results.rows_of(target) if r.concurrency == level]
     inactive = tuple(r.draft or "" for r in at_level
@@ -88,8 +94,8 @@ def _verdict(results: ResultsFile, target: str, level: int, decided: Decided) ->
     by_category = best_per_category(results, target) if not results.is_upstream else {}
     cannot_pay, k_prediction, k_text = _draft_parts(results, target, choice)
     in_session = session_summary(results, target, level)
-    memory = target_memory(results, target, level)
-    sentences = [decided.sentence, verdict_sentence(memory, choice.recommended_label), *_warnings(at_level, inactive),
+    inline = decided.stages is not None and decided.stages.memory is not None
+    sentences = [decided.sentence, verdict_sentence(memory, choice.recommended_label, inline), *_warnings(at_level, inactive),
                  category_sentence(by_category), cannot_pay or "",
                  k_text, session_sentence(in_session) if in_session is not None else ""]
     several_levels = len(row_levels(results, target)) > 1

@@ -131,7 +131,7 @@ def _charts(comparison: Comparison) -> list[str]:
     letters = comparison.letters
     out = [_chart("chart-compare-speedup", "Speed-up in each file",
                   "Each file's speed-up over its own baseline, for the combinations two files or more hold. "
-                  "Whiskers: 95% confidence interval; faded bars are not significant.",
+                  "Whiskers: each row's own 95% interval, for that combination alone; faded bars are not significant.",
                   speedup_by_file_figure(comparison))]
     for i in range(1, len(comparison.files)):
         out.append(_chart(f"chart-difference-{letters[i]}", f"Difference: {letters[i]} − {letters[0]}",

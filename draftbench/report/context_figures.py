@@ -58,7 +58,7 @@ def _lengths(data: ReportData) -> list[int]:
 
 def speedup_lead(data: ReportData) -> str:
     return ("Each candidate's decode speed-up over the target alone at each prompt length (each length analysed "
-            "on its own, as every verdict is). Whiskers: 95% confidence interval; hollow markers are not "
+            "on its own, as every verdict is). Whiskers: each candidate's own 95% interval, for it alone; hollow markers are not "
             "significant. Long prompts make a draft prefill them too and every verify step read a longer cache.")
 
 

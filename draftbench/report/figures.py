@@ -1,7 +1,6 @@
 """The report's charts as plain Plotly figure dicts, and the registry the page draws them from.
 
-A new chart plugs in by writing ``def x_figure(data: ReportData) -> Figure`` and adding a
-:class:`Chart` to :data:`CHARTS`; the page, ``CHART_IDS`` and ``build_figures`` follow.
+A new chart: ``def x_figure(data: ReportData) -> Figure`` and a :class:`Chart` in :data:`CHARTS` (the page follows).
 
 Every label that comes from a results file goes through :func:`text.plotly_text`; cells and
 rows that are not valid speed-ups (see :class:`model.CellState`) are never drawn as one.
@@ -360,8 +359,9 @@ CHARTS: tuple[Chart, ...] = (
                        "machine's speed changed between sessions.",
           throughput_figure),
     Chart("chart-speedup", "Speed-up over the target alone",
-          lambda data: "Best draft of each size class. Whiskers: 95% confidence interval; faded bars are not "
-                       "significant.",
+          lambda data: "Best draft of each size class. Whiskers: each draft's own 95% interval, for that draft alone "
+                       "(its row's figure); faded bars are not significant. A recommended draft's interval in the verdict "
+                       "is wider: corrected for choosing among the candidates and for the looks (95% over them together).",
           speedup_figure),
     Chart("chart-heatmap", "Every target × every draft", _heatmap_lead, heatmap_figure),
     Chart("chart-scatter", "Acceptance vs speed-up",

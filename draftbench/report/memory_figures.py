@@ -41,7 +41,7 @@ def lead(data: ReportData) -> str:
     limit = next((v.memory.limit_gib for v in verdicts_of(data.results) if v.memory and v.memory.limit_gib), None)
     return ("Each candidate's decode speed-up over the target alone against the memory its server adds to the target "
             "alone's: every device the servers' logs named, summed (hover for each device), else their peak resident "
-            "memory. Whiskers: 95% confidence interval; hollow markers are not significant. The line joins the Pareto "
+            "memory. Whiskers: each candidate's own 95% interval, for it alone; hollow markers are not significant. The line joins the Pareto "
             "front: no other candidate is both faster and smaller."
             + (" A cross is over settings.memory_limit_gib (" + ", ".join(f"{d} {g:g} GiB" for d, g in limit.items())
                + "): measured, never recommended." if limit else ""))

@@ -129,12 +129,12 @@ class SweepRun:
         last = max(plan.stages.horizon, done if more else 0) + more if plan.candidates else 0
         run.reach(last)
         decision = self.decide(plan.label, point, 0)
-        before = self.decide(plan.label, point, 10 ** 6) if done else None
-        looks_before = len(before.looks) if before is not None else 0
+        looks_before = len(b.looks) if done and (b := self.decide(plan.label, point, 10 ** 6)) is not None else 0
         ending = Ending.STAGES_DONE
         for stage in range(last):
             if decision is not None and decision.final(more):
                 break
+            run.plan = plan = replace(plan, stages=plan.stages.sized(stage, decision))   # as measured costs ask
             if not run.alive(decision):
                 break         # nothing left to measure, at this stage or any later one (--more)
             todo = run.owed(stage, decision)

@@ -49,6 +49,7 @@ class Script:
     per_temperature: dict[str, dict[float, float]] = field(default_factory=dict)   # draft path -> {temperature: factor}
     acceptance_at: dict[str, dict[float, float]] = field(default_factory=dict)     # draft path -> {temperature: rate}
     probabilistic: dict[float, float] = field(default_factory=dict)   # temperature -> factor with draft_sampling
+    noise_at: dict[float, float] = field(default_factory=dict)        # temperature -> every draft's noise there
 
 
 class WordTokenizer:
@@ -116,9 +117,10 @@ class FakeServer(Server):
         prefill_s = prompt_tokens / self.script.prefill_tps * (1.1 if self.spec.draft else 1.0)
         # a tiny per-request wobble, so confidence intervals have a width
         tps *= 1 + 0.001 * (body["seed"] % 7)
-        if self.spec.draft in self.script.noise:   # a deterministic spread, so a race has to look twice
+        noise = self.script.noise.get(self.spec.draft or "", self.script.noise_at.get(self.temperature))
+        if self.spec.draft and noise is not None:   # a deterministic spread, so a race has to look twice
             spread = (body["seed"] * 7919 + zlib.crc32(self.spec.draft.encode())) % 11 - 5   # differs per draft
-            tps *= 1 + self.script.noise[self.spec.draft] * spread / 5
+            tps *= 1 + noise * spread / 5
         start = time.perf_counter()
         n = self.script.tokens
         first = start + 0.01 + (prefill_s if self.spec.context_tokens else 0.0)

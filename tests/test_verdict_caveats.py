@@ -1,0 +1,59 @@
+"""The verdict line carries its own caveat (issue 43): a recommendation whose gain rests on the target's looping
+output, or on one prompt type, says so in the line itself, with the figure on the rest. Synthetic rows; no servers."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from draftbench.analysis.decision import Outcome, Rule, decide_target
+from draftbench.analysis.machine_spread import MachineSpread
+from draftbench.analysis.spending import Spending
+from draftbench.analysis.stage_evidence import StageSample
+from draftbench.analysis.stage_records import TargetStages
+from draftbench.analysis.stage_verdict import Quote, StagedVerdict, staged_verdict
+from draftbench.results.file import RequestRecord, Row
+
+
+def test_a_gain_that_rests_on_looping_output_says_so_in_the_verdict_line_with_the_figure_on_the_rest():
+    """make demo (2026-11-29) ended "347M: use ngram-simple — expect +18.9% [+10.9%, +27.5%]" while the row's own
+    diagnosis said the target loops on 9 of 12 requests and "on the other requests: −2.7% [−7.2%, +2.0%]"."""
+    row = Row(target="347M", draft="ngram-simple", degenerate_output={
+        "looping_requests": 9, "requests": 12, "prompts": ["a", "b"], "max_loop_share": 0.9, "limit": 0.3,
+        "speedup_without_loops": {"ratio": 0.973, "ci95_low": 0.928, "ci95_high": 1.02, "significant": False,
+                                  "method": "paired-t-log", "n_pairs": 3}})
+    verdict = StagedVerdict("347M", Outcome.RECOMMEND, "ngram-simple", "ngram-simple",
+                            Quote(1.189, 1.109, 1.275, 1.189, None, 4, 3, "prompts like these"), candidates=4, stages=3)
+    line = verdict.sentence(30.0, row)
+    assert line.startswith("347M: use ngram-simple — expect +18.9% [+10.9%, +27.5%]")
+    assert "rests on looping output" in line and "9 of 12 requests" in line
+    assert "on the other requests: -2.7% [-7.2%, +2.0%]" in line and "95% for this candidate alone" in line
+    assert "rests on" not in StagedVerdict("347M", Outcome.RECOMMEND, "ngram-simple", "ngram-simple",
+                                           verdict.quote, candidates=4, stages=3).sentence(30.0, Row(target="347M"))
+
+
+def _stages(rng: random.Random, code_gain: float, other_gain: float, n_stages: int = 6) -> tuple[StageSample, ...]:
+    out = []
+    for k in range(n_stages):
+        prompts = tuple(f"p{k}-{i}" for i in range(6))
+        values = tuple((code_gain if i < 3 else other_gain) + rng.gauss(0, 0.01) for i in range(6))
+        out.append(StageSample(k, prompts, values, 10 * k))
+    return out and tuple(out)
+
+
+def test_a_gain_that_rests_on_one_prompt_type_says_so_with_the_figure_on_the_other_prompts():
+    rng = random.Random(2)
+    series = {"ngram": _stages(rng, math.log(1.3), 0.0)}
+    requests = tuple(RequestRecord(prompt_id=p, category="code" if p.endswith(("-0", "-1", "-2")) else "prose", run=0)
+                     for s in series["ngram"] for p in s.prompts)
+    rows = {"ngram": Row(target="T", draft="ngram", requests=requests)}
+    evidence = TargetStages("T", 6, 6, series, rows, {}, {}, MachineSpread({("T", "ngram"): series["ngram"]}))
+    decision = decide_target(evidence, Rule(Spending(6, 1), noise_floor=0.02))
+    assert decision.outcome is Outcome.RECOMMEND
+    verdict = staged_verdict(decision)
+    assert verdict.rests_on is not None and verdict.rests_on.startswith("its gain rests on code prompts: on the others")
+    assert "95% for this candidate alone" in verdict.rests_on
+    assert "but its gain rests on code prompts" in verdict.sentence(30.0, rows["ngram"])
+    even = {"ngram": _stages(rng, math.log(1.3), math.log(1.25))}           # it gains on every type: nothing to say
+    evidence = TargetStages("T", 6, 6, even, rows, {}, {}, MachineSpread({("T", "ngram"): even["ngram"]}))
+    assert staged_verdict(decide_target(evidence, Rule(Spending(6, 1), noise_floor=0.02))).rests_on is None
