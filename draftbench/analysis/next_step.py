@@ -46,7 +46,7 @@ class NextStep:
     budget_s: int | None           # --budget SECONDS, where the sweep's budget would stop it first
     stages: int | None             # stages it measures in all (None: more than settle's cap would be needed)
     pace_s: float | None           # this target's measuring time per stage so far
-    settles: str                   # what it would settle ("a gain of +6.5% for ngram-simple")
+    settles: str                   # what it would settle ("ngram-simple's gain over the +2.0% floor")
 
     @property
     def cost_s(self) -> float | None:
@@ -81,7 +81,7 @@ class NextStep:
                    if cost is not None else "") + ")")
 
     def text(self, rerun: str) -> str:
-        """'Next, to settle a gain of +6.5% for ngram-simple (as projected …; at most about 25m00s on the
+        """'Next, to settle ngram-simple's gain over the +2.0% floor (as projected …; at most about 25m00s on the
         machine the sweep ran on, at its pace so far): `python sweep.py --config X --more 10`'."""
         return f"{self.lead()}." if self.stages is None else f"{self.lead()}: `{self.command(rerun)}`"
 
