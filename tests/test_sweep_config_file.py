@@ -66,6 +66,23 @@ def test_example_config_loads():
     assert cfg.default_stem() == "m2ultra-128gb_llamacpp_qwen25-72b"
 
 
+@pytest.mark.parametrize("example", sorted((REPO / "configs").glob("*.json")), ids=lambda p: p.name)
+def test_every_shipped_config_loads_without_a_warning(example):
+    """The configs people copy say what the code wants: none draws a warning (settings.runs where nothing repeats,
+    a setting the code would question)."""
+    assert load_config(example).warnings == ()
+
+
+def test_runs_draws_a_warning_only_where_nothing_it_repeats_is_measured():
+    """The stages measure every fresh prompt once: runs repeats only other concurrency levels, drafts alone and
+    ceiling runs, so it is questioned only where none of those is measured."""
+    (warning,) = validate_config(base_config()).warnings
+    assert warning.path == "$.settings.runs" and "precision comes from more stages" in warning.message
+    for uses_runs in ({"concurrency": [1, 2]}, {"draft_alone": True}, {"ceiling": True}):
+        assert validate_config(base_config(settings={"runs": 3, **uses_runs})).warnings == ()
+    assert validate_config(base_config(settings={})).warnings == ()
+
+
 def test_demo_config_uses_the_cache_default(monkeypatch):
     monkeypatch.delenv("DRAFTBENCH_CACHE", raising=False)
     cfg = load_config(REPO / "configs" / "demo_sweep.json")

@@ -8,7 +8,9 @@ import os
 from pathlib import Path
 
 from draftbench.common.gguf import GGUFInfo
-from draftbench.sweep.init_configs import Family, Model, config_for
+from draftbench.config.settings import DEFAULTS
+from draftbench.sweep.config_file import load_config, validate_config
+from draftbench.sweep.init_configs import EDITABLE_SETTINGS, Family, Model, config_for
 
 from helpers import run_cli
 
@@ -34,6 +36,18 @@ def test_mtp_layers_and_eagle_heads_become_candidates():
     config, notes = config_for(family, spec_types=["ngram-mod"], hardware="box", name="glm")
     assert [c["label"] for c in config["candidates"]] == ["ngram-mod"]
     assert any("offers no draft-mtp" in n for n in notes) and any("offers no draft-eagle3" in n for n in notes)
+
+
+def test_a_written_config_draws_no_warning_and_holds_the_editable_keys_at_their_defaults(tmp_path):
+    """What --init writes is what the loader accepts without a word: no settings.runs (precision comes from
+    stages), the keys people edit in view at the values a config without them gets."""
+    family = Family([Model(tmp_path / "big.gguf", info("qwen2", 7_000_000_000)),
+                     Model(tmp_path / "small.gguf", info("qwen2", 500_000_000))])
+    config, _ = config_for(family, spec_types=NGRAM, hardware="box", name="qwen")
+    checked = validate_config(json.loads(json.dumps(config)), source="qwen.json", base_dir=str(tmp_path))
+    assert checked.warnings == ()
+    assert "runs" not in config["settings"] and config["settings"] == DEFAULTS.values_of(EDITABLE_SETTINGS)
+    assert checked.settings.to_dict().items() >= DEFAULTS.values_of(EDITABLE_SETTINGS).items()
 
 
 def test_quantisations_of_the_largest_are_all_targets_and_never_each_others_drafts():
@@ -70,10 +84,11 @@ def test_two_families_and_a_truncated_file(models, tmp_path):
         "SmolLM2-135M-Instruct.Q4_1", "smollm2-trunc8.Q4_1"]                # smaller, largest first
     assert [d["label"] for d in by_target["smollm2-badvocab.Q4_1"]["drafts"]] == ["otherfamily-trunc8.Q4_1"]
     assert "Left out:" in proc.stdout and "corrupt-truncated.gguf: is truncated" in proc.stdout
-    # each one is accepted by --dry-run (the same model checks as the run)
+    # each one is accepted by --dry-run (the same model checks as the run), and without a warning about itself
     proc = run_cli("sweep.py", "--config-dir", str(out), "--dry-run", timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count(": valid.") == 2
+    assert proc.stdout.count(": valid.") == 2 and "Warning: $" not in proc.stdout
+    assert all(load_config(str(p)).warnings == () for p in out.glob("*.json"))
     # and nothing is written over
     before = {p: p.read_text() for p in out.glob("*.json")}
     proc = run_cli("sweep.py", "--init", str(folder), "--config-dir", str(out), timeout=300, cwd=tmp_path)

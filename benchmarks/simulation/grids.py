@@ -2,7 +2,7 @@
 
 The reference grids are the upstream draftbench sweeps of Qwen2.5 on an M4 Max
 (``tests/data/upstream``): each row's mean tok/s over the target's is taken as that draft's true
-speed-up, and its acceptance as the draft's. ``benchmarks/adaptive.py`` reads them the same way.
+speed-up, and its acceptance as the draft's. The removed ``benchmarks/adaptive.py`` read them the same way.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Noise:
     temperature: float = 0.0         # what the simulated sweeps ask for (the servers read only the machine)
 
 
-# The project's simulator as it was (benchmarks/adaptive.py's per-prompt spreads, a 2% session effect).
+# The project's simulator as it was (the removed benchmarks/adaptive.py's per-prompt spreads, a 2% session effect).
 TODAY = Noise("today", "Gaussian request noise 3%, session effect 2% per server; per prompt: difficulty 10%, "
               "speculation effect shared by the drafts 10%, each draft's own 3%",
               {"prompt_sd": 0.10, "shared_sd": 0.10, "own_sd": 0.03}, Machine(session_sd=0.02))

@@ -23,6 +23,7 @@ from .choice import BestPick, Choice
 from .context_verdict import ContextAxis
 from .crossover import Crossover
 from .memory_cost import TargetMemory
+from .next_step import NextStep
 from .session import SessionBest
 from .stage_verdict import StagedVerdict
 from .temperature_verdict import TemperatureAxis
@@ -76,6 +77,7 @@ class TargetVerdict:
     context: ContextAxis | None = None             # with several prompt lengths
     temperature: TemperatureAxis | None = None     # with several temperatures
     memory: TargetMemory | None = None             # what each candidate costs in memory; None: no server said
+    next_step: NextStep | None = None              # unresolved or a shortlist: the command that measures on
 
     @property
     def recommended_draft(self) -> str | None:
@@ -119,7 +121,7 @@ class TargetVerdict:
             out["within_session"] = self.within_session.to_dict()
         out.update(run=_optional(self.run), run_by_category=[r.to_dict() for r in self.run_by_category])
         for name, part in (("race", self.race), ("crossover", self.crossover), ("context", self.context),
-                           ("temperature", self.temperature), ("memory", self.memory)):
+                           ("temperature", self.temperature), ("memory", self.memory), ("next", self.next_step)):
             if part is not None:
                 out[name] = part.to_dict()
         return out

@@ -28,6 +28,7 @@ from .decision import Decision
 from .draft import best_k as kpredict
 from .draft import ceiling, k_advice
 from .memory_cost import TargetMemory, cost_clause, target_memory, verdict_sentence
+from .next_step import next_step
 from .session import session_sentence, session_summary
 from .stage_verdict import StagedVerdict, staged_verdict
 from .summary import KPrediction, TargetVerdict
@@ -108,7 +109,7 @@ def _verdict(results: ResultsFile, target: str, level: int, decided: Decided, me
         no_draft_can_pay=cannot_pay is not None, k_prediction=k_prediction, within_session=in_session,
         run=how_to_run(results, target, level, choice), run_by_category=runs_by_category(by_category, results, target),
         race=race_outcome(results, target, choice) if decided.stages is None else None,   # a race of the blocks era
-        crossover=crossed, memory=memory)
+        crossover=crossed, memory=memory, next_step=next_step(results, decided.stages))
 
 
 def _warnings(at_level: list[Row], inactive: tuple[str, ...]) -> list[str]:

@@ -59,7 +59,7 @@ def check_concurrency(args: argparse.Namespace) -> None:
                          "benchmark concurrency on llama-server or vLLM")
     if args.concurrency > 1 and args.target:
         raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",
-                         "for an A/B under load, sweep a config with settings.concurrency (see README)")
+                         "for an A/B under load, sweep a config with settings.concurrency (see docs/concurrency.md)")
 
 
 def choose_prompts(args: argparse.Namespace) -> list[Prompt]:

@@ -50,7 +50,8 @@ def run_init(args) -> int:
         for path, why in found.left_out:       # file names may hold newlines and escapes: one line each, shown
             print(safe_text(f"  {path}: {why}", keep_newlines=False))
     if planned:
-        print(safe_text(f"Next: python sweep.py --config-dir {out} --dry-run (then without --dry-run to measure)",
+        print(safe_text(f"Next: python sweep.py --config-dir {out} --dry-run --probe (every model and pair checked, "
+                        "one request of each target timed), then without --dry-run --probe to measure",
                         keep_newlines=False))
         return EXIT_OK
     refused = sum(1 for family in skipped if family.refused)

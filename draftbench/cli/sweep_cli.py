@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..analysis.busy import busy_before
+from ..analysis.next_step import rerun_of
 from ..analysis.summary import verdicts_of
 from ..analysis.verdict import analyze
 from ..backends import get_backend
@@ -100,10 +101,13 @@ def chart_only(args) -> int:
     except OSError as exc:
         raise DraftbenchError(f"cannot write the report {chart}: {exc.strerror or exc}",
                               "check free disk space and the folder's permissions, or pass another --chart") from None
+    rerun = rerun_of(results, None, args.results)
     for verdict in verdicts_of(results):
         print(safe_text(verdict.verdict))
         for text in verdict.command_lines():      # what the console printed after the sweep, the same
             print(safe_text(f"  {text}"))
+        if verdict.next_step is not None:
+            print(safe_text(f"  {verdict.next_step.text(rerun)}"))
     print(f"Chart saved to {safe_text(chart)}")
     return EXIT_OK
 

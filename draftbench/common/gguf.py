@@ -265,8 +265,8 @@ def _open(p: Path) -> tuple[int, os.stat_result]:
     """An open descriptor on the regular file ``p``, and its ``fstat``: never waits on a FIFO, never reads a
     device, and checks the file that is open (no window between a check and the read)."""
     if not p.exists() and not p.is_symlink():
-        raise ModelFileError(str(p), "does not exist", "check the path (relative paths are resolved "
-                             "against the config file's folder)")
+        raise ModelFileError(str(p), "does not exist", "check the path (in a config, relative paths "
+                             "are resolved against the config file's folder)")
     if p.is_dir():
         raise ModelFileError(str(p), "is a folder, not a model file", "point at the .gguf file inside it")
     if p.exists() and not os.access(p, os.R_OK):

@@ -1,4 +1,5 @@
-"""Numbers in messages: whole numbers with thousands separators, a huge integer by its length, a temperature."""
+"""Numbers in messages: whole numbers with thousands separators, a huge integer by its length, a temperature;
+durations."""
 
 from __future__ import annotations
 
@@ -16,6 +17,14 @@ def above_what_is_measured(value: float, maximum: float, unit: str = "") -> str:
     shown = number_text(value) + ("" if number_text(value).startswith("a ") else unit)
     return (f"is {shown}, more than {number_text(maximum)}{unit}, which no measurement reaches (the file was "
             "edited, or a broken figure was saved)")
+
+
+def duration_text(seconds: float) -> str:
+    """'1h05m', '4m07s', '12s': a duration as the console and the verdict's next command say it."""
+    seconds = round(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
 def temperature_text(t: float) -> str:

@@ -26,7 +26,7 @@ def check_settings(raw: Any, *, backend: type[BackendSettings], path_keys: tuple
         raw = {}
     if not isinstance(raw, dict):
         problems.append(Problem("$.settings", f"must be an object, not {type(raw).__name__}",
-                                "write {\"runs\": 3, …} (see configs/example_sweep.json)"))
+                                "write {\"max_tokens\": 512, …} (see configs/example_sweep.json)"))
         raw = {}
     raw = {**raw, **{o.key: o.value for o in origin.overrides}}
     schema = Settings.schema(backend)

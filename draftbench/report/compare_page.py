@@ -178,7 +178,7 @@ parameters. Label your models the same way on every machine to compare them.</li
 Where both files ran the same requests (same prompts, prompt token counts, max_tokens, temperature and seed) the
 requests are paired by prompt and repetition; otherwise they are compared unpaired (Welch). Files without
 per-request data give ratios of means without an interval (<b>no CI</b>).</li>
-<li><b>not significant</b>: the 95% interval includes 1.00x, or the change is smaller than the noise floor.</li>
+<li><b>not significant</b>: the 95% interval does not lie wholly beyond the noise floor (above 1 + floor or below 1 / (1 + floor)).</li>
 <li><b>Speed-up</b> columns and bars are each file's own speed-up over its own baseline: that is how much the
 draft pays on that machine or build.</li>
 </ul></section>

@@ -17,6 +17,7 @@ from plotly.offline import get_plotlyjs, get_plotlyjs_version
 from .. import __version__
 from ..analysis import busy
 from ..analysis.context_length import filler_label
+from ..analysis.next_step import rerun_of
 from ..analysis.session import category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.summary import TargetVerdict, summary_of, verdicts_of
@@ -190,12 +191,17 @@ def _summary_table(data: ReportData) -> str:
 def _how_to_run(data: ReportData, entries: dict[str, TargetVerdict]) -> str:
     """The commands (LM Studio: settings) that run what each verdict recommends, as the console prints them."""
     blocks = []
+    rerun = rerun_of(data.results)
     for target in data.targets:
         verdict = entries.get(target)
         commands = verdict.run_commands() if verdict is not None else []
+        step = verdict.next_step if verdict is not None else None
+        if step is not None:       # unresolved or a shortlist: the command that measures on (analysis/next_step.py)
+            commands = [*commands, (step.lead(), step.command(rerun) if step.stages is not None else "")]
         if commands:
             blocks.append(f"<h3>{esc(target)}</h3>" + "".join(
-                f"<p class=\"small\">{esc(lead)}:</p><pre class=\"command\"><code>{esc(text)}</code></pre>"
+                f"<p class=\"small\">{esc(lead)}{':' if text else '.'}</p>"
+                + (f"<pre class=\"command\"><code>{esc(text)}</code></pre>" if text else "")
                 for lead, text in commands))
     if not blocks:
         return ""
@@ -281,8 +287,8 @@ HOW_TO_READ = """
 to the same target alone on the same prompts. +50% means 1.5× faster; negative values are slowdowns: the draft costs
 more than it saves.</li>
 <li><b>95% CI</b>: where each request was recorded, requests are paired by prompt and repetition and the interval
-says how sure the estimate is. <b>not significant</b> / <b>n.s.</b>: the interval includes 0% or the gain is below the
-noise floor &mdash; treat it as &ldquo;no difference&rdquo;. Files without per-request data (such as upstream
+says how sure the estimate is. <b>not significant</b> / <b>n.s.</b>: the interval does not lie wholly beyond the noise
+floor (above +floor or below &minus;floor) &mdash; treat it as &ldquo;no difference&rdquo;. Files without per-request data (such as upstream
 draftbench files) only have ratios of means, so significance is unknown.</li>
 <li><b>Acceptance</b> is accepted / drafted tokens over all requests. High acceptance with a small or negative
 speed-up means the draft is too slow; low acceptance means it predicts the target badly.</li>

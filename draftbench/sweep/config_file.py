@@ -2,7 +2,7 @@
 
 The format is upstream draftbench's (``name``, ``hardware``, ``backend``, ``model_family``,
 ``targets``/``drafts`` of ``{label, path}``, ``settings``) plus optional keys documented in
-the README. Validation collects *every* problem with its JSON path before anything starts.
+docs/config.md. Validation collects *every* problem with its JSON path before anything starts.
 """
 
 from __future__ import annotations
@@ -317,7 +317,9 @@ def _backend_of(raw: Any, problems: list[Problem]) -> Any:
 
 
 def _runs_warning(settings: Settings, origin: Origin) -> list[Problem]:
-    if settings.runs <= 1:
+    """runs > 1 where nothing it repeats is measured: the stages measure each fresh prompt once."""
+    levels = settings.concurrency if isinstance(settings.concurrency, list) else [settings.concurrency]
+    if settings.runs <= 1 or max(levels) > 1 or settings.draft_alone or settings.ceiling:
         return []
     return [Problem(origin.where("runs"), f"runs is {settings.runs}, but repeating prompts no longer adds "
                     "precision to the verdict: each stage measures fresh prompts once on fresh servers, "

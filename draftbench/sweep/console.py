@@ -18,9 +18,11 @@ from ..analysis.context_length import describe_length
 from ..analysis.draft import best_k as kpredict
 from ..analysis.draft.k_advice import kind
 from ..analysis.draft.positions import drafted_positions
+from ..analysis.next_step import for_the_sweep, rerun_of
 from ..analysis.session import WITHIN_A_SESSION, category_label
 from ..analysis.stats import describe_speedup
 from ..analysis.summary import summary_of, verdicts_of
+from ..common.numbers import duration_text
 from ..common.text_safety import safe_text
 from ..results.file import ResultsFile, Row
 from ..results.findings import Code
@@ -28,12 +30,7 @@ from ..results.fragments import describe as describe_fragments
 from ..results.kinds import Role, Status
 from ..results.method_stats import describe as describe_methods
 
-
-def format_duration(seconds: float) -> str:
-    seconds = round(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+format_duration = duration_text       # the one way a duration is written (common/numbers.py)
 
 
 def reason_text(row: Row) -> str:
@@ -67,7 +64,8 @@ class Reporter:
     def row_recorded(self, row: Row) -> None: ...
     def progress(self, elapsed_s: float, remaining_s: float | None, at_most: bool = False) -> None: ...
     def interrupted(self, why: str, results_path: str) -> None: ...
-    def summary(self, results: ResultsFile, results_path: str, chart_path: str | None) -> None: ...
+    def summary(self, results: ResultsFile, results_path: str, chart_path: str | None,
+                rerun: str | None = None) -> None: ...
 
 
 LOG_LINES = 12            # a failed server's log lines the console shows (the whole log's path beside them)
@@ -263,12 +261,20 @@ class Console(Reporter):
                 for text in lines:
                     self.line(f"  {text}")
 
+    def _together(self, results: ResultsFile, rerun: str) -> None:
+        """Where several targets have a next command: the one that continues them all (``--more`` applies to
+        every target left unresolved or shortlisted)."""
+        steps = [v.next_step for v in verdicts_of(results) if v.next_step is not None]
+        together = for_the_sweep(steps) if len(steps) > 1 else None
+        if together is not None and together not in steps:
+            self.line(f"  Every target at once: {together.text(rerun)}")
+
     def interrupted(self, why, results_path) -> None:
         self.line()
         self.line(f"Interrupted ({why}). Every completed combination is saved in {results_path}.")
         self.line("Resume with the same command; only the remaining combinations will run.")
 
-    def summary(self, results, results_path, chart_path) -> None:
+    def summary(self, results, results_path, chart_path, rerun=None) -> None:
         self.line("=== Sweep complete ===")
         bad = [r for r in results.results if not r.measured]
         if bad:
@@ -295,6 +301,9 @@ class Console(Reporter):
                 self.line(f"    Race: {verdict.race.sentence()}")       # the same decision, in the same words
             for text in verdict.command_lines():
                 self.line(f"    {text}")
+            if verdict.next_step is not None:        # unresolved or a shortlist: what measures on, and its cost
+                self.line(f"    {verdict.next_step.text(rerun or rerun_of(results))}")
+        self._together(results, rerun or rerun_of(results))
         self.line()
         self.line(f"Results saved to {results_path}")
         if chart_path:

@@ -32,10 +32,13 @@ from ..common.gguf import GGUFInfo, read_info, vocab_mismatch_of
 from ..common.reading import kind_of
 from ..common.text_safety import text_problem
 from ..config.labels import MAX_LABEL
+from ..config.settings import DEFAULTS
 
 SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 NOT_LANGUAGE_MODELS = ("clip", "mmproj")            # vision projectors and the like
-DEFAULT_SETTINGS = {"runs": 2}                      # intervals need repetitions; the rest: the defaults
+# The keys a person most often edits, written at their declared defaults so they are in view (and never draw a
+# warning: precision comes from stages of fresh prompts, not from repeating them with settings.runs).
+EDITABLE_SETTINGS = ("max_tokens", "stages", "prompts_per_stage", "budget_s")
 LISTED_FILES = 5                                    # files of a family named in a message; the rest counted
 
 
@@ -243,7 +246,7 @@ def config_for(family: Family, *, spec_types: list[str], hardware: str, name: st
     config = {"name": name, "hardware": hardware, "backend": "llamacpp", "model_family": family_name(family),
               "targets": [{"label": m.label, "path": str(m.path.absolute())} for m in targets],
               "drafts": [{"label": m.label, "path": str(m.path.absolute())} for m in drafts],
-              "candidates": candidates, "settings": dict(DEFAULT_SETTINGS)}
+              "candidates": candidates, "settings": DEFAULTS.values_of(EDITABLE_SETTINGS)}
     return config, notes
 
 

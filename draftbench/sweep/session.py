@@ -18,6 +18,7 @@ from ..analysis.busy import busy_before, busy_row
 from ..analysis.concurrency import levels
 from ..analysis.context_length import lengths as context_lengths
 from ..analysis.decision import decide
+from ..analysis.next_step import rerun_of
 from ..analysis.verdict import analyze
 from ..backends import get_backend
 from ..backends.base import Backend
@@ -110,7 +111,11 @@ class Sweep:
             chart_written = self.chart_path is not None and self._write_chart(results)
         if outcome is None:
             return EXIT_INTERRUPTED
-        self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None)
+        default_results, _ = default_paths(self.config, None, None)
+        rerun = rerun_of(results, self.config.source,
+                         None if self.results_path == default_results else str(self.results_path))
+        self.reporter.summary(results, str(self.results_path), str(self.chart_path) if chart_written else None,
+                              rerun=rerun)
         # Eliminated candidates are a finished race's outcome, not a failure; not probed ones are.
         return EXIT_OK if outcome.complete and all(r.measured for r in results.results) else EXIT_INCOMPLETE
 

@@ -16,8 +16,8 @@ from .differences import DiffKind
 from .match import Match
 from .view import CellState, Change, Comparison, FileCell
 
-NOT_SIGNIFICANT_MEANS = ("not significant: the 95% interval includes 1.00x, or the change is smaller than the noise "
-                         "floor (settings.noise_floor, 2% unless set)")
+NOT_SIGNIFICANT_MEANS = ("not significant: the 95% interval does not lie wholly beyond the noise floor (above 1 + floor "
+                         "or below 1 / (1 + floor); settings.noise_floor, 2% unless set)")
 
 
 SAME_MEASUREMENTS = "same measurements"   # the file's row is the other's own requests (a copy): no change

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...analysis.context_length import timing
 from ...analysis.memory_cost import cost_of, limit_of, over_limit
+from ...analysis.next_step import NextStep, rerun_of
 from ...analysis.summary import TargetVerdict, verdicts_of
 from ...analysis.temperature_axis import draft_sampling_of
 from ...results.file import ResultsFile, Row, combination_title
@@ -194,14 +195,18 @@ RESULT_MARKDOWN = (
 def results_table(results: ResultsFile, source: str) -> Table:
     """One record per row of an analysed results file: its measured figures and speed-up (what
     :func:`analysis.verdict.analyze_speedups` recomputes; :func:`analysis.verdict.analyze` does too)."""
+    rerun = rerun_of(results, None, source)     # the command a next step adds to (its config unknown here)
     meta = {"source": source, "name": results.name, "hardware": results.hardware, "backend": results.backend,
             "model_family": results.model_family, "timestamp": results.timestamp,
             "schema_version": results.schema_version,
             # each target's verdict and the command that runs it (the Markdown export ends with them)
             "verdicts": [{"target": v.target, "verdict": v.verdict,
                           "run": [{"what": lead, "line": line} for lead, line in v.run_commands()],
-                          **({"memory": v.memory.to_dict()} if v.memory is not None else {})}
+                          **({"memory": v.memory.to_dict()} if v.memory is not None else {}),
+                          **({"next": _next(v.next_step, rerun)} if v.next_step is not None else {})}
                          for v in verdicts_of(results)]}
+    if any(v.next_step is not None for v in verdicts_of(results)):
+        meta["rerun"] = rerun         # what the Markdown export's next commands add to
     with_context = any(r.context_tokens is not None for r in results.results)
     with_memory = any(r.memory is not None for r in results.results)
     with_heat = any(r.temperature is not None or r.output_distribution for r in results.results)
@@ -216,6 +221,10 @@ def results_table(results: ResultsFile, source: str) -> Table:
         RESULT_MARKDOWN[-1:]
     return Table("results", columns, records, tuple(Heading(c.title, c.align) for c in shown),
                  lambda: tuple(tuple(c.show(rec) for c in shown) for rec in records), meta, verdicts_of(results))
+
+
+def _next(step: NextStep, rerun: str) -> dict:
+    return {**step.to_dict(), "text": step.lead(), "command": step.command(rerun) if step.stages is not None else None}
 
 
 # --------------------------------------------------------------------------- a comparison
