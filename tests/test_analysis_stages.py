@@ -328,3 +328,14 @@ def test_where_nine_futures_in_ten_do_not_decide_within_the_cap_the_forecast_say
     assert few.startswith("more than 360 more prompts × 60") and "only 31% of the futures" in few
     named = Projection(8, 48, 1.07, "whether b10 is within 2% of b5a", 3, 0.95).describe(6)
     assert named.startswith("about 48 more prompts × 8 more server pair(s)") and named.endswith("--more 8")
+
+
+def test_a_spread_drawn_from_almost_no_degrees_of_freedom_stays_finite():
+    # a chi-square draw at df near 0 underflows to 0 (a CI sweep crashed on 'float division by zero' at look 2)
+    import random
+
+    from draftbench.analysis.settle import MAX_SCALE, drawn_scale
+    rng = random.Random(3)
+    drawn = [drawn_scale(df, rng) for df in (1e-3, 0.01, 0.05) for _ in range(2000)]
+    assert all(0 < x <= MAX_SCALE for x in drawn) and MAX_SCALE in drawn
+    assert drawn_scale(float("inf"), rng) == drawn_scale(0.0, rng) == 1.0

@@ -66,7 +66,8 @@ def test_mt_bench_two_per_category_runs_sixteen_questions_with_both_turns(models
     assert candidate["speculation_active"] is True and candidate["draft_n"] > 0
     assert "32 prompts in the set" in out
     assert "Speed-up by prompt category: mt-bench:writing" in out
-    assert "mt-bench:humanities" in html and "2 per category, sampled with seed 42" in html
+    # the report names every category it has a speed-up for (all of them, but those whose pairs were left out)
+    assert all(c in html for c in candidate["speedup_by_category"]) and "2 per category, sampled with seed 42" in html
 
 
 def test_humaneval_two_problems(models, prompt_sets_cached, tmp_path):

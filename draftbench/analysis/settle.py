@@ -206,8 +206,7 @@ class _Future:
         """The first simulated stage after which the look decides (None: not within MAX_EXTRA). The spreads' true
         sizes are drawn from their degrees of freedom: the shared part's from the comparisons with the target alone,
         each candidate's own part (what two candidates' difference carries) from the comparisons between them."""
-        shared_scale, own_scale = (d / (2 * rng.gammavariate(d / 2, 1.0)) if math.isfinite(d) and d > 0 else 1.0
-                                   for d in df)
+        shared_scale, own_scale = (drawn_scale(d, rng) for d in df)
         gains_of, common_var = truth
         level = rng.gauss(0.0, math.sqrt(shared_scale * common_var))
         gains = {n: level + rng.gauss(m, math.sqrt(own_scale * v)) for n, (m, v) in gains_of.items()}
@@ -312,3 +311,15 @@ def power_line(series: Series | None, spread: Spread, *, floor: float, spending:
     return (f"With the spread measured here, a candidate {change_text(POWER_GAIN)} faster than the target alone "
             f"would be shown so four times in five after about {max(1, est.sessions + extra)} stage(s) ({planned} "
             "planned).")
+
+
+MAX_SCALE = 1e4      # a drawn variance at most this many times the measured one (100 times its spread)
+
+
+def drawn_scale(df: float, rng: random.Random) -> float:
+    """A variance's true size over its estimate, drawn from its degrees of freedom (df / chi²_df); 1 without df.
+    At a df near 0 the chi² draw can underflow to 0: the draw is held at :data:`MAX_SCALE`."""
+    if not (math.isfinite(df) and df > 0):
+        return 1.0
+    chi2 = 2 * rng.gammavariate(df / 2, 1.0)
+    return min(df / chi2, MAX_SCALE) if chi2 > 0 else MAX_SCALE
