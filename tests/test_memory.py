@@ -287,3 +287,13 @@ def test_the_dry_run_flags_what_would_not_fit_before_anything_starts():
     assert lines[3].startswith("Warning: 32B + 0.5B would not fit: ~22.1 GiB on CUDA0, over the 21.5 GiB of "
                                "settings.memory_limit_gib.CUDA0")
     assert memory_lines([PlannedServer("32B", None, 8192, 1, None)]) == []
+
+
+def test_the_verdict_line_says_a_cost_it_does_not_know_as_not_known():
+    from draftbench.analysis.memory_cost import MemoryCost, TargetMemory, cost_clause
+    unknown = MemoryCost("x", {}, {}, unknown="its server reported no memory")
+    known = MemoryCost("y", {"CPU": 900.0}, {"CPU": 300.0})
+    memory = TargetMemory("T", {"CPU": 600.0}, None, {"x": unknown, "y": known}, {})
+    assert cost_clause(memory, "x") == "its memory over the target alone not known (its server reported no memory)"
+    assert cost_clause(memory, "y") == "for +300 MiB on CPU over the target alone"
+    assert cost_clause(memory, None) is None and cost_clause(None, "y") is None

@@ -171,12 +171,15 @@ def not_eligible(results: ResultsFile) -> dict[tuple[str, str], str]:
 
 def cost_clause(memory: TargetMemory | None, recommended: str | None) -> str | None:
     """What the recommended configuration costs over the target alone, as the verdict line says it beside its
-    gain ('+0.9 GiB on CUDA0, within the memory limit (23.5 GiB on CUDA0)'); None: nothing to say."""
+    gain ('for +0.9 GiB on CUDA0 over the target alone, within the memory limit (23.5 GiB on CUDA0)'); None:
+    nothing to say."""
     cost = memory.costs.get(recommended) if memory is not None and recommended else None
     if memory is None or cost is None or not cost.fits:
         return None
+    if cost.extra_mib is None:           # 'for memory not known (…) over the target alone' would not read
+        return f"its memory over the target alone not known ({cost.unknown or 'not reported'})"
     within = f", within the memory limit ({_limits_text(memory.limit_gib)})" if memory.limit_gib else ""
-    return f"{cost.text()} over the target alone{within}"
+    return f"for {cost.text()} over the target alone{within}"
 
 
 def verdict_sentence(memory: TargetMemory | None, recommended: str | None, inline: bool = False) -> str:

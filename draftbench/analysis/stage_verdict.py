@@ -139,7 +139,7 @@ class StagedVerdict:
                       "tokens accepted)" if baseline_tps and row.mean_tps else "")
             among = f"chosen among {self.candidates} candidates " if self.candidates > 1 else ""
             stages = f"{self.stages} stage{'s' if self.stages != 1 else ''}"
-            memory = f", for {self.memory}" if self.memory else ""
+            memory = f", {self.memory}" if self.memory else ""
             text = (f"{head}use {self.pick} — expect {quote}{_caveats(row, self.rests_on)}{speeds}{memory}; {among}after "
                     f"{stages} of fresh server pairs"
                     + (", no other shown more than 2% faster (95%)." if self.candidates > 1 else "."))
