@@ -50,7 +50,9 @@ HISTORY_MAX_BYTES = 64 * 10**6   # a bigger file of ours is not read for an esti
 
 
 @dataclass(frozen=True)
-class Estimate:
+class Duration:
+    """How long one combination is expected to take, and what that expectation was learned from (not the
+    analysis's ``Estimate`` of a speed-up)."""
     seconds: float
     source: str                      # "measured", "one stream", "real run", "baseline", "probe", "model size", "unknown"
     fixed_s: float = 0.0             # of which: loading the server, its start-up and its warm-up
@@ -177,22 +179,22 @@ class Estimator:
         return statistics.median(ratios) if ratios else 1.0
 
     def combination(self, role: str, target: str, draft: str | None, draft_max: int | None,
-                    target_path: str | None, concurrency: int = 1, level: str | None = None) -> Estimate:
+                    target_path: str | None, concurrency: int = 1, level: str | None = None) -> Duration:
         requests = self.n_prompts * self.config.settings.runs
         warmup = self.config.settings.warmup
         max_tokens = self._max_tokens()
         rounds = math.ceil(requests / concurrency)     # N streams take N requests at a time
 
-        def made_of(known: Known, source: str, *, factor: float = 1.0, decode_speedup: float = 1.0) -> Estimate | None:
+        def made_of(known: Known, source: str, *, factor: float = 1.0, decode_speedup: float = 1.0) -> Duration | None:
             per_request = known.request_s(max_tokens, decode_speedup, made_at=max_tokens)
             if per_request is None:
                 return None
             warm = known.request_s(min(max_tokens, WARMUP_TOKENS), decode_speedup, made_at=max_tokens) or 0.0
             load = known.row.load_time_s if known.row.load_time_s is not None else 0.0
             fixed = load + SERVER_OVERHEAD_S + factor * warmup * warm
-            return Estimate(fixed + factor * rounds * per_request, source, fixed, factor * per_request, known.load)
+            return Duration(fixed + factor * rounds * per_request, source, fixed, factor * per_request, known.load)
 
-        candidates: list[Estimate | None] = []
+        candidates: list[Duration | None] = []
         exact = self._get(role, target, draft, draft_max, concurrency, level)
         if exact:
             candidates.append(made_of(exact, "measured"))
@@ -214,12 +216,12 @@ class Estimator:
             return found
         size = _size(target_path)
         if not size:
-            return Estimate(0.0, "unknown")
+            return Duration(0.0, "unknown")
         tps = ASSUMED_BANDWIDTH_GBPS * 1e9 / size
         fixed = size / (ASSUMED_LOAD_GBPS * 1e9) + SERVER_OVERHEAD_S + warmup * min(max_tokens, WARMUP_TOKENS) / tps
-        return Estimate(fixed + requests * max_tokens / tps, "model size", fixed, max_tokens / tps)
+        return Duration(fixed + requests * max_tokens / tps, "model size", fixed, max_tokens / tps)
 
-    def parts(self, estimate: Estimate, combo) -> tuple[float, float]:
+    def parts(self, estimate: Duration, combo) -> tuple[float, float]:
         """(one server's start, one request) of ``estimate``: what a stage's step costs (sweep/target_plan.py)."""
         return estimate.fixed_s, estimate.request_s
 
@@ -244,7 +246,7 @@ def _size(path: str | None) -> int | None:
         return None
 
 
-def estimate_of(estimator: Estimator, combo) -> Estimate:
+def estimate_of(estimator: Estimator, combo) -> Duration:
     """The estimate for a ``sweep.plan.Combination`` (duck-typed: this module sits below the sweep)."""
     cand = combo.candidate
     level = (combo.synthetic or {}).get("level") if combo.role == Role.CEILING else None
@@ -276,7 +278,7 @@ ORDER = ("model size", "baseline", "probe", "measured")
 LOAD_APART = 0.15        # other programs' share this much higher or lower now than when learned: said
 
 
-def accuracy(estimates: list[Estimate], *, probed: bool, now: Load | None = None) -> list[str]:
+def accuracy(estimates: list[Duration], *, probed: bool, now: Load | None = None) -> list[str]:
     """What ``--dry-run`` says about how far its estimate can be off: the weakest source it rests on, the
     load its figures were learned under (against ``now``, the machine's load right now), and ``--probe``
     where a guess could be replaced by a measurement."""
