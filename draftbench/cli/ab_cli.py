@@ -23,16 +23,15 @@ from ..config.labels import MAX_LABEL, check_label
 from ..config.long_prompts import server_context
 from ..config.model_ref import ModelRef
 from ..config.prompts import Prompt
-from ..config.settings import COMMON_SETTINGS, DEFAULTS, Settings
+from ..config.settings import DEFAULTS, Override, Settings
 from ..results.file import save_results
 from ..results.lock import results_lock
 from ..sweep import Console, logs_dir_for
 from ..sweep.ab import ABPlan, run_ab, screen
-from .bench_options import measure_options, prompts_setting
+from .bench_options import common_flags, flag_settings, measure_options, prompts_setting
 from .share_cli import check_output
 
 # bench.py options that only make sense against a running server
-MIN_CONTEXT_TOKENS = int(COMMON_SETTINGS["context_tokens"].min or 1)
 SERVER_ONLY = ("url", "compare_url", "model", "api_key", "label", "compare_model", "compare_api_key", "compare_label")
 
 
@@ -102,12 +101,19 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
     if not args.draft and not methods:
         raise UsageError("--target needs --draft D.gguf or --spec-type (e.g. ngram-mod) to compare against",
                          "e.g. python bench.py --target big.gguf --draft small.gguf")
-    for name in ("draft_max", "ctx_size"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {value})")
+    if args.draft_max is not None and args.draft_max < 1:     # a candidate's parameter, not a setting
+        raise UsageError(f"--draft-max must be at least 1 (got {args.draft_max})")
     samples = _distribution_samples(args)
     server_args = list(getattr(args, "server_args", None) or [])
+    # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
+    settings = flag_settings([
+        *common_flags(args), Override("extra_args", server_args, "--"), Override("llama_bin", args.llama_bin,
+                                                                               "--llama-bin"),
+        Override("gpu_layers", args.gpu_layers, "--gpu-layers"), Override("ctx_size", args.ctx_size, "--ctx-size"),
+        Override("port", 0, "--port"), Override("distribution_samples", samples, "--distribution-samples"),
+        Override("startup_timeout_s", args.startup_timeout, "--startup-timeout"),
+        Override("context_tokens", args.context_tokens, "--context-tokens")],
+        prompts=prompts_setting(args), backend=LlamaCppSettings, path_keys=LlamaCppBackend.path_settings)
     problems, _ = check_server_args("--", server_args, allow_remote=False, entry=AB,
                                     where=lambda i: f"argument {i + 1} after --")
     if problems:
@@ -119,15 +125,6 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         pair = backend.pair_problem(args.target, args.draft)
         if pair:
             raise UsageError(f"--draft {args.draft}: {pair.message}", pair.fix)
-    # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
-    settings = Settings(extra_args=server_args, llama_bin=args.llama_bin, gpu_layers=args.gpu_layers,
-                        ctx_size=args.ctx_size, port=0, runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens,
-                        temperature=list(args.temperatures) if len(args.temperatures) > 1 else args.temperature,
-                        distribution_samples=samples, seed=args.seed,
-                        request_timeout_s=args.request_timeout,
-                        stall_timeout_s=args.stall_timeout, startup_timeout_s=args.startup_timeout,
-                        prompts=prompts_setting(args),
-                        context_tokens=args.context_tokens, backend=LlamaCppSettings())
     if args.context_tokens is not None:
         _check_context(args, backend, settings)
     draft = ModelRef(label=_label(args.draft), path=args.draft, raw_path=args.draft) if args.draft else None
@@ -147,9 +144,7 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
 
 
 def _distribution_samples(args: argparse.Namespace) -> int | None:
-    n, least = args.distribution_samples, COMMON_SETTINGS["distribution_samples"].min or 1
-    if n is not None and n < least:
-        raise UsageError(f"--distribution-samples must be at least {least:g} (got {n})")
+    n = args.distribution_samples         # its bounds are the setting's, checked with the others
     if n is not None and not any(t > 0 for t in args.temperatures):
         raise UsageError("--distribution-samples checks the output distribution above temperature 0; at 0 the "
                          "output check compares answers exactly", "add a --temperature above 0, or drop it")
@@ -158,8 +153,6 @@ def _distribution_samples(args: argparse.Namespace) -> int | None:
 
 def _check_context(args: argparse.Namespace, backend: LlamaCppBackend, settings: Settings) -> None:
     """--context-tokens: its own long prompts, and a length both models can take (before any server starts)."""
-    if args.context_tokens < MIN_CONTEXT_TOKENS:
-        raise UsageError(f"--context-tokens must be at least {MIN_CONTEXT_TOKENS} (got {args.context_tokens})")
     if args.prompt or args.prompt_file or args.category:
         raise UsageError("--context-tokens measures its own long prompts (docs/long-context.md)",
                          "drop --prompt, --prompt-file and --category, or --context-tokens")

@@ -5,18 +5,19 @@ the file ``--json`` will write, and the settings and measurement options they st
 from __future__ import annotations
 
 import argparse
-import math
+import dataclasses
+import os
+import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..backends import backend_names, get_backend
-from ..common.errors import UsageError
+from ..common.errors import Problem, UsageError
 from ..config.prompts import ALL_PROMPTS, BUILTIN_PROMPTS, Prompt, custom_prompts, load_prompt_file
-from ..config.settings import COMMON_SETTINGS, Settings
+from ..config.settings import BackendSettings, Origin, Override, Settings
+from ..config.settings_check import check_settings
 from ..measure.sequential import MeasureOptions
-
-MAX_TIMEOUT_S = COMMON_SETTINGS["request_timeout_s"].max or math.inf   # as settings.request_timeout_s / stall_timeout_s
-MAX_TEMPERATURE = COMMON_SETTINGS["temperature"].max or math.inf
 
 
 def check_options(args: argparse.Namespace) -> tuple[list[Prompt], Path | None]:
@@ -27,17 +28,11 @@ def check_options(args: argparse.Namespace) -> tuple[list[Prompt], Path | None]:
     if args.context_tokens is not None and not args.target:
         raise UsageError("--context-tokens cuts long prompts with the target's own tokenizer on servers it starts",
                          "use it with --target T.gguf (and --draft or --spec-type)")
-    for name in ("runs", "max_tokens"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(args, name)})")
-    if args.warmup < 0 or not all(math.isfinite(t) and 0 <= t <= MAX_TEMPERATURE for t in args.temperatures):
-        raise UsageError(f"--warmup must not be negative, and --temperature must be from 0 to {MAX_TEMPERATURE:g}")
+    flag_settings(common_flags(args))         # each value within its setting's bounds, as in a config
     if len(args.temperatures) > 1 and not args.target:
         raise UsageError("--temperature takes one value with --url: a list measures the A/B at each, on servers it "
                          "starts", "use one temperature, or --target T.gguf with the list")
     check_concurrency(args)
-    check_seconds("--request-timeout", args.request_timeout)
-    check_seconds("--stall-timeout", args.stall_timeout)
     json_path = check_output_file(args.json_path, "--json", (args.prompt_file,)) if args.json_path else None
     prompts = choose_prompts(args)
     if args.concurrency > len(prompts) * args.runs:
@@ -82,12 +77,6 @@ def choose_prompts(args: argparse.Namespace) -> list[Prompt]:
             cycled.append(p if rep == 0 else Prompt(f"{p.id}#{rep + 1}", p.category, p.messages))
         prompts = cycled
     return prompts
-
-
-def check_seconds(flag: str, value: float) -> None:
-    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
-        raise UsageError(f"{flag} is {value:g}; it must be a number of seconds above 0 and at most {MAX_TIMEOUT_S}",
-                         f"e.g. {flag} 120")
 
 
 def check_output_file(path: str, flag: str, inputs: tuple[str | None, ...] = ()) -> Path:
@@ -137,8 +126,33 @@ def prompts_setting(args: argparse.Namespace) -> str | list[str]:
             else list(args.category) if args.category else "builtin")
 
 
+def common_flags(args: argparse.Namespace) -> list[Override]:
+    """The flags ``--url`` and the A/B share, each as the setting a sweep config would hold."""
+    temperature = list(args.temperatures) if len(args.temperatures) > 1 else args.temperatures[0]
+    return [Override("runs", args.runs, "--runs"), Override("warmup", args.warmup, "--warmup"),
+            Override("max_tokens", args.max_tokens, "--max-tokens"),
+            Override("temperature", temperature, "--temperature"), Override("seed", args.seed, "--seed"),
+            Override("request_timeout_s", args.request_timeout, "--request-timeout"),
+            Override("stall_timeout_s", args.stall_timeout, "--stall-timeout")]
+
+
+def flag_settings(given: Sequence[Override], *, prompts: str | list[str] = "builtin",
+                  backend: type[BackendSettings] = BackendSettings, path_keys: tuple[str, ...] = ()) -> Settings:
+    """bench.py's flags as the settings a sweep config would hold, checked by the one route a config's settings
+    take (:func:`check_settings`): a value out of its setting's bounds is refused naming its flag and value.
+    ``prompts`` is recorded as it is: bench.py chose and read its prompts already (``custom`` has no config form)."""
+    problems: list[Problem] = []
+    settings = check_settings({}, backend=backend, path_keys=path_keys, base_dir=os.getcwd(),
+                              origin=Origin(tuple(o for o in given if o.value is not None)), other_backends={},
+                              problems=problems)
+    if problems:
+        first = problems[0]
+        place = re.sub(r"\[(\d+)\]$", lambda m: f" (value {int(m.group(1)) + 1})", first.path)   # of a list
+        raise UsageError(f"{place}: {first.message}", first.fix)
+    return dataclasses.replace(settings, prompts=prompts)
+
+
 def url_settings(args: argparse.Namespace) -> Settings:
     """The settings ``bench.py --url`` measured with, as a sweep's results file records them."""
-    return Settings(runs=args.runs, warmup=args.warmup, max_tokens=args.max_tokens, temperature=args.temperature,
-                    seed=args.seed, request_timeout_s=args.request_timeout, stall_timeout_s=args.stall_timeout,
-                    concurrency=args.concurrency, prompts=prompts_setting(args))
+    return flag_settings([*common_flags(args), Override("concurrency", args.concurrency, "--concurrency")],
+                         prompts=prompts_setting(args))

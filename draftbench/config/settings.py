@@ -247,11 +247,14 @@ class Override:
         """The flag and its value, as a problem's place: ``--budget 600``, ``--design interleaved``."""
         if isinstance(self.value, bool):
             return self.flag
-        value = self.value
-        # 600.0 as "600"; 1e308 as "1e+308", not its 309 digits
-        shown = str(int(value)) if isinstance(value, float) and value.is_integer() and abs(value) < 1e16 \
-            else f"{value:g}" if isinstance(value, float) else str(value)
-        return f"{self.flag} {shown}"
+        values = self.value if isinstance(self.value, list) else [self.value]     # a list as given: "0,0.7"
+        return f"{self.flag} {','.join(_shown(v) for v in values)}"
+
+
+def _shown(value: Any) -> str:
+    """600.0 as "600"; 1e308 as "1e+308", not its 309 digits."""
+    return str(int(value)) if isinstance(value, float) and value.is_integer() and abs(value) < 1e16 \
+        else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @dataclass(frozen=True)
