@@ -394,7 +394,7 @@ def test_bench_refuses_bad_concurrency_before_measuring():
     proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--concurrency", "0")
     assert proc.returncode == 2 and "Error: --concurrency must be at least 1 (got 0)" in proc.stderr
     proc = run_cli("bench.py", "--url", "http://127.0.0.1:9", "--backend", "lmstudio", "--concurrency", "2")
-    assert proc.returncode == 2 and "--concurrency is not supported with LM Studio" in proc.stderr
+    assert proc.returncode == 2 and "--concurrency is not supported with lmstudio" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 

@@ -301,6 +301,7 @@ class Backend:
     synthetic_acceptance: ClassVar[bool] = False    # can run a draft at a given acceptance (settings.ceiling)
     rpc_endpoints: ClassVar[bool] = False           # can split a target over llama.cpp RPC endpoints (targets[].rpc)
     tokenizes: ClassVar[bool] = False               # its servers' tokenizer cuts long prompts (settings.context_tokens)
+    concurrent_streams: ClassVar[bool] = True       # measured with N client streams at once (settings.concurrency)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         """Turn a config ``path`` into what the server needs. Default: a local file path."""

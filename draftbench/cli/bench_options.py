@@ -48,9 +48,8 @@ def check_options(args: argparse.Namespace) -> tuple[list[Prompt], Path | None]:
 def check_concurrency(args: argparse.Namespace) -> None:
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be at least 1 (got {args.concurrency})")
-    if args.concurrency > 1 and args.backend not in ("auto", "openai") and args.backend in backend_names() \
-            and get_backend(args.backend).config_name == "lmstudio":
-        raise UsageError("--concurrency is not supported with LM Studio", "measure it with --concurrency 1, or "
+    if args.concurrency > 1 and args.backend in backend_names() and not get_backend(args.backend).concurrent_streams:
+        raise UsageError(f"--concurrency is not supported with {args.backend}", "measure it with --concurrency 1, or "
                          "benchmark concurrency on llama-server or vLLM")
     if args.concurrency > 1 and args.target:
         raise UsageError("--concurrency applies to --url only; the one-command A/B measures one stream",

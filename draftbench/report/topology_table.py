@@ -5,7 +5,7 @@ links' measured round trip — or vLLM's parallelism. Shown only when some row r
 from __future__ import annotations
 
 from ..results.file import Row, combination_title
-from ..results.topology import links, parallelism, where
+from ..results.topology import is_parallelism, links, parallelism, where
 from .text import esc
 from .view import ReportData
 
@@ -17,7 +17,7 @@ def _title(row: Row, multi_k: bool) -> str:
 
 def _cells(row: Row) -> list[str]:
     topology = row.topology or {}
-    if topology.get("kind") == "vllm":
+    if is_parallelism(topology):
         return [parallelism(topology), "—", "—"]
     draft = "—"
     if topology.get("draft"):

@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# Row.topology["kind"], declared once: a server started with a parallelism (vLLM), or a llama.cpp target split
+# over RPC endpoints (its draft placed beside it)
+PARALLELISM = "vllm"
+RPC_SPLIT = "llamacpp-rpc"
+
 VLLM_SIZES = (("tensor_parallel_size", "tensor parallel"), ("pipeline_parallel_size", "pipeline parallel"),
               ("data_parallel_size", "data parallel"))
 
@@ -49,11 +54,16 @@ def parallelism(topology: dict) -> str:
     return text
 
 
+def is_parallelism(topology: dict) -> bool:
+    """A server's parallelism (vLLM's sizes), not where each model's bytes went."""
+    return topology.get("kind") == PARALLELISM
+
+
 def describe(topology: Any) -> str:
     """One line for people; "" when there is nothing to say."""
     if not isinstance(topology, dict):
         return ""
-    if topology.get("kind") == "vllm":
+    if is_parallelism(topology):
         return parallelism(topology)
     parts = [f"target {where(topology.get('target'))}"]
     if topology.get("draft"):

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ...common.errors import ServerError, ServerErrorKind
+from ...results.topology import RPC_SPLIT
 
 LOG_VERBOSITY = 4        # the load_tensors / llama_kv_cache lines are not printed below it
 
@@ -130,7 +131,7 @@ def proven_topology(log_text: str, *, target: str, draft: str | None, endpoints:
         if placement == "local" and draft_on:
             raise ServerError(f"the draft was asked to run here, but llama-server put it on {', '.join(draft_on)}",
                               "check -devd / -ngld in extra_args", log_path=log_path, kind=ServerErrorKind.DEVICE)
-    topology: dict = {"kind": "llamacpp-rpc", "endpoints": [], "draft_placement": placement,
+    topology: dict = {"kind": RPC_SPLIT, "endpoints": [], "draft_placement": placement,
                 "target": target_place.to_dict(), "draft": draft_place.to_dict() if draft_place else None,
                 "split_proven": True}
     return topology, notes

@@ -58,6 +58,7 @@ class LMStudioBackend(Backend):
     owns_port = False          # one LM Studio server per machine: we reuse it rather than pick a port
     path_settings = ("lms_bin",)
     settings_class = LMStudioSettings
+    concurrent_streams = False # concurrency levels are not supported (validate_settings says so for a config)
 
     def resolve_model(self, raw: str, base_dir: str) -> tuple[str, PathProblem | None]:
         return raw.strip(), None       # LM Studio model keys, as `lms ls` prints them

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ...common.errors import Problem
 from ...config.extra_args import host_problems
 from ...config.settings import Settings
+from ...results.topology import PARALLELISM
 from .settings import VLLMSettings
 
 # setting -> (vLLM's flag, its short alias, the topology key)
@@ -96,7 +97,7 @@ def topology_from_command(cmd: list[str], speculative_config: dict | None = None
     for _flag, _alias, name in SIZES.values():
         size = found.get(name)
         world *= size if isinstance(size, int) else 1
-    out = {"kind": "vllm", **found, "world_size": world}
+    out = {"kind": PARALLELISM, **found, "world_size": world}
     if isinstance(draft_tp, int):
         out["draft_tensor_parallel_size"] = draft_tp
     return out
