@@ -177,7 +177,9 @@ def test_with_lms_starts_loads_streams_counts_and_cleans_up(lms, tmp_path):
             assert record.draft_n_accepted == truth["accepted"] == 16
             assert record.verify_steps is None                 # LM Studio does not report verify steps
             assert record.server_decode_tps and record.server_decode_tps > 0
-            assert record.decode_tps and record.ttft_s is not None
+            # the client clock's decode rate is "not measured" (None, never 0) where a loaded machine delivered every
+            # token in one read
+            assert record.ttft_s is not None and (record.decode_tps is None or record.decode_tps > 0)
     finally:
         server.stop()
     # our target unloaded, the draft LM Studio loaded for us unloaded, the server we started stopped

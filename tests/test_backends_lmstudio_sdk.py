@@ -154,7 +154,7 @@ def test_loads_measures_k_p_min_and_fragments_then_unloads(lm_studio, tmp_path):
             assert record.draft_details["num_draft_tokens_exact"] == 4             # what LM Studio says it applied
             assert record.draft_source == "sdk-stats"
             assert record.ttft_s is not None and record.server_ttft_s is not None
-            assert record.decode_tps and record.server_decode_tps
+            assert record.server_decode_tps and (record.decode_tps is None or record.decode_tps > 0)   # None: one read
             items = decode(record.draft_fragments)
             assert sum(n for n, _ in items) == 24
             assert [n for n, drafted in items if drafted] == [a for a in truth["steps"] if a]
