@@ -224,3 +224,11 @@ def pairs_accounted_for(row, baseline) -> int:
     assert not left or any(w.code is Code.PAIRS_LEFT_OUT for w in row.warnings), "left out, and not said why"
     assert row.speedup is not None
     return (row.speedup.n_pairs or 0) + left
+
+
+def timed(row: dict) -> bool:
+    """A row's tok/s is measured where any request's decode was timed, and 'not measured' (None) only where none
+    was: a loaded machine can hand a short request's tokens over in one read."""
+    if row["mean_tps"] is None:
+        return all(r["decode_tps"] is None for r in row["requests"])
+    return row["mean_tps"] > 0
