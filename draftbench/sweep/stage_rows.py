@@ -80,6 +80,7 @@ class RowWriter:
         made = _Measured(combo, status, common, tuple(session.notes), session.status, methods)
         if new and prior is not None and prior.status is status:
             self._pending[combo.key] = made
+            # its fields, warnings and whether it speculated stay as its last step left them
             kept = {k: v for k, v in common.items() if k != "speculation_active"}
             return self.store.record(replace(prior, status=status, reason=None, **kept,
                                              active_methods=list(methods) if methods is not None else None))
