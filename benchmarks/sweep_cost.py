@@ -16,7 +16,8 @@ nothing but draftbench's own work takes CPU. It prints
   and without the file's rewrites, which are amortised (each rewrite follows a journal as large as the file);
 * the CPU spent in the analysis (every call from the sweep into ``draftbench.analysis``: the decision at each
   look, each step's row fields, the rows the console shows, the final analysis) as a share of the sweep's, by
-  entry point (goal: at most 5%).
+  entry point (goal: at most 5%), and how much of it is the forecast of what would settle each target left
+  unresolved (``analysis/settle.py``, in the final analysis).
 
 CPU seconds are this process's (``time.process_time``): the machine's other work does not count, though a busy
 machine still stretches them a little. Quote the ratio, and the machine and date with any figure.
@@ -134,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     config, backend = build(folder, targets, args.candidates)
     clocks = Clocks()
     clocks.install()
+    forecasts = Clocks()          # inside the analysis: what the verdicts left unresolved cost to forecast
+    import draftbench.analysis.decision as decision
+    decision.forecast = forecasts.wrap("forecast", decision.forecast)
     reporter = Timed(clocks)
     profile = cProfile.Profile(time.process_time) if args.profile else None
     start = time.process_time()
@@ -157,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"analysis: {analysis:.2f} s = {analysis / total:.1%} of the sweep's CPU ("
           + ", ".join(f"{name} {s:.2f} s" for name, s in sorted(clocks.seconds.items(), key=lambda kv: -kv[1]))
           + f"); the file's rewrites: {rewrite:.2f} s = {rewrite / total:.1%}")
+    forecast = forecasts.seconds["forecast"]
+    print(f"of the analysis, the forecasts of what would settle the targets left unresolved (analysis/settle.py "
+          f"forecast, at the final analysis): {forecast:.2f} s = {forecast / total:.1%} of the sweep's CPU; the rest "
+          f"of the analysis {analysis - forecast:.2f} s = {(analysis - forecast) / total:.1%}")
     if profile is not None:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
     return 0

@@ -370,8 +370,9 @@ class Decision:
 
     @cached_property
     def power(self) -> str | None:
-        """What the spread measured here would let the stages show (the report's line)."""
-        if not self.looks:
+        """What the spread measured here would let the stages show (the report's line; none while the sweep measures
+        on: its looks show no report)."""
+        if not self.looks or self.live:
             return None
         ev = self.evidence
         return power_line(ev.series.get(self.best or ""), ev.spread, floor=self.rule.floor,

@@ -193,6 +193,16 @@ def _target(comparisons: Iterable[Series]) -> _TargetSpread | None:
     return _TargetSpread(pair, between, column if len(table.rows) >= 2 else None)
 
 
+def _target_of(target: str, comparisons: Sequence[Series],
+               known: dict[str, tuple[tuple[Series, ...], _TargetSpread | None]] | None) -> _TargetSpread | None:
+    if known is None:
+        return _target(comparisons)
+    key = tuple(comparisons)
+    if target not in known or known[target][0] != key:
+        known[target] = (key, _target(comparisons))
+    return known[target][1]
+
+
 def _pooled(parts: Sequence[_Part]) -> SessionVariance:
     """Targets' estimates pooled by their stages; kept at 0 when negative, with the uncertainty of the estimate."""
     total = sum(p.weight for p in parts)
@@ -210,9 +220,12 @@ def conservative(correlation: float) -> float:
     return min(0.8, max(0.0, math.floor(correlation / step) * step - step))
 
 
-def spread_of(by_target: Mapping[str, Sequence[Series]]) -> Spread:
-    """The pooled spread of every target's stages (the assumed one while no comparison has two fresh stages)."""
-    found = [t for s in by_target.values() if (t := _target(s)) is not None]
+def spread_of(by_target: Mapping[str, Sequence[Series]],
+              known: dict[str, tuple[tuple[Series, ...], _TargetSpread | None]] | None = None) -> Spread:
+    """The pooled spread of every target's stages (the assumed one while no comparison has two fresh stages);
+    ``known``: each target's spread as last computed, on which stages (a target whose stages are the same is not
+    computed again, and what is computed is kept there)."""
+    found = [t for target, s in by_target.items() if (t := _target_of(target, s, known)) is not None]
     if not found:
         return ASSUMED_SPREAD
     pair = _pooled([t.pair for t in found])
@@ -234,6 +247,9 @@ class MachineSpread:
         self._comparisons = dict(comparisons)
         self._orders = sorted({s.order for series in comparisons.values() for s in series})
         self._cache: dict[int, Spread] = {}
+        # each target's spread on the stages it was last computed on: a look's new cut recomputes only the targets
+        # whose stages it changes (a sweep's finished targets keep theirs)
+        self._targets: dict[str, tuple[tuple[Series, ...], _TargetSpread | None]] = {}
 
     def grown(self, comparisons: Mapping[tuple[str, str], Series]) -> MachineSpread:
         """The spread over ``comparisons``, which a sweep grew from this one's by stages measured after it (the
@@ -241,6 +257,7 @@ class MachineSpread:
         those sessions' stages are the same; anything else is computed afresh — the numbers are those of a spread
         built at once."""
         new = MachineSpread(comparisons)
+        new._targets = self._targets
         if self._cache:
             last = max(self._cache)
             keys = set(comparisons) | set(self._comparisons)
@@ -263,5 +280,5 @@ class MachineSpread:
                 known = tuple(s for s in series if s.order <= cut)
                 if known:
                     by_target.setdefault(target, []).append(known)
-            self._cache[cut] = spread_of(by_target)
+            self._cache[cut] = spread_of(by_target, self._targets)
         return self._cache[cut]

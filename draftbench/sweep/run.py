@@ -8,7 +8,7 @@
         TargetRun.stage    one stage: its steps in the design's order (``schedule.stage_steps``), fresh servers
           TargetRun.step   one step: the servers up together and the requests they answer, in order
             .request       one request: measured, then added to its row at once (a request measured is a
-                           request kept: ``stage_rows.py``, the results file's journal)
+                           request kept: ``stage_rows.py``; the row's fields summarised as its step ends)
 
 Nothing here calls back into its caller: each level returns what happened and the level above decides.
 
@@ -17,11 +17,10 @@ Nothing here calls back into its caller: each level returns what happened and th
         print(verdict.verdict, verdict.best, verdict.quote.text() if verdict.quote else "")
     outcome.results                                  # the analysed results file (save_results writes it)
 
-``backend`` is any object implementing the backend contract (``draftbench/backends/base.py``); by default the
-config's own (llama.cpp, vLLM or LM Studio). ``store`` receives every request's row as it is measured
-(``sweep/store.py``: the command line's saves each in the results file's journal; the default keeps them in
-memory); ``clock`` times the budget (a simulator passes its own); ``more``: stages beyond the plan for every
-target left unresolved (``--more``). The command line and the simulator (``benchmarks/verdicts.py``) run here.
+``backend``: any object implementing the backend contract (``draftbench/backends/base.py``), by default the
+config's own; ``store`` receives every request's row as it is measured (the command line's saves each in the
+results file's journal: ``sweep/store.py``); ``clock`` times the budget (a simulator passes its own); ``more``:
+stages beyond the plan for each target left unresolved. The command line and ``benchmarks/verdicts.py`` run here.
 """
 
 from __future__ import annotations
@@ -220,11 +219,11 @@ class TargetRun:
     def __init__(self, launcher: Launcher, plan: TargetPlan, rows: RowWriter, reporter: Reporter):
         self.launcher, self.plan, self.rows, self.reporter = launcher, plan, rows, reporter
         self.options: MeasureOptions = launcher.runner.options
-        names = list(plan.candidates)
+        rows.resummarise([plan.baseline, *plan.candidates.values()])     # a sweep killed in a step, resumed
         # the console numbers steps out of the most the stages may run, on from where a resumed target stopped
         self.steps_run = steps_measured(plan, {n: rows.row(c) for n, c in plan.candidates.items()},
                                         rows.row(plan.baseline))
-        self.per_stage = len(stage_steps(plan.design, 0, plan.stages.stage(0), 0, names))
+        self.per_stage = len(stage_steps(plan.design, 0, plan.stages.stage(0), 0, list(plan.candidates)))
         self.reach(plan.stages.horizon)
         self.opening_s = 0.0            # a baseline server's load and warm-up, charged to its row's first request
         self.dead: dict[str, str] = {}  # candidates that failed in this run (a later run tries them again)
@@ -268,6 +267,7 @@ class TargetRun:
         except BaselineFailed as failed:
             self.baseline_failed = failed.reason
         finally:
+            self.rows.summarise()          # the rows the steps added requests to (Ctrl-C included; each step's end did)
             for session in slots.values():
                 self.launcher.stop(session)
         for step in steps:          # a bracketed candidate is compared with the baseline server after it too

@@ -11,7 +11,9 @@ from typing import Any
 
 from ..analysis.stats import rounded
 from ..analysis.verdict import summarize_records
+from ..backends.base import SpeculationStatus
 from ..results.file import RequestRecord, Row
+from ..results.findings import Code, Finding
 from ..results.kinds import Role, Status
 from ..results.memory import ServerMemory
 from .launcher import Session
@@ -37,42 +39,92 @@ class StagedDesign:
                 "stateful": is_stateful(combo.candidate.method) if combo.candidate else False}
 
 
+@dataclass(frozen=True)
+class _Measured:
+    """What a row measured on a server is made of, but its summarised fields (:meth:`RowWriter.measured`)."""
+
+    combo: Combination
+    status: Status
+    common: dict
+    notes: tuple[Finding, ...]
+    speculation: SpeculationStatus
+    methods: Sequence[str] | None
+
+
 class RowWriter:
     """Adds each request to its row in ``store``; ``runner`` knows each row's base fields."""
 
     def __init__(self, store: RowStore, runner: CombinationRunner, design: StagedDesign):
         self.store, self.runner, self.design = store, runner, design
+        self._pending: dict[tuple, _Measured] = {}     # rows with requests added since their fields were summarised
 
     def row(self, combo: Combination) -> Row | None:
         return self.store.row(combo.key)
 
     def measured(self, combo: Combination, session: Session, new: list[RequestRecord], wall: float) -> Row:
-        """The row with ``new`` added (an error row when a baseline turns out to speculate)."""
+        """The row with ``new`` added (an error row when a baseline turns out to speculate). A request added to a row
+        measured before keeps that row's fields as they were (saved at once, summarised when its step ends:
+        :meth:`summarise`); a step's end (``new`` empty) or a row's first request summarises every request."""
         prior = self.row(combo)
         records = [*(prior.requests if prior is not None else ()), *new]
-        options = self.runner.options
-        fields = summarize_records(records, max_tokens=options.max_tokens, runs=options.runs, flags=self.runner.flags)
         common = self._common(combo, prior, records, wall)
         common.update(server=session.info, load_time_s=rounded(session.server.load_time_s, 3),
                       topology=session.server.topology, memory=peak_memory(prior, session))
         methods = session.methods
+        self._pending.pop(combo.key, None)
         if not combo.is_speculative and methods:
             reason = (f"the baseline is not plain decoding: the server ran {', '.join(methods)} "
                       f"({session.server.methods_evidence})")
             return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods), **common))
-        active, findings = speculation_outcome(combo.is_speculative, session.status, fields.get("draft_n"),
-                                               model_free=bool(combo.candidate and combo.candidate.model_free))
-        warnings = (*session.notes, *fields.pop("warnings"), *findings)
         status = prior.status if prior is not None and prior.status is Status.ELIMINATED else Status.OK
-        common.update(fields)
-        common["speculation_active"] = active
-        return self.store.record(Row(status=status, warnings=warnings,
-                                     active_methods=list(methods) if methods is not None else None, **common))
+        made = _Measured(combo, status, common, tuple(session.notes), session.status, methods)
+        if new and prior is not None and prior.status is status:
+            self._pending[combo.key] = made
+            # its fields, warnings and whether it speculated stay as its last step left them
+            kept = {k: v for k, v in common.items() if k != "speculation_active"}
+            return self.store.record(replace(prior, status=status, reason=None, **kept,
+                                             active_methods=list(methods) if methods is not None else None))
+        return self.store.record(self._summarised(made))
+
+    def summarise(self) -> None:
+        """Every row a request was added to since its step began, summarised (a step's end, Ctrl-C included)."""
+        for key in list(self._pending):
+            self.store.record(self._summarised(self._pending.pop(key)))
+
+    def resummarise(self, combos: Iterable[Combination]) -> None:
+        """Rows a stopped sweep saved in the middle of a step (killed, a power cut: the step's requests kept, the
+        row's fields not summarised on them yet), summarised on every request they hold (a resumed sweep)."""
+        for combo in combos:
+            row = self.row(combo)
+            if row is not None and row.status in (Status.OK, Status.ELIMINATED) and not _summarised_whole(row):
+                notes = tuple(w for w in row.warnings if w.code is Code.SERVER_NOTE)
+                self.store.record(replace(row, **self._fields(combo, row.requests, notes,
+                                                              SpeculationStatus(row.speculation_active))))
+
+    def _summarised(self, made: _Measured) -> Row:
+        """The row of ``made``, its fields summarised from every request."""
+        fields = self._fields(made.combo, made.common["requests"], made.notes, made.speculation)
+        return Row(status=made.status, active_methods=list(made.methods) if made.methods is not None else None,
+                   **{**made.common, **fields})
+
+    def _fields(self, combo: Combination, records: Sequence[RequestRecord], notes: Sequence[Finding],
+                speculation: SpeculationStatus) -> dict:
+        """A row's fields summarised from its requests, with its warnings (its server's notes first) and whether
+        it speculated."""
+        options = self.runner.options
+        fields = summarize_records(list(records), max_tokens=options.max_tokens, runs=options.runs,
+                                   flags=self.runner.flags)
+        active, findings = speculation_outcome(combo.is_speculative, speculation, fields.get("draft_n"),
+                                               model_free=bool(combo.candidate and combo.candidate.model_free))
+        fields["warnings"] = (*notes, *fields.pop("warnings"), *findings)
+        fields["speculation_active"] = active
+        return fields
 
     def failed(self, combo: Combination, reason: str, session: Session | None, new: Sequence[RequestRecord],
                wall: float, inactive: bool = False) -> Row:
         """An error row keeping every request measured before (and in) the failed step."""
         prior = self.row(combo)
+        self._pending.pop(combo.key, None)
         records = (*(prior.requests if prior is not None else ()), *new)
         server = session.server if session is not None else None
         tail = server.log_tail(20) if server is not None else ""
@@ -87,6 +139,7 @@ class RowWriter:
     def skipped(self, combo: Combination, why: str) -> Row:
         """Its target's baseline failed: 'skipped', keeping what it measured (as upstream)."""
         prior = self.row(combo)
+        self._pending.pop(combo.key, None)
         records = prior.requests if prior is not None else ()
         return self.store.record(Row(status=Status.SKIPPED, reason=why, **self._common(combo, prior, records, 0.0)))
 
@@ -107,6 +160,7 @@ class RowWriter:
 
     def eliminated(self, why: dict[Combination, str]) -> None:
         """The candidates a look left behind (the race), marked so with why; their measurements kept."""
+        self.summarise()
         for combo, reason in why.items():
             row = self.row(combo)
             if row is not None and row.status is Status.OK:
@@ -114,6 +168,7 @@ class RowWriter:
 
     def bracket(self, combo: Combination, stage: int, session: str) -> None:
         """A bracketed candidate's requests of ``stage`` are compared with the baseline server after them too."""
+        self.summarise()
         row = self.row(combo)
         if row is None:
             return
@@ -131,6 +186,12 @@ class RowWriter:
                 "race": prior.race if prior else None,
                 # the check samples the candidate's own servers, not a stage: a stage more (--more) keeps it
                 "output_distribution": prior.output_distribution if prior else None}
+
+
+def _summarised_whole(row: Row) -> bool:
+    """Its fields summarise every request it holds (its categories count each answered request once)."""
+    counted = sum(c.get("n") or 0 for c in (row.by_category or {}).values() if isinstance(c, dict))
+    return counted == sum(1 for r in row.requests if r.error is None)
 
 
 def peak_memory(prior: Row | None, session: Session) -> ServerMemory | None:

@@ -1,0 +1,101 @@
+"""A staged row's fields are summarised once per step (issue 44), never left behind its requests: each request is
+saved as it finishes, the row's fields are summarised when its step ends — also when Ctrl-C cuts the step — and a
+row a killed sweep saved in the middle of a step is summarised again when the sweep resumes. Simulated servers
+(benchmarks/simulation): no server starts."""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from draftbench.analysis.verdict import summarize_records
+from draftbench.results.file import ResultsFile, Row
+from draftbench.results.kinds import Status
+from draftbench.sweep.console import Reporter
+from draftbench.sweep.run import run_sweep
+from draftbench.sweep.store import RowStore, empty_results
+from simulation.grids import prompts
+from simulation.sweeps import LOGS, Setup, machine_world
+from simulation.world import Cand, Grid, Machine, draw_truth
+
+GRID = Grid("rows", (Cand("a", 1.2), Cand("b", 1.05)), prompt_sd=0.05)
+
+
+def setup_and_backend(seed: int = 5):
+    listed = prompts(6)
+    setup = Setup.of(GRID, listed, max_tokens=32, noise_floor=0.02, search="exhaustive", stages=2, per_stage=3)
+    rng = random.Random(seed)
+    truth = draw_truth(GRID, len(listed), rng, [p.category for p in listed])
+    return setup, machine_world(Machine(), setup)(GRID, truth, setup.names, listed, rng)
+
+
+def summarised_whole(row: Row) -> bool:
+    fields = summarize_records(list(row.requests), max_tokens=32, runs=1)
+    return all(getattr(row, k) == v for k, v in fields.items() if k != "warnings")
+
+
+class CutAfter(Reporter):
+    """Ctrl-C after ``n`` requests, in the middle of a step."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def request_done(self, done: int, total: int) -> None:
+        self.n -= 1
+        if self.n == 0:
+            assert done < total, "the cut is meant to fall inside a step"
+            raise KeyboardInterrupt
+
+
+class Snapshots(RowStore):
+    """Every state the results file's journal held, row by row, as a killed sweep would leave it."""
+
+    def __init__(self, results: ResultsFile):
+        super().__init__(results)
+        self.states: list[tuple[Row, ...]] = []
+
+    def record(self, row: Row) -> Row:
+        row = super().record(row)
+        self.states.append(self.current().results)
+        return row
+
+
+def test_a_request_recorded_mid_step_keeps_the_rows_fields_until_its_step_ends():
+    setup, backend = setup_and_backend()
+    store = Snapshots(empty_results(setup.config))
+    outcome = run_sweep(setup.config, backend, store=store, clock=backend.world.clock, logs_dir=LOGS)
+    stale = [r for state in store.states for r in state if r.requests and not summarised_whole(r)]
+    assert stale, "some request was saved before its row's fields were summarised again"
+    assert all(summarised_whole(r) for r in store.current().results if r.status is Status.OK)
+    assert all(summarised_whole(r) for r in outcome.results.results if r.requests)
+
+
+@pytest.mark.parametrize("cut", [2, 4, 9])
+def test_ctrl_c_in_a_step_leaves_every_row_summarised_on_every_request_it_kept(cut):
+    setup, backend = setup_and_backend()
+    store = RowStore(empty_results(setup.config))
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(setup.config, backend, store=store, reporter=CutAfter(cut), clock=backend.world.clock,
+                  logs_dir=LOGS)
+    rows = [r for r in store.current().results if r.requests]
+    assert rows and sum(len(r.requests) for r in rows) >= cut
+    assert all(summarised_whole(r) for r in rows)
+
+
+def test_a_row_a_killed_sweep_saved_mid_step_is_summarised_again_on_resume():
+    setup, backend = setup_and_backend()
+    store = Snapshots(empty_results(setup.config))
+    run_sweep(setup.config, backend, store=store, clock=backend.world.clock, logs_dir=LOGS)
+    # the last state with a row not summarised on its requests: the sweep killed just after that request was saved
+    state = next(s for s in reversed(store.states) if any(r.requests and not summarised_whole(r) for r in s))
+    _, fresh = setup_and_backend(seed=6)
+    resumed = RowStore(replace(empty_results(setup.config), results=state))
+    outcome = run_sweep(setup.config, fresh, store=resumed, clock=fresh.world.clock, logs_dir=LOGS)
+    assert all(summarised_whole(r) for r in resumed.current().results if r.status is Status.OK)
+    assert all(summarised_whole(r) for r in outcome.results.results if r.requests)
