@@ -99,3 +99,22 @@ def test_a_row_a_killed_sweep_saved_mid_step_is_summarised_again_on_resume():
     outcome = run_sweep(setup.config, fresh, store=resumed, clock=fresh.world.clock, logs_dir=LOGS)
     assert all(summarised_whole(r) for r in resumed.current().results if r.status is Status.OK)
     assert all(summarised_whole(r) for r in outcome.results.results if r.requests)
+
+
+def test_a_file_left_by_a_kill_mid_step_says_which_rows_figures_are_behind_until_it_is_resumed():
+    """``--chart-only`` or an export before the resume: the row's summarised figures miss that step's requests, and
+    the analysis says so on that row (its speed-up counts them); the resumed sweep's file says nothing of it."""
+    from draftbench.analysis.verdict import analyze
+    from draftbench.results.findings import Code
+
+    setup, backend = setup_and_backend()
+    store = Snapshots(empty_results(setup.config))
+    run_sweep(setup.config, backend, store=store, clock=backend.world.clock, logs_dir=LOGS)
+    state = next(s for s in reversed(store.states) if any(r.requests and not summarised_whole(r) for r in s))
+    killed = analyze(replace(empty_results(setup.config), results=state))
+    behind = {r.key for r in killed.results if any(w.code is Code.SUMMARY_BEHIND for w in r.warnings)}
+    assert behind == {r.key for r in state if r.requests and not summarised_whole(r)}
+    _, fresh = setup_and_backend(seed=6)
+    resumed = RowStore(replace(empty_results(setup.config), results=state))
+    outcome = run_sweep(setup.config, fresh, store=resumed, clock=fresh.world.clock, logs_dir=LOGS)
+    assert not any(w.code is Code.SUMMARY_BEHIND for r in outcome.results.results for w in r.warnings)

@@ -39,6 +39,7 @@ class Code(str, Enum):
     BUSY_MACHINE = "busy_machine"                # other programs kept the machine busy (lifetime.machine_load)
     PAIRS_LEFT_OUT = "pairs_left_out"            # requests left out of the comparison (analysis/pairing.py)
     OWN_LOAD = "own_load"                        # "other programs'" load differed by side: one side's own doing
+    SUMMARY_BEHIND = "summary_behind"            # its tok/s etc. predate its last requests (a sweep killed mid-step)
     LEGACY = "legacy"                            # a warning read from an older results file (text only)
 
 
