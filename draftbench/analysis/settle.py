@@ -8,7 +8,11 @@ in five. So it is forecast the way the looks will decide, not by a formula for o
   stage, around a true gain drawn from what was measured — shrunk towards the candidates' average by as much as
   their spread is noise (empirical Bayes: the leader's estimate is high *because* it leads, the winner's curse) —
   with a part shared by the stage's candidates (its baseline server, its prompts) and a part of each one's own,
-  at the spreads measured so far, themselves uncertain (drawn from their degrees of freedom);
+  at the spreads measured so far, themselves uncertain (drawn from their degrees of freedom); and **two
+  contenders may be equal** (:func:`equal_chance`: a spike and slab for the gap between neighbours, equal before
+  measuring with probability :data:`PRIOR_EQUAL`, updated by their measured difference) — drawn apart by their
+  uncertainty, two equal drafts looked a few percent apart in most futures, and the 2% margin separated them at
+  once, where the real ones are told within 2% of each other only when their difference is known to about ±0.6%;
 * **after each simulated stage the look is made as the sweep will make it** (the decision's own rule on the
   simulated bounds: the same spending, the same boundaries beyond the plan);
 * **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided (looked at
