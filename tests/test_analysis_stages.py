@@ -326,6 +326,10 @@ def test_where_nine_futures_in_ten_do_not_decide_within_the_cap_the_forecast_say
     assert "24 more prompts × 4 more server pair(s)" in text and text.endswith("--more 4 settles it about half the time")
     few = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", None, 0.31).describe(6)
     assert few.startswith("more than 360 more prompts × 60") and "only 31% of the futures" in few
+    assert few.endswith("two drafts this close may be equal, and equal ones are shown within the margin of each "
+                        "other only after many server pairs)")         # a near-tie said as one: it may be one
+    floor = Projection(None, None, 1.03, "b10's gain over the +2.0% floor", None, 0.31).describe(6)
+    assert floor.endswith("(blocking now: b10's gain over the +2.0% floor)")
     named = Projection(8, 48, 1.07, "whether b10 is within 2% of b5a", 3, 0.95).describe(6)
     assert named.startswith("about 48 more prompts × 8 more server pair(s)") and named.endswith("--more 8")
 

@@ -75,9 +75,11 @@ class Projection:
                     f"— --more {self.half} settles it about half the time")
         if self.stages is None:
             share = f"only {self.share:.0%}" if self.share is not None else "fewer than half"
+            near = ("; two drafts this close may be equal, and equal ones are shown within the margin of each other "
+                    "only after many server pairs") if self.about.startswith("whether") else ""
             return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs per candidate would "
                     f"likely be needed to settle it: {share} of the futures simulated from what was measured settle "
-                    f"within them (blocking now: {self.about})")
+                    f"within them (blocking now: {self.about}{near})")
         return (f"about {self.prompts} more prompts × {self.stages} more server pair(s) per candidate would settle it "
                 f"({CONFIDENCE:.0%} of the futures simulated from what was measured decide by then; blocking now: "
                 f"{self.about}) — run the same command with --more {self.stages}")
