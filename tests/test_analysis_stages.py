@@ -352,6 +352,8 @@ def test_two_drafts_measured_equal_may_be_equal_in_the_forecasts_futures():
     assert equal_chance(Estimate(0.0, 0.02, 30.0, 36, 6, "these prompts"), 2 * 0.03 ** 2) > 0.6
     assert equal_chance(Estimate(0.10, 0.02, 30.0, 36, 6, "these prompts"), 2 * 0.03 ** 2) < 0.01
     assert equal_chance(Estimate(0.10, 0.02, 30.0, 36, 6, "these prompts"), 0.0) == 1.0
+    # a gap of three standard errors beside contenders that spread by little more than noise: apart, likely
+    assert equal_chance(Estimate(0.09, 0.03, 30.0, 36, 6, "these prompts"), 0.01 ** 2) < 0.1
 
 
 @pytest.mark.parametrize("seed", [0, 2])

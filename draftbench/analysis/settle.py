@@ -156,10 +156,13 @@ def equal_chance(gap: Estimate, slab: float) -> float:
     """The chance that two contenders are equal in truth, given their measured difference ``gap`` (log scale):
     a spike and slab — before measuring, equal with probability :data:`PRIOR_EQUAL`, else apart by a gap drawn
     from N(0, ``slab``) (twice the contenders' spread of true gains) — updated by the difference's likelihood
-    (Bayes' factor N(d; 0, se²) / N(d; 0, se² + slab)). No slab (their spread no more than noise): equal."""
+    (Bayes' factor N(d; 0, se²) / N(d; 0, se² + slab)). The slab is never narrower than this pair's own gap
+    asks (d² − se², the width that explains it best): a gap measured at three standard errors is not called
+    equal merely because the other contenders are close. No slab (their spread no more than noise): equal."""
     if slab <= 0:
         return 1.0
     se2 = max(gap.se ** 2, 1e-12)
+    slab = max(slab, gap.mean ** 2 - se2)
     log_factor = 0.5 * math.log1p(slab / se2) - 0.5 * gap.mean ** 2 * (1 / se2 - 1 / (se2 + slab))
     odds = PRIOR_EQUAL / (1 - PRIOR_EQUAL) * math.exp(min(log_factor, 50.0))
     return odds / (1 + odds)
