@@ -49,7 +49,7 @@ LOOKED_AT = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 17, 20, 24, 28, 33, 39, 46, 53,
 CONFIDENCE = 0.9          # the share of simulated futures decided by the stages forecast
 DRAWS = 200
 POWER_Z = 0.8416          # the report's power line: shown four times in five if the estimate is the truth
-PRIOR_EQUAL = 0.5         # two contenders equal in truth, before measuring (the spike of the futures' gaps)
+PRIOR_EQUAL = 0.25        # two neighbouring contenders equal in truth, before measuring (the futures' spike)
 
 # The decision's look on simulated estimates: (each candidate against the target alone, two against each other,
 # the look's number) → whether that look decides (recommends, or finds that nothing gains), and who it eliminates.
