@@ -10,6 +10,8 @@ strategy, with the three guarantees on the same sweeps (``simulation/forecast.py
   half            (in --json) of those naming no S, how many named H ("--more H settles it about half the
                   time") and, continued by exactly H, then decided (half_named, half_settled)
   settled         of those continued by exactly S, how many then decided (the forecast's promise: ≥ 80%)
+  beyond          (in --json, with --beyond N) of those naming neither S nor H ("more than …"), the first N of a
+                  cell continued by the cap and how many then decided (beyond_named, beyond_settled: < half)
   false, covered, within: the guarantees over every sweep as it finally ended
   blocker         at the last look of the unresolved: the leader's floor, or the margin to a contender;
                   "named floor": the forecast was about the floor while the margin blocked
@@ -54,7 +56,7 @@ def world_for(model: str, setup: Setup) -> WorldFactory:
 
 
 def run_cell(grid_name: str, model: str, strategy: str, trials: int, seed: int, n_prompts: int, cap: int,
-             folder: Path, stages: int = 6) -> list[Trial]:
+             folder: Path, stages: int = 6, beyond: int = 0) -> list[Trial]:
     grid = grids_for(HARSH)[grid_name][1][0]
     listed = prompts(n_prompts)
     categories = [p.category for p in listed]
@@ -66,7 +68,8 @@ def run_cell(grid_name: str, model: str, strategy: str, trials: int, seed: int, 
     for _ in range(trials):
         truth = draw_truth(grid, len(listed), rng, categories)
         backend = world_for(model, setup)(grid, truth, setup.names, listed, random.Random(rng.getrandbits(64)))
-        out.append(forecast_trial(setup, backend, truth, 0.02, cap=cap, folder=folder))
+        checked = sum(t.beyond_settled is not None for t in out)
+        out.append(forecast_trial(setup, backend, truth, 0.02, cap=cap, folder=folder, beyond=checked < beyond))
     return out
 
 
@@ -89,6 +92,8 @@ def figures(trials: list[Trial]) -> dict:
             "over_cap": sum(t.over_cap for t in trials), "continued": len(continued),
             "half_named": sum(t.half_settled is not None for t in trials),
             "half_settled": sum(bool(t.half_settled) for t in trials),
+            "beyond_named": sum(t.beyond_settled is not None for t in trials),
+            "beyond_settled": sum(bool(t.beyond_settled) for t in trials),
             "settled": sum(bool(t.settled) for t in continued),
             "settled_unresolved": sum(bool(t.settled) for t in continued if t.first.decision == "unresolved"),
             "continued_unresolved": sum(t.first.decision == "unresolved" for t in continued),
@@ -144,6 +149,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cap", type=int, default=60, help="continue forecasts of at most this many stages (default 60: "
                    "every forecast the verdict makes)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--beyond", type=int, default=0, metavar="N", help="continue the first N sweeps of a cell told "
+                   "\"more than …\" (neither S nor H) by the cap, and count how many then decide (default 0)")
     p.add_argument("--quick", action="store_true", help="two sweeps per cell (it runs; far too few to quote)")
     p.add_argument("--json", metavar="FILE", help="also write the figures there")
     p.add_argument("--markdown", nargs="+", metavar="JSON", help="print earlier --json files as Markdown and exit")
@@ -164,7 +171,8 @@ def main(argv: list[str]) -> int:
             for model in args.model or sorted(MODELS):
                 for strategy in args.strategy or STRATEGIES:
                     start = time.perf_counter()
-                    f = figures(run_cell(grid, model, strategy, trials, args.seed, args.prompts, args.cap, folder))
+                    f = figures(run_cell(grid, model, strategy, trials, args.seed, args.prompts, args.cap, folder,
+                                         beyond=args.beyond))
                     cells[f"{grid}/{model}/{strategy}"] = f
                     print(markdown_line(grid, model, strategy, f) + f"  ({time.perf_counter() - start:.0f} s)",
                           flush=True)

@@ -70,6 +70,19 @@ def test_the_harness_runs_the_second_noise_model_too(tmp_path):
     assert len(trials) == 1 and trials[0].first.false is False
 
 
+def test_sweeps_told_more_than_the_cap_can_be_continued_by_it_and_counted(tmp_path):
+    """--beyond N: "more than … would likely be needed" (neither S nor H) is a claim too — fewer than half would
+    decide within the cap — so the first N such sweeps of a cell are continued by the cap and counted."""
+    trials = forecast.run_cell("null", "harsh", "exhaustive", 2, 1, 24, 2, tmp_path, stages=2, beyond=1)
+    told = [t for t in trials if t.more_than and t.half is None]
+    assert told, "no sweep was told 'more than': the seeded run no longer tests --beyond"
+    assert [t.beyond_settled is not None for t in told] == [True] + [False] * (len(told) - 1)
+    checked = told[0]
+    assert checked.forecast is None and not checked.continued and checked.final == checked.first
+    f = forecast.figures(trials)
+    assert f["beyond_named"] == 1 and f["beyond_settled"] == int(bool(checked.beyond_settled))
+
+
 def test_sweeps_continued_by_what_they_named_are_counted_settled_when_they_then_decide(clear_cell):
     """Issue 43's promise is counted, not asserted here (the rates are published in docs/statistics.md, measured
     with benchmarks/forecast.py): every sweep that ended naming S more stages is continued by exactly S and counted

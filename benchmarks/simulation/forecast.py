@@ -65,6 +65,7 @@ class Trial:
     over_cap: bool = False           # named more stages than the harness continues (not continued)
     half: int | None = None          # named no S but the stages by which half the futures decide ("--more H …")
     half_settled: bool | None = None  # … continued by exactly H, it then decided (the half figure's promise: ~50%)
+    beyond_settled: bool | None = None  # named neither ("more than …"), continued by the cap: it then decided (< 50%)
 
     @property
     def continued(self) -> bool:
@@ -76,8 +77,9 @@ class Trial:
 
 
 def forecast_trial(setup: Setup, backend: Backend, truth: Truth, noise_floor: float, *, cap: int = 60,
-                   folder: Path | None = None) -> Trial:
-    """One sweep, continued by exactly what its verdict named (up to ``cap`` stages), scored both times."""
+                   folder: Path | None = None, beyond: bool = False) -> Trial:
+    """One sweep, continued by exactly what its verdict named (up to ``cap`` stages), scored both times;
+    ``beyond``: one that named neither S nor H ("more than …": fewer than half would decide) continued by ``cap``."""
     sim = first_sweep(setup, backend)
     first = score(sim, truth, noise_floor)
     v = sim.verdict
@@ -95,6 +97,10 @@ def forecast_trial(setup: Setup, backend: Backend, truth: Truth, noise_floor: fl
     if half is not None and half <= cap:        # "--more H settles it about half the time": continued by H
         after = continue_by(setup, backend, sim.results, half, folder=folder)
         return replace(trial, half=half, half_settled=after.verdict is not None and after.verdict.verdict in (
+            Outcome.RECOMMEND, Outcome.NOTHING_GAINS))
+    if beyond and named is not None and forecast is None and named.half is None:
+        after = continue_by(setup, backend, sim.results, cap, folder=folder)
+        return replace(trial, beyond_settled=after.verdict is not None and after.verdict.verdict in (
             Outcome.RECOMMEND, Outcome.NOTHING_GAINS))
     if not trial.continued or forecast is None:
         return trial

@@ -8,7 +8,11 @@ in five. So it is forecast the way the looks will decide, not by a formula for o
   stage, around a true gain drawn from what was measured — shrunk towards the candidates' average by as much as
   their spread is noise (empirical Bayes: the leader's estimate is high *because* it leads, the winner's curse) —
   with a part shared by the stage's candidates (its baseline server, its prompts) and a part of each one's own,
-  at the spreads measured so far, themselves uncertain (drawn from their degrees of freedom);
+  at the spreads measured so far, themselves uncertain (drawn from their degrees of freedom); and **two
+  contenders may be equal** (:func:`equal_chance`: a spike and slab for the gap between neighbours, equal before
+  measuring with probability :data:`PRIOR_EQUAL`, updated by their measured difference) — drawn apart by their
+  uncertainty, two equal drafts looked a few percent apart in most futures, and the 2% margin separated them at
+  once, where the real ones are told within 2% of each other only when their difference is known to about ±0.6%;
 * **after each simulated stage the look is made as the sweep will make it** (the decision's own rule on the
   simulated bounds: the same spending, the same boundaries beyond the plan);
 * **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided (looked at
@@ -25,6 +29,7 @@ candidate is above the floor, showing that none gains it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 import statistics
@@ -44,6 +49,7 @@ LOOKED_AT = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 17, 20, 24, 28, 33, 39, 46, 53,
 CONFIDENCE = 0.9          # the share of simulated futures decided by the stages forecast
 DRAWS = 200
 POWER_Z = 0.8416          # the report's power line: shown four times in five if the estimate is the truth
+PRIOR_EQUAL = 0.25        # two neighbouring contenders equal in truth, before measuring (the futures' spike)
 
 # The decision's look on simulated estimates: (each candidate against the target alone, two against each other,
 # the look's number) → whether that look decides (recommends, or finds that nothing gains), and who it eliminates.
@@ -69,9 +75,11 @@ class Projection:
                     f"— --more {self.half} settles it about half the time")
         if self.stages is None:
             share = f"only {self.share:.0%}" if self.share is not None else "fewer than half"
+            near = ("; two drafts this close may be equal, and equal ones are shown within the margin of each other "
+                    "only after many server pairs") if self.about.startswith("whether") else ""
             return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs per candidate would "
                     f"likely be needed to settle it: {share} of the futures simulated from what was measured settle "
-                    f"within them (blocking now: {self.about})")
+                    f"within them (blocking now: {self.about}{near})")
         return (f"about {self.prompts} more prompts × {self.stages} more server pair(s) per candidate would settle it "
                 f"({CONFIDENCE:.0%} of the futures simulated from what was measured decide by then; blocking now: "
                 f"{self.about}) — run the same command with --more {self.stages}")
@@ -114,8 +122,62 @@ def _seed(now: Mapping[str, _Now]) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
+@dataclass(frozen=True)
+class _Truths:
+    """What the simulated futures draw their true gains from: each survivor's mean and variance of its own (log
+    scale), the variance of the part they share, and the adjacent contenders (by estimate) that may be equal, each
+    pair with the chance that it is (:func:`equal_chance`)."""
+
+    gains: Mapping[str, tuple[float, float]]
+    common: float
+    ties: tuple[tuple[str, str, float], ...] = ()
+
+    def draw(self, shared_scale: float, own_scale: float, rng: random.Random) -> dict[str, float]:
+        """One future's true gains: each drawn around its own, then each run of adjacent contenders drawn equal
+        made equal (at their drawn gains' precision-weighted mean)."""
+        level = rng.gauss(0.0, math.sqrt(shared_scale * self.common))
+        gains = {n: level + rng.gauss(m, math.sqrt(own_scale * v)) for n, (m, v) in self.gains.items()}
+        runs: list[list[str]] = []
+        for a, b, chance in self.ties:
+            if not runs or runs[-1][-1] != a:
+                runs.append([a])
+            if rng.random() < chance:
+                runs[-1].append(b)
+            else:
+                runs.append([b])
+        for run in (r for r in runs if len(r) > 1):
+            weights = {n: 1.0 / max(self.gains[n][1], 1e-12) for n in run}
+            equal = sum(weights[n] * gains[n] for n in run) / sum(weights.values())
+            gains.update(dict.fromkeys(run, equal))
+        return gains
+
+
+def equal_chance(gap: Estimate, slab: float) -> float:
+    """The chance that two contenders are equal in truth, given their measured difference ``gap`` (log scale):
+    a spike and slab — before measuring, equal with probability :data:`PRIOR_EQUAL`, else apart by a gap drawn
+    from N(0, ``slab``) (twice the contenders' spread of true gains) — updated by the difference's likelihood
+    (Bayes' factor N(d; 0, se²) / N(d; 0, se² + slab)). The slab is never narrower than this pair's own gap
+    asks (d² − se², the width that explains it best): a gap measured at three standard errors is not called
+    equal merely because the other contenders are close. No slab (their spread no more than noise): equal."""
+    if slab <= 0:
+        return 1.0
+    se2 = max(gap.se ** 2, 1e-12)
+    slab = max(slab, gap.mean ** 2 - se2)
+    log_factor = 0.5 * math.log1p(slab / se2) - 0.5 * gap.mean ** 2 * (1 / se2 - 1 / (se2 + slab))
+    odds = PRIOR_EQUAL / (1 - PRIOR_EQUAL) * math.exp(min(log_factor, 50.0))
+    return odds / (1 + odds)
+
+
+def _ties(now: Mapping[str, _Now], pairs: Mapping[tuple[str, str], _Now], contenders: Sequence[str],
+          among: float) -> tuple[tuple[str, str, float], ...]:
+    """The contenders in order of their estimates, each with the next: the chance that the two are equal."""
+    group = sorted((n for n in contenders if n in now), key=lambda n: -now[n].est.mean)
+    return tuple((a, b, equal_chance(pairs[a, b].est, 2 * among)) for a, b in itertools.pairwise(group)
+                 if (a, b) in pairs)
+
+
 def _shrunk(now: Mapping[str, _Now], contenders: Sequence[str], shared: float
-            ) -> tuple[dict[str, tuple[float, float]], float]:
+            ) -> tuple[dict[str, tuple[float, float]], float, float]:
     """Each survivor's true gain as a mean and a variance of its own (log scale), and the variance of the part they
     share (``shared``: their common stages). The ``contenders`` (not shown behind the leader) are shrunk towards
     their average by A / (A + V), A the spread of their true gains (their estimates' spread less their own noise):
@@ -127,14 +189,14 @@ def _shrunk(now: Mapping[str, _Now], contenders: Sequence[str], shared: float
     out = {n: (x.est.mean, noise(x)) for n, x in now.items()}
     group = [n for n in contenders if n in now]
     if len(group) < 2:
-        return out, shared
+        return out, shared, 0.0
     centre = statistics.fmean(now[n].est.mean for n in group)
     among = max(0.0, statistics.variance([now[n].est.mean for n in group]) - statistics.fmean(
         noise(now[n]) for n in group))
     for n in group:
         keep = among / (among + noise(now[n]))
         out[n] = (centre + keep * (now[n].est.mean - centre), keep * noise(now[n]))
-    return out, shared + statistics.fmean(noise(now[n]) for n in group) / len(group)
+    return out, shared + statistics.fmean(noise(now[n]) for n in group) / len(group), among
 
 
 @dataclass(frozen=True)
@@ -162,7 +224,8 @@ def forecast(series: Mapping[str, Series], contenders: Sequence[str], spread: Sp
     # one more stage: each survivor's variance, and the part it shares with the stage's other candidates
     own_stage = {n: x.est.se ** 2 * stages_now for n, x in now.items()}
     shared = _shared_part(own_stage, {k: x.est.se ** 2 * stages_now for k, x in pairs.items()})
-    truth = _shrunk(now, contenders, shared / stages_now)
+    gains, common, among = _shrunk(now, contenders, shared / stages_now)
+    truth = _Truths(gains, common, _ties(now, pairs, contenders, among))
     # how well the spreads are known: against the target alone, and between candidates (often far fewer df)
     df = (statistics.median(x.est.df for x in now.values()),
           statistics.median(x.est.df for x in pairs.values()) if pairs else math.inf)
@@ -201,15 +264,13 @@ class _Future:
     per_stage: int
     set_size: int | None
 
-    def first_decision(self, truth: tuple[dict[str, tuple[float, float]], float], df: tuple[float, float],
-                       decides: Decides, look: int, rng: random.Random) -> int | None:
+    def first_decision(self, truth: _Truths, df: tuple[float, float], decides: Decides, look: int,
+                       rng: random.Random) -> int | None:
         """The first simulated stage after which the look decides (None: not within MAX_EXTRA). The spreads' true
         sizes are drawn from their degrees of freedom: the shared part's from the comparisons with the target alone,
         each candidate's own part (what two candidates' difference carries) from the comparisons between them."""
         shared_scale, own_scale = (drawn_scale(d, rng) for d in df)
-        gains_of, common_var = truth
-        level = rng.gauss(0.0, math.sqrt(shared_scale * common_var))
-        gains = {n: level + rng.gauss(m, math.sqrt(own_scale * v)) for n, (m, v) in gains_of.items()}
+        gains = truth.draw(shared_scale, own_scale, rng)
         totals = {n: x.total for n, x in self.now.items()}
         count = {n: x.prompts for n, x in self.now.items()}
         alive = set(self.now)
