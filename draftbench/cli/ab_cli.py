@@ -105,14 +105,15 @@ def build_plan(args: argparse.Namespace, prompts: list[Prompt], backend: LlamaCp
         raise UsageError(f"--draft-max must be at least 1 (got {args.draft_max})")
     samples = _distribution_samples(args)
     server_args = list(getattr(args, "server_args", None) or [])
-    # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on)
     settings = flag_settings([
-        *common_flags(args), Override("extra_args", server_args, "--"), Override("llama_bin", args.llama_bin,
-                                                                               "--llama-bin"),
+        *common_flags(args), Override("llama_bin", args.llama_bin, "--llama-bin"),
         Override("gpu_layers", args.gpu_layers, "--gpu-layers"), Override("ctx_size", args.ctx_size, "--ctx-size"),
-        Override("port", 0, "--port"), Override("distribution_samples", samples, "--distribution-samples"),
+        Override("distribution_samples", samples, "--distribution-samples"),
         Override("startup_timeout_s", args.startup_timeout, "--startup-timeout"),
         Override("context_tokens", args.context_tokens, "--context-tokens")],
+        # after --: to both servers, as settings.extra_args in a sweep (e.g. --threads 8 -fa on; their rules are
+        # checked just below); a free port for each server
+        fixed={"extra_args": server_args, "port": 0},
         prompts=prompts_setting(args), backend=LlamaCppSettings, path_keys=LlamaCppBackend.path_settings)
     problems, _ = check_server_args("--", server_args, allow_remote=False, entry=AB,
                                     where=lambda i: f"argument {i + 1} after --")

@@ -135,13 +135,14 @@ def common_flags(args: argparse.Namespace) -> list[Override]:
             Override("stall_timeout_s", args.stall_timeout, "--stall-timeout")]
 
 
-def flag_settings(given: Sequence[Override], *, prompts: str | list[str] = "builtin",
+def flag_settings(given: Sequence[Override], *, prompts: str | list[str] = "builtin", fixed: dict | None = None,
                   backend: type[BackendSettings] = BackendSettings, path_keys: tuple[str, ...] = ()) -> Settings:
     """bench.py's flags as the settings a sweep config would hold, checked by the one route a config's settings
     take (:func:`check_settings`): a value out of its setting's bounds is refused naming its flag and value.
+    ``fixed``: settings bench.py sets itself, no flag of its own (checked the same way, as a config's keys).
     ``prompts`` is recorded as it is: bench.py chose and read its prompts already (``custom`` has no config form)."""
     problems: list[Problem] = []
-    settings = check_settings({}, backend=backend, path_keys=path_keys, base_dir=os.getcwd(),
+    settings = check_settings(fixed or {}, backend=backend, path_keys=path_keys, base_dir=os.getcwd(),
                               origin=Origin(tuple(o for o in given if o.value is not None)), other_backends={},
                               problems=problems)
     if problems:
