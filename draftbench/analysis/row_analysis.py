@@ -224,16 +224,24 @@ def analyze_row(row: Row, ctx: RowContext) -> Row:
     return _with_summary_behind(row)
 
 
+def summary_behind(row: Row) -> int:
+    """How many answered requests a row holds that its summarised fields do not count (its categories count each
+    once): 0 for a row summarised whole, or one with no categories (files before them, upstream's)."""
+    if not row.by_category:
+        return 0
+    counted = sum(c.get("n") or 0 for c in row.by_category.values() if isinstance(c, dict))
+    return sum(1 for r in row.requests if r.error is None) - counted
+
+
 def _with_summary_behind(row: Row) -> Row:
     """Say so where a row's summarised fields (tok/s, acceptance, categories) leave out requests it holds: a sweep
     summarises a row's fields as each step ends, and one killed in the middle of a step saved that step's requests
     without them (its speed-up counts them: it is computed from the requests; a resumed sweep summarises them)."""
     kept = tuple(w for w in row.warnings if w.code is not Code.SUMMARY_BEHIND)
-    counted = sum(c.get("n") or 0 for c in (row.by_category or {}).values() if isinstance(c, dict))
-    answered = sum(1 for r in row.requests if r.error is None)
-    behind = answered - counted if row.by_category and row.ok else 0
+    behind = summary_behind(row) if row.ok else 0
     if behind <= 0:
         return row if len(kept) == len(row.warnings) else evolve(row, warnings=kept)
+    answered = sum(1 for r in row.requests if r.error is None)
     return evolve(row, warnings=kept + (Finding(Code.SUMMARY_BEHIND, (
         f"its tok/s, acceptance and per-category figures leave out its last {behind} of {answered} requests: the "
         "sweep stopped in the middle of a step before summarising them (its speed-up counts them) — run the same "

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..analysis.row_analysis import summary_behind
 from ..analysis.stats import rounded
 from ..analysis.verdict import summarize_records
 from ..backends.base import SpeculationStatus
@@ -96,7 +97,7 @@ class RowWriter:
         row's fields not summarised on them yet), summarised on every request they hold (a resumed sweep)."""
         for combo in combos:
             row = self.row(combo)
-            if row is not None and row.status in (Status.OK, Status.ELIMINATED) and not _summarised_whole(row):
+            if row is not None and row.status in (Status.OK, Status.ELIMINATED) and summary_behind(row) != 0:
                 notes = tuple(w for w in row.warnings if w.code is Code.SERVER_NOTE)
                 self.store.record(replace(row, **self._fields(combo, row.requests, notes,
                                                               SpeculationStatus(row.speculation_active))))
@@ -186,12 +187,6 @@ class RowWriter:
                 "race": prior.race if prior else None,
                 # the check samples the candidate's own servers, not a stage: a stage more (--more) keeps it
                 "output_distribution": prior.output_distribution if prior else None}
-
-
-def _summarised_whole(row: Row) -> bool:
-    """Its fields summarise every request it holds (its categories count each answered request once)."""
-    counted = sum(c.get("n") or 0 for c in (row.by_category or {}).values() if isinstance(c, dict))
-    return counted == sum(1 for r in row.requests if r.error is None)
 
 
 def peak_memory(prior: Row | None, session: Session) -> ServerMemory | None:
