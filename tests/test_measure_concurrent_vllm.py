@@ -52,7 +52,8 @@ def test_levels_get_max_num_seqs_and_the_levels_totals(fake, tmp_path, monkeypat
     # the one-stream rows are measured one request at a time, exactly as before
     one = rows[("0.6B", 1)]
     assert one["load"] is None and [r["draft_n"] for r in one["requests"]][:4] == [28, 28, 28, 28]
-    assert len(one["requests"]) in (4, 8) and {r["draft_n"] for r in one["requests"]} == {28}   # 8: confirmed
+    # the set's 4 prompts at every stage the verdict needed (a loaded machine needs more stages: CI shares its machine)
+    assert len(one["requests"]) % 4 == 0 and {r["draft_n"] for r in one["requests"]} == {28}
     assert good["speedup"]["n_pairs"] == 4 and rows[(None, 2)]["load"]["server"]["consistent"] is True
     assert data["summary"]["targets"][0]["crossover"]["levels"] == [1, 2]
 
