@@ -54,6 +54,32 @@ def test_looks_beyond_the_plan_never_vanish_so_continuing_clears_more_than_stopp
     assert plan.error(66) > 20 * before
 
 
+@pytest.mark.parametrize("two_sided", [True, False])
+def test_each_boundary_is_the_one_a_plain_bisection_finds_to_the_last_bits_a_double_holds(two_sided):
+    """The recursion finds each look's boundary by Newton's steps kept inside a bracket (5× faster than the 64
+    halvings it replaced: a forecast extends it to 66 looks); a plain bisection on the same crossing probability
+    finds the same boundaries, to 1e-13, at every look within the plan and far beyond it."""
+    from draftbench.analysis import boundaries
+
+    class Halving(boundaries._Recursion):
+        def _extend(self) -> None:
+            k = len(self.z) + 1
+            t = k / self.horizon
+            sd = math.sqrt(t - self._t)
+            target = self.level * (boundaries.spent(t) - boundaries.spent(self._t))
+            lo, hi = 0.0, 60.0 * math.sqrt(t)
+            for _ in range(64):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if self._crossing(mid, sd)[0] > target else (lo, mid)
+            self.z.append(hi / math.sqrt(t))
+            self._continue(hi, sd, t)
+
+    for level, horizon in ((0.0123, 6), (0.05, 1), (0.0004, 12)):
+        fast, plain = boundaries._Recursion(level, horizon, two_sided), Halving(level, horizon, two_sided)
+        fast.at(70), plain.at(70)
+        assert fast.z == pytest.approx(plain.z, rel=1e-13, abs=0)
+
+
 def test_the_bounds_hold_together_over_looks_and_correlated_candidates_as_promised():
     """The boundaries and Dunnett's level, checked by simulation: C candidates sharing a baseline (correlation ρ),
     their z-statistics over 12 looks as the stages add up; the share of sweeps in which any bound of any candidate

@@ -30,6 +30,7 @@ SHAPE = 2.0             # within the plan: cumulative share (t)^SHAPE — later 
 BEYOND = 2.0            # beyond it: the reserve spent as 1 − t^−BEYOND (half of it by t = √2, …; never all)
 _GRID_STEP = 0.25       # grid spacing, in standard deviations of one stage's increment
 _MAX_GRID = 241
+_REACH = 12.0         # in sd: a normal's tail beyond it (1e-33) is below what a double adds to a sum of order 1e-3
 
 
 def spent(t: float, reserve: float = RESERVE) -> float:
@@ -76,27 +77,45 @@ class _Recursion:
             self._extend()
         return self.z[look - 1]
 
-    def _crossing(self, b: float, sd: float) -> float:
+    def _crossing(self, b: float, sd: float) -> tuple[float, float]:
+        """P(no crossing before, a crossing now) at boundary ``b`` (score scale), and its slope in ``b``."""
         if self._grid is None:
-            return z_tail(b / sd) * (2.0 if self.two_sided else 1.0)
+            sides = 2.0 if self.two_sided else 1.0
+            return z_tail(b / sd) * sides, -sides * _phi(b / sd) / sd
         xs, ws = self._grid
+        # grid points more than _REACH sd below b add nothing a double can hold (their tails are below 1e-31)
+        near = [(x, w) for x, w in zip(xs, ws) if b - x < _REACH * sd]
+        p = sum(w * z_tail((b - x) / sd) for x, w in near)
+        slope = sum(w * _phi((b - x) / sd) for x, w in near)
         if self.two_sided:
-            return sum(w * (z_tail((b - x) / sd) + z_tail((b + x) / sd)) for x, w in zip(xs, ws))
-        return sum(w * z_tail((b - x) / sd) for x, w in zip(xs, ws))
+            far = [(x, w) for x, w in zip(xs, ws) if b + x < _REACH * sd]
+            p += sum(w * z_tail((b + x) / sd) for x, w in far)
+            slope += sum(w * _phi((b + x) / sd) for x, w in far)
+        return p, -slope / sd
 
     def _extend(self) -> None:
         k = len(self.z) + 1
         t = k / self.horizon
         sd = math.sqrt(t - self._t)
         target = self.level * (spent(t) - spent(self._t))
+        # the crossing probability falls as the boundary rises: Newton's steps inside a bracket that keeps
+        # [lo, hi] around the root (a bisection step where Newton's would leave it), to the last bits a double holds
         lo, hi = 0.0, 60.0 * math.sqrt(t)
-        for _ in range(64):              # the crossing probability falls as the boundary rises
-            mid = (lo + hi) / 2
-            if self._crossing(mid, sd) > target:
-                lo = mid
+        b = (lo + hi) / 2 if not self.z else min(self.z[-1] * math.sqrt(t), hi / 2)
+        for _ in range(200):
+            p, slope = self._crossing(b, sd)
+            if p > target:
+                lo = b
             else:
-                hi = mid
-        b = hi
+                hi = b
+            guess = b - (p - target) / slope if slope < 0 else math.nan    # (far out, the slope underflows)
+            if lo <= guess <= hi and abs(guess - b) <= 1e-15 * b:
+                b = guess
+                break
+            b = guess if lo < guess < hi else (lo + hi) / 2
+            if hi - lo <= 1e-15 * hi:
+                b = hi
+                break
         self.z.append(b / math.sqrt(t))
         self._continue(b, sd, t)
 
@@ -112,9 +131,18 @@ class _Recursion:
             dens = [norm * math.exp(-0.5 * (y / sd) ** 2) for y in ys]
         else:
             xs, ws = self._grid
-            dens = [norm * sum(w * math.exp(-0.5 * ((y - x) / sd) ** 2) for x, w in zip(xs, ws)) for y in ys]
+            # the earlier grid is even: each point reaches only those within _REACH sd of it (the rest add < 1e-31)
+            first, step, reach = xs[0], xs[1] - xs[0], _REACH * sd
+            dens = []
+            for y in ys:
+                i, j = max(0, math.ceil((y - reach - first) / step)), min(len(xs), math.floor((y + reach - first) / step) + 1)
+                dens.append(norm * sum(w * math.exp(-0.5 * ((y - x) / sd) ** 2) for x, w in zip(xs[i:j], ws[i:j])))
         self._grid = (ys, [d * s for d, s in zip(dens, simpson)])
         self._t = t
+
+
+def _phi(x: float) -> float:
+    return math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
 
 
 @lru_cache(maxsize=256)
