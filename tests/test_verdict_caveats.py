@@ -57,3 +57,25 @@ def test_a_gain_that_rests_on_one_prompt_type_says_so_with_the_figure_on_the_oth
     even = {"ngram": _stages(rng, math.log(1.3), math.log(1.25))}           # it gains on every type: nothing to say
     evidence = TargetStages("T", 6, 6, even, rows, {}, {}, MachineSpread({("T", "ngram"): even["ngram"]}))
     assert staged_verdict(decide_target(evidence, Rule(Spending(6, 1), noise_floor=0.02))).rests_on is None
+
+
+def test_an_unresolved_best_or_a_shortlists_leader_whose_figure_rests_on_looping_output_says_so_before_more_is_asked():
+    """make demo (2026-11-29) ended "347M: unresolved — best so far ngram-simple, +3.7% [−1.1%, +8.6%]" and
+    "run the same command with --more 20" while the row's diagnosis said the target loops on 12 of 16 requests and
+    "on the other requests: −14.4% [−16.4%, −12.4%]": the line now says so before it suggests more stages."""
+    row = Row(target="347M", draft="ngram-simple", degenerate_output={
+        "looping_requests": 12, "requests": 16, "prompts": ["a"], "max_loop_share": 0.95, "limit": 0.3,
+        "speedup_without_loops": {"ratio": 0.856, "ci95_low": 0.836, "ci95_high": 0.876, "significant": True,
+                                  "method": "paired-t-log", "n_pairs": 4}})
+    quote = Quote(1.037, 0.989, 1.086, 1.037, None, 4, 4, "prompts like these")
+    unresolved = StagedVerdict("347M", Outcome.UNRESOLVED, None, "ngram-simple", quote, candidates=4, stages=4)
+    line = unresolved.sentence(30.0, row)
+    assert line.startswith("347M: unresolved — best so far ngram-simple, +3.7% [-1.1%, +8.6%]")
+    assert "— but its figure rests on looping output" in line and "12 of 16 requests" in line
+    assert "on the other requests: -14.4% [-16.4%, -12.4%]" in line
+    shortlist = StagedVerdict("347M", Outcome.SHORTLIST, None, "ngram-simple", quote, shortlist=("ngram-simple", "d"),
+                              candidates=4, stages=4)
+    leader = shortlist.sentence(30.0, row).split("Leader: ")[1]
+    assert leader.startswith("ngram-simple, +3.7% [-1.1%, +8.6%]") and "— but its figure rests on looping output" in leader
+    assert "rests on" not in unresolved.sentence(30.0, Row(target="347M")) and "rests on" not in \
+        unresolved.sentence(30.0, None)

@@ -132,6 +132,8 @@ class StagedVerdict:
                 "candidates": self.candidates, "power": self.power}
 
     def sentence(self, baseline_tps: float | None, row: Row | None) -> str:
+        """The verdict in words. ``row``: the pick's row as analysed (its speeds, its diagnosis) — unresolved or a
+        shortlist, the best's, whose figure may rest on looping output too (said before --more is suggested)."""
         head = self.target + ": "
         quote = self.quote.text() if self.quote else "n/a"
         if self.verdict is Outcome.RECOMMEND and row is not None:
@@ -152,9 +154,10 @@ class StagedVerdict:
         elif self.verdict is Outcome.SHORTLIST:
             text = (f"{head}speculative decoding pays — the fastest is one of {', '.join(self.shortlist)} (each shown "
                     f"faster than the target alone by more than the floor); which of them is fastest the stages could "
-                    f"not tell. Leader: {self.best}, {quote}.")
+                    f"not tell. Leader: {self.best}, {quote}{_caveats(row, None, 'its figure')}.")
         else:
-            text = f"{head}unresolved — best so far {self.best or 'none'}" + (f", {quote}" if self.quote else "") + "."
+            text = (f"{head}unresolved — best so far {self.best or 'none'}" + (f", {quote}" if self.quote else "")
+                    + f"{_caveats(row, None, 'its figure')}.")
         if self.not_probed:
             text += (f" Not probed (the budget ran out first): {', '.join(self.not_probed)} — run the same command with "
                      "a larger budget_s, or with --more, to continue.")
@@ -167,15 +170,16 @@ class StagedVerdict:
         return text
 
 
-def _caveats(row: Row, rests_on: str | None) -> str:
-    """What the recommendation's gain rests on, in its own line: the target's looping output (the row's diagnosis,
-    with its figure on the other requests), or one prompt type (with the figure on the rest)."""
+def _caveats(row: Row | None, rests_on: str | None, what: str = "this gain") -> str:
+    """What the recommendation's gain (or the best's figure so far: ``what``) rests on, in its own line: the target's
+    looping output (the row's diagnosis, with its figure on the other requests), or one prompt type (with the figure
+    on the rest)."""
     out = ""
-    loops = row.degenerate_output or {}
+    loops = (row.degenerate_output if row is not None else None) or {}
     if "speedup_without_loops" in loops:
         without = loops.get("speedup_without_loops")
         rest = Speedup.from_dict(without) if isinstance(without, dict) else None
-        out += (f" — but this gain rests on looping output: the target alone repeats itself on "
+        out += (f" — but {what} rests on looping output: the target alone repeats itself on "
                 f"{loops.get('looping_requests')} of {loops.get('requests')} requests, which any draft predicts "
                 "trivially; on the other requests: "
                 + (f"{_figure(rest)} (95% for this candidate alone, on those requests)" if rest is not None

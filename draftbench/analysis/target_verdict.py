@@ -75,12 +75,14 @@ def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row, results: 
     if row is not None:       # as analysed (its diagnosis: what its gain rests on), not as the decision read it
         row = next((r for r in results.rows_of(row.target) if r.key == row.key), row)
     best_row = rows.get(verdict.best) if verdict.best else None
+    shown = row or (next((r for r in results.rows_of(best_row.target) if r.key == best_row.key), best_row)
+                    if best_row is not None else None)       # the best's diagnosis, as analysed
     speed = verdict.quote.speedup(decision.rule.noise_floor) if verdict.quote is not None else None
     best = BestPick(verdict.best, best_row.draft if best_row else None, best_row.draft_max if best_row else None,
                     speed, verdict.verdict.value)
     choice = (Choice(row.draft, row.draft_max, speed, row.acceptance_rate, best) if row is not None
               else Choice(speedup=speed, best=best))
-    return Decided(choice, verdict.sentence(baseline.mean_tps, row), verdict)
+    return Decided(choice, verdict.sentence(baseline.mean_tps, shown), verdict)
 
 
 # --------------------------------------------------------------------------- what every verdict adds
