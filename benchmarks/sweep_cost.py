@@ -96,16 +96,16 @@ class Timed(Reporter):
             self.marks.append((time.process_time(), self.clocks.seconds["rewrite"]))
 
 
-def build(folder: Path, targets: int, candidates: int):
-    listed = prompts(6)
+def build(folder: Path, targets: int, candidates: int, stages: int = 2, per_stage: int = 3):
+    listed = prompts(max(6, stages * per_stage))
     (folder / "prompts.jsonl").write_text("".join(json.dumps({"id": p.id, "category": p.category, "prompt": p.text})
                                                   + "\n" for p in listed))
     grid = Grid("cost", tuple(Cand(f"d{i}", 1.0 + 0.05 * i) for i in range(candidates)), prompt_sd=0.05)
     data = {"name": "cost", "hardware": "sim", "backend": "llamacpp",
             "targets": [{"label": f"t{i}", "path": f"/sim/t{i}.gguf"} for i in range(targets)],
             "drafts": [{"label": c.name, "path": f"/sim/{c.name}.gguf"} for c in grid.candidates],
-            "settings": {"max_tokens": 32, "port": 0, "search": "exhaustive", "design": "interleaved", "stages": 2,
-                         "prompts_per_stage": 3, "prompts": str(folder / "prompts.jsonl"), "warmup": 0}}
+            "settings": {"max_tokens": 32, "port": 0, "search": "exhaustive", "design": "interleaved", "stages": stages,
+                         "prompts_per_stage": per_stage, "prompts": str(folder / "prompts.jsonl"), "warmup": 0}}
     config = validate_config(data, source=str(folder / "cost.json"), base_dir=str(folder))
     names = {(c.candidate.draft.path if c.candidate.draft else None, c.candidate.method): c.candidate.label
              for c in plan(config) if c.candidate}
@@ -128,11 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=1000)
     p.add_argument("--candidates", type=int, default=9)
+    p.add_argument("--stages", type=int, default=2, help="planned stages per target (default 2; the tool's is 6)")
+    p.add_argument("--per-stage", type=int, default=3, help="prompts per stage (default 3; the tool's is 6)")
     p.add_argument("--profile", action="store_true", help="print the 25 functions with the most CPU")
     args = p.parse_args(argv)
+    if min(args.rows, args.candidates, args.stages, args.per_stage) < 1:
+        p.error("--rows, --candidates, --stages and --per-stage must each be at least 1")
     targets = max(1, args.rows // (args.candidates + 1))
     folder = Path(tempfile.mkdtemp(prefix="draftbench-cost-"))
-    config, backend = build(folder, targets, args.candidates)
+    config, backend = build(folder, targets, args.candidates, args.stages, args.per_stage)
     clocks = Clocks()
     clocks.install()
     forecasts = Clocks()          # inside the analysis: what the verdicts left unresolved cost to forecast
