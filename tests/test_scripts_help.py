@@ -12,7 +12,6 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from pathlib import Path
 
 import pytest
 
