@@ -14,6 +14,7 @@ hardware; a file seen twice (a copy) counts once; files from the tests' in-proce
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -51,12 +52,21 @@ def sweeps(args: list[str], hardware: list[str]) -> list[tuple[str, dict]]:
     return out
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hardware", action="append", default=[], metavar="NAME", help="keep only files of this hardware "
+                   "(repeatable)")
+    p.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER", help="results files, or folders searched for *.json")
+    args = p.parse_intermixed_args(argv)         # paths and --hardware in any order, as before
+    missing = [path for path in args.paths if not Path(path).exists()]
+    if missing:
+        p.error(f"no such file or folder: {', '.join(missing)}")
+    return args
+
+
 def main(argv: list[str]) -> int:
-    hardware = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--hardware"]
-    paths = [a for i, a in enumerate(argv) if a != "--hardware" and (i == 0 or argv[i - 1] != "--hardware")]
-    if not paths:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
+    args = parse(argv)
+    hardware, paths = args.hardware, args.paths
     found = sweeps(paths, hardware)
     errors = [p["error_pct"] for _, pred in found for p in pred["per_k"] if p.get("error_pct") is not None]
     if not errors:

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 from draftbench.analysis.summary import verdicts_of
 from draftbench.analysis.verdict import analyze
+from draftbench.common.errors import DraftbenchError
 from draftbench.config.settings import COMMON_SETTINGS, DEFAULTS
 from draftbench.results.file import load_results
 from draftbench.sweep import Sweep
@@ -127,6 +128,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--keep", metavar="FOLDER", help="keep the results files there")
     p.add_argument("--json", metavar="FILE", help="also write the figures there")
     args = p.parse_args(argv)
+    if min(args.runs, args.max_tokens, args.repeat) < 1:
+        p.error("--runs, --max-tokens and --repeat must be at least 1")
+    if args.json and not Path(args.json).resolve().parent.is_dir():       # found now, not after the sweeps
+        p.error(f"--json {args.json}: no folder {Path(args.json).resolve().parent} to write it in")
     from forge import ensure_family
     models = {k: str(v) for k, v in ensure_family(which="test", quiet=True).items()}
     runs = []
@@ -149,4 +154,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except DraftbenchError as exc:     # no llama-server, no models: its cause and fix in a line or two, not a traceback
+        sys.exit(f"Error: {exc}")

@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from draftbench.common.reading import CONFIG_LIMIT, UnreadableFile, read_limited
 from simulation import audit_world
 from simulation.forecast import Trial, forecast_trial
 from simulation.grids import HARSH, grids_for, prompts
@@ -138,12 +139,24 @@ def markdown_line(grid: str, model: str, strategy: str, f: dict) -> str:
             f"{f['blocker_floor']} / {f['blocker_margin']} ({f['named_floor_margin_blocked']}) | {curse} |")
 
 
+def markdown_lines(path: str) -> list[str]:
+    """The table lines of one earlier ``--json`` file; a file that is not one is one line, not a traceback (read
+    bounded, as verdicts.py does: a FIFO or /dev/zero is refused at once)."""
+    try:
+        return [markdown_line(*key.split("/"), f) for key, f in json.loads(read_limited(path, CONFIG_LIMIT))["cells"].items()]
+    except UnreadableFile as exc:
+        raise SystemExit(f"--markdown {path}: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+        why = f"has no {exc}" if isinstance(exc, KeyError) else f"({type(exc).__name__}: {exc})"
+        raise SystemExit(f"--markdown {path}: not a file benchmarks/forecast.py --json wrote {why}") from None
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trials", type=int, default=50, help="sweeps per grid, model and strategy (default 50)")
     p.add_argument("--grid", action="append", choices=GRIDS, help=f"repeatable (default: {', '.join(GRIDS)})")
     p.add_argument("--model", action="append", choices=sorted(MODELS), help="repeatable (default: every one): "
-                   + "; ".join(f"{k}: {v}" for k, v in MODELS.items()))
+                   + "; ".join(f"{k}: {v}" for k, v in MODELS.items()).replace("%", "%%"))   # argparse formats help with %
     p.add_argument("--strategy", action="append", choices=STRATEGIES, help="repeatable (default: both)")
     p.add_argument("--prompts", type=int, default=96, help="the prompt set's size (default 96, the audit's)")
     p.add_argument("--cap", type=int, default=60, help="continue forecasts of at most this many stages (default 60: "
@@ -156,13 +169,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--markdown", nargs="+", metavar="JSON", help="print earlier --json files as Markdown and exit")
     args = p.parse_args(argv)
     if args.markdown:
-        print(HEADER)
-        for path in args.markdown:
-            for key, f in json.loads(Path(path).read_text())["cells"].items():
-                print(markdown_line(*key.split("/"), f))
+        lines = [line for path in args.markdown for line in markdown_lines(path)]     # every file checked first
+        print("\n".join([HEADER, *lines]))
         return 0
-    if args.trials < 1 or args.prompts < 12:
-        p.error("--trials must be at least 1 and --prompts at least 12")
+    if args.trials < 1 or args.prompts < 12 or args.cap < 1 or args.beyond < 0:
+        p.error("--trials and --cap must be at least 1, --prompts at least 12 and --beyond at least 0")
+    if args.json and not Path(args.json).resolve().parent.is_dir():       # found now, not after an hour of sweeps
+        p.error(f"--json {args.json}: no folder {Path(args.json).resolve().parent} to write it in")
     trials = 2 if args.quick else args.trials
     cells = {}
     with tempfile.TemporaryDirectory(prefix="draftbench-forecast-") as temp:

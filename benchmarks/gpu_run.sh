@@ -44,5 +44,7 @@ rpc)
     for _ in $(seq 1 120); do grep -q '^Ready' "$DRAFTBENCH_CACHE/rpc-server.out" && break; sleep 0.5; done
     cat "$DRAFTBENCH_CACHE/rpc-server.out"
     python3 sweep.py --config benchmarks/gpu_rpc.json --results "${OUT:-results}/gpu_rpc.json";;
-*) echo "usage: $0 build|wait|sweep|inside|rpc" >&2; exit 2;;
+-h|--help)
+    echo "usage: bash $0 build|wait|sweep|inside|rpc"; sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' benchmarks/gpu_run.sh;;   # cd'd to the repo above
+*) echo "usage: $0 build|wait|sweep|inside|rpc (not '${1:-}'; --help says what each step does)" >&2; exit 2;;
 esac

@@ -30,7 +30,9 @@ import requests
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tools"))       # forge.py, whatever the current folder
 
+from draftbench.common.errors import DraftbenchError  # noqa: E402
 from draftbench.lifetime.process import free_port  # noqa: E402
 
 from forge import ensure_family  # noqa: E402
@@ -168,6 +170,8 @@ def main() -> int:
     p.add_argument("--guard", choices=("portable", "pdeathsig"), default="portable")
     p.add_argument("--cli", choices=("server", "sweep", "both"), default="both")
     args = p.parse_args()
+    if args.tries < 1:
+        p.error(f"--tries must be at least 1, not {args.tries}")
     if not sys.platform.startswith("linux"):
         print("Linux only (reads /proc)", file=sys.stderr)
         return 2
@@ -192,4 +196,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except DraftbenchError as exc:     # no llama-server, no models: its cause and fix in a line or two, not a traceback
+        sys.exit(f"Error: {exc}")

@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from draftbench.analysis.verdict import analyze
+from draftbench.common.errors import DraftbenchError
 from draftbench.results.file import RequestRecord, ResultsFile, Row, load_results, save_results
 from draftbench.results.kinds import Role
 from draftbench.sweep.console import Reporter
@@ -152,4 +153,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except DraftbenchError as exc:     # no llama-server, no models: its cause and fix in a line or two, not a traceback
+        sys.exit(f"Error: {exc}")

@@ -10,6 +10,7 @@ docs/benchmarks.md quotes.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -18,15 +19,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from draftbench.analysis.stats import describe_speedup
 from draftbench.analysis.verdict import analyze
+from draftbench.common.errors import DraftbenchError
 from draftbench.results.file import load_results
 from draftbench.results.kinds import Role
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
-        return 2
-    results = analyze(load_results(argv[0]))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", metavar="RESULTS_FILE", help="a results file (results/<file>.json)")
+    path = p.parse_args(argv).results
+    try:
+        results = analyze(load_results(path))
+    except DraftbenchError as exc:                    # its own fix names sweep.py's --results, not this argument
+        print(f"Error: {exc.message}\n  Fix: give ratios.py a results file that sweep.py wrote", file=sys.stderr)
+        return exc.exit_code
     print(f"{results.name} on {results.hardware} ({results.backend})")
     print(f"{'combination':48s} {'tok/s':>8s} {'accept':>7s} {'speed-up vs baseline':>30s} "
           f"{'predicted':>9s} {'client/server':>13s}")

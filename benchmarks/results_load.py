@@ -11,6 +11,7 @@ smallest file. Linear loading keeps the ratio near 1; a quadratic step would sho
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -40,7 +41,12 @@ def seconds_per_mb(path: Path, repeats: int = 3) -> float:
 
 
 def main(argv: list[str]) -> int:
-    requests = int(argv[0]) if argv else 200
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("requests", nargs="?", type=int, default=200, metavar="REQUESTS_PER_ROW",
+                   help="requests in each synthetic row (default 200)")
+    requests = p.parse_args(argv).requests
+    if requests < 1:
+        p.error(f"REQUESTS_PER_ROW must be at least 1, not {requests}")
     with tempfile.TemporaryDirectory() as tmp:
         base = None
         for factor in (1, 4, 16):

@@ -48,6 +48,7 @@ from draftbench.backends.llamacpp.command import find_llama_server
 from draftbench.backends.llamacpp.rpc import probe_endpoint
 from draftbench.backends.llamacpp.rpc_server import find_rpc_server, start_rpc_server
 from draftbench.backends.llamacpp.settings import LlamaCppSettings
+from draftbench.common.errors import DraftbenchError
 from draftbench.common.files import cache_dir
 from draftbench.config.prompts import BUILTIN_PROMPTS
 from draftbench.config.settings import Settings
@@ -201,7 +202,15 @@ def main() -> int:
     p.add_argument("--target", default=str(models / "smollm2-target-2x.Q4_1.gguf"))
     p.add_argument("--draft", default=str(models / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     args = p.parse_args()
-    delays = [float(d) for d in args.delays.split(",")]
+    try:
+        delays = [float(d) for d in args.delays.split(",")]
+    except ValueError:
+        p.error(f"--delays {args.delays!r}: not a comma-separated list of milliseconds (e.g. 0,0.5,2)")
+    if min(delays) < 0 or min(args.rounds, args.max_tokens, args.threads) < 1:
+        p.error("--delays must not be negative; --rounds, --max-tokens and --threads must be at least 1")
+    for flag, path in (("--target", args.target), ("--draft", args.draft)):
+        if not Path(path).is_file():
+            p.error(f"{flag} {path}: no such file (make models forges the default one)")
     binary = find_llama_server()
     rpc_bin = find_rpc_server(beside=binary)
     prompts = [pr for pr in BUILTIN_PROMPTS if pr.category in ("code", "json", "list")]
@@ -262,4 +271,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except DraftbenchError as exc:     # no llama-server, no models: its cause and fix in a line or two, not a traceback
+        sys.exit(f"Error: {exc}")

@@ -31,6 +31,7 @@ from draftbench.analysis.stats import describe_speedup, speedup
 from draftbench.backends.base import LaunchSpec, Server
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.backends.llamacpp.settings import LlamaCppSettings
+from draftbench.common.errors import DraftbenchError
 from draftbench.common.files import cache_dir
 from draftbench.config.prompts import METHOD_PROMPTS
 from draftbench.config.settings import Settings
@@ -67,6 +68,10 @@ def main() -> int:
     p.add_argument("--model", default=str(cache_dir() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     p.add_argument("--control", action="store_true", help="A/A: the second server at the default verbosity too")
     args = p.parse_args()
+    if args.pairs < 1 or args.max_tokens < 1:
+        p.error("--pairs and --max-tokens must be at least 1")
+    if not Path(args.model).is_file():
+        p.error(f"--model {args.model}: no such file (make models forges the default one)")
     options = MeasureOptions(runs=1, warmup=0, max_tokens=args.max_tokens)
     base: dict[tuple, float] = {}
     trace: dict[tuple, float] = {}
@@ -105,4 +110,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except DraftbenchError as exc:     # no llama-server, no models: its cause and fix in a line or two, not a traceback
+        sys.exit(f"Error: {exc}")

@@ -387,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="follow one thing through these functions in order, then to TARGET: the reader's route "
                         "(the most direct chain to each, back up to the nearest caller that leads on)")
     args = p.parse_args(argv)
+    if not (args.package / "__init__.py").is_file():
+        p.error(f"--package {args.package}: not a Python package (a folder with __init__.py)")
     package = Package(args.package.resolve())
     if args.via:
         for start in args.starts:

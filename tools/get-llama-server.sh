@@ -23,6 +23,12 @@
 # symlinks, so bin/llama-server cannot start. A static CMake build of the one target we
 # need is faster and self-contained.
 set -euo pipefail
+case "$#:${1:-}" in     # no arguments (the settings are environment variables); --help: the comment above
+0:) ;;
+*:-h | *:--help) echo "usage: bash tools/get-llama-server.sh   (no arguments)"; sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0;;
+*) echo "get-llama-server: unknown argument '$1': it takes none (its settings are environment variables: bash $0 --help)" >&2
+   exit 2;;
+esac
 
 VERSION=11434.0.0
 BUILD=b11434

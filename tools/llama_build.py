@@ -218,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("prefix", type=Path)
     sub.add_parser("model")
     args = parser.parse_args(argv)
+    if args.what == "smoke" and not (Path(args.binary).is_file() and os.access(args.binary, os.X_OK)):
+        parser.error(f"smoke {args.binary}: no such executable file (the llama-server to prove)")
+    if args.what == "stamp" and not args.prefix.is_dir():
+        parser.error(f"stamp {args.prefix}: no such folder (the build's prefix, holding bin/llama-server)")
     if args.what == "smoke":
         return smoke(args.binary, args.flavour)
     if args.what == "model":

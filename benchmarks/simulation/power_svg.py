@@ -11,6 +11,7 @@ per file (a planned horizon). A file's optional ``model`` and ``label`` keys nam
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -100,22 +101,29 @@ def _lines(lines: dict[str, dict[float, float]], x: Callable[[float], float], *,
 
 
 def main(argv: list[str]) -> int:
-    cost = "--cost" in argv
-    argv = [a for a in argv if a != "--cost"]
-    today = (432.0, 42.0)
-    if "--today" in argv:
-        i = argv.index("--today")
-        today = (float(argv[i + 1]), float(argv[i + 2]))
-        argv = argv[:i] + argv[i + 3:]
-    if len(argv) < 2:
-        print(__doc__)
-        return 2
-    out, files = Path(argv[0]), [Path(a) for a in argv[1:]]
-    if cost:
-        out.write_text(svg(cost_points(files, today), "Share of sweeps that recommend, against what they cost",
-                           cost=True))
-    else:
-        out.write_text(svg(curves(files), "Chance that the verdict has decided, by stages measured"))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cost", action="store_true", help="the share that recommends against the cost, one point a file")
+    p.add_argument("--today", nargs=2, type=float, default=(432.0, 42.0), metavar=("REQUESTS", "LOADS"),
+                   help="today's exhaustive sweep's requests and server loads (default 432 42)")
+    p.add_argument("out", type=Path, metavar="OUT.svg")
+    p.add_argument("files", nargs="+", type=Path, metavar="RUN.json", help="benchmarks/verdicts.py --json files")
+    args = p.parse_intermixed_args(argv)
+    if min(args.today) <= 0:
+        p.error("--today REQUESTS LOADS must both be above 0")
+    if not args.out.resolve().parent.is_dir():
+        p.error(f"{args.out}: no folder {args.out.resolve().parent} to write it in")
+    read = (lambda files: cost_points(files, tuple(args.today))) if args.cost else curves
+    for path in args.files:                 # each file alone first, so that a bad one is named
+        try:
+            read([path])
+        except OSError as exc:
+            p.error(f"{path}: cannot read it ({exc.strerror})")
+        except (ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+            why = f"has no {exc}" if isinstance(exc, KeyError) else f"({type(exc).__name__}: {exc})"
+            p.error(f"{path}: not a file benchmarks/verdicts.py --json wrote {why}")
+    title = ("Share of sweeps that recommend, against what they cost" if args.cost
+             else "Chance that the verdict has decided, by stages measured")
+    args.out.write_text(svg(read(args.files), title, cost=args.cost))
     return 0
 
 
