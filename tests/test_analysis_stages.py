@@ -298,6 +298,25 @@ def test_a_decision_stops_the_sweep_when_final_and_names_who_the_next_stage_meas
     assert nothing.outcome is Outcome.UNRESOLVED and not nothing.final() and nothing.members(["a"]) == ["a"]
 
 
+def test_a_sweeps_decider_judges_each_look_once_and_decides_as_a_fresh_replay_does(monkeypatch):
+    """Issue 44: "the decision is computed once per look". A sweep's decider asked after every stage judged every
+    earlier look again (look l: l judgements); the looks it judged are kept by what they were judged on."""
+    from draftbench.analysis import decision
+    rng = random.Random(9)
+    full = {"a": draw(rng, math.log(1.08), 5, start=0, prompt_sd=0.1),
+            "b": draw(rng, math.log(1.04), 5, start=1, prompt_sd=0.1)}
+    judged: list[int] = []
+    real = decision.judge
+    monkeypatch.setattr(decision, "judge", lambda *a, **k: judged.append(a[3]) or real(*a, **k))
+    made: dict = {}
+    for stages in range(1, 6):
+        found = evidence({n: s[:stages] for n, s in full.items()})
+        kept, fresh = decide_target(found, rule(2), made=made), decide_target(found, rule(2))
+        assert (kept.looks, kept.outcome, kept.quoted) == (fresh.looks, fresh.outcome, fresh.quoted)
+    assert judged.count(5) == 2 and judged.count(1) == 6     # the fresh replays judge every look; the decider once
+    assert len(made) == 5
+
+
 def test_a_shortlist_is_final_unless_more_stages_are_asked_for_and_only_said_when_the_stages_ended():
     rng = random.Random(0)
     shared = [[rng.gauss(0, 0.02) for _ in range(6)] for _ in range(3)]

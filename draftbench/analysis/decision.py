@@ -1,28 +1,26 @@
-"""The staged decision — the one place its rule lives. :func:`decide` is the entry point: the sweep asks it
-after every stage (what to measure next, whether to stop), the verdict on the saved file (what to say), the
-simulator through the sweep; each gets a :class:`Decision` and reads it, never re-deriving it.
+"""The staged decision — the one place its rule lives. :func:`decide` is the entry point: the sweep asks it after
+every stage (what to measure next, whether to stop), the verdict on the saved file (what to say), the simulator
+through the sweep; each gets a :class:`Decision` and reads it, never re-deriving it.
 
-One look after every stage; at look l every bound is one-sided at ``Spending.error(l)`` (:mod:`spending`), built
-on the stages so far (:mod:`stage_evidence`: fresh prompts on fresh servers each stage, the machine's session
-spread pooled; :mod:`stage_records` reads them from a results file):
+One look after every stage; at look l every bound is one-sided at ``Spending.error(l)`` (:mod:`spending`), built on
+the stages so far (:mod:`stage_evidence`: fresh prompts on fresh servers each stage, the machine's session spread
+pooled; :mod:`stage_records` reads them from a results file):
 
-* **eliminated** (the race, ``settings.search`` "adaptive"; the exhaustive search keeps everyone): upper bound
-  against the target alone below 1 + floor (it cannot gain the floor), or upper bound against the leader
-  below 1 (slower than it);
-* **recommended**: the candidate with the highest estimate whose lower bound against the target alone
-  clears 1 + floor and whose lower bound against every other survivor is above 1 / (1 + margin) — it is
-  no more than the margin (2%) slower than any of them — once every candidate was probed;
-* **nothing gains**: every candidate left is shown below 1 + floor (the race has eliminated them all);
-  candidates shown within ± the floor of the target alone are *equivalent* to it (two one-sided tests);
-* **shortlist**: every contender left clears 1 + floor and the planned stages cannot tell which is fastest
-  (or they ran out before one was picked).
+* **eliminated** (the race, ``settings.search`` "adaptive"; the exhaustive search keeps everyone): upper bound against
+  the target alone below 1 + floor (it cannot gain the floor), or upper bound against the leader below 1 (slower);
+* **recommended**: the candidate with the highest estimate whose lower bound against the target alone clears
+  1 + floor and whose lower bound against every other survivor is above 1 / (1 + margin) — it is no more than the
+  margin (2%) slower than any of them — once every candidate was probed;
+* **nothing gains**: every candidate left is shown below 1 + floor (the race has eliminated them all); candidates
+  shown within ± the floor of the target alone are *equivalent* to it (two one-sided tests);
+* **shortlist**: every contender left clears 1 + floor and the planned stages cannot tell which is fastest (or they
+  ran out before one was picked).
 
-Otherwise the next stage measures the survivors (everyone, exhaustively); with no stage left the target
-is *unresolved*, and :mod:`settle` says how much more would settle it. A recommendation or "nothing gains" is
-final; a shortlist is final unless ``--more`` asks for more stages. The figure quoted is the best's bound at the
-last look, capped at what its counters allow, and the noise-floor test is made on it (:attr:`Decision.significant`).
+Otherwise the next stage measures the survivors (everyone, exhaustively); with no stage left the target is
+*unresolved*, and :mod:`settle` says how much more would settle it. A recommendation or "nothing gains" is final; a
+shortlist is final unless ``--more`` asks for more stages. The figure quoted is the best's bound at the last look,
+capped at what its counters allow, and the noise-floor test is made on it (:attr:`Decision.significant`).
 """
-
 from __future__ import annotations
 
 import math
@@ -160,21 +158,17 @@ def judge_bounds(vs_base: Mapping[str, Bound], names: Sequence[str], versus: Ver
         return Look(look, error, dict(vs_base), leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
                     equivalent, contenders=tuple(contenders))
     pick, open_ = (None, {}) if waiting else _pick(vs_base, clearing, survivors, versus, rule)
-    if pick is not None:
-        outcome = Outcome.RECOMMEND
-    elif not waiting and clearing and len(clearing) == len(contenders) and \
-            all(_futile(b, rule, look) for n, b in open_.items() if n in contenders):
-        outcome = Outcome.SHORTLIST
-    else:
-        outcome = Outcome.UNRESOLVED
+    futile = not waiting and clearing and len(clearing) == len(contenders) and \
+        all(_futile(b, rule, look) for n, b in open_.items() if n in contenders)
+    outcome = Outcome.RECOMMEND if pick is not None else Outcome.SHORTLIST if futile else Outcome.UNRESOLVED
     return Look(look, error, dict(vs_base), leader, eliminated, survivors, outcome, pick, clearing, equivalent, open_,
                 tuple(contenders))
 
 
 def _futile(versus: Bound, rule: Rule, look: int) -> bool:
-    """Even if the best clearing candidate leads a survivor by one standard error more than measured, the
-    planned stages left would not show it within the margin of that survivor (its spread shrinking and its degrees
-    of freedom growing as the stages add up): the comparison cannot be settled before the horizon."""
+    """Even if the best clearing candidate leads a survivor by one standard error more than measured, the planned
+    stages left would not show it within the margin of that survivor (its spread shrinking, its df growing as the
+    stages add up): the comparison cannot be settled before the horizon."""
     left = rule.spending.horizon - look
     est = versus.estimate
     if left <= 0 or est.sessions < 1:
@@ -203,8 +197,8 @@ def _pick(vs_base: Mapping[str, Bound], clearing: Sequence[str], survivors: Sequ
     """The best-estimate clearing candidate that no survivor beats by more than the margin; else the leader's
     comparisons not settled yet."""
     unsettled: dict[str, Bound] = {}
-    # the strongest rivals first: a candidate fails at its first unsettled comparison (only the first
-    # candidate's are all needed: they say whether the stages left could settle it)
+    # the strongest rivals first: a candidate fails at its first unsettled comparison (only the first candidate's
+    # are all needed: they say whether the stages left could settle it)
     rivals = sorted(survivors, key=lambda n: vs_base[n].ratio if n in vs_base else -math.inf, reverse=True)
     for rank, name in enumerate(sorted(clearing, key=lambda n: vs_base[n].ratio, reverse=True)):
         open_: dict[str, Bound | None] = {}
@@ -223,11 +217,12 @@ def _pick(vs_base: Mapping[str, Bound], clearing: Sequence[str], survivors: Sequ
     return None, unsettled
 
 
-def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule,
-           unprobed: Sequence[str] = ()) -> tuple[tuple[Look, ...], dict[str, Elimination]]:
+def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule, unprobed: Sequence[str] = (),
+           made: dict | None = None) -> tuple[tuple[Look, ...], dict[str, Elimination]]:
     """The looks of one target from its candidates' stages, and who left when: look l sees stages < l of the
     candidates still in, and the machine's spread as it stood when that stage's last server had started. Stops
-    at the first look that recommends or finds that nothing gains (the sweep stopped measuring there)."""
+    at the first look that recommends or finds that nothing gains (the sweep stopped measuring there). ``made``:
+    the looks judged before, by everything they were judged on (a sweep's earlier looks are not judged again)."""
     eliminated: dict[str, Elimination] = {}
     looks: list[Look] = []
     stages = max((s[-1].stage + 1 for s in series.values() if s), default=0)
@@ -238,7 +233,10 @@ def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule,
             break
         order = max(s[-1].order for s in current.values())
         waiting = bool(unprobed) or len(current) + len(eliminated) < len(series)
-        look = judge(current, spread.at(order), rule, number, waiting=waiting)
+        key = (number, waiting, rule, spread.at(order), tuple(current.items()))
+        look = (made or {}).get(key) or judge(current, key[3], rule, number, waiting=waiting)
+        if made is not None:
+            made[key] = look
         looks.append(look)
         eliminated.update(look.eliminated)
         if look.decided:
@@ -379,10 +377,10 @@ class Decision:
                           spending=self.rule.spending, per_stage=ev.per_stage)
 
 
-def decide_target(evidence: TargetStages, rule: Rule, live: bool = False) -> Decision:
+def decide_target(evidence: TargetStages, rule: Rule, live: bool = False, made: dict | None = None) -> Decision:
     """``evidence``'s looks under ``rule`` and what they decided. ``live``: the sweep goes on measuring this target
     (at the end, every contender left clearing the floor is a shortlist even when the looks could not say so)."""
-    looks, eliminated = replay(evidence.series, evidence.machine, rule, evidence.unprobed)
+    looks, eliminated = replay(evidence.series, evidence.machine, rule, evidence.unprobed, made)
     if not looks:
         return Decision(evidence.target, rule, evidence, looks, eliminated, Outcome.UNRESOLVED)
     last = looks[-1]
@@ -403,6 +401,7 @@ class Decider:
 
     def __init__(self) -> None:
         self.records = StageRecords()
+        self.looks: dict = {}         # each look judged once (replay's ``made``)
 
     def decide(self, results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False,
                only: Sequence[str] | None = None) -> dict[str, Decision]:
@@ -410,7 +409,7 @@ class Decider:
         (``before``: per target, on its stages before that one only — what the sweep knew when it planned it;
         ``live``: see :func:`decide_target`)."""
         settings = results.read_settings()
-        return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live)
+        return {target: decide_target(found, Rule.of(settings, found.horizon, found.candidates), live, self.looks)
                 for target, found in self.records.targets(results, before, only).items()}
 
 
