@@ -14,10 +14,11 @@ hardware; a file seen twice (a copy) counts once; files from the tests' in-proce
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
+
+from results_args import parse_results_args  # benchmarks/, the script's own folder
 
 if not any(p and Path(p, "draftbench").is_dir() for p in sys.path[1:]):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -52,20 +53,8 @@ def sweeps(args: list[str], hardware: list[str]) -> list[tuple[str, dict]]:
     return out
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hardware", action="append", default=[], metavar="NAME", help="keep only files of this hardware "
-                   "(repeatable)")
-    p.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER", help="results files, or folders searched for *.json")
-    args = p.parse_intermixed_args(argv)         # paths and --hardware in any order, as before
-    missing = [path for path in args.paths if not Path(path).exists()]
-    if missing:
-        p.error(f"no such file or folder: {', '.join(missing)}")
-    return args
-
-
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse_results_args(argv, __doc__)
     hardware, paths = args.hardware, args.paths
     found = sweeps(paths, hardware)
     errors = [p["error_pct"] for _, pred in found for p in pred["per_k"] if p.get("error_pct") is not None]

@@ -18,12 +18,13 @@ older checkout's estimator too: PYTHONPATH=/path/to/other/checkout python benchm
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+
+from results_args import parse_results_args  # benchmarks/, the script's own folder
 
 if not any(p and Path(p, "draftbench").is_dir() for p in sys.path[1:]):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -100,20 +101,8 @@ def describe(ratios: list[float]) -> str:
     return f"n {len(ratios):4d}  median {statistics.median(ratios):5.2f}  {spread}  within 1.5x {within:4.0%}"
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hardware", action="append", default=[], metavar="NAME", help="keep only files of this hardware "
-                   "(repeatable)")
-    p.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER", help="results files, or folders searched for *.json")
-    args = p.parse_intermixed_args(argv)         # paths and --hardware in any order, as before
-    missing = [path for path in args.paths if not Path(path).exists()]
-    if missing:
-        p.error(f"no such file or folder: {', '.join(missing)}")
-    return args
-
-
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    args = parse_results_args(argv, __doc__)
     hardware, paths = args.hardware, args.paths
     corpus = [(p, r) for p, r in files(paths) if not hardware or r.hardware in hardware]
     found = measure(corpus)
