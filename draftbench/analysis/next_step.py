@@ -34,6 +34,9 @@ from .stage_verdict import StagedVerdict
 
 CONFIG_PLACEHOLDER = "YOUR_CONFIG.json"     # where the renderer does not know the config that made the file
 BUDGET_STEP_S = 60                          # a budget the command asks for is rounded up to whole minutes
+LOOPS_FIRST = (" But the best's figure rests on the target's looping output: more stages would measure the loops more "
+               "precisely — fix them first (an instruct model with its chat template, a larger max_tokens, or prompts "
+               "the target answers without looping).")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class NextStep:
     stages: int | None             # stages it measures in all (None: more than settle's cap would be needed)
     pace_s: float | None           # this target's measuring time per stage so far
     settles: str                   # what it would settle ("ngram-simple's gain over the +2.0% floor")
+    loops: bool = False            # the best's figure rests on the target's looping output: fix that first
 
     @property
     def cost_s(self) -> float | None:
@@ -83,12 +87,14 @@ class NextStep:
     def text(self, rerun: str) -> str:
         """'Next, to settle ngram-simple's gain over the +2.0% floor (as projected …; at most about 25m00s on the
         machine the sweep ran on, at its pace so far): `python sweep.py --config X --more 10`'."""
-        return f"{self.lead()}." if self.stages is None else f"{self.lead()}: `{self.command(rerun)}`"
+        text = f"{self.lead()}." if self.stages is None else f"{self.lead()}: `{self.command(rerun)}`"
+        return text + (LOOPS_FIRST if self.loops else "")
 
 
-def next_step(results: ResultsFile, verdict: StagedVerdict | None) -> NextStep | None:
+def next_step(results: ResultsFile, verdict: StagedVerdict | None, loops: bool = False) -> NextStep | None:
     """The next command of a staged target whose stages ended unresolved or with a shortlist (None otherwise, or
-    where no projection says what would settle it and no budget stopped it early)."""
+    where no projection says what would settle it and no budget stopped it early). ``loops``: the best's figure
+    rests on the target's looping output (said with the command: fix the loops first)."""
     if verdict is None or verdict.verdict not in (Outcome.UNRESOLVED, Outcome.SHORTLIST):
         return None
     settings = results.read_settings()
@@ -101,7 +107,7 @@ def next_step(results: ResultsFile, verdict: StagedVerdict | None) -> NextStep |
     if projection is None and not stopped_early:
         return None
     if projection is not None and projection.stages is None and projection.half is None:
-        return NextStep(verdict.target, verdict.verdict, 0, None, None, pace, projection.about)
+        return NextStep(verdict.target, verdict.verdict, 0, None, None, pace, projection.about, loops)
     if projection is not None and projection.stages is None:
         # fewer futures than settle promises decide within its cap, but half do by `half`: the verdict's own offer
         wanted, about = projection.half or 0, f"{projection.about}, about half the time"
@@ -113,7 +119,7 @@ def next_step(results: ResultsFile, verdict: StagedVerdict | None) -> NextStep |
     raise_budget = budget is not None and need is not None and need > budget
     return NextStep(verdict.target, verdict.verdict, more,
                     BUDGET_STEP_S * math.ceil((need or 0) / BUDGET_STEP_S) if raise_budget else None,
-                    wanted, pace, about)
+                    wanted, pace, about, loops)
 
 
 def staged_seconds(results: ResultsFile, target: str) -> float:

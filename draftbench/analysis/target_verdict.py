@@ -42,6 +42,7 @@ class Decided:
     choice: Choice
     sentence: str
     stages: StagedVerdict | None = None
+    loops: bool = False        # the best's figure rests on the target's looping output (its row's diagnosis)
 
 
 def recommend(results: ResultsFile, staged: dict[str, Decision]) -> tuple[TargetVerdict, ...]:
@@ -82,7 +83,8 @@ def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row, results: 
                     speed, verdict.verdict.value)
     choice = (Choice(row.draft, row.draft_max, speed, row.acceptance_rate, best) if row is not None
               else Choice(speedup=speed, best=best))
-    return Decided(choice, verdict.sentence(baseline.mean_tps, shown), verdict)
+    loops = shown is not None and "speedup_without_loops" in (shown.degenerate_output or {})
+    return Decided(choice, verdict.sentence(baseline.mean_tps, shown), verdict, loops)
 
 
 # --------------------------------------------------------------------------- what every verdict adds
@@ -111,7 +113,7 @@ def _verdict(results: ResultsFile, target: str, level: int, decided: Decided, me
         no_draft_can_pay=cannot_pay is not None, k_prediction=k_prediction, within_session=in_session,
         run=how_to_run(results, target, level, choice), run_by_category=runs_by_category(by_category, results, target),
         race=race_outcome(results, target, choice) if decided.stages is None else None,   # a race of the blocks era
-        crossover=crossed, memory=memory, next_step=next_step(results, decided.stages))
+        crossover=crossed, memory=memory, next_step=next_step(results, decided.stages, decided.loops))
 
 
 def _warnings(at_level: list[Row], inactive: tuple[str, ...]) -> list[str]:
