@@ -56,6 +56,10 @@ def test_an_unresolved_verdict_ends_with_the_command_that_settles_it_and_that_co
     command = (f"python sweep.py --config {tmp_path / 'c.json'} --results {tmp_path / 'r.json'} "
                f"--more {step.more}")
     assert f"`{command}`" in text
+    # the first look's interval is wide, and says why once; the later looks do not repeat it
+    looks = [line for line in text.splitlines() if "— best so far" in line]
+    assert "look 1 —" in looks[0] and "wide at the first looks, from few stages" in looks[0]
+    assert all("wide at the first looks" not in line for line in looks[1:])
     assert re.search(re.escape(f"Next, to settle {step.settles} (as projected from what was measured; at most about ")
                      + r"\d+s on the machine the sweep ran on, at its pace so far\)", text)
     # the same command measures on from where it stopped, keeping every measurement

@@ -17,11 +17,10 @@ Nothing here calls back into its caller: each level returns what happened and th
         print(verdict.verdict, verdict.best, verdict.quote.text() if verdict.quote else "")
     outcome.results                                  # the analysed results file (save_results writes it)
 
-``backend``: any object implementing the backend contract (``draftbench/backends/base.py``), by default the
-config's own; ``store`` receives every request's row as it is measured (the command line's saves each in the
-results file's journal: ``sweep/store.py``); ``clock`` times the budget (a simulator passes its own); ``more``:
-stages beyond the plan for each target left unresolved. The command line and ``benchmarks/verdicts.py`` run here.
-"""
+``backend``: any object implementing the backend contract (``draftbench/backends/base.py``), by default the config's
+own; ``store`` receives every request's row as it is measured (the command line's saves each in the results file's
+journal: ``sweep/store.py``); ``clock`` times the budget (a simulator passes its own); ``more``: stages beyond the
+plan for each unresolved target. The command line and ``benchmarks/verdicts.py`` run here."""
 
 from __future__ import annotations
 
@@ -196,9 +195,10 @@ class SweepRun:
         rows.eliminated({plan.candidates[n]: why for n, why in verdict.eliminated.items() if n in plan.candidates})
         left = ", ".join(f"{n} ({why})" for n, why in verdict.eliminated.items())
         look = known.last.number
+        first = ": wide at the first looks, from few stages, most of the error kept for later ones" if look == 1 else ""
         self.reporter.race(f"{plan.label}: look {look} — best so far {verdict.best}: "
-                           f"{verdict.quote.interval() if verdict.quote else 'n/a'} (95% over the candidates and "
-                           "looks together)" + (f"; left the race: {left}" if left else ""))
+                           f"{verdict.quote.interval() if verdict.quote else 'n/a'} (95% over the candidates and looks "
+                           f"together{first})" + (f"; left the race: {left}" if left else ""))
         spent = budget.spent()
         pace = (spent - budget.spent_before) / max(1, look - looks_before)
         remaining = pace * max(0, plan.stages.horizon - look)
