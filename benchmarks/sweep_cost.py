@@ -2,11 +2,11 @@
 """What a sweep costs beyond its measurements: the time per recorded step as the results file grows, and the
 analysis's share of the sweep's CPU (issue 44).
 
-    python benchmarks/sweep_cost.py [--rows 1000] [--candidates 9] [--profile]
+    python benchmarks/sweep_cost.py [--rows 1000] [--candidates 9] [--stages 2] [--per-stage 3] [--profile]
 
 A whole sweep on the simulated machine of ``benchmarks/simulation`` (its servers answer at once, on a simulated
 clock): ``rows / (candidates + 1)`` targets, each with its baseline and ``candidates`` drafts measured in two
-stages of three prompts, through the command line's own session (``sweep.Sweep``: every row saved in the results
+stages of three prompts (``--stages``, ``--per-stage``: the tool's default plan is 6 of 6), through the command line's own session (``sweep.Sweep``: every row saved in the results
 file's journal as it is recorded, the file rewritten when the journal has grown past it, and at the end) — so
 nothing but draftbench's own work takes CPU. It prints
 
