@@ -6,9 +6,10 @@ analysis's share of the sweep's CPU (issue 44).
 
 A whole sweep on the simulated machine of ``benchmarks/simulation`` (its servers answer at once, on a simulated
 clock): ``rows / (candidates + 1)`` targets, each with its baseline and ``candidates`` drafts measured in two
-stages of three prompts (``--stages``, ``--per-stage``: the tool's default plan is 6 of 6), through the command line's own session (``sweep.Sweep``: every row saved in the results
-file's journal as it is recorded, the file rewritten when the journal has grown past it, and at the end) — so
-nothing but draftbench's own work takes CPU. It prints
+stages of three prompts (``--stages``, ``--per-stage``: the tool's default plan is 6 of 6), through the command
+line's own session (``sweep.Sweep``: every row saved in the results file's journal as it is recorded, the file
+rewritten when the journal has grown past it, and at the end) — so nothing but draftbench's own work takes CPU.
+It prints
 
 * the CPU seconds per recorded step (a candidate's server beside the stage's baseline server: two rows recorded)
   over the first and the last tenth of the steps, and their ratio — about 1 when a step costs the same however
