@@ -72,12 +72,12 @@ def _decided(results: ResultsFile, target: str, level: int, decision: Decision |
 
 def _staged(verdict: StagedVerdict, decision: Decision, baseline: Row, results: ResultsFile) -> Decided:
     rows = decision.evidence.rows
-    row = rows.get(verdict.pick) if verdict.pick else None
-    if row is not None:       # as analysed (its diagnosis: what its gain rests on), not as the decision read it
-        row = next((r for r in results.rows_of(row.target) if r.key == row.key), row)
+
+    def analysed(found: Row | None) -> Row | None:   # with its diagnosis (what its gain rests on), not as decided on
+        return next((r for r in results.rows_of(found.target) if r.key == found.key), found) if found else None
+    row = analysed(rows.get(verdict.pick) if verdict.pick else None)
     best_row = rows.get(verdict.best) if verdict.best else None
-    shown = row or (next((r for r in results.rows_of(best_row.target) if r.key == best_row.key), best_row)
-                    if best_row is not None else None)       # the best's diagnosis, as analysed
+    shown = row or analysed(best_row)           # the pick's, else the best's figure so far
     speed = verdict.quote.speedup(decision.rule.noise_floor) if verdict.quote is not None else None
     best = BestPick(verdict.best, best_row.draft if best_row else None, best_row.draft_max if best_row else None,
                     speed, verdict.verdict.value)
