@@ -369,14 +369,32 @@ def test_where_nine_futures_in_ten_do_not_decide_within_the_cap_the_forecast_say
     text = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", 4, 0.87).describe(6)
     assert text.startswith("not likely within 60 more server pairs") and "(87% do)" in text
     assert "24 more prompts × 4 more server pair(s)" in text and text.endswith("--more 4 settles it about half the time")
-    few = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", None, 0.31).describe(6)
+    few = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", None, 0.31, near=True).describe(6)
     assert few.startswith("more than 360 more prompts × 60") and "only 31% of the futures" in few
     assert few.endswith("two drafts this close may be equal, and equal ones are shown within the margin of each "
                         "other only after many server pairs)")         # a near-tie said as one: it may be one
+    # make demo (2026-11-29): "blocking now: whether any candidate gains the +2.0% floor …; two drafts this close may
+    # be equal" — no margin blocked there; and "only 0% of the futures" where none settled
+    none = Projection(None, None, 1.01, "whether any candidate gains the +2.0% floor (best: a)", None, 0.0).describe(6)
+    assert "may be equal" not in none and ": none of the futures simulated" in none
     floor = Projection(None, None, 1.03, "b10's gain over the +2.0% floor", None, 0.31).describe(6)
     assert floor.endswith("(blocking now: b10's gain over the +2.0% floor)")
     named = Projection(8, 48, 1.07, "whether b10 is within 2% of b5a", 3, 0.95).describe(6)
     assert named.startswith("about 48 more prompts × 8 more server pair(s)") and named.endswith("--more 8")
+
+
+def test_what_blocks_says_whether_the_margin_between_two_contenders_is_among_it():
+    from draftbench.analysis.settle import blocker
+    est = {"a": Estimate(math.log(1.10), 0.01, 30, 36, 6, "x"), "b": Estimate(math.log(1.09), 0.01, 30, 36, 6, "x")}
+    gap = Estimate(0.01, 0.02, 30, 36, 6, "x")                  # a leads b by 1% ± 2%: not shown within 2% of it
+
+    def versus(first, second):
+        return gap if (first, second) == ("a", "b") else None
+    about, _, near = blocker(est, versus, "a", floor=1.02, margin=0.02, error=0.01, apart=0.01)
+    assert about == "whether a is within 2% of b" and near
+    low = {"a": Estimate(math.log(1.01), 0.01, 30, 36, 6, "x")}
+    about, _, near = blocker(low, versus, "a", floor=1.02, margin=0.02, error=0.01, apart=0.01)
+    assert about.startswith("whether any candidate gains the +2.0% floor") and not near
 
 
 def test_a_spread_drawn_from_almost_no_degrees_of_freedom_stays_finite():

@@ -359,12 +359,13 @@ class Decision:
                            set_size=None if ev.fixed else ev.prompt_set)
         stages = futures.stages if futures is not None else None
 
-        about, gain = blocker({n: b.estimate for n, b in last.vs_base.items() if n in series},
-                              lambda a, b: estimate_stages(contrast(series[a], series[b]), spread.between), self.best,
-                              floor=rule.floor, margin=rule.margin, error=last.error,
-                              apart=rule.spending.contrast_error(last.number, spread.correlation))
+        about, gain, near = blocker({n: b.estimate for n, b in last.vs_base.items() if n in series},
+                                    lambda a, b: estimate_stages(contrast(series[a], series[b]), spread.between),
+                                    self.best, floor=rule.floor, margin=rule.margin, error=last.error,
+                                    apart=rule.spending.contrast_error(last.number, spread.correlation))
         return Projection(stages, stages * ev.per_stage if stages is not None else None, gain, about,
-                          futures.half if futures is not None else None, futures.share if futures is not None else None)
+                          futures.half if futures is not None else None, futures.share if futures is not None else None,
+                          near)
 
     @cached_property
     def power(self) -> str | None:

@@ -66,6 +66,7 @@ class Projection:
     about: str                # what blocks now: "b10's gain over the +2.0% floor", "whether b10 is within 2% of b5a"
     half: int | None = None   # stages by which half the simulated futures decide (None: fewer than half by the cap)
     share: float | None = None  # of the simulated futures, those that decide within MAX_EXTRA stages
+    near: bool = False        # what blocks is the margin between two contenders (they may be equal)
 
     def describe(self, stage_size: int) -> str:
         if self.stages is None and self.half is not None and self.share is not None:
@@ -74,9 +75,10 @@ class Projection:
                     f"{self.half * stage_size} more prompts × {self.half} more server pair(s) (blocking now: {self.about}) "
                     f"— --more {self.half} settles it about half the time")
         if self.stages is None:
-            share = f"only {self.share:.0%}" if self.share is not None else "fewer than half"
+            share = ("fewer than half" if self.share is None else "none" if self.share < 0.005
+                     else f"only {self.share:.0%}")
             near = ("; two drafts this close may be equal, and equal ones are shown within the margin of each other "
-                    "only after many server pairs") if self.about.startswith("whether") else ""
+                    "only after many server pairs") if self.near else ""
             return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs per candidate would "
                     f"likely be needed to settle it: {share} of the futures simulated from what was measured settle "
                     f"within them (blocking now: {self.about}{near})")
@@ -317,26 +319,27 @@ class _Future:
 
 
 def blocker(est: Mapping[str, Estimate], versus: Callable[[str, str], Estimate | None], leader: str | None, *,
-            floor: float, margin: float, error: float, apart: float) -> tuple[str, float]:
-    """What blocks the leader's recommendation now, and the ratio the first of it is about: of its gain over the
-    floor and its margin to each contender, those not cleared at this look, the farthest from clearing (in
-    standard errors) first; when no candidate is above the floor, showing that none gains it. ``error``,
-    ``apart``: this look's one-sided errors (against the target alone, between candidates)."""
+            floor: float, margin: float, error: float, apart: float) -> tuple[str, float, bool]:
+    """What blocks the leader's recommendation now, the ratio the first of it is about, and whether the margin to a
+    contender is among it: of its gain over the floor and its margin to each contender, those not cleared at this
+    look, the farthest from clearing (in standard errors) first; when no candidate is above the floor, showing
+    that none gains it. ``error``, ``apart``: this look's one-sided errors (against the target alone, between
+    candidates)."""
     if leader is None or leader not in est:
-        return "which candidate gains", 1.0
+        return "which candidate gains", 1.0, False
     lead = est[leader]
     if math.exp(lead.mean) <= floor:
-        return f"whether any candidate gains the {change_text(floor)} floor (best: {leader})", math.exp(lead.mean)
+        return f"whether any candidate gains the {change_text(floor)} floor (best: {leader})", math.exp(lead.mean), False
     found = [(quantile(error, lead.df) - (lead.mean - math.log(floor)) / max(lead.se, 1e-12),
-              f"{leader}'s gain over the {change_text(floor)} floor", math.exp(lead.mean))]
+              f"{leader}'s gain over the {change_text(floor)} floor", math.exp(lead.mean), False)]
     for other in est:
         against = versus(leader, other) if other != leader else None
         if against is not None:
             found.append((quantile(apart, against.df) - (against.mean + math.log(1 + margin)) / max(against.se, 1e-12),
-                          f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean)))
+                          f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean), True))
     found.sort(key=lambda f: -f[0])
     blocking = [f for f in found if f[0] > 0] or found[:1]
-    return "; ".join(f[1] for f in blocking[:3]), blocking[0][2]
+    return "; ".join(f[1] for f in blocking[:3]), blocking[0][2], any(f[3] for f in blocking[:3])
 
 
 def stages_to_clear(est: Estimate, distance: float, spending: Spending, stage_size: int) -> int | None:
