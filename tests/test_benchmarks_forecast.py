@@ -41,8 +41,9 @@ def test_a_continuation_decides_as_the_command_lines_more_does(tmp_path):
 
 @pytest.fixture(scope="module")
 def clear_cell(tmp_path_factory):
-    """Six seeded sweeps of the clear grid, three stages planned, each continued by what its verdict named."""
-    return forecast.run_cell("clear", "harsh", "exhaustive", 6, 1, 48, 60, tmp_path_factory.mktemp("cell"), stages=3)
+    """Six seeded sweeps of the clear grid, three stages planned, each continued by what its verdict named (192
+    prompts: with the prompt set recorded, as the command line records it, 48 ran out before any S was named)."""
+    return forecast.run_cell("clear", "harsh", "exhaustive", 6, 1, 192, 60, tmp_path_factory.mktemp("cell"), stages=3)
 
 
 def test_each_forecast_is_continued_by_exactly_what_it_named_and_counted(clear_cell):
