@@ -118,3 +118,14 @@ def test_a_file_left_by_a_kill_mid_step_says_which_rows_figures_are_behind_until
     resumed = RowStore(replace(empty_results(setup.config), results=state))
     outcome = run_sweep(setup.config, fresh, store=resumed, clock=fresh.world.clock, logs_dir=LOGS)
     assert not any(w.code is Code.SUMMARY_BEHIND for r in outcome.results.results for w in r.warnings)
+
+
+def test_a_sweep_run_from_python_records_its_prompt_set_as_the_command_line_does():
+    """The forecast reads the prompt set (past it, its prompts come back): ``run_sweep`` without a store recorded
+    none, so a sweep run from Python — the forecast harness's — forecast as if fresh prompts never ran out, which
+    the command line's sweep does not."""
+    setup, backend = setup_and_backend()
+    recorded = empty_results(setup.config).prompt_set
+    assert recorded is not None and len(recorded["ids"]) == 6
+    outcome = run_sweep(setup.config, backend, clock=backend.world.clock, logs_dir=LOGS)
+    assert outcome.results.prompt_set == recorded

@@ -14,17 +14,16 @@ import json
 import random
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from draftbench.analysis.stage_verdict import StagedVerdict
 from draftbench.backends.base import Backend
-from draftbench.config.prompts import Prompt, prompts_for
+from draftbench.config.prompts import Prompt
 from draftbench.results.file import ResultsFile
 from draftbench.sweep.config_file import SweepConfig, validate_config
 from draftbench.sweep.plan import plan
 from draftbench.sweep.run import run_sweep
-from draftbench.sweep.store import RowStore, empty_results
 
 from .world import Grid, Machine, SimBackend, Truth, World
 
@@ -100,9 +99,7 @@ def sweep(setup: Setup, backend: Backend) -> Sweep:
     """``run_sweep`` on ``backend`` (simulated time when it has a ``clock``)."""
     world = getattr(backend, "world", None)
     clock = getattr(backend, "clock", None) or (world.clock if world is not None else None)
-    # the prompt set recorded as the command line records it (its forecasts know when the set's prompts come back)
-    store = RowStore(replace(empty_results(setup.config), prompt_set=prompts_for(setup.config.settings).record()))
-    outcome = run_sweep(setup.config, backend, store=store, clock=clock or _wall(), logs_dir=LOGS)
+    outcome = run_sweep(setup.config, backend, clock=clock or _wall(), logs_dir=LOGS)
     results = outcome.results
     sessions = {r.session for row in results.results for r in row.requests if r.session}
     wall = clock() if clock is not None else 0.0

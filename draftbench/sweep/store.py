@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ..analysis.context_length import lengths as context_lengths
+from ..config.prompts import prompts_for
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, save_results
 from ..results.journal import Journal
 from .config_file import SweepConfig
@@ -79,6 +81,9 @@ class RowStore:
 
 
 def empty_results(config: SweepConfig) -> ResultsFile:
+    """A new results file for ``config``, its prompt set recorded as the command line records it (the forecast
+    reads it: past the set, its prompts come back); long prompts record theirs when they are built."""
+    settings = config.settings
     return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
-                       model_family=config.model_family, settings=config.settings.to_dict(),
-                       schema_version=SCHEMA_VERSION)
+                       model_family=config.model_family, settings=settings.to_dict(), schema_version=SCHEMA_VERSION,
+                       prompt_set=None if context_lengths(settings) else prompts_for(settings).record())
