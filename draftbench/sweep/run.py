@@ -78,10 +78,10 @@ def run_sweep(config: SweepConfig, backend: Backend | None = None, *, store: Row
               reporter: Reporter | None = None, clock: Callable[[], float] = time.perf_counter,
               logs_dir: Path | None = None, more: int = 0) -> SweepOutcome:
     """Run the whole sweep ``config`` describes on ``backend``: each target, then the rest; analysed once."""
-    run = SweepRun(config, backend or get_backend(config.backend), store or RowStore(empty_results(config)),
-                   reporter or Reporter(), clock)
-    settings = config.settings
-    prompts = prompts_for(settings).prompts
+    settings, selection = config.settings, prompts_for(config.settings)
+    run = SweepRun(config, backend or get_backend(config.backend),
+                   store or RowStore(empty_results(config, selection)), reporter or Reporter(), clock)
+    prompts = selection.prompts
     options = MeasureOptions.from_settings(settings)
     runner = CombinationRunner(run.backend, config.backend, settings, prompts, options,
                                RunnerIO(logs_dir or Path("results") / "logs", run.reporter, clock=clock))

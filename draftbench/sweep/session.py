@@ -36,7 +36,7 @@ from .console import Console, Reporter
 from .plan import plan
 from .resume import open_results
 from .run import SweepOutcome, run_sweep
-from .store import RowStore
+from .store import RowStore, recorded_prompts
 
 MIN_WINDOW_S = 0.001      # the shortest window a row's load is read over (its latest reading)
 EXIT_OK, EXIT_ERROR, EXIT_CONFIG, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -91,7 +91,7 @@ class Sweep:
         combos = plan(self.config)
         selection = prompts_for(settings)      # a standard set is fetched into the cache on first use
         # the sample's seed and ids; long prompts record theirs when they are built (sweep/run.py)
-        results = replace(results, prompt_set=selection.record() if not lengths else results.prompt_set)
+        results = replace(results, prompt_set=recorded_prompts(settings, selection) or results.prompt_set)
         self._header(results, len(combos), len(selection.prompts) if not lengths else len(LONG_CATEGORIES) * len(lengths))
         for note in self.backend.sweep_notes(settings):   # e.g. what LM Studio's REST path cannot measure
             self.reporter.note(note)

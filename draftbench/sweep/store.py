@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..analysis.context_length import lengths as context_lengths
-from ..config.prompts import prompts_for
+from ..config.prompts import PromptSelection, prompts_for
+from ..config.settings import Settings
 from ..results.file import SCHEMA_VERSION, ResultsFile, Row, save_results
 from ..results.journal import Journal
 from .config_file import SweepConfig
@@ -80,10 +81,15 @@ class RowStore:
                 self._journal = None
 
 
-def empty_results(config: SweepConfig) -> ResultsFile:
-    """A new results file for ``config``, its prompt set recorded as the command line records it (the forecast
-    reads it: past the set, its prompts come back); long prompts record theirs when they are built."""
+def empty_results(config: SweepConfig, selection: PromptSelection | None = None) -> ResultsFile:
+    """A new results file for ``config``, its prompt set recorded (``selection``: the sweep's, when it has it)."""
     settings = config.settings
     return ResultsFile(name=config.name, hardware=config.hardware, backend=config.backend,
                        model_family=config.model_family, settings=settings.to_dict(), schema_version=SCHEMA_VERSION,
-                       prompt_set=None if context_lengths(settings) else prompts_for(settings).record())
+                       prompt_set=recorded_prompts(settings, selection or prompts_for(settings)))
+
+
+def recorded_prompts(settings: Settings, selection: PromptSelection) -> dict | None:
+    """The prompt set as a results file records it, the command line's and ``run_sweep``'s alike (the forecast reads
+    it: past the set, its prompts come back); None with context lengths: long prompts record theirs when built."""
+    return None if context_lengths(settings) else selection.record()
