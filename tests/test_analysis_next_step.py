@@ -128,6 +128,7 @@ def test_a_best_whose_figure_rests_on_looping_output_is_told_to_fix_the_loops_be
     plain, looping = next_step(results, staged), next_step(results, staged, loops=True)
     assert plain is not None and looping is not None and looping.arguments() == plain.arguments()
     assert "looping" not in plain.text("python sweep.py --config c.json")
+    assert "`. But the best's figure rests on the target's looping output" in looping.text("python sweep.py")
     assert looping.text("python sweep.py --config c.json").endswith(
         "fix them first (an instruct model with its chat template, a larger max_tokens, or prompts the target answers "
         "without looping).")

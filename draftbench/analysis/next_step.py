@@ -88,7 +88,7 @@ class NextStep:
         """'Next, to settle ngram-simple's gain over the +2.0% floor (as projected …; at most about 25m00s on the
         machine the sweep ran on, at its pace so far): `python sweep.py --config X --more 10`'."""
         text = f"{self.lead()}." if self.stages is None else f"{self.lead()}: `{self.command(rerun)}`"
-        return text + (LOOPS_FIRST if self.loops else "")
+        return text + (("" if self.stages is None else ".") + LOOPS_FIRST if self.loops else "")
 
 
 def next_step(results: ResultsFile, verdict: StagedVerdict | None, loops: bool = False) -> NextStep | None:
