@@ -51,6 +51,7 @@ class NextStep:
     pace_s: float | None           # this target's measuring time per stage so far
     settles: str                   # what it would settle ("ngram-simple's gain over the +2.0% floor")
     loops: bool = False            # the best's figure rests on the target's looping output: fix that first
+    near: bool = False             # what blocks is the margin between two drafts (their gap, as measured so far)
 
     @property
     def cost_s(self) -> float | None:
@@ -76,6 +77,7 @@ class NextStep:
         if self.stages is None:
             return (f"Next: more stages are unlikely to settle {self.settles}: more than {MAX_EXTRA} more server pairs "
                     "per candidate would be needed at the spread measured here"
+                    + (" and the gap measured so far (a larger true gap settles sooner)" if self.near else "")
                     + (f" (over {duration_text(MAX_EXTRA * self.pace_s)} on this machine at this sweep's pace)"
                        if self.pace_s else ""))
         cost = self.cost_s
@@ -107,7 +109,7 @@ def next_step(results: ResultsFile, verdict: StagedVerdict | None, loops: bool =
     if projection is None and not stopped_early:
         return None
     if projection is not None and projection.stages is None and projection.half is None:
-        return NextStep(verdict.target, verdict.verdict, 0, None, None, pace, projection.about, loops)
+        return NextStep(verdict.target, verdict.verdict, 0, None, None, pace, projection.about, loops, projection.near)
     if projection is not None and projection.stages is None:
         # fewer futures than settle promises decide within its cap, but half do by `half`: the verdict's own offer
         wanted, about = projection.half or 0, f"{projection.about}, about half the time"
