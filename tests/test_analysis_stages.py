@@ -396,6 +396,12 @@ def test_what_blocks_says_whether_the_margin_between_two_contenders_is_among_it(
     low = {"a": Estimate(math.log(1.01), 0.01, 30, 36, 6, "x")}
     about, _, near = blocker(low, versus, "a", floor=1.02, margin=0.02, error=0.01, apart=0.01)
     assert about.startswith("whether any candidate gains the +2.0% floor") and not near
+    # make demo (2026-11-29, 347M): ngram-simple led 135M Q4_1 by 0.72 ± 0.23 (log), not cleared at 4 df — and was
+    # told "two drafts this close may be equal". Far apart, blocked only by few df: the margin blocks, not "close"
+    far = Estimate(0.72, 0.23, 4, 4, 4, "x")
+    about, _, near = blocker(est, lambda a, b: far if (a, b) == ("a", "b") else None, "a", floor=1.02, margin=0.02,
+                             error=0.01, apart=1e-4)
+    assert about == "whether a is within 2% of b" and not near
 
 
 def test_a_spread_drawn_from_almost_no_degrees_of_freedom_stays_finite():

@@ -66,7 +66,7 @@ class Projection:
     about: str                # what blocks now: "b10's gain over the +2.0% floor", "whether b10 is within 2% of b5a"
     half: int | None = None   # stages by which half the simulated futures decide (None: fewer than half by the cap)
     share: float | None = None  # of the simulated futures, those that decide within MAX_EXTRA stages
-    near: bool = False        # what blocks is the margin between two contenders (they may be equal)
+    near: bool = False        # what blocks is the margin to a contender measured within 2 se (they may be equal)
 
     def describe(self, stage_size: int) -> str:
         if self.stages is None and self.half is not None and self.share is not None:
@@ -323,11 +323,11 @@ class _Future:
 
 def blocker(est: Mapping[str, Estimate], versus: Callable[[str, str], Estimate | None], leader: str | None, *,
             floor: float, margin: float, error: float, apart: float) -> tuple[str, float, bool]:
-    """What blocks the leader's recommendation now, the ratio the first of it is about, and whether the margin to a
-    contender is among it: of its gain over the floor and its margin to each contender, those not cleared at this
-    look, the farthest from clearing (in standard errors) first; when no candidate is above the floor, showing
-    that none gains it. ``error``, ``apart``: this look's one-sided errors (against the target alone, between
-    candidates)."""
+    """What blocks the leader's recommendation now, the ratio the first of it is about, and whether it is the margin
+    to a contender measured close enough to be equal (within two standard errors): of its gain over the floor and
+    its margin to each contender, those not cleared at this look, the farthest from clearing (in standard errors)
+    first; when no candidate is above the floor, showing that none gains it. ``error``, ``apart``: this look's
+    one-sided errors (against the target alone, between candidates)."""
     if leader is None or leader not in est:
         return "which candidate gains", 1.0, False
     lead = est[leader]
@@ -339,7 +339,8 @@ def blocker(est: Mapping[str, Estimate], versus: Callable[[str, str], Estimate |
         against = versus(leader, other) if other != leader else None
         if against is not None:
             found.append((quantile(apart, against.df) - (against.mean + math.log(1 + margin)) / max(against.se, 1e-12),
-                          f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean), True))
+                          f"whether {leader} is within {margin:.0%} of {other}", math.exp(against.mean),
+                          abs(against.mean) <= 2 * against.se))     # far apart, blocked only by few df: not "close"
     found.sort(key=lambda f: -f[0])
     blocking = [f for f in found if f[0] > 0] or found[:1]
     return "; ".join(f[1] for f in blocking[:3]), blocking[0][2], any(f[3] for f in blocking[:3])
