@@ -79,3 +79,32 @@ def test_an_unresolved_best_or_a_shortlists_leader_whose_figure_rests_on_looping
     assert leader.startswith("ngram-simple, +3.7% [-1.1%, +8.6%]") and "— but its figure rests on looping output" in leader
     assert "rests on" not in unresolved.sentence(30.0, Row(target="347M")) and "rests on" not in \
         unresolved.sentence(30.0, None)
+
+
+def test_the_loop_check_pairs_a_staged_row_as_its_speed_up_does_each_request_with_its_own_stages_baseline():
+    """make demo (2026-11-29, 347M): each stage's baseline server measured the same (prompt, run) beside every
+    candidate; the loop check matched by (prompt, run) alone, kept one of those baseline requests at random, found
+    −10.8% where the row's pairs said +4.1% — and said nothing, though the gain rested on the looping requests."""
+    from draftbench.analysis.comparison import own_speedup
+    from draftbench.analysis.degenerate import assess
+    from draftbench.results.kinds import Role
+    looping, plain = "the same line again. " * 40, "A short and varied answer about trees, rivers and light."
+    base, mine = [], []
+    for stage in range(2):
+        for prompt, text, gain in (("loop-a", looping, 1.6), ("loop-b", looping, 1.6), ("prose", plain, 0.8)):
+            speed = 20.0 * (1.5 if stage else 1.0)         # stage 2's baseline server ran on a faster machine
+            base.append(RequestRecord(prompt_id=prompt, category="x", run=stage, text=text, decode_tps=speed,
+                                      session=f"b{stage}", block=stage, beside=f"c{stage}"))
+            # beside the next stage's baseline, the last one written: a (prompt, run) match took it for every pair
+            base.append(RequestRecord(prompt_id=prompt, category="x", run=stage, text=text, decode_tps=speed * 3,
+                                      session=f"b{stage}", block=stage, beside=f"other{stage}"))
+            mine.append(RequestRecord(prompt_id=prompt, category="x", run=stage, text=text, decode_tps=speed * gain,
+                                      session=f"c{stage}", block=stage, compared_with=[f"b{stage}"], draft_n=10))
+    baseline = Row(target="T", role=Role.BASELINE, requests=tuple(base))
+    row = Row(target="T", draft="ngram", role=Role.SPECULATIVE, requests=tuple(mine), speculation_active=True,
+              draft_n=60)
+    own = own_speedup(row, baseline, noise_floor=0.02)
+    assert own is not None and own.ratio > 1.2                 # the row's pairs: each beside its own stage's baseline
+    info, finding = assess(row, baseline, noise_floor=0.02)
+    assert info is not None and finding is not None and "rests on looping output" in finding.message
+    assert info["looping_requests"] == 4 and info["speedup_without_loops"]["ratio"] < 1.0
