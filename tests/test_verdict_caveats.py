@@ -108,3 +108,25 @@ def test_the_loop_check_pairs_a_staged_row_as_its_speed_up_does_each_request_wit
     info, finding = assess(row, baseline, noise_floor=0.02)
     assert info is not None and finding is not None and "rests on looping output" in finding.message
     assert info["looping_requests"] == 4 and info["speedup_without_loops"]["ratio"] < 1.0
+
+
+def test_the_next_prompts_top_end_is_held_at_the_most_a_measured_prompts_counters_allowed():
+    """make demo (2026-11-29, 347M, 1 degree of freedom): "your next prompt: −92.3% to +1303.0%" beside "its
+    counters allow at most +51.6%" — no quoted gain passes what the counters allow, one prompt's neither."""
+    from draftbench.analysis.pairing import most_per_prompt
+    rng = random.Random(3)
+    series = {"ngram": _stages(rng, math.log(1.3), math.log(1.3), n_stages=2)}
+    # 100 tokens after the first, 16 of them accepted drafts: each step at most 100 / 84 = 1.19× the target's
+    requests = tuple(RequestRecord(prompt_id=p, category="code", run=0, completion_tokens=101, draft_n_accepted=16)
+                     for s in series["ngram"] for p in s.prompts)
+    rows = {"ngram": Row(target="T", draft="ngram", requests=requests)}
+    assert most_per_prompt(rows["ngram"]) == 100 / 84
+    evidence = TargetStages("T", 6, 6, series, rows, {}, {}, MachineSpread({("T", "ngram"): series["ngram"]}))
+    quote = staged_verdict(decide_target(evidence, Rule(Spending(6, 1), noise_floor=0.02))).quote
+    assert quote is not None and quote.next_prompt is not None and quote.next_held
+    assert quote.next_prompt[1] == 100 / 84 and "its top end held at the most its counters allowed" in quote.text()
+    free = {"ngram": Row(target="T", draft="ngram", requests=tuple(
+        RequestRecord(prompt_id=p, category="code", run=0) for s in series["ngram"] for p in s.prompts))}
+    evidence = TargetStages("T", 6, 6, series, free, {}, {}, MachineSpread({("T", "ngram"): series["ngram"]}))
+    unheld = staged_verdict(decide_target(evidence, Rule(Spending(6, 1), noise_floor=0.02))).quote
+    assert unheld is not None and not unheld.next_held and unheld.next_prompt[1] > 1.25  # type: ignore[index]

@@ -77,6 +77,20 @@ def request_bound(r: RequestRecord) -> float | None:
     return (n - 1) / steps if steps >= 1 else None
 
 
+def most_per_prompt(row: Row) -> float | None:
+    """The most the counters allowed on any one prompt of ``row`` (each prompt's mean log bound over its requests);
+    None where no request has counts, or one accepted every drafted token (it bounds nothing)."""
+    by_prompt: dict[str, list[float]] = {}
+    for r in row.requests:
+        if r.error is None and r.completion_tokens is not None and r.draft_n_accepted is not None:
+            bound = request_bound(r)
+            if bound is None and r.completion_tokens >= 2:
+                return None
+            if bound is not None:
+                by_prompt.setdefault(r.prompt_id, []).append(math.log(bound))
+    return max((math.exp(statistics.fmean(v)) for v in by_prompt.values()), default=None)
+
+
 # A baseline's requests by (prompt, repetition), for the last few baseline rows seen: a target's every
 # candidate is paired with the same baseline row (rows are immutable; identity says it is the same).
 _INDEXED: dict[int, tuple[Row, dict[tuple, list[RequestRecord]], dict[int | None, list[RequestRecord]]]] = {}

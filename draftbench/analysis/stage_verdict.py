@@ -11,7 +11,8 @@ Every figure keeps its promise:
 * its upper end never passes what the server's counters allow (a verify step costs at least one target
   step): a measurement above the bound is quoted at the bound, and said to be above it;
 * the next prompt's speed-up is a separate 95% prediction interval (one prompt's spread and one server
-  pair's offset on top of the mean's uncertainty);
+  pair's offset on top of the mean's uncertainty), its top end held at the most any measured prompt's
+  counters allowed;
 * "significantly slower" when the whole interval is below 1.
 """
 
@@ -25,6 +26,7 @@ from ..results.file import Row
 from ..results.speedup import UNBOUNDED_WHY, Speedup, interval_ends, interval_text, is_unbounded
 from .decision import Decision, Elimination, Outcome
 from .moments import ratio_of
+from .pairing import most_per_prompt
 from .replication import THESE_PROMPTS
 from .settle import Projection
 from .stage_evidence import StageSample, estimate_stages, predicted
@@ -45,6 +47,7 @@ class Quote:
     question: str
     next_prompt: tuple[float, float] | None = None
     significant: bool = False            # the decision's noise-floor test (Decision.significant)
+    next_held: bool = False              # the next prompt's top end held at the most a measured prompt's counters allow
 
     @property
     def capped(self) -> bool:
@@ -78,7 +81,9 @@ class Quote:
         if self.next_prompt is not None:
             low, high = self.next_prompt
             text += (f"; your next prompt: {pct(low)} or more, with no upper bound at 95%" if is_unbounded(high)
-                     else f"; your next prompt: {pct(low)} to {pct(high)}, 95%")
+                     else f"; your next prompt: {pct(low)} to {pct(high)}, 95%"
+                     + (", its top end held at the most its counters allowed on a prompt measured"
+                        if self.next_held else ""))
         text += ")"
         if self.capped and self.bound is not None:
             text += (f" — measured {pct(self.measured)}, above the {pct(self.bound)} its counters allow, so quoted at "
@@ -241,10 +246,17 @@ def _quote(decision: Decision) -> Quote | None:
     if quoted is None or name is None or decision.last is None:
         return None
     series = ev.series.get(name)
-    next_prompt = predicted(series, ev.spread.pair) if series else None
+    found = predicted(series, ev.spread.pair) if series else None
+    next_prompt = (ratio_of(found[0]), ratio_of(found[1])) if found else None
+    # one prompt gains no more than its counters allow either (make demo, 2026-11-29: "+1303%" at 1 df, beside
+    # "its counters allow at most +51.6%"): the top end is held at the most any measured prompt's allowed
+    cap = most_per_prompt(ev.rows[name]) if name in ev.rows else None
+    held = next_prompt is not None and cap is not None and next_prompt[1] > cap
+    if next_prompt is not None and cap is not None and held:
+        next_prompt = (min(next_prompt[0], cap), cap)
     return Quote(quoted.ratio, quoted.low, quoted.high, quoted.measured, quoted.cap, decision.rule.spending.candidates,
-                 decision.last.number, THESE_PROMPTS if ev.fixed else quoted.bound.estimate.question,
-                 (ratio_of(next_prompt[0]), ratio_of(next_prompt[1])) if next_prompt else None, decision.significant)
+                 decision.last.number, THESE_PROMPTS if ev.fixed else quoted.bound.estimate.question, next_prompt,
+                 decision.significant, held)
 
 
 def _elimination_text(e: Elimination) -> str:
