@@ -120,7 +120,7 @@ def test_decided_targets_have_no_next_step_and_an_unreachable_one_says_so_withou
                                                                  near=True)))
     assert close is not None and close.text("").startswith("Next: more stages are unlikely to settle whether a is")
     assert "at the spread measured here and the gap measured so far (a larger true gap settles sooner)" in close.text("")
-    # not likely within the cap, but half the simulated futures decide by 20 more: the verdict offers --more 20
+    # not sure within the cap, but half the simulated futures decide by 20 more: the verdict offers --more 20
     half = next_step(results, replace(staged, settle=Projection(None, None, 1.01, "a gain of +1.0% for good", half=20,
                                                                 share=0.6)))
     assert half is not None and half.more == 20 and half.stages == 20

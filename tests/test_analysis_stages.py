@@ -367,7 +367,8 @@ def test_where_nine_futures_in_ten_do_not_decide_within_the_cap_the_forecast_say
     """'More than 60' was false in 14 of 25 sweeps continued by 60 (docs/statistics.md): the sentence gives the share
     of the simulated futures that decide within the cap and the stages by which half of them do."""
     text = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", 4, 0.87).describe(6)
-    assert text.startswith("not likely within 60 more server pairs") and "(87% do)" in text
+    assert text.startswith("not sure within 60 more server pairs per candidate: 87% of the futures") and \
+        "(fewer than the 90% a forecast of how much would settle it needs)" in text
     assert "24 more prompts × 4 more server pair(s)" in text and text.endswith("--more 4 settles it about half the time")
     few = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", None, 0.31, near=True).describe(6)
     assert few.startswith("more than 360 more prompts × 60") and "only 31% of the futures" in few

@@ -61,7 +61,7 @@ class Trial:
     leader_estimate: float | None    # the leader's estimate at the last look (ratio)
     leader_truth: float | None       # its true gain on prompts like these
     looks: tuple[Look, ...]
-    more_than: bool = False          # the forecast named no S: "not likely within 60 …" or "more than …"
+    more_than: bool = False          # the forecast named no S: "not sure within 60 …" or "more than …"
     over_cap: bool = False           # named more stages than the harness continues (not continued)
     half: int | None = None          # named no S but the stages by which half the futures decide ("--more H …")
     half_settled: bool | None = None  # … continued by exactly H, it then decided (the half figure's promise: ~50%)

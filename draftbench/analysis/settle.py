@@ -17,7 +17,7 @@ in five. So it is forecast the way the looks will decide, not by a formula for o
   simulated bounds: the same spending, the same boundaries beyond the plan);
 * **S is the number of stages by which** :data:`CONFIDENCE` of the simulated futures have decided (looked at
   after :data:`LOOKED_AT` stages: every one at first, then further apart); beyond :data:`MAX_EXTRA` it says
-  "not likely within 60 …" with the share that do decide by then and the stages by which half do ("--more H
+  "not sure within 60 …" with the share that do decide by then and the stages by which half do ("--more H
   settles it about half the time": a promise measured too), or "more than …" where fewer than half do. The
   simulation is seeded by what was measured, so a verdict replayed from its file forecasts the same.
 
@@ -70,8 +70,11 @@ class Projection:
 
     def describe(self, stage_size: int) -> str:
         if self.stages is None and self.half is not None and self.share is not None:
-            return (f"not likely within {MAX_EXTRA} more server pairs per candidate: fewer than {CONFIDENCE:.0%} of the "
-                    f"futures simulated from what was measured settle by then ({self.share:.0%} do); half within about "
+            # the futures settle by the cap more often than not (half do by `half`): "not likely" would say the
+            # opposite of "82% do" (make demo, 2026-11-29); what is missing is the 90% a named S promises
+            return (f"not sure within {MAX_EXTRA} more server pairs per candidate: {self.share:.0%} of the futures "
+                    f"simulated from what was measured settle by then (fewer than the {CONFIDENCE:.0%} a forecast of "
+                    f"how much would settle it needs); half within about "
                     f"{self.half * stage_size} more prompts × {self.half} more server pair(s) (blocking now: {self.about}) "
                     f"— --more {self.half} settles it about half the time")
         if self.stages is None:
