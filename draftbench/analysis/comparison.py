@@ -31,7 +31,7 @@ from ..results.file import ResultsFile, Row
 from ..results.kinds import Role
 from ..results.speedup import Speedup
 from .moments import LOG_FLOAT_MAX, ratio_of
-from .pairing import Pair, pairs, units
+from .pairing import Pair, pairs, prompt_log_bounds, units
 from .replication import SessionVariance, estimate, pool_sessions, session_component
 from .stats import describe_speedup, speedup_of_units
 
@@ -97,13 +97,8 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
 def bound_ratio(matched: list[Pair]) -> float | None:
     """The most these pairs' counters allow, on the speed-up's own scale (the mean over prompts of each prompt's
     mean log bound); None without counters."""
-    by_prompt: dict[str, list[float]] = {}
-    for p in matched:
-        if p.log_bound is not None:
-            by_prompt.setdefault(p.prompt_id, []).append(p.log_bound)
-    if not by_prompt:
-        return None
-    return math.exp(statistics.fmean(statistics.fmean(v) for v in by_prompt.values()))
+    by_prompt = prompt_log_bounds((p.prompt_id, p.log_bound) for p in matched)
+    return math.exp(statistics.fmean(by_prompt.values())) if by_prompt else None
 
 
 @overload

@@ -77,18 +77,26 @@ def request_bound(r: RequestRecord) -> float | None:
     return (n - 1) / steps if steps >= 1 else None
 
 
-def most_per_prompt(row: Row) -> float | None:
-    """The most the counters allowed on any one prompt of ``row`` (each prompt's mean log bound over its requests);
-    None where no request has counts, or one accepted every drafted token (it bounds nothing)."""
+def prompt_log_bounds(bounds: Iterable[tuple[str, float | None]]) -> dict[str, float]:
+    """Each prompt's counters' bound on the log scale: the mean of its requests' (``(prompt_id, log bound)``, None:
+    no counts), the scale every bound on a speed-up is stated on."""
     by_prompt: dict[str, list[float]] = {}
-    for r in row.requests:
-        if r.error is None and r.completion_tokens is not None and r.draft_n_accepted is not None:
-            bound = request_bound(r)
-            if bound is None and r.completion_tokens >= 2:
-                return None
-            if bound is not None:
-                by_prompt.setdefault(r.prompt_id, []).append(math.log(bound))
-    return max((math.exp(statistics.fmean(v)) for v in by_prompt.values()), default=None)
+    for prompt_id, log_bound in bounds:
+        if log_bound is not None:
+            by_prompt.setdefault(prompt_id, []).append(log_bound)
+    return {p: statistics.fmean(v) for p, v in by_prompt.items()}
+
+
+def most_per_prompt(row: Row) -> float | None:
+    """The most the counters allowed on any one prompt of ``row``; None where no request has counts, or one
+    accepted every drafted token (it bounds nothing)."""
+    counted = [r for r in row.requests if r.error is None and r.completion_tokens is not None
+               and r.draft_n_accepted is not None and r.completion_tokens >= 2]
+    bounds = [(r.prompt_id, request_bound(r)) for r in counted]
+    if any(b is None for _, b in bounds):
+        return None
+    found = prompt_log_bounds((p, math.log(b)) for p, b in bounds if b is not None)
+    return math.exp(max(found.values())) if found else None
 
 
 # A baseline's requests by (prompt, repetition), for the last few baseline rows seen: a target's every

@@ -250,10 +250,9 @@ def _quote(decision: Decision) -> Quote | None:
     next_prompt = (ratio_of(found[0]), ratio_of(found[1])) if found else None
     # one prompt gains no more than its counters allow either (make demo, 2026-11-29: "+1303%" at 1 df, beside
     # "its counters allow at most +51.6%"): the top end is held at the most any measured prompt's allowed
-    cap = most_per_prompt(ev.rows[name]) if name in ev.rows else None
-    held = next_prompt is not None and cap is not None and next_prompt[1] > cap
-    if next_prompt is not None and cap is not None and held:
-        next_prompt = (min(next_prompt[0], cap), cap)
+    cap, held = most_per_prompt(ev.rows[name]) if name in ev.rows else None, False
+    if next_prompt is not None and cap is not None and next_prompt[1] > cap:
+        next_prompt, held = (min(next_prompt[0], cap), cap), True
     return Quote(quoted.ratio, quoted.low, quoted.high, quoted.measured, quoted.cap, decision.rule.spending.candidates,
                  decision.last.number, THESE_PROMPTS if ev.fixed else quoted.bound.estimate.question, next_prompt,
                  decision.significant, held)
