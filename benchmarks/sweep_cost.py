@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", type=int, default=9)
     p.add_argument("--stages", type=int, default=2, help="planned stages per target (default 2; the tool's is 6)")
     p.add_argument("--per-stage", type=int, default=3, help="prompts per stage (default 3; the tool's is 6)")
-    p.add_argument("--profile", action="store_true", help="print the 25 functions with the most CPU")
+    p.add_argument("--profile", action="store_true", help="print the functions with the most time (wall clock: a CPU "
+                   "clock would cost a system call per function call)")
+    p.add_argument("--top", type=int, default=25, help="how many functions --profile prints (default 25)")
     args = p.parse_args(argv)
     if min(args.rows, args.candidates, args.stages, args.per_stage) < 1:
         p.error("--rows, --candidates, --stages and --per-stage must each be at least 1")
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     import draftbench.analysis.decision as decision
     decision.forecast = forecasts.wrap("forecast", decision.forecast)
     reporter = Timed(clocks)
-    profile = cProfile.Profile(time.process_time) if args.profile else None
+    profile = cProfile.Profile() if args.profile else None
     start = time.process_time()
     if profile is not None:
         profile.enable()
@@ -171,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
           f"forecast, at the final analysis): {forecast:.2f} s = {forecast / total:.1%} of the sweep's CPU; the rest "
           f"of the analysis {analysis - forecast:.2f} s = {(analysis - forecast) / total:.1%}")
     if profile is not None:
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.top)
     return 0
 
 

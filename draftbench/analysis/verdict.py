@@ -19,7 +19,7 @@ from ..results.findings import Code, Finding
 from . import context_length, stats, temperature_axis
 from .comparison import judged
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
-from .decision import Decision, decide
+from .decision import Decider, Decision
 from .draft import positions as perpos
 from .row_analysis import RowContext, analyze_all, compared, evolve
 from .summary import Summary
@@ -101,12 +101,15 @@ def _round(x, digits):
     return None if x is None else round(x, digits)
 
 
-def analyze(results: ResultsFile) -> ResultsFile:
-    """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows."""
+def analyze(results: ResultsFile, decider: Decider | None = None) -> ResultsFile:
+    """Recompute every derived field (speed-ups, equivalence, theory, summary) from the rows; ``decider``: the one
+    that decided the sweep's looks on these rows as they grew (off the axes: each point is decided apart)."""
     with collector_paused():       # a row's new values hold no reference cycles (see common/bulk.py); each length apart
         if temperature_axis.on_axis(results):
             return temperature_axis.analyze_temperatures(results, _analyze)
-        return context_length.analyze_lengths(results, _analyze) if context_length.on_axis(results) else _analyze(results)
+        if context_length.on_axis(results):
+            return context_length.analyze_lengths(results, _analyze)
+        return _analyze(results, decider)
 
 
 def analyze_speedups(results: ResultsFile) -> ResultsFile:
@@ -131,8 +134,8 @@ def _speedups(results: ResultsFile) -> ResultsFile:
         return replace(results, results=tuple(rows), summary=None)
 
 
-def _analyze(results: ResultsFile) -> ResultsFile:
-    staged = decide(results)
+def _analyze(results: ResultsFile, decider: Decider | None = None) -> ResultsFile:
+    staged = (decider or Decider()).decide(results)
     results = replace(results, results=tuple(analyze_all(RowContext.of(results, staged))))
     return replace(results, summary=Summary(recommend(results, staged), server_loads(results)))
 

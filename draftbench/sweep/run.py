@@ -104,7 +104,7 @@ def run_sweep(config: SweepConfig, backend: Backend | None = None, *, store: Row
                 runner.run_each([c for c in at_n if not in_stages(c)], run.store, shows_k(config))
     runner.prompts, runner.options = prompts, options
     runner.run_each([c for c in combos if not in_stages(c) and Point().holds(c)], run.store, shows_k(config))
-    results = analyze(run.store.current())
+    results = analyze(run.store.current(), run.deciders.get(Point()))   # its looks, not judged again
     return SweepOutcome(results, staged_verdicts(results), endings)
 
 
@@ -114,7 +114,7 @@ class SweepRun:
     def __init__(self, config: SweepConfig, backend: Backend, store: RowStore, reporter: Reporter,
                  clock: Callable[[], float]):
         self.config, self.backend, self.store, self.reporter, self.clock = config, backend, store, reporter, clock
-        self._deciders: dict[Point, Decider] = {}   # per point of the axes: each look costs what changed since
+        self.deciders: dict[Point, Decider] = {}     # per point of the axes: each look costs what changed since
 
     # ------------------------------------------------------------------ one target
     def target(self, run: TargetRun, point: Point, more: int) -> Ending:
@@ -182,7 +182,7 @@ class SweepRun:
 
     def decide(self, label: str, point: Point, stage: int, live: bool = True) -> Decision | None:
         """The decision on ``label``'s stages before ``stage``, on its point's rows alone (a look)."""
-        decider = self._deciders.setdefault(point, Decider())
+        decider = self.deciders.setdefault(point, Decider())
         return decider.decide(point.of(self.store.current()), before={label: stage}, live=live, only=[label]).get(label)
 
     def looked(self, plan: TargetPlan, rows: RowWriter, known: Decision | None, budget: Budget,
