@@ -1,5 +1,6 @@
-"""A staged row's fields are summarised once per step (issue 44), never left behind its requests: each request is
-saved as it finishes, the row's fields are summarised when its step ends — also when Ctrl-C cuts the step — and a
+"""A staged row's fields are summarised once per step (issue 44; the stage's baseline, which every step adds to, once
+per stage), never left behind its requests: each request is saved as it finishes, the row's fields are summarised
+when its step ends (the baseline's when its stage does) — also when Ctrl-C cuts the step — and a
 row a killed sweep saved in the middle of a step is summarised again when the sweep resumes. Simulated servers
 (benchmarks/simulation): no server starts."""
 
@@ -74,6 +75,22 @@ def test_a_request_recorded_mid_step_keeps_the_rows_fields_until_its_step_ends()
     assert stale, "some request was saved before its row's fields were summarised again"
     assert all(summarised_whole(r) for r in store.current().results if r.status is Status.OK)
     assert all(summarised_whole(r) for r in outcome.results.results if r.requests)
+
+
+def test_the_stages_baseline_is_summarised_as_its_stage_ends_not_at_every_step():
+    """Each step adds to the stage's baseline row; summarising all its stages' requests after every candidate's step
+    cost a sweep's analysis the square of its steps. Whole at each stage's end, and on no state between."""
+    setup, backend = setup_and_backend()
+    store = Snapshots(empty_results(setup.config))
+    run_sweep(setup.config, backend, store=store, clock=backend.world.clock, logs_dir=LOGS)
+    baselines = [next(r for r in state if r.draft is None and r.requests) for state in store.states
+                 if any(r.draft is None and r.requests for r in state)]
+    whole = [len(b.requests) for b in baselines if summarised_whole(b)]
+    stages = sorted({q.block for q in baselines[-1].requests})
+    assert len(stages) == 2
+    # summarised on its first request, then only when a stage had ended (its requests all of whole stages)
+    ends = {sum(1 for q in baselines[-1].requests if q.block is not None and q.block <= s) for s in stages}
+    assert set(whole) - {1} <= ends and set(whole) >= ends
 
 
 @pytest.mark.parametrize("cut", [2, 4, 9])

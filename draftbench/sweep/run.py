@@ -8,7 +8,7 @@
         TargetRun.stage    one stage: its steps in the design's order (``schedule.stage_steps``), fresh servers
           TargetRun.step   one step: the servers up together and the requests they answer, in order
             .request       one request: measured, then added to its row at once (a request measured is a
-                           request kept: ``stage_rows.py``; the row's fields summarised as its step ends)
+                           request kept: ``stage_rows.py``; a row's fields summarised as its step ends)
 
 Nothing here calls back into its caller: each level returns what happened and the level above decides.
 
@@ -267,7 +267,7 @@ class TargetRun:
         except BaselineFailed as failed:
             self.baseline_failed = failed.reason
         finally:
-            self.rows.summarise()          # the rows the steps added requests to (Ctrl-C included; each step's end did)
+            self.rows.summarise()          # the rows the steps added requests to (Ctrl-C included), the baseline's
             for session in slots.values():
                 self.launcher.stop(session)
         for step in steps:          # a bracketed candidate is compared with the baseline server after it too
@@ -357,7 +357,7 @@ class TargetRun:
         base = sessions.get(Side.BASELINE)
         if base is not None:
             base.memory = base.server.memory_use()                 # its server runs on: the most so far
-            self._baseline_record(base, [], clock.take(name is None))
+            self._baseline_record(base, [], clock.take(name is None), summarise=False)   # at the stage's end
         if name is None:
             return
         row = self.rows.measured(combo, sessions[Side.CANDIDATE], [], clock.take(True))
@@ -380,12 +380,12 @@ class TargetRun:
             ids[slot] = slots[slot].id
         return slots[slot]
 
-    def _baseline_record(self, session: Session, new: list[RequestRecord], wall: float) -> None:
+    def _baseline_record(self, session: Session, new: list[RequestRecord], wall: float, summarise: bool = True) -> None:
         """The baseline's new requests on its row, with the time its server took to start; a baseline that turned
         out to speculate ends the target (nothing may be compared with it)."""
         if session.methods is None and new:
             session.methods = session.server.active_methods()     # /slots fills in once a request ran
-        row = self.rows.measured(self.plan.baseline, session, new, wall + self.opening_s)
+        row = self.rows.measured(self.plan.baseline, session, new, wall + self.opening_s, summarise)
         self.opening_s = 0.0
         if row.status is Status.ERROR:
             self.reporter.failed(row.reason or "the baseline failed", None)

@@ -62,10 +62,13 @@ class RowWriter:
     def row(self, combo: Combination) -> Row | None:
         return self.store.row(combo.key)
 
-    def measured(self, combo: Combination, session: Session, new: list[RequestRecord], wall: float) -> Row:
+    def measured(self, combo: Combination, session: Session, new: list[RequestRecord], wall: float,
+                 summarise: bool = True) -> Row:
         """The row with ``new`` added (an error row when a baseline turns out to speculate). A request added to a row
         measured before keeps that row's fields as they were (saved at once, summarised when its step ends:
-        :meth:`summarise`); a step's end (``new`` empty) or a row's first request summarises every request."""
+        :meth:`summarise`); a step's end (``new`` empty) or a row's first request summarises every request — but
+        not with ``summarise`` off (the stage's baseline, whose every step adds to it: summarised as its stage
+        ends, not once per candidate's step over all its stages' requests)."""
         prior = self.row(combo)
         records = [*(prior.requests if prior is not None else ()), *new]
         common = self._common(combo, prior, records, wall)
@@ -79,7 +82,7 @@ class RowWriter:
             return self.store.record(Row(status=Status.ERROR, reason=reason, active_methods=list(methods), **common))
         status = prior.status if prior is not None and prior.status is Status.ELIMINATED else Status.OK
         made = _Measured(combo, status, common, tuple(session.notes), session.status, methods)
-        if new and prior is not None and prior.status is status:
+        if (new or not summarise) and prior is not None and prior.status is status:
             self._pending[combo.key] = made
             # its fields, warnings and whether it speculated stay as its last step left them
             kept = {k: v for k, v in common.items() if k != "speculation_active"}
