@@ -146,3 +146,34 @@ def test_a_sweep_run_from_python_records_its_prompt_set_as_the_command_line_does
     assert recorded is not None and len(recorded["ids"]) == 6
     outcome = run_sweep(setup.config, backend, clock=backend.world.clock, logs_dir=LOGS)
     assert outcome.results.prompt_set == recorded
+
+
+def test_a_candidate_whose_first_stage_all_met_bursts_is_measured_on_and_no_look_ends_the_target_without_it():
+    """make demo (2026-11-29, 347M on a busy machine): ngram-simple's four requests of stage 1 all met a burst of
+    other programs' load on the target alone's side and were left out; the race never measured it again, and the
+    target ended "nothing gains" at look 4 with it "not in the decision"."""
+    from draftbench.analysis.decision import Outcome, decide
+    from draftbench.analysis.stage_records import NO_PAIRS
+    grid = Grid("bursts", (Cand("slow", 0.5), Cand("fast", 1.3)), prompt_sd=0.05)
+    listed = prompts(6)
+    setup = Setup.of(grid, listed, max_tokens=32, noise_floor=0.02, search="adaptive", stages=2, per_stage=3)
+    rng = random.Random(2)
+    truth = draw_truth(grid, len(listed), rng, [p.category for p in listed])
+    outcome = run_sweep(setup.config, machine_world(Machine(), setup)(grid, truth, setup.names, listed, rng),
+                        clock=rng.random, logs_dir=LOGS)
+    results = outcome.results
+    fast = next(r for r in results.results if r.draft is not None and "fast" in (r.draft or ""))
+    beside_fast = {q.session for q in fast.requests if q.block == 0}
+    base = results.baseline_for(fast.target)
+    assert base is not None and beside_fast
+
+    def share(q, burst: bool):
+        return replace(q, other_cpu_share=0.6 if burst else 0.02)
+    rows = tuple(replace(r, requests=tuple(share(q, r is base and q.block == 0 and q.beside in beside_fast)
+                                           for q in r.requests)) for r in results.results)
+    busy = replace(results, results=rows)
+    look1 = decide(busy, before={fast.target: 1})[fast.target]
+    assert len(look1.evidence.awaiting) == 1, "every stage-1 pair of 'fast' met a burst on the target alone's side"
+    assert look1.evidence.left_out[look1.evidence.awaiting[0]] == NO_PAIRS
+    assert look1.last is not None and look1.last.outcome is not Outcome.NOTHING_GAINS and not look1.final()
+    assert set(look1.evidence.awaiting) <= set(look1.members(list(look1.evidence.rows)))

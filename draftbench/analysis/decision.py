@@ -129,7 +129,7 @@ Versus = Callable[[str, str], "Bound | None"]     # (a, b) → a against b at a 
 def judge(series: Mapping[str, Series], machine: Spread, rule: Rule, look: int,
           waiting: bool = False) -> Look:
     """One look. ``series``: each candidate still in (not eliminated) against the target alone, its stages
-    so far; ``waiting``: some planned candidate has not been probed yet (no recommendation before it is)."""
+    so far; ``waiting``: some planned candidate has no stage yet (no recommendation, nor "nothing gains", before)."""
     error = rule.spending.error(look, machine.correlation)
     apart = rule.spending.contrast_error(look, machine.correlation)
     vs_base = {n: Bound.of(e, error) for n, s in series.items() if (e := estimate_stages(s, machine.pair)) is not None}
@@ -154,7 +154,7 @@ def judge_bounds(vs_base: Mapping[str, Bound], names: Sequence[str], versus: Ver
     clearing = tuple(n for n in contenders if n in vs_base and vs_base[n].low > rule.floor)
     equivalent = tuple(n for n in survivors if n in vs_base and vs_base[n].high < rule.floor
                        and vs_base[n].low > 1.0 / rule.floor)
-    if not survivors or all(n in vs_base and vs_base[n].high < rule.floor for n in survivors):
+    if not waiting and (not survivors or all(n in vs_base and vs_base[n].high < rule.floor for n in survivors)):
         return Look(look, error, dict(vs_base), leader, eliminated, survivors, Outcome.NOTHING_GAINS, None, clearing,
                     equivalent, contenders=tuple(contenders))
     pick, open_ = (None, {}) if waiting else _pick(vs_base, clearing, survivors, versus, rule)
@@ -219,10 +219,10 @@ def _pick(vs_base: Mapping[str, Bound], clearing: Sequence[str], survivors: Sequ
 
 def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule, unprobed: Sequence[str] = (),
            made: dict | None = None) -> tuple[tuple[Look, ...], dict[str, Elimination]]:
-    """The looks of one target from its candidates' stages, and who left when: look l sees stages < l of the
-    candidates still in, and the machine's spread as it stood when that stage's last server had started. Stops
-    at the first look that recommends or finds that nothing gains (the sweep stopped measuring there). ``made``:
-    the looks judged before, by everything they were judged on (a sweep's earlier looks are not judged again)."""
+    """The looks of one target from its candidates' stages (``unprobed``: others with none yet), and who left when:
+    look l sees stages < l of the candidates still in, and the machine's spread as it stood when that stage's last
+    server had started. Stops at the first look that recommends or finds that nothing gains. ``made``: the looks
+    judged before, by everything they were judged on (a sweep's earlier looks are not judged again)."""
     eliminated: dict[str, Elimination] = {}
     looks: list[Look] = []
     stages = max((s[-1].stage + 1 for s in series.values() if s), default=0)
@@ -304,8 +304,7 @@ class Decision:
         return gains or q.high < 1 / self.rule.floor
 
     def final(self, more: int = 0) -> bool:
-        """No further stage for this target: the looks recommended or found that nothing gains, or shortlisted and
-        ``--more`` did not ask for more."""
+        """No further stage for this target: recommended, nothing gains, or a shortlist ``--more`` did not go on."""
         last = self.last
         return last is not None and (last.decided or (last.outcome is Outcome.SHORTLIST and not more))
 
@@ -315,7 +314,8 @@ class Decision:
         names = [n for n in names if n not in self.evidence.ineligible]    # over the memory limit: measured once
         if not self.looks:
             return names
-        alive = set(self.last.survivors if self.last is not None and self.rule.eliminate else self.evidence.series)
+        alive = {*(self.last.survivors if self.last is not None and self.rule.eliminate else self.evidence.series),
+                 *self.evidence.awaiting}       # (its requests so far all left out: measured on)
         return [n for n in names if n in alive or n in always]
 
     def versus(self, first: str, second: str) -> Bound | None:
@@ -381,7 +381,7 @@ class Decision:
 def decide_target(evidence: TargetStages, rule: Rule, live: bool = False, made: dict | None = None) -> Decision:
     """``evidence``'s looks under ``rule`` and what they decided. ``live``: the sweep goes on measuring this target
     (at the end, every contender left clearing the floor is a shortlist even when the looks could not say so)."""
-    looks, eliminated = replay(evidence.series, evidence.machine, rule, evidence.unprobed, made)
+    looks, eliminated = replay(evidence.series, evidence.machine, rule, evidence.unprobed + evidence.awaiting, made)
     if not looks:
         return Decision(evidence.target, rule, evidence, looks, eliminated, Outcome.UNRESOLVED)
     last = looks[-1]

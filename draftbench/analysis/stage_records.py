@@ -38,6 +38,12 @@ def series_of(matched: Iterable[Pair]) -> Series:
     return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order, p.category) for p in matched)
 
 
+# Left out for now: every request it has was left out of the pairs (a burst of other programs' load on one side),
+# which its next stage can mend — it is measured on, and no look is final before it takes part (make demo,
+# 2026-11-29: ngram-simple's four requests of stage 1 all met a burst, and the race never measured it again).
+NO_PAIRS = "no request was measured against the target alone"
+
+
 def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> str | None:
     """Why a candidate row takes no part in the decision (it still counts among the candidates);
     ``counters``: what its counters allow on ``matched`` (:func:`comparison.check_counters`)."""
@@ -50,7 +56,7 @@ def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> str
     if row.speculation_active is None:
         return "the server reported no draft counters"
     if not matched:
-        return "no request was measured against the target alone"
+        return NO_PAIRS
     if counters and counters["speed_changed"]:
         return "faster than its counters allow: the machine's speed changed"
     return None
@@ -81,6 +87,11 @@ class TargetStages:
     @property
     def unprobed(self) -> tuple[str, ...]:
         return tuple(n for n, why in self.left_out.items() if why == "not probed")
+
+    @property
+    def awaiting(self) -> tuple[str, ...]:
+        """Candidates measured whose every request was left out of the pairs: measured on, awaited by the looks."""
+        return tuple(n for n, why in self.left_out.items() if why == NO_PAIRS)
 
     @property
     def stages_done(self) -> int:
