@@ -11,8 +11,8 @@ pooled; :mod:`stage_records` reads them from a results file):
 * **recommended**: the candidate with the highest estimate whose lower bound against the target alone clears
   1 + floor and whose lower bound against every other survivor is above 1 / (1 + margin) — it is no more than the
   margin (2%) slower than any of them — once every candidate was probed;
-* **nothing gains**: every candidate left is shown below 1 + floor (the race has eliminated them all); candidates
-  shown within ± the floor of the target alone are *equivalent* to it (two one-sided tests);
+* **nothing gains**: every candidate left is shown below 1 + floor, once each has a stage (one whose requests all
+  met bursts is measured on); those within ± the floor of the target alone are *equivalent* to it (TOST);
 * **shortlist**: every contender left clears 1 + floor and the planned stages cannot tell which is fastest (or they
   ran out before one was picked).
 
