@@ -210,24 +210,8 @@ def left_out(row: Row, baseline: Row) -> LeftOut:
     return LeftOut(out, sum(1 for r in measured if r.block in found.own_load))
 
 
-# The pairs of the last few (row, baseline) seen: a row's analysis asks for them several times (its figure, its
-# session spread, its loops), a sweep's look asks again for the rows its last step paired (issue 44).
-_PAIRED: dict[tuple[int, int], tuple[Row, Row, tuple[Pair, ...]]] = {}
-
-
-def pairs(row: Row, baseline: Row) -> tuple[Pair, ...]:
+def pairs(row: Row, baseline: Row) -> list[Pair]:
     """Every measured request of ``row`` with its baseline counterpart(s)."""
-    kept = _PAIRED.get((id(row), id(baseline)))
-    if kept is not None and kept[0] is row and kept[1] is baseline:
-        return kept[2]
-    found = tuple(_paired(row, baseline))
-    if len(_PAIRED) >= 32:
-        _PAIRED.pop(next(iter(_PAIRED)))
-    _PAIRED[(id(row), id(baseline))] = (row, baseline, found)
-    return found
-
-
-def _paired(row: Row, baseline: Row) -> list[Pair]:
     by_key, busy = _index(baseline), contended(row, baseline).busy
     out = []
     for r in row.requests:
