@@ -2,7 +2,7 @@
 """What a sweep costs beyond its measurements: the time per recorded step as the results file grows, and the
 analysis's share of the sweep's CPU (issue 44).
 
-    python benchmarks/sweep_cost.py [--rows 1000] [--candidates 9] [--stages 2] [--per-stage 3] [--profile]
+    python benchmarks/sweep_cost.py [--rows 1000] [--candidates 9] [--stages 2] [--per-stage 3] [--profile [--top 25]]
 
 A whole sweep on the simulated machine of ``benchmarks/simulation`` (its servers answer at once, on a simulated
 clock): ``rows / (candidates + 1)`` targets, each with its baseline and ``candidates`` drafts measured in two
@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                    "clock would cost a system call per function call)")
     p.add_argument("--top", type=int, default=25, help="how many functions --profile prints (default 25)")
     args = p.parse_args(argv)
-    if min(args.rows, args.candidates, args.stages, args.per_stage) < 1:
-        p.error("--rows, --candidates, --stages and --per-stage must each be at least 1")
+    if min(args.rows, args.candidates, args.stages, args.per_stage, args.top) < 1:
+        p.error("--rows, --candidates, --stages, --per-stage and --top must each be at least 1")
     targets = max(1, args.rows // (args.candidates + 1))
     folder = Path(tempfile.mkdtemp(prefix="draftbench-cost-"))
     config, backend = build(folder, targets, args.candidates, args.stages, args.per_stage)

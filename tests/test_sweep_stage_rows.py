@@ -159,8 +159,8 @@ def test_a_candidate_whose_first_stage_all_met_bursts_is_measured_on_and_no_look
     setup = Setup.of(grid, listed, max_tokens=32, noise_floor=0.02, search="adaptive", stages=2, per_stage=3)
     rng = random.Random(2)
     truth = draw_truth(grid, len(listed), rng, [p.category for p in listed])
-    outcome = run_sweep(setup.config, machine_world(Machine(), setup)(grid, truth, setup.names, listed, rng),
-                        clock=rng.random, logs_dir=LOGS)
+    backend = machine_world(Machine(), setup)(grid, truth, setup.names, listed, rng)
+    outcome = run_sweep(setup.config, backend, clock=backend.world.clock, logs_dir=LOGS)
     results = outcome.results
     fast = next(r for r in results.results if r.draft is not None and "fast" in (r.draft or ""))
     beside_fast = {q.session for q in fast.requests if q.block == 0}

@@ -217,9 +217,9 @@ def _pick(vs_base: Mapping[str, Bound], clearing: Sequence[str], survivors: Sequ
     return None, unsettled
 
 
-def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule, unprobed: Sequence[str] = (),
+def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule, without: Sequence[str] = (),
            made: dict | None = None) -> tuple[tuple[Look, ...], dict[str, Elimination]]:
-    """The looks of one target from its candidates' stages (``unprobed``: others with none yet), and who left when:
+    """The looks of one target from its candidates' stages (``without``: others with none yet), and who left when:
     look l sees stages < l of the candidates still in, and the machine's spread as it stood when that stage's last
     server had started. Stops at the first look that recommends or finds that nothing gains. ``made``: the looks
     judged before, by everything they were judged on (a sweep's earlier looks are not judged again)."""
@@ -232,7 +232,7 @@ def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule, unpr
         if not current:
             break
         order = max(s[-1].order for s in current.values())
-        waiting = bool(unprobed) or len(current) + len(eliminated) < len(series)
+        waiting = bool(without) or len(current) + len(eliminated) < len(series)
         key = (number, waiting, rule, spread.at(order), tuple(current.items()))
         look = (made or {}).get(key) or judge(current, key[3], rule, number, waiting=waiting)
         if made is not None:
