@@ -237,6 +237,46 @@ def spread_of(by_target: Mapping[str, Sequence[Series]],
     return Spread(pair, between, conservative(correlation))
 
 
+@dataclass(frozen=True)
+class _Group:
+    """One target's comparisons with stages and the sessions their stages started in; ``source``: the mapping
+    they were read from (a sweep's look passes the same mapping again for a target that did not change)."""
+
+    series: tuple[Series, ...]
+    orders: frozenset[int]
+    source: object
+
+    def by(self, cut: int) -> tuple[Series, ...]:
+        """Its comparisons as they stood after session ``cut`` (those with no stage by then left out)."""
+        if max(self.orders) <= cut:
+            return self.series
+        return tuple(known for series in self.series if (known := tuple(s for s in series if s.order <= cut)))
+
+
+def _grouped(by_target: Mapping[str, Mapping[str, Series]], before: Mapping[str, _Group]) -> dict[str, _Group]:
+    """Each target's comparisons with stages; a target given the same mapping as ``before`` keeps its group (a
+    sweep's look changes one target: the others cost a comparison of references)."""
+    out = {}
+    for target, comparisons in by_target.items():
+        old = before.get(target)
+        if old is not None and old.source is comparisons:
+            out[target] = old
+        elif found := tuple(s for s in comparisons.values() if s):
+            out[target] = _Group(found, frozenset(s.order for series in found for s in series), comparisons)
+    return out
+
+
+def _orders(groups: Mapping[str, _Group], before: Mapping[str, _Group], orders: list[int]) -> list[int]:
+    """Every session with a stage, in order: ``orders`` (those of ``before``) with the new ones added where no
+    session of ``before`` went away, else read afresh."""
+    if all(target in groups and (groups[target] is old or old.orders <= groups[target].orders)
+           for target, old in before.items()):
+        known = set(orders)
+        added = {o for target, g in groups.items() if g is not before.get(target) for o in g.orders if o not in known}
+        return sorted(orders + list(added)) if added else orders
+    return sorted(frozenset().union(*(g.orders for g in groups.values())))
+
+
 class MachineSpread:
     """The session spread pooled over every comparison a sweep measured, as it stood after any server session:
     ``at(order)`` uses only stages whose servers started by session ``order`` — what the sweep knew at that look —
@@ -244,25 +284,30 @@ class MachineSpread:
     against the target alone."""
 
     def __init__(self, comparisons: Mapping[tuple[str, str], Series]):
-        self._comparisons = dict(comparisons)
-        self._orders = sorted({s.order for series in comparisons.values() for s in series})
+        by_target: dict[str, dict[str, Series]] = {}
+        for (target, name), series in comparisons.items():
+            by_target.setdefault(target, {})[name] = series
+        self._groups = _grouped(by_target, {})
+        self._orders = _orders(self._groups, {}, [])
         self._cache: dict[int, Spread] = {}
         # each target's spread on the stages it was last computed on: a look's new cut recomputes only the targets
         # whose stages it changes (a sweep's finished targets keep theirs)
         self._targets: dict[str, tuple[tuple[Series, ...], _TargetSpread | None]] = {}
 
-    def grown(self, comparisons: Mapping[tuple[str, str], Series]) -> MachineSpread:
-        """The spread over ``comparisons``, which a sweep grew from this one's by stages measured after it (the
-        sweep's next look): what :meth:`at` said of the sessions this one knew is kept, not computed again, where
-        those sessions' stages are the same; anything else is computed afresh — the numbers are those of a spread
-        built at once."""
-        new = MachineSpread(comparisons)
+    def grown(self, by_target: Mapping[str, Mapping[str, Series]]) -> MachineSpread:
+        """The spread over ``by_target`` (per target, each candidate's stages), which a sweep grew from this one's by
+        stages measured after it (the sweep's next look; a target whose mapping is the same object is taken as
+        unchanged): what :meth:`at` said of the sessions this one knew is kept, not computed again, where those
+        sessions' stages are the same; anything else is computed afresh — the numbers are those of a spread built
+        at once."""
+        new = MachineSpread({})
+        new._groups = _grouped(by_target, self._groups)
+        new._orders = _orders(new._groups, self._groups, self._orders)
         new._targets = self._targets
         if self._cache:
             last = max(self._cache)
-            keys = set(comparisons) | set(self._comparisons)
-            if all(tuple(s for s in comparisons.get(k, ()) if s.order <= last)
-                   == tuple(s for s in self._comparisons.get(k, ()) if s.order <= last) for k in keys):
+            old, now = self._groups, new._groups
+            if all(old.get(t) is now.get(t) or _by(old.get(t), last) == _by(now.get(t), last) for t in set(old) | set(now)):
                 new._cache = dict(self._cache)      # every cut it knew is one of the new orders
         return new
 
@@ -275,10 +320,10 @@ class MachineSpread:
             return ASSUMED_SPREAD
         cut = self._orders[index]
         if cut not in self._cache:
-            by_target: dict[str, list[Series]] = {}
-            for (target, _), series in self._comparisons.items():
-                known = tuple(s for s in series if s.order <= cut)
-                if known:
-                    by_target.setdefault(target, []).append(known)
+            by_target = {target: known for target, group in self._groups.items() if (known := group.by(cut))}
             self._cache[cut] = spread_of(by_target, self._targets)
         return self._cache[cut]
+
+
+def _by(group: _Group | None, cut: int) -> tuple[Series, ...]:
+    return group.by(cut) if group is not None else ()

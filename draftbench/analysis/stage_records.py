@@ -109,30 +109,30 @@ class StageRecords:
     rows changed (new row objects) and the stages measured since, not the whole file."""
 
     def __init__(self) -> None:
-        # per target: its rows as last read, the cut, its candidate rows, and their comparisons and pairs
+        # per target: its rows as last read, the cut, its candidate rows, and their comparisons and pairs by name
         self._targets: dict[str, tuple[tuple[Row, ...], int | None, list[Row], dict, dict]] = {}
         self._machine: MachineSpread | None = None
 
     def _target(self, target: str, rows: tuple[Row, ...], baseline: Row | None, cut: int | None
-                ) -> tuple[list[Row], dict[tuple[str, str], Series], dict[tuple[str, str], list[Pair]]] | None:
-        """A target's candidate rows, comparisons and pairs (None: not measured in stages); read again only when
-        one of its rows is a new object."""
+                ) -> tuple[list[Row], dict[str, Series], dict[str, list[Pair]]]:
+        """A target's candidate rows, comparisons and pairs, by candidate (no candidate rows: not measured in
+        stages); read again only when one of its rows is a new object (else the same objects are returned)."""
         known = self._targets.get(target)
         if known is not None and known[1] == cut and len(known[0]) == len(rows) \
                 and all(a is b for a, b in zip(known[0], rows)):
-            return (known[2], known[3], known[4]) if known[2] else None
+            return known[2], known[3], known[4]
         candidates = [r for r in rows if r.role is Role.SPECULATIVE and r.concurrency == 1
                       and (is_staged(r) or r.status is Status.NOT_PROBED)]
         comparisons, matched_by = {}, {}
         if baseline is None or not any(is_staged(r) for r in candidates):
             candidates = []
         for row in candidates:
-            key = (target, candidate_name(row))
+            name = candidate_name(row)
             assert baseline is not None
-            matched_by[key] = [p for p in staged_pairs(row, baseline) if cut is None or (p.block or 0) < cut]
-            comparisons[key] = series_of(matched_by[key])
+            matched_by[name] = [p for p in staged_pairs(row, baseline) if cut is None or (p.block or 0) < cut]
+            comparisons[name] = series_of(matched_by[name])
         self._targets[target] = (rows, cut, candidates, comparisons, matched_by)
-        return (candidates, comparisons, matched_by) if candidates else None
+        return candidates, comparisons, matched_by
 
     def targets(self, results: ResultsFile, before: Mapping[str, int] | None = None,
                 only: Iterable[str] | None = None) -> dict[str, TargetStages]:
@@ -140,35 +140,29 @@ class StageRecords:
         by_target: dict[str, list[Row]] = {}
         for r in results.results:
             by_target.setdefault(r.target, []).append(r)
-        found: dict[str, list[Row]] = {}
-        comparisons: dict[tuple[str, str], Series] = {}
-        matched_by: dict[tuple[str, str], list[Pair]] = {}
-        for target, rows in by_target.items():
-            read = self._target(target, tuple(rows), results.baseline_for(target), (before or {}).get(target))
-            if read is not None:
-                found[target] = read[0]
-                comparisons.update(read[1])
-                matched_by.update(read[2])
-        measured = {key: s for key, s in comparisons.items() if s}
-        machine = self._machine = MachineSpread(measured) if self._machine is None else self._machine.grown(measured)
+        found = {target: self._target(target, tuple(rows), results.baseline_for(target), (before or {}).get(target))
+                 for target, rows in by_target.items()}
+        found = {target: read for target, read in found.items() if read[0]}
+        compared = {target: read[1] for target, read in found.items()}
+        machine = self._machine = MachineSpread({}).grown(compared) if self._machine is None \
+            else self._machine.grown(compared)
         wanted = set(only) if only is not None else set(found)
         unfit = not_eligible(results)        # over the memory limit: measured, never recommended
         ids = (results.prompt_set or {}).get("ids")
         set_size = len(ids) if isinstance(ids, list) and ids else None
-        return {target: _stages_of(target, rows, machine, comparisons, matched_by, unfit, set_size)
-                for target, rows in found.items() if target in wanted}
+        return {target: _stages_of(target, read[0], machine, read[1], read[2], unfit, set_size)
+                for target, read in found.items() if target in wanted}
 
 
-def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons: Mapping[tuple[str, str], Series],
-               matched_by: Mapping[tuple[str, str], list[Pair]], unfit: Mapping[tuple[str, str], str],
+def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons: Mapping[str, Series],
+               matched_by: Mapping[str, list[Pair]], unfit: Mapping[tuple[str, str], str],
                prompt_set: int | None) -> TargetStages:
     design = next(r.design for r in rows if is_staged(r) and r.design)
-    counters = {n: check_counters(matched_by[(target, n)], None) for n in map(candidate_name, rows)}
+    counters = {n: check_counters(matched_by[n], None) for n in map(candidate_name, rows)}
     left_out = {n: why for r in rows
-                if (why := why_not_decided(r, matched_by[(target, n := candidate_name(r))], counters[n])
+                if (why := why_not_decided(r, matched_by[n := candidate_name(r)], counters[n])
                     or unfit.get((target, n))) is not None}
-    series = {candidate_name(r): comparisons[(target, candidate_name(r))] for r in rows
-              if candidate_name(r) not in left_out}
+    series = {candidate_name(r): comparisons[candidate_name(r)] for r in rows if candidate_name(r) not in left_out}
     caps = {n: float(c["ratio"]) for n, c in counters.items() if c and isinstance(c.get("ratio"), (int, float))}
     return TargetStages(target, int(design["horizon"]), int(design.get("per_stage") or 0), series,
                         {candidate_name(r): r for r in rows}, left_out, caps, machine, bool(design.get("fixed_prompts")),
