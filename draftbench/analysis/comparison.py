@@ -224,3 +224,23 @@ def judged(row: Row, baseline: Row, noise_floor: float, drift: dict[tuple[str, i
         confirmed = replace(confirmed, significant=False, note=why_not) if confirmed else None
         by_category = {c: replace(s, significant=False, note=why_not) for c, s in (by_category or {}).items()} or None
     return replace(found, speedup=speed, by_category=by_category, confirmed=confirmed), floor
+
+
+class Judgements:
+    """:func:`judged` of each row as last asked (one per row), given again while the row and its baseline are the
+    same objects and it is judged with the same floor, drift, spread and provenance: a sweep judges a target's rows
+    as the target ends, and its final analysis asks the same of the unchanged rows."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple, tuple[Row, Row, tuple, tuple[Comparison, float]]] = {}
+
+    def judged(self, row: Row, baseline: Row, noise_floor: float, drift: dict[tuple[str, int], float],
+               spreads: dict, is_upstream: bool) -> tuple[Comparison, float]:
+        at = (row.target, row.concurrency)
+        given = (noise_floor, drift.get(at), spreads.get(at), is_upstream)
+        known = self._rows.get(row.key)
+        if known is not None and known[0] is row and known[1] is baseline and known[2] == given:
+            return known[3]
+        found = judged(row, baseline, noise_floor, drift, spreads, is_upstream)
+        self._rows[row.key] = (row, baseline, given, found)
+        return found

@@ -31,6 +31,7 @@ from functools import cached_property
 
 from ..config.settings import Settings
 from ..results.file import ResultsFile
+from .comparison import Judgements
 from .machine_spread import MachineSpread, Spread
 from .moments import ratio_of
 from .replication import Estimate
@@ -227,8 +228,7 @@ def replay(series: Mapping[str, Series], spread: MachineSpread, rule: Rule, with
     looks: list[Look] = []
     stages = max((s[-1].stage + 1 for s in series.values() if s), default=0)
     for number in range(1, stages + 1):
-        current = {n: up_to(s, number) for n, s in series.items() if n not in eliminated}
-        current = {n: s for n, s in current.items() if s}
+        current = {n: kept for n, s in series.items() if n not in eliminated and (kept := up_to(s, number))}
         if not current:
             break
         order = max(s[-1].order for s in current.values())
@@ -297,16 +297,14 @@ class Decision:
     def significant(self) -> bool:
         """The noise-floor test of the quoted figure: shown faster than the target alone by more than the floor
         (recommended or shortlisted), or shown slower by more than it."""
-        q = self.quoted
-        if q is None:
+        if (q := self.quoted) is None:
             return False
         gains = self.outcome in (Outcome.RECOMMEND, Outcome.SHORTLIST) and q.low > self.rule.floor
         return gains or q.high < 1 / self.rule.floor
 
     def final(self, more: int = 0) -> bool:
         """No further stage for this target: recommended, nothing gains, or a shortlist ``--more`` did not go on."""
-        last = self.last
-        return last is not None and (last.decided or (last.outcome is Outcome.SHORTLIST and not more))
+        return (last := self.last) is not None and (last.decided or (last.outcome is Outcome.SHORTLIST and not more))
 
     def members(self, names: Sequence[str], always: Sequence[str] = ()) -> list[str]:
         """Who the next stage measures, of ``names``: everyone before the first look; then every candidate taking
@@ -398,11 +396,13 @@ def decide_target(evidence: TargetStages, rule: Rule, live: bool = False, made: 
 
 class Decider:
     """Decides results files as a sweep grows them: each row's pairs and the machine's spread are kept from one
-    look to the next (:class:`stage_records.StageRecords`), so a look costs what changed since the last."""
+    look to the next (:class:`stage_records.StageRecords`), so a look costs what changed since the last; and each
+    row as last judged against its baseline (the sweep's analyses of rows share it: :class:`Judgements`)."""
 
     def __init__(self) -> None:
         self.records = StageRecords()
         self.looks: dict = {}         # each look judged once (replay's ``made``)
+        self.judgements = Judgements()
 
     def decide(self, results: ResultsFile, *, before: Mapping[str, int] | None = None, live: bool = False,
                only: Sequence[str] | None = None) -> dict[str, Decision]:

@@ -22,7 +22,7 @@ from ..results.kinds import Role
 from ..results.speedup import Speedup
 from ..results.theory import Theory
 from . import stats
-from .comparison import compare, judged, session_spreads
+from .comparison import Judgements, compare, judged, session_spreads
 from .concurrency import row_levels
 from .decision import Decision
 from .degenerate import assess as assess_loops
@@ -161,9 +161,11 @@ class RowContext:
     staged: Mapping[str, Decision]
     flags: dict[str, str]
     alone_by_draft: dict[str, Row]
+    judgements: Judgements | None = None     # a sweep's: rows unchanged since it last judged them are not again
 
     @classmethod
-    def of(cls, results: ResultsFile, staged: Mapping[str, Decision]) -> RowContext:
+    def of(cls, results: ResultsFile, staged: Mapping[str, Decision], judgements: Judgements | None = None
+           ) -> RowContext:
         noise_floor, drift = _floor_and_drift(results)
         alone_by_draft: dict[str, Row] = {}
         for r in results.results:
@@ -171,7 +173,7 @@ class RowContext:
                 alone_by_draft.setdefault(r.target, r)
         # the file's temperature (on the temperature axis a row carries its own: analyze_row reads that first)
         return cls(results, noise_floor, drift, results.read_settings().temperatures[0], session_spreads(results), staged,
-                   stats.flags_of(results.made_by), alone_by_draft)
+                   stats.flags_of(results.made_by), alone_by_draft, judgements)
 
 
 def analyze_all(ctx: RowContext, keys: Iterable[tuple] | None = None) -> list[Row]:
@@ -202,7 +204,8 @@ def analyze_row(row: Row, ctx: RowContext) -> Row:
     noise_floor, results = ctx.noise_floor, ctx.results
     baseline = results.baseline_for(row.target, row.concurrency)
     if baseline is not None and compared(row):
-        found, floor = judged(row, baseline, noise_floor, ctx.drift, ctx.spreads, results.is_upstream)
+        judge = ctx.judgements.judged if ctx.judgements is not None else judged
+        found, floor = judge(row, baseline, noise_floor, ctx.drift, ctx.spreads, results.is_upstream)
         speed, by_category, confirmed = found.speedup, found.by_category, found.confirmed
         if row.target in ctx.staged and row.role is Role.SPECULATIVE and row.concurrency == 1:
             speed = staged_speedup(ctx.staged[row.target], row, speed)

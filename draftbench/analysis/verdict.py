@@ -17,7 +17,7 @@ from ..results import fragments, method_stats
 from ..results.file import RequestRecord, ResultsFile, Row
 from ..results.findings import Code, Finding
 from . import context_length, stats, temperature_axis
-from .comparison import judged
+from .comparison import Judgements, judged
 from .concurrency import level_summary, primary_level, row_levels  # noqa: F401 (the report reads levels here)
 from .decision import Decider, Decision
 from .draft import positions as perpos
@@ -135,24 +135,26 @@ def _speedups(results: ResultsFile) -> ResultsFile:
 
 
 def _analyze(results: ResultsFile, decider: Decider | None = None) -> ResultsFile:
-    staged = (decider or Decider()).decide(results)
-    results = replace(results, results=tuple(analyze_all(RowContext.of(results, staged))))
+    decider = decider or Decider()
+    staged = decider.decide(results)
+    results = replace(results, results=tuple(analyze_all(RowContext.of(results, staged, decider.judgements))))
     return replace(results, summary=Summary(recommend(results, staged), server_loads(results)))
 
 
-def analyze_rows(results: ResultsFile, keys: Iterable[tuple], staged: Mapping[str, Decision] | None = None
-                 ) -> list[Row]:
+def analyze_rows(results: ResultsFile, keys: Iterable[tuple], staged: Mapping[str, Decision] | None = None,
+                 judgements: Judgements | None = None) -> list[Row]:
     """The rows of ``keys`` as :func:`analyze` would make them, read against their targets' rows only (and their
     drafts measured alone; on an axis, at their length or temperature); ``staged``: their targets' staged decisions,
-    where the caller has them (else a staged row keeps its own speed-up against the target alone). What the
-    sweep shows as it goes: it costs those targets' rows, not the file's."""
+    where the caller has them (else a staged row keeps its own speed-up against the target alone); ``judgements``:
+    the sweep's (its final analysis then finds these rows judged). What the sweep shows as it goes: it costs those
+    targets' rows, not the file's."""
     wanted = [row for key in keys if (row := results.row(key)) is not None]
     targets = {r.target for r in wanted} | {r.draft for r in wanted if r.draft}
     points = {(r.context_tokens, r.temperature) for r in wanted}
     part = replace(results, results=tuple(r for r in results.results if r.target in targets
                                           and (r.context_tokens, r.temperature) in points), summary=None)
     with collector_paused():
-        analysed = {r.key: r for r in analyze_all(RowContext.of(part, staged or {}), [r.key for r in wanted])}
+        analysed = {r.key: r for r in analyze_all(RowContext.of(part, staged or {}, judgements), [r.key for r in wanted])}
         return [analysed[r.key] for r in wanted]
 
 

@@ -127,7 +127,7 @@ class SweepRun:
         last = max(plan.stages.horizon, done if more else 0) + more if plan.candidates else 0
         run.reach(last)
         decision = self.decide(plan.label, point, 0)
-        looks_before = len(b.looks) if done and (b := self.decide(plan.label, point, 10 ** 6)) is not None else 0
+        looks_before = len(b.looks) if done and (b := self.decide(plan.label, point, None)) is not None else 0
         ending = Ending.STAGES_DONE
         for stage in range(last):
             if decision is not None and decision.final(more):
@@ -152,8 +152,7 @@ class SweepRun:
             ending = Ending.DECIDED
         baseline = rows.row(plan.baseline)
         if ending in (Ending.DECIDED, Ending.STAGES_DONE) and (baseline is None or not baseline.requests):
-            # nothing to compare (no candidates, or every one refused before a server started): the target
-            # alone, once, so the user still learns its speed
+            # nothing to compare (no candidates, or all refused before a server started): the target alone, once
             ending = Ending.BASELINE_FAILED if run.stage(0, {}, budget) else ending
         self._ended(run, ending, budget, point)
         return ending
@@ -174,16 +173,17 @@ class SweepRun:
                 self.reporter.row_recorded(skipped)
         keys = [c.key for c in plan.candidates.values()
                 if (mine := rows.row(c)) is not None and mine.status is Status.OK and mine.requests]
-        decision = self.decide(plan.label, point, 10 ** 6) if keys else None
-        for row in analyze_rows(self.store.current(), keys, {plan.label: decision} if decision else {}):
+        decision = self.decide(plan.label, point, None) if keys else None      # as the final analysis will
+        for row in analyze_rows(self.store.current(), keys, {plan.label: decision} if decision else {},
+                                self.deciders[point].judgements):       # judged once: the final analysis reuses them
             name = next(n for n, c in plan.candidates.items() if c.key == row.key)
             self.reporter.note(f"{plan.label} — {name}, over {len({r.block for r in row.requests})} stage(s):")
             self.reporter.row_recorded(row)
 
-    def decide(self, label: str, point: Point, stage: int, live: bool = True) -> Decision | None:
-        """The decision on ``label``'s stages before ``stage``, on its point's rows alone (a look)."""
-        decider = self.deciders.setdefault(point, Decider())
-        return decider.decide(point.of(self.store.current()), before={label: stage}, live=live, only=[label]).get(label)
+    def decide(self, label: str, point: Point, stage: int | None, live: bool = True) -> Decision | None:
+        """The decision on ``label``'s stages before ``stage`` (None: all), on its point's rows alone (a look)."""
+        before, decider = {label: stage} if stage is not None else None, self.deciders.setdefault(point, Decider())
+        return decider.decide(point.of(self.store.current()), before=before, live=live, only=[label]).get(label)
 
     def looked(self, plan: TargetPlan, rows: RowWriter, known: Decision | None, budget: Budget,
                looks_before: int) -> None:
