@@ -307,7 +307,8 @@ class MachineSpread:
         if self._cache:
             last = max(self._cache)
             old, now = self._groups, new._groups
-            if all(old.get(t) is now.get(t) or _by(old.get(t), last) == _by(now.get(t), last) for t in set(old) | set(now)):
+            if all(old.get(t) is now.get(t) or _by(old.get(t), last) == _by(now.get(t), last)
+                   for t in set(old) | set(now)):
                 new._cache = dict(self._cache)      # every cut it knew is one of the new orders
         return new
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 
 from ..config.workloads import SESSION_CATEGORY
 from ..results.file import ResultsFile, Row
@@ -38,27 +39,48 @@ def series_of(matched: Iterable[Pair]) -> Series:
     return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order, p.category) for p in matched)
 
 
-# Left out for now: every request it has was left out of the pairs (a burst of other programs' load on one side),
-# which its next stage can mend — it is measured on, and no look is final before it takes part (make demo,
-# 2026-11-29: ngram-simple's four requests of stage 1 all met a burst, and the race never measured it again).
-NO_PAIRS = "no request was measured against the target alone"
+class Why(Enum):
+    """Why a candidate takes no part in the decision (it still counts among the candidates)."""
+
+    NOT_PROBED = "not probed"                        # the budget ran out before it was measured
+    FAILED = "failed"                                # its row's own reason says how
+    NOT_ACTIVE = "speculation was not active"
+    NO_COUNTERS = "the server reported no draft counters"
+    # Left out for now: every request it has was left out of the pairs (a burst of other programs' load on one
+    # side), which its next stage can mend — it is measured on, and no look is final before it takes part (make
+    # demo, 2026-11-29: ngram-simple's four requests of stage 1 all met a burst, and the race never measured it again).
+    NO_PAIRS = "no request was measured against the target alone"
+    SPEED_CHANGED = "faster than its counters allow: the machine's speed changed"
+    OVER_MEMORY = "over the memory limit"            # memory_cost.not_eligible says by how much
 
 
-def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> str | None:
-    """Why a candidate row takes no part in the decision (it still counts among the candidates);
-    ``counters``: what its counters allow on ``matched`` (:func:`comparison.check_counters`)."""
+@dataclass(frozen=True)
+class Absence:
+    """A candidate's part missing from the decision: why, and in words (a failed row's reason, the memory limit's)."""
+
+    why: Why
+    text: str
+
+    @classmethod
+    def of(cls, why: Why, text: str | None = None) -> Absence:
+        return cls(why, text or why.value)
+
+
+def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> Absence | None:
+    """Why a candidate row takes no part in the decision; ``counters``: what its counters allow on ``matched``
+    (:func:`comparison.check_counters`)."""
     if row.status is Status.NOT_PROBED:
-        return "not probed"
+        return Absence.of(Why.NOT_PROBED)
     if row.status not in (Status.OK, Status.ELIMINATED):
-        return row.reason or str(row.status)
+        return Absence.of(Why.FAILED, row.reason or str(row.status))
     if row.speculation_active is False:
-        return "speculation was not active"
+        return Absence.of(Why.NOT_ACTIVE)
     if row.speculation_active is None:
-        return "the server reported no draft counters"
+        return Absence.of(Why.NO_COUNTERS)
     if not matched:
-        return NO_PAIRS
+        return Absence.of(Why.NO_PAIRS)
     if counters and counters["speed_changed"]:
-        return "faster than its counters allow: the machine's speed changed"
+        return Absence.of(Why.SPEED_CHANGED)
     return None
 
 
@@ -72,7 +94,7 @@ class TargetStages:
     per_stage: int
     series: dict[str, Series]            # the candidates taking part, by name
     rows: dict[str, Row]                 # every candidate row, by name
-    left_out: dict[str, str]             # candidates in no comparison, and why
+    left_out: dict[str, Absence]         # candidates in no comparison, and why
     caps: dict[str, float]               # the most each candidate's counters allow (a ratio), where they say
     machine: MachineSpread               # the session spread as it stood after any server session
     fixed: bool = False                  # every stage measured the same prompts: the claim is about these prompts
@@ -86,12 +108,12 @@ class TargetStages:
 
     @property
     def unprobed(self) -> tuple[str, ...]:
-        return tuple(n for n, why in self.left_out.items() if why == "not probed")
+        return tuple(n for n, absent in self.left_out.items() if absent.why is Why.NOT_PROBED)
 
     @property
     def awaiting(self) -> tuple[str, ...]:
         """Candidates measured whose every request was left out of the pairs: measured on, awaited by the looks."""
-        return tuple(n for n, why in self.left_out.items() if why == NO_PAIRS)
+        return tuple(n for n, absent in self.left_out.items() if absent.why is Why.NO_PAIRS)
 
     @property
     def stages_done(self) -> int:
@@ -159,11 +181,11 @@ def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons
                prompt_set: int | None) -> TargetStages:
     design = next(r.design for r in rows if is_staged(r) and r.design)
     counters = {n: check_counters(matched_by[n], None) for n in map(candidate_name, rows)}
+    over = {n: Absence.of(Why.OVER_MEMORY, text) for (t, n), text in unfit.items() if t == target}
     left_out = {n: why for r in rows
-                if (why := why_not_decided(r, matched_by[n := candidate_name(r)], counters[n])
-                    or unfit.get((target, n))) is not None}
+                if (why := why_not_decided(r, matched_by[n := candidate_name(r)], counters[n]) or over.get(n)) is not None}
     series = {candidate_name(r): comparisons[candidate_name(r)] for r in rows if candidate_name(r) not in left_out}
     caps = {n: float(c["ratio"]) for n, c in counters.items() if c and isinstance(c.get("ratio"), (int, float))}
     return TargetStages(target, int(design["horizon"]), int(design.get("per_stage") or 0), series,
                         {candidate_name(r): r for r in rows}, left_out, caps, machine, bool(design.get("fixed_prompts")),
-                        tuple(n for t, n in unfit if t == target), prompt_set=prompt_set)
+                        tuple(over), prompt_set=prompt_set)

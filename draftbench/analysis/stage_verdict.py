@@ -166,7 +166,7 @@ class StagedVerdict:
         if self.not_probed:
             text += (f" Not probed (the budget ran out first): {', '.join(self.not_probed)} — run the same command with "
                      "a larger budget_s, or with --more, to continue.")
-        others = {n: why for n, why in self.left_out.items() if why != "not probed"}
+        others = {n: why for n, why in self.left_out.items() if n not in self.not_probed}   # (said just above)
         if others:
             text += " Not in the decision: " + "; ".join(f"{n} ({why})" for n, why in others.items()) + "."
         if self.settle is not None and self.verdict in (Outcome.UNRESOLVED, Outcome.SHORTLIST):
@@ -230,7 +230,8 @@ def staged_verdict(decision: Decision) -> StagedVerdict:
     ev = decision.evidence
     return StagedVerdict(
         ev.target, decision.outcome, decision.pick, decision.best, _quote(decision), decision.shortlist,
-        decision.equivalent, {n: _elimination_text(e) for n, e in decision.eliminated.items()}, dict(ev.left_out),
+        decision.equivalent, {n: _elimination_text(e) for n, e in decision.eliminated.items()},
+        {n: absent.text for n, absent in ev.left_out.items()},
         ev.unprobed, decision.settle, ev.per_stage, ev.stages_done, decision.rule.spending.horizon,
         decision.rule.spending.candidates, decision.power,
         one_prompt_type(decision) if decision.outcome is Outcome.RECOMMEND else None)

@@ -154,7 +154,8 @@ def analyze_rows(results: ResultsFile, keys: Iterable[tuple], staged: Mapping[st
     part = replace(results, results=tuple(r for r in results.results if r.target in targets
                                           and (r.context_tokens, r.temperature) in points), summary=None)
     with collector_paused():
-        analysed = {r.key: r for r in analyze_all(RowContext.of(part, staged or {}, judgements), [r.key for r in wanted])}
+        ctx = RowContext.of(part, staged or {}, judgements)
+        analysed = {r.key: r for r in analyze_all(ctx, [r.key for r in wanted])}
         return [analysed[r.key] for r in wanted]
 
 
