@@ -110,6 +110,34 @@ def test_the_loop_check_pairs_a_staged_row_as_its_speed_up_does_each_request_wit
     assert info["looping_requests"] == 4 and info["speedup_without_loops"]["ratio"] < 1.0
 
 
+def test_the_loop_count_is_of_the_requests_the_figures_are_built_on():
+    """"loops on N of M requests" counted every answered request, a session's turns and a confirmation block too,
+    while the figures beside it are built on the fresh pairs alone: both now count those."""
+    from draftbench.analysis.degenerate import assess
+    from draftbench.config.workloads import SESSION_CATEGORY
+    from draftbench.results.kinds import Role
+    looping, plain = "the same line again. " * 40, "A short and varied answer about trees, rivers and light."
+    base, mine = [], []
+    for stage in range(2):
+        for prompt, text, gain in (("loop-a", looping, 1.6), ("loop-b", looping, 1.6), ("prose", plain, 0.9)):
+            base.append(RequestRecord(prompt_id=prompt, category="x", run=stage, text=text, decode_tps=20.0,
+                                      session=f"b{stage}", block=stage))
+            mine.append(RequestRecord(prompt_id=prompt, category="x", run=stage, text=text, decode_tps=20.0 * gain,
+                                      session=f"c{stage}", block=stage, draft_n=10))
+    for turn in range(3):       # a session's turns on a looping prompt: measured, but apart from the speed-up
+        base.append(RequestRecord(prompt_id="chat", category=SESSION_CATEGORY, run=turn, text=looping,
+                                  decode_tps=20.0, session="b9", block=9))
+        mine.append(RequestRecord(prompt_id="chat", category=SESSION_CATEGORY, run=turn, text=looping,
+                                  decode_tps=30.0, session="c9", block=9, draft_n=10))
+    baseline = Row(target="T", role=Role.BASELINE, requests=tuple(base))
+    row = Row(target="T", draft="ngram", role=Role.SPECULATIVE, requests=tuple(mine), speculation_active=True,
+              draft_n=90)
+    info, finding = assess(row, baseline, noise_floor=0.02)
+    assert info is not None and finding is not None
+    assert (info["looping_requests"], info["requests"]) == (4, 6) and "on 4 of 6 requests" in finding.message
+    assert "chat" not in info["prompts"]
+
+
 def test_the_next_prompts_top_end_is_held_at_the_most_a_measured_prompts_counters_allowed():
     """make demo (2026-11-29, 347M, 1 degree of freedom): "your next prompt: −92.3% to +1303.0%" beside "its
     counters allow at most +51.6%" — no quoted gain passes what the counters allow, one prompt's neither."""

@@ -139,6 +139,13 @@ def assess(row: Row, baseline: Row, *, noise_floor: float,
     # baseline server, and matching by (prompt, run) alone kept one of them at random (make demo, 2026-11-29:
     # −10.8% where the row's pairs say +4.1%, resting on loops, and no finding)
     fresh = measured_pairs(row, baseline)[0]
+    counted = {(p.prompt_id, p.run) for p in fresh}     # its figures' requests: no session turn, no confirmation
+    affected = {k: v for k, v in affected.items() if k in counted}
+    if not affected:
+        return None, None
+    info.update(looping_requests=len(affected), requests=len(counted), prompts=sorted({pid for pid, _ in affected}),
+                max_loop_share=max(affected.values()))
+    what = f"on {len(affected)} of {len(counted)} requests ({_prompt_list(affected)})"
     every = speedup_of_units(units(fresh), noise_floor=noise_floor)
     without = speedup_of_units(units(p for p in fresh if (p.prompt_id, p.run) not in loops), noise_floor=noise_floor)
     if not raised_by_loops(every, without):
