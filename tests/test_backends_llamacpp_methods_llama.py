@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from draftbench.backends.llamacpp.backend import LlamaCppBackend
 from draftbench.config.prompts import resolve_prompts
 from draftbench.measure.sequential import MeasureOptions
@@ -14,6 +15,8 @@ from draftbench.sweep.config_file import validate_config
 from draftbench.sweep.console import Reporter
 
 from helpers import run_cli
+
+pytestmark = pytest.mark.llama      # real servers: not in `make check`, one at a time in `make test`
 
 # Short n-grams: a 135M model's answer copies only stretches of the prompt (the defaults want 12–48 tokens).
 NGRAM_SIMPLE = {"ngram_simple_size_n": 3, "ngram_simple_size_m": 16}
