@@ -128,3 +128,23 @@ def test_no_figure_quoted_passes_what_the_counters_allow():
                                           factor={p: 1.3 for p, _ in PROMPTS}))
     kept = analyze(results(BASELINE, good)).results[1]
     assert kept.speedup.note is None and kept.speedup.ratio == pytest.approx(1.3, abs=0.01)
+
+
+def test_a_judgement_is_kept_only_while_what_it_was_judged_on_is_the_same(monkeypatch):
+    """The sweep's judgements (comparison.Judgements): the same row and baseline objects judged with the same
+    floor, drift, spread and provenance are judged once; any of those changed is judged afresh."""
+    from dataclasses import replace
+
+    from draftbench.analysis import comparison
+    calls = []
+    real = comparison.judged
+    monkeypatch.setattr(comparison, "judged", lambda *a: calls.append(a) or real(*a))
+    row = Row(target="T", draft="d", role="speculative", requests=requests(60.0, drafted={}, accepted={}),
+              speculation_active=True, draft_n=10)
+    memo = comparison.Judgements()
+    first = memo.judged(row, BASELINE, 0.02, {}, {}, False)
+    assert memo.judged(row, BASELINE, 0.02, {}, {}, False) is first and len(calls) == 1
+    memo.judged(row, BASELINE, 0.05, {}, {}, False)                       # another floor
+    memo.judged(row, BASELINE, 0.05, {("T", 1): 0.08}, {}, False)         # the control's drift now measured
+    memo.judged(replace(row), BASELINE, 0.05, {("T", 1): 0.08}, {}, False)   # a new row object, the same fields
+    assert len(calls) == 4
