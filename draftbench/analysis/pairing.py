@@ -219,7 +219,8 @@ def pairs(row: Row, baseline: Row) -> list[Pair]:
         matches, why = _left_out(r, by_key.get((r.prompt_id, r.run), []), busy)
         if rate is None or why is not None or not matches:
             continue
-        base = statistics.fmean(math.log(_rate(b) or 1.0) for b in matches)
+        logs = [math.log(_rate(b) or 1.0) for b in matches]
+        base = math.fsum(logs) / len(logs)          # statistics.fmean's own sum, without its generator wrapper
         bound = request_bound(r) if row.role != "ceiling" else None
         out.append(Pair(r.prompt_id, r.category, r.run, r.session, math.log(rate) - base,
                         math.log(bound) if bound is not None else None, r.draft_n, r.block,
