@@ -122,30 +122,25 @@ def assess(row: Row, baseline: Row, *, noise_floor: float,
     loops = looping_requests(baseline)
     if not loops:
         return None, None
-    measured = {(r.prompt_id, r.run) for r in row.requests if r.error is None}
-    affected = {k: v for k, v in loops.items() if k in measured}
+    own = row is baseline or row.role in (Role.BASELINE, Role.CONTROL)
+    if not own and (row.speculation_active is False or row.draft_n == 0):
+        return None, None       # it never drafted: there is no speed-up for loops to flatter
+    # a compared row: the pairs its own speed-up is built on (no session turn, no confirmation) — a staged design
+    # measures each prompt beside every stage's baseline server, and matching by (prompt, run) alone kept one of
+    # them at random (make demo, 2026-11-29: −10.8% where the row's pairs say +4.1%, resting on loops, no finding)
+    fresh = [] if own else measured_pairs(row, baseline)[0]
+    counted = {(r.prompt_id, r.run) for r in row.requests if r.error is None} if own else \
+        {(p.prompt_id, p.run) for p in fresh}
+    affected = {k: v for k, v in loops.items() if k in counted}
     if not affected:
         return None, None
-    info: dict = {"looping_requests": len(affected), "requests": len(measured),
+    info: dict = {"looping_requests": len(affected), "requests": len(counted),
                   "prompts": sorted({pid for pid, _ in affected}), "max_loop_share": max(affected.values()),
                   "limit": LOOP_SHARE_LIMIT}
-    what = f"on {len(affected)} of {len(measured)} requests ({_prompt_list(affected)})"
-    if row is baseline or row.role in (Role.BASELINE, Role.CONTROL):
+    what = f"on {len(affected)} of {len(counted)} requests ({_prompt_list(affected)})"
+    if own:
         return info, Finding(Code.DEGENERATE_OUTPUT, f"the target's own output loops {what}: speculative rows "
                              "measured on these requests look faster than they would on real text", flags["prompts"])
-    if row.speculation_active is False or row.draft_n == 0:
-        return None, None       # it never drafted: there is no speed-up for loops to flatter
-    # the pairs the row's own speed-up is built on: a staged design measures each prompt beside every stage's
-    # baseline server, and matching by (prompt, run) alone kept one of them at random (make demo, 2026-11-29:
-    # −10.8% where the row's pairs say +4.1%, resting on loops, and no finding)
-    fresh = measured_pairs(row, baseline)[0]
-    counted = {(p.prompt_id, p.run) for p in fresh}     # its figures' requests: no session turn, no confirmation
-    affected = {k: v for k, v in affected.items() if k in counted}
-    if not affected:
-        return None, None
-    info.update(looping_requests=len(affected), requests=len(counted), prompts=sorted({pid for pid, _ in affected}),
-                max_loop_share=max(affected.values()))
-    what = f"on {len(affected)} of {len(counted)} requests ({_prompt_list(affected)})"
     every = speedup_of_units(units(fresh), noise_floor=noise_floor)
     without = speedup_of_units(units(p for p in fresh if (p.prompt_id, p.run) not in loops), noise_floor=noise_floor)
     if not raised_by_loops(every, without):
