@@ -380,7 +380,8 @@ def test_where_nine_futures_in_ten_do_not_decide_within_the_cap_the_forecast_say
     few = Projection(None, None, 1.07, "whether b10 is within 2% of b5a", None, 0.31, near=True).describe(6)
     assert few.startswith("more than 360 more prompts × 60") and "only 31% of the futures" in few
     assert few.endswith("two drafts this close may be equal, and equal ones are shown within the margin of each "
-                        "other only after many server pairs — if their gap is larger than measured, fewer settle it)")
+                        "other only after many server pairs — if their gap is larger than measured, fewer server "
+                        "pairs settle it)")
     # a near-tie said as one (it may be one), and the premise: on a clear grid every such sweep continued did decide
     # make demo (2026-11-29): "blocking now: whether any candidate gains the +2.0% floor …; two drafts this close may
     # be equal" — no margin blocked there; and "only 0% of the futures" where none settled

@@ -83,7 +83,7 @@ class Projection:
             # the futures draw the gap from what was measured: a gap measured low reads as a near-tie (clear grid,
             # docs/statistics.md: 23 of 23 such sweeps decided within the cap), so the premise is said
             near = ("; two drafts this close may be equal, and equal ones are shown within the margin of each other "
-                    "only after many server pairs — if their gap is larger than measured, fewer settle it") \
+                    "only after many server pairs — if their gap is larger than measured, fewer server pairs settle it") \
                 if self.near else ""
             return (f"more than {MAX_EXTRA * stage_size} more prompts × {MAX_EXTRA} more server pairs per candidate would "
                     f"likely be needed to settle it: {share} of the futures simulated from what was measured settle "
