@@ -53,8 +53,11 @@ def confirmation_block(row: Row) -> int | None:
 def measured_pairs(row: Row, baseline: Row) -> tuple[list[Pair], list[Pair]]:
     """(the pairs the row's speed-up is built on, its confirmation block's): fresh prompts only (a
     session's turns are apart, session.py), the confirmation kept out of the first."""
-    fresh = [p for p in pairs(row, baseline) if p.category != SESSION_CATEGORY]
-    block = confirmation_block(row)
+    return _split(pairs(row, baseline), confirmation_block(row))
+
+
+def _split(every: list[Pair], block: int | None) -> tuple[list[Pair], list[Pair]]:
+    fresh = [p for p in every if p.category != SESSION_CATEGORY]
     return [p for p in fresh if block is None or p.block != block], [p for p in fresh if block is not None
                                                                         and p.block == block]
 
@@ -73,9 +76,9 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
             return Comparison(Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0,
                                       percent=round((ratio - 1) * 100, 2)), None, None)
         return Comparison(None, None, None)
-    fresh, confirming = measured_pairs(row, baseline)
-    block = confirmation_block(row)
-    matched = [p for p in pairs(row, baseline) if block is None or p.block != block]
+    every, block = pairs(row, baseline), confirmation_block(row)      # paired once: the pairs are most of its cost
+    fresh, confirming = _split(every, block)
+    matched = [p for p in every if block is None or p.block != block]
     spread = sessions if sessions is not None and sessions.df > 0 else None
     bound = check_counters(fresh + confirming, spread) if row.role == "speculative" else None
     # a row shown faster than its counters allow keeps what it measured: it is then no speed-up at all (judged)
