@@ -19,6 +19,7 @@ from ..common.percent import percent_change
 from ..results.file import ResultsFile, Row, Speedup, combination_title
 from ..results.kinds import Role
 from . import theme
+from .layout import base_layout
 from .text import esc, num, plotly_text
 from .view import ReportData
 
@@ -92,7 +93,7 @@ def positions_figure(data: ReportData) -> Figure:
                                          "steps (%{customdata[0]} of %{customdata[1]})<br>%{customdata[2]}"
                                          "<extra></extra>"))
     longest = max((len(t["x"]) for t in traces), default=1)
-    layout = theme.plot_layout(height=400 + LEGEND_ROW_PX * math.ceil(len(traces) / 2), colorway=list(theme.CLASS_COLORS),
+    layout = base_layout(height=400 + LEGEND_ROW_PX * math.ceil(len(traces) / 2), colorway=list(theme.CLASS_COLORS),
                                xaxis=dict(title=dict(text="draft position (1 = the first drafted token)"),
                                           range=[0.5, longest + 0.5], tick0=1, dtick=_tick_step(longest)),
                                yaxis=dict(title=dict(text="verify steps that accepted it"), ticksuffix="%",
@@ -140,7 +141,7 @@ def ceiling_figure(data: ReportData) -> Figure:
                    texttemplate="%{y:+.0f}%", textposition="outside", cliponaxis=False,
                    hovertemplate="<b>%{x}</b><br>" + name + ": %{y:+.1f}%<br>%{customdata}<extra></extra>")
               for name, speeds, color in series] if rows else []
-    layout = theme.plot_layout(barmode="group", height=460, xaxis=dict(type="category"),
+    layout = base_layout(barmode="group", height=460, xaxis=dict(type="category"),
                                yaxis=dict(title=dict(text="speed-up vs the target alone (%)"), ticksuffix="%",
                                           zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
     if not traces:
@@ -197,7 +198,7 @@ def kpredict_figure(data: ReportData) -> Figure:
                            marker=dict(color=color, size=10, line=dict(width=1, color=theme.BG)),
                            hovertemplate="k=%{x}: measured %{y:.1f} tok/s (prediction off by %{customdata:+.1f}%)"
                                          "<extra></extra>"))
-    layout = theme.plot_layout(height=440, xaxis=dict(title=dict(text="draft length k (0 = the target alone)"),
+    layout = base_layout(height=440, xaxis=dict(title=dict(text="draft length k (0 = the target alone)"),
                                                       dtick=1, rangemode="tozero"),
                                yaxis=dict(title=dict(text="decode tok/s"), rangemode="tozero"))
     if not traces:

@@ -43,25 +43,6 @@ def speedup_scale(title: str = "tok/s vs the target alone") -> dict[str, Any]:
                               ticktext=[f"{t:g}×" for t in SPEEDUP_TICKS]))
 
 
-def plot_layout(**extra: Any) -> dict[str, Any]:
-    """The common dark Plotly layout; ``xaxis``/``yaxis`` in ``extra`` are merged into the defaults."""
-    axis = dict(gridcolor=GRID, zerolinecolor=GRID, linecolor=GRID, automargin=True)
-    layout: dict[str, Any] = dict(
-        template="none", paper_bgcolor=CARD, plot_bgcolor=CARD,
-        font=dict(family=FONT, color=TEXT, size=13),
-        margin=dict(l=70, r=30, t=30, b=60),
-        hoverlabel=dict(align="left", bgcolor=HOVER_BG, font=dict(color=TEXT)),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
-        # the toolbar down the right edge: across the top it covered the legend's last entries (always shown
-        # where the device has no hover, as on a tablet)
-        modebar=dict(orientation="v"),
-        xaxis=dict(axis), yaxis=dict(axis),
-    )
-    for key, value in extra.items():
-        layout[key] = {**layout[key], **value} if key in ("xaxis", "yaxis") else value
-    return layout
-
-
 CSS = f"""
 :root {{ color-scheme: dark; }}
 * {{ box-sizing: border-box; }}
