@@ -150,6 +150,18 @@ class RequestRecord:
         return checked_instance(cls, checked_values(cls, data))
 
 
+def row_key(role: Role, target: str, draft: str | None, draft_max: int | None, *, synthetic: dict | None,
+            concurrency: int, context_tokens: int | None, temperature: float | None) -> tuple:
+    """A row's identity for resume (:attr:`Row.key`), also what a planned row is matched on
+    (``sweep.plan``): one definition, so a plan always finds its rows."""
+    key: tuple = (role, target, draft, draft_max)
+    if role is Role.CEILING:
+        key += ((synthetic or {}).get("level"),)
+    key = key if concurrency == 1 else (*key, concurrency)
+    key = key if context_tokens is None else (*key, ("context", context_tokens))
+    return key if temperature is None else (*key, ("temperature", temperature))
+
+
 @dataclass(frozen=True)
 class Row:
     """One combination: a target alone (baseline), with a draft, or a draft alone."""
@@ -232,12 +244,8 @@ class Row:
         """Identity for resume: what was measured, not how it turned out. One stream (and no context length)
         keeps the key it always had, so older files resume; a ceiling row is one of several levels for the same
         draft."""
-        key: tuple = (self.role, self.target, self.draft, self.draft_max)
-        if self.role is Role.CEILING:
-            key += ((self.synthetic or {}).get("level"),)
-        key = key if self.concurrency == 1 else (*key, self.concurrency)
-        key = key if self.context_tokens is None else (*key, ("context", self.context_tokens))
-        return key if self.temperature is None else (*key, ("temperature", self.temperature))
+        return row_key(self.role, self.target, self.draft, self.draft_max, synthetic=self.synthetic,
+                       concurrency=self.concurrency, context_tokens=self.context_tokens, temperature=self.temperature)
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,7 @@ from ..config.candidates import Candidate, expand
 from ..config.model_ref import ModelRef
 from ..results.file import combination_title
 from ..results.kinds import Role
+from ..results.row import row_key
 from .config_file import SweepConfig
 
 
@@ -43,12 +44,9 @@ class Combination:
     @property
     def key(self) -> tuple:
         """The same identity a results row has (see ``results.Row.key``): what resume matches on."""
-        key: tuple = (self.role, self.target.label, self.candidate.label if self.candidate else None, self.draft_max)
-        if self.role is Role.CEILING:
-            key += ((self.synthetic or {}).get("level"),)
-        key = key if self.concurrency == 1 else (*key, self.concurrency)
-        key = key if self.context_tokens is None else (*key, ("context", self.context_tokens))
-        return key if self.temperature is None else (*key, ("temperature", self.temperature))
+        return row_key(self.role, self.target.label, self.candidate.label if self.candidate else None,
+                       self.draft_max, synthetic=self.synthetic, concurrency=self.concurrency,
+                       context_tokens=self.context_tokens, temperature=self.temperature)
 
     @property
     def name(self) -> str:
