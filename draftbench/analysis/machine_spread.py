@@ -15,8 +15,9 @@ an average of two independent mean squares with positive weights: never negative
 of freedom. They are about 2·(K − 1), not R·(K − 1): the candidates' comparisons share their column, and only
 more stages (or more targets) replicate a column. The server pair's offset τ² (the *pair* spread) is v less the
 prompts' part (the within-stage spread over the stage's prompts), by difference: where the difference is
-negative τ² is taken as 0 but keeps the uncertainty of the difference (:attr:`SessionVariance.uncertainty`), so
-no spread is ever 0 with full degrees of freedom. Two candidates of one stage differ by 2·(their own servers'
+below :data:`FLOOR_SE` of its own standard error τ² is taken at that value, and keeps the uncertainty of the
+difference (:attr:`SessionVariance.uncertainty`), so no spread is ever 0, nor has full degrees of freedom where
+it was not measured. Two candidates of one stage differ by 2·(their own servers'
 offsets) — MS_res less the prompts' part that is not shared (the *between* spread). And the share of v the
 column holds is the correlation between two candidates' comparisons with the target alone (:attr:`Spread.
 correlation`): what lets their bounds be held together by Dunnett's rule instead of a union bound.
@@ -44,6 +45,12 @@ from .stage_evidence import Series, StageSample, crossed, fresh, two_way_residua
 ASSUMED_PAIR_SD = 0.05
 ASSUMED = SessionVariance(ASSUMED_PAIR_SD ** 2, math.inf)
 CORRELATION_STEP = 0.1      # the correlation used is the estimate rounded down to this, less one step
+# A component measured at or below 0 is taken at √(2/π) of its estimate's standard error: the mean of that
+# estimate's distribution cut at 0 — what a spread measured at 0 may be. Kept at 0, a comparison much steadier
+# than the table it was measured in (a draft model's −40%, measured to ±0.8%, beside a noisy n-gram method)
+# carried the table's uncertainty against nothing of its own: 0.2 degrees of freedom, an interval from 0 to
+# infinity, and a target that could never be shown to gain nothing (make demo, 2026-11-30, 241M).
+FLOOR_SE = math.sqrt(2 / math.pi)
 
 
 @dataclass(frozen=True)
@@ -204,11 +211,12 @@ def _target_of(target: str, comparisons: Sequence[Series],
 
 
 def _pooled(parts: Sequence[_Part]) -> SessionVariance:
-    """Targets' estimates pooled by their stages; kept at 0 when negative, with the uncertainty of the estimate."""
+    """Targets' estimates pooled by their stages, with the uncertainty of the estimate; never taken below
+    :data:`FLOOR_SE` of its own standard error (see there)."""
     total = sum(p.weight for p in parts)
     value = sum(p.value * p.weight for p in parts) / total
     uncertainty = sum(p.uncertainty * p.weight ** 2 for p in parts) / total ** 2
-    kept = max(0.0, value)
+    kept = max(0.0, value, FLOOR_SE * math.sqrt(uncertainty))
     df = 2 * kept ** 2 / uncertainty if uncertainty > 0 else math.inf
     return SessionVariance(kept, df, uncertainty)
 
