@@ -153,7 +153,7 @@ def test_a_candidate_whose_first_stage_all_met_bursts_is_measured_on_and_no_look
     other programs' load on the target alone's side and were left out; the race never measured it again, and the
     target ended "nothing gains" at look 4 with it "not in the decision"."""
     from draftbench.analysis.decision import Outcome, decide
-    from draftbench.analysis.stage_records import Why
+    from draftbench.analysis.stage_records import AbsenceKind
     grid = Grid("bursts", (Cand("slow", 0.5), Cand("fast", 1.3)), prompt_sd=0.05)
     listed = prompts(6)
     setup = Setup.of(grid, listed, max_tokens=32, noise_floor=0.02, search="adaptive", stages=2, per_stage=3)
@@ -174,6 +174,6 @@ def test_a_candidate_whose_first_stage_all_met_bursts_is_measured_on_and_no_look
     busy = replace(results, results=rows)
     look1 = decide(busy, before={fast.target: 1})[fast.target]
     assert len(look1.evidence.awaiting) == 1, "every stage-1 pair of 'fast' met a burst on the target alone's side"
-    assert look1.evidence.left_out[look1.evidence.awaiting[0]].why is Why.NO_PAIRS
+    assert look1.evidence.left_out[look1.evidence.awaiting[0]].why is AbsenceKind.NO_PAIRS
     assert look1.last is not None and look1.last.outcome is not Outcome.NOTHING_GAINS and not look1.final()
     assert set(look1.evidence.awaiting) <= set(look1.members(list(look1.evidence.rows)))

@@ -39,8 +39,9 @@ def series_of(matched: Iterable[Pair]) -> Series:
     return series_from((p.block or 0, p.prompt_id, p.log_ratio, p.order, p.category) for p in matched)
 
 
-class Why(Enum):
-    """Why a candidate takes no part in the decision (it still counts among the candidates)."""
+class AbsenceKind(Enum):
+    """Why a candidate takes no part in the decision (it still counts among the candidates; decision.Why is why
+    one left the race)."""
 
     NOT_PROBED = "not probed"                        # the budget ran out before it was measured
     FAILED = "failed"                                # its row's own reason says how
@@ -58,11 +59,11 @@ class Why(Enum):
 class Absence:
     """A candidate's part missing from the decision: why, and in words (a failed row's reason, the memory limit's)."""
 
-    why: Why
+    why: AbsenceKind
     text: str
 
     @classmethod
-    def of(cls, why: Why, text: str | None = None) -> Absence:
+    def of(cls, why: AbsenceKind, text: str | None = None) -> Absence:
         return cls(why, text or why.value)
 
 
@@ -70,17 +71,17 @@ def why_not_decided(row: Row, matched: list[Pair], counters: dict | None) -> Abs
     """Why a candidate row takes no part in the decision; ``counters``: what its counters allow on ``matched``
     (:func:`comparison.check_counters`)."""
     if row.status is Status.NOT_PROBED:
-        return Absence.of(Why.NOT_PROBED)
+        return Absence.of(AbsenceKind.NOT_PROBED)
     if row.status not in (Status.OK, Status.ELIMINATED):
-        return Absence.of(Why.FAILED, row.reason or str(row.status))
+        return Absence.of(AbsenceKind.FAILED, row.reason or str(row.status))
     if row.speculation_active is False:
-        return Absence.of(Why.NOT_ACTIVE)
+        return Absence.of(AbsenceKind.NOT_ACTIVE)
     if row.speculation_active is None:
-        return Absence.of(Why.NO_COUNTERS)
+        return Absence.of(AbsenceKind.NO_COUNTERS)
     if not matched:
-        return Absence.of(Why.NO_PAIRS)
+        return Absence.of(AbsenceKind.NO_PAIRS)
     if counters and counters["speed_changed"]:
-        return Absence.of(Why.SPEED_CHANGED)
+        return Absence.of(AbsenceKind.SPEED_CHANGED)
     return None
 
 
@@ -108,12 +109,12 @@ class TargetStages:
 
     @property
     def unprobed(self) -> tuple[str, ...]:
-        return tuple(n for n, absent in self.left_out.items() if absent.why is Why.NOT_PROBED)
+        return tuple(n for n, absent in self.left_out.items() if absent.why is AbsenceKind.NOT_PROBED)
 
     @property
     def awaiting(self) -> tuple[str, ...]:
         """Candidates measured whose every request was left out of the pairs: measured on, awaited by the looks."""
-        return tuple(n for n, absent in self.left_out.items() if absent.why is Why.NO_PAIRS)
+        return tuple(n for n, absent in self.left_out.items() if absent.why is AbsenceKind.NO_PAIRS)
 
     @property
     def stages_done(self) -> int:
@@ -181,7 +182,7 @@ def _stages_of(target: str, rows: list[Row], machine: MachineSpread, comparisons
                prompt_set: int | None) -> TargetStages:
     design = next(r.design for r in rows if is_staged(r) and r.design)
     counters = {n: check_counters(matched_by[n], None) for n in map(candidate_name, rows)}
-    over = {n: Absence.of(Why.OVER_MEMORY, text) for (t, n), text in unfit.items() if t == target}
+    over = {n: Absence.of(AbsenceKind.OVER_MEMORY, text) for (t, n), text in unfit.items() if t == target}
     left_out = {n: why for r in rows
                 if (why := why_not_decided(r, matched_by[n := candidate_name(r)], counters[n]) or over.get(n)) is not None}
     series = {candidate_name(r): comparisons[candidate_name(r)] for r in rows if candidate_name(r) not in left_out}
