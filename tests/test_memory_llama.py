@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from draftbench.analysis.memory_cost import cost_of
-from draftbench.backends.llamacpp.memory import estimate
+from draftbench.backends.llamacpp.memory import estimate_memory
 from draftbench.results.file import Row
 from draftbench.results.kinds import Role
 
@@ -52,7 +52,7 @@ def test_a_q8_draft_costs_more_than_a_q4_1_draft_and_the_estimate_is_within_a_fi
     assert with_q8.devices["CPU"]["model_mib"] > with_q4.devices["CPU"]["model_mib"]
     # --dry-run's estimate from the headers against what the log said (weights, KV cache and compute buffers)
     for draft, measured in ((None, alone), (q4, with_q4), (q8_draft, with_q8)):
-        guessed = estimate(target, draft, CTX)
+        guessed = estimate_memory(target, draft, CTX)
         assert guessed is not None and measured.total_mib()
         assert abs(guessed.total_mib() / measured.total_mib() - 1) < 0.20, (draft, guessed, measured)
         assert guessed.devices["CPU"]["kv_mib"] == measured.devices["CPU"]["kv_mib"]     # exact: the f16 cache

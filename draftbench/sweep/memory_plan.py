@@ -2,7 +2,7 @@
 
 For every target alone and every candidate with a draft model, the backend's estimate (llama.cpp: the GGUF
 headers' weights and the f16 KV cache at the largest context and slot count the plan asks of it,
-``backends/llamacpp/memory.estimate``) per device, what the draft adds over the target alone, and each device
+``backends/llamacpp/memory.estimate_memory``) per device, what the draft adds over the target alone, and each device
 where it would pass ``settings.memory_limit_gib`` — before any server starts. A model-free method adds no
 weights, so it has no line of its own. The run itself judges what the servers' own logs say
 (``analysis/memory_cost.py``): a candidate flagged here is still measured if it runs, and never recommended if

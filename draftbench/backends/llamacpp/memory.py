@@ -176,7 +176,7 @@ def offloaded_share(info: GGUFInfo, gpu_layers: int) -> float:
     return gpu_layers / (layers + 1)
 
 
-def estimate(target: str, draft: str | None, ctx_size: int, slots: int = 1, *, gpu: str | None = None,
+def estimate_memory(target: str, draft: str | None, ctx_size: int, slots: int = 1, *, gpu: str | None = None,
              gpu_layers: int = 0) -> ServerMemory | None:
     """What a llama-server of ``target`` (and ``draft``) would hold per device, from the GGUF headers: each model's
     weights (its tensor data, which llama-server's model buffers match) and its f16 KV cache at ``ctx_size`` tokens
@@ -207,7 +207,7 @@ def estimate_for(target: str, draft: str | None, settings: Settings, ctx_size: i
     if settings.gpu_layers != 0:
         gpu = "MTL0" if sys.platform == "darwin" else "CUDA0" if free_gpu_bytes() is not None else None
     try:
-        return estimate(target, draft, ctx_size, slots, gpu=gpu, gpu_layers=settings.gpu_layers)
+        return estimate_memory(target, draft, ctx_size, slots, gpu=gpu, gpu_layers=settings.gpu_layers)
     except ModelFileError:
         return None      # the model checks name the file's problem
 
