@@ -76,7 +76,7 @@ def compare(row: Row, baseline: Row, *, noise_floor: float, sessions: SessionVar
             return Comparison(Speedup(ratio=round(ratio, 4), method="ratio-of-means", n_pairs=0,
                                       percent=round((ratio - 1) * 100, 2)), None, None)
         return Comparison(None, None, None)
-    every, block = pairs(row, baseline), confirmation_block(row)      # paired once: the pairs are most of its cost
+    every, block = pairs(row, baseline), confirmation_block(row)      # paired once, split three ways
     fresh, confirming = _split(every, block)
     matched = [p for p in every if block is None or p.block != block]
     spread = sessions if sessions is not None and sessions.df > 0 else None

@@ -45,7 +45,7 @@ from .stage_evidence import Series, StageSample, crossed, fresh, two_way_residua
 ASSUMED_PAIR_SD = 0.05
 ASSUMED = SessionVariance(ASSUMED_PAIR_SD ** 2, math.inf)
 CORRELATION_STEP = 0.1      # the correlation used is the estimate rounded down to this, less one step
-# A component measured at or below 0 is taken at √(2/π) of its estimate's standard error: the mean of that
+# A component measured below √(2/π) of its estimate's standard error is taken at that value: the mean of that
 # estimate's distribution cut at 0 — what a spread measured at 0 may be. Kept at 0, a comparison much steadier
 # than the table it was measured in (a draft model's −40%, measured to ±0.8%, beside a noisy n-gram method)
 # carried the table's uncertainty against nothing of its own: 0.2 degrees of freedom, an interval from 0 to

@@ -94,10 +94,10 @@ def positions_figure(data: ReportData) -> Figure:
                                          "<extra></extra>"))
     longest = max((len(t["x"]) for t in traces), default=1)
     layout = base_layout(height=400 + LEGEND_ROW_PX * math.ceil(len(traces) / 2), colorway=list(theme.CLASS_COLORS),
-                               xaxis=dict(title=dict(text="draft position (1 = the first drafted token)"),
-                                          range=[0.5, longest + 0.5], tick0=1, dtick=_tick_step(longest)),
-                               yaxis=dict(title=dict(text="verify steps that accepted it"), ticksuffix="%",
-                                          range=[0, 105]))
+                         xaxis=dict(title=dict(text="draft position (1 = the first drafted token)"),
+                                    range=[0.5, longest + 0.5], tick0=1, dtick=_tick_step(longest)),
+                         yaxis=dict(title=dict(text="verify steps that accepted it"), ticksuffix="%",
+                                    range=[0, 105]))
     if not traces:
         _empty_note(layout, f"Acceptance by position: {_why_missing(data.results)}")
     return dict(data=traces, layout=layout)
@@ -142,8 +142,8 @@ def ceiling_figure(data: ReportData) -> Figure:
                    hovertemplate="<b>%{x}</b><br>" + name + ": %{y:+.1f}%<br>%{customdata}<extra></extra>")
               for name, speeds, color in series] if rows else []
     layout = base_layout(barmode="group", height=460, xaxis=dict(type="category"),
-                               yaxis=dict(title=dict(text="speed-up vs the target alone (%)"), ticksuffix="%",
-                                          zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
+                         yaxis=dict(title=dict(text="speed-up vs the target alone (%)"), ticksuffix="%",
+                                    zeroline=True, zerolinecolor=theme.TEXT, zerolinewidth=1.5))
     if not traces:
         _empty_note(layout, "No ceiling runs: set settings.ceiling: true or pass --ceiling (llama.cpp)")
     return dict(data=traces, layout=layout)
@@ -199,8 +199,8 @@ def kpredict_figure(data: ReportData) -> Figure:
                            hovertemplate="k=%{x}: measured %{y:.1f} tok/s (prediction off by %{customdata:+.1f}%)"
                                          "<extra></extra>"))
     layout = base_layout(height=440, xaxis=dict(title=dict(text="draft length k (0 = the target alone)"),
-                                                      dtick=1, rangemode="tozero"),
-                               yaxis=dict(title=dict(text="decode tok/s"), rangemode="tozero"))
+                                                dtick=1, rangemode="tozero"),
+                         yaxis=dict(title=dict(text="decode tok/s"), rangemode="tozero"))
     if not traces:
         _empty_note(layout, f"Best k from one run: {_why_missing(data.results)}")
     return dict(data=traces, layout=layout)

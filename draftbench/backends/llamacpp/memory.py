@@ -177,7 +177,7 @@ def offloaded_share(info: GGUFInfo, gpu_layers: int) -> float:
 
 
 def estimate_memory(target: str, draft: str | None, ctx_size: int, slots: int = 1, *, gpu: str | None = None,
-             gpu_layers: int = 0) -> ServerMemory | None:
+                    gpu_layers: int = 0) -> ServerMemory | None:
     """What a llama-server of ``target`` (and ``draft``) would hold per device, from the GGUF headers: each model's
     weights (its tensor data, which llama-server's model buffers match) and its f16 KV cache at ``ctx_size`` tokens
     per slot (llama-server gives the draft the same context); on ``gpu`` (the first device ``--list-devices``
